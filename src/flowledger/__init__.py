@@ -1,0 +1,3 @@
+"""flowledger: durable graph workflows with append-only checkpoints."""
+
+__version__ = "0.1.0"

@@ -1,0 +1,72 @@
+"""L0 storage: bytes only, no knowledge of workflows.
+
+Four primitives (`KV`, `Blobs`, `Ledger`, `Leaser`) behind one URL
+(`open_store`). Every backend passes the same conformance suite
+(``tests/storage``); the memory backend is the oracle.
+"""
+
+from .blobs import Blobs
+from .errors import (
+    AttachmentNotFoundError,
+    BlobConflictError,
+    BlobNotFoundError,
+    ConflictError,
+    InvalidValueError,
+    KeyNotFoundError,
+    LeaseHeldError,
+    LedgerConflictError,
+    StorageError,
+    StoreClosedError,
+    ValueTooLargeError,
+)
+from .kv import KV, Entry
+from .lease import Lease, Leaser, LostReason
+from .ledger import Ledger, Record, digest_of
+from .limits import (
+    MAX_ATTACHMENT_BYTES,
+    MAX_ATTACHMENTS_PER_APPEND,
+    MAX_BLOB_BYTES,
+    MAX_KV_VALUE_BYTES,
+    MAX_READ_LIMIT,
+    MAX_RECORD_BYTES,
+    MAX_RECORDS_PER_APPEND,
+)
+from .names import MAX_NAME_BYTES, InvalidNameError, validate_name
+from .store import Store, StoreOpener, UnsupportedURLError, open_store
+
+__all__ = [
+    "KV",
+    "MAX_ATTACHMENTS_PER_APPEND",
+    "MAX_ATTACHMENT_BYTES",
+    "MAX_BLOB_BYTES",
+    "MAX_KV_VALUE_BYTES",
+    "MAX_NAME_BYTES",
+    "MAX_READ_LIMIT",
+    "MAX_RECORDS_PER_APPEND",
+    "MAX_RECORD_BYTES",
+    "AttachmentNotFoundError",
+    "BlobConflictError",
+    "BlobNotFoundError",
+    "Blobs",
+    "ConflictError",
+    "Entry",
+    "InvalidNameError",
+    "InvalidValueError",
+    "KeyNotFoundError",
+    "Lease",
+    "LeaseHeldError",
+    "Leaser",
+    "Ledger",
+    "LedgerConflictError",
+    "LostReason",
+    "Record",
+    "StorageError",
+    "Store",
+    "StoreClosedError",
+    "StoreOpener",
+    "UnsupportedURLError",
+    "ValueTooLargeError",
+    "digest_of",
+    "open_store",
+    "validate_name",
+]

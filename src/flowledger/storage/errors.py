@@ -1,0 +1,110 @@
+"""The storage error families. Every rejected call raises one of these and changes nothing."""
+
+from __future__ import annotations
+
+__all__ = [
+    "AttachmentNotFoundError",
+    "BlobConflictError",
+    "BlobNotFoundError",
+    "ConflictError",
+    "InvalidValueError",
+    "KeyNotFoundError",
+    "LeaseHeldError",
+    "LedgerConflictError",
+    "StorageError",
+    "StoreClosedError",
+    "ValueTooLargeError",
+]
+
+
+class StorageError(Exception):
+    """Base class of every storage error."""
+
+
+class StoreClosedError(StorageError):
+    """The store was used after `close()`."""
+
+    def __init__(self) -> None:
+        super().__init__("store is closed")
+
+
+class ValueTooLargeError(StorageError, ValueError):
+    """A value, blob, record or attachment is over its documented size limit."""
+
+    def __init__(self, what: str, size: int, limit: int) -> None:
+        self.what = what
+        self.size = size
+        self.limit = limit
+        super().__init__(f"{what} is {size} bytes; the limit is {limit}")
+
+
+class InvalidValueError(StorageError, TypeError):
+    """An argument has the wrong type (values are `bytes`, revisions non-negative `int`)."""
+
+    def __init__(self, what: str, expected: str, got: object) -> None:
+        self.what = what
+        super().__init__(f"{what} must be {expected}, not {type(got).__name__}")
+
+
+class KeyNotFoundError(StorageError, KeyError):
+    def __init__(self, key: str) -> None:
+        self.key = key
+        super().__init__(key)
+
+    def __str__(self) -> str:
+        return f"key not found: {self.key!r}"
+
+
+class ConflictError(StorageError):
+    """A compare-and-swap `put` saw another revision than the one it expected."""
+
+    def __init__(self, key: str, expected: int, actual: int) -> None:
+        self.key = key
+        self.expected = expected
+        self.actual = actual  # 0 when the key is absent
+        super().__init__(f"revision conflict on {key!r}: expected {expected}, found {actual}")
+
+
+class BlobNotFoundError(StorageError, KeyError):
+    def __init__(self, key: str) -> None:
+        self.key = key
+        super().__init__(key)
+
+    def __str__(self) -> str:
+        return f"blob not found: {self.key!r}"
+
+
+class BlobConflictError(StorageError):
+    """A blob already exists under this key with different bytes; the original is kept."""
+
+    def __init__(self, key: str) -> None:
+        self.key = key
+        super().__init__(f"blob {key!r} already exists with different bytes")
+
+
+class LedgerConflictError(StorageError):
+    """A compare-and-append found another tip than the one it expected."""
+
+    def __init__(self, name: str, expected: int, actual: int) -> None:
+        self.name = name
+        self.expected = expected
+        self.actual = actual
+        super().__init__(f"ledger {name!r} tip is {actual}, expected {expected}")
+
+
+class AttachmentNotFoundError(StorageError, KeyError):
+    def __init__(self, digest: str) -> None:
+        self.digest = digest
+        super().__init__(digest)
+
+    def __str__(self) -> str:
+        return f"attachment not found: {self.digest}"
+
+
+class LeaseHeldError(StorageError):
+    """Another live holder has the lease."""
+
+    def __init__(self, name: str, holder_epoch: int) -> None:
+        self.name = name
+        self.holder_epoch = holder_epoch
+        super().__init__(f"lease {name!r} is held at epoch {holder_epoch}")

@@ -1,0 +1,193 @@
+"""Leases: named, time-limited ownership with strictly increasing epochs.
+
+`acquire(name, ttl=...)` grants a `Lease` when nobody holds the name (or the
+holder's TTL has run out) and raises `LeaseHeldError` otherwise. Each grant of
+a name has a strictly greater epoch than every earlier grant of that name.
+
+While held, the lease renews itself every ``ttl / 3`` seconds in the
+background. Its *lost* signal fires exactly once, with a reason:
+
+* ``"released"`` - `Lease.release` was called (idempotent; a release can only
+  ever free the grant it belongs to, never a later holder's);
+* ``"expired"`` - a renewal could not prove ownership before the TTL ran out;
+* ``"taken over"`` - another holder was granted the name (after our expiry);
+* ``"closed"`` - the store was closed (its leases are freed on the way out).
+
+A lease is a liveness hint, not a fence: a holder whose process stalls past
+its TTL may still believe it holds the lease for a moment. Writers that must
+never overlap fence with compare-and-swap (KV revisions, ledger tips) too.
+
+Backends supply three small operations (`LeaseBackend`); renewal, the lost
+signal and release bookkeeping live here once for all of them.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import secrets
+import time
+from collections.abc import Callable
+from typing import Literal, Protocol
+
+from .names import validate_name
+
+__all__ = ["Lease", "LeaseBackend", "Leaser", "LostReason", "RenewStatus", "check_ttl"]
+
+log = logging.getLogger(__name__)
+
+LostReason = Literal["released", "expired", "taken over", "closed"]
+RenewStatus = Literal["renewed", "expired", "taken over"]
+
+MAX_TTL = 3600.0
+
+
+def check_ttl(ttl: object) -> float:
+    if not isinstance(ttl, int | float) or isinstance(ttl, bool):
+        raise TypeError(f"ttl must be a number of seconds, not {type(ttl).__name__}")
+    if not 0.05 <= ttl <= MAX_TTL:
+        raise ValueError(f"ttl must be between 0.05 and {MAX_TTL} seconds, not {ttl}")
+    return float(ttl)
+
+
+class LeaseBackend(Protocol):
+    """What a storage backend implements; times are the backend's own clock."""
+
+    async def try_acquire(self, name: str, holder: str, ttl: float) -> int:
+        """Grant ``name`` to ``holder`` and return the new epoch, or raise `LeaseHeldError`."""
+        ...
+
+    async def renew(self, name: str, epoch: int, holder: str, ttl: float) -> RenewStatus:
+        """Extend the grant if it is still ours and unexpired."""
+        ...
+
+    async def release(self, name: str, epoch: int, holder: str) -> None:
+        """Free the grant if it is still ours; keep the epoch counter."""
+        ...
+
+
+class Lease:
+    """One grant of a named lease. Create through `Leaser.acquire`."""
+
+    def __init__(
+        self, backend: LeaseBackend, name: str, epoch: int, holder: str, ttl: float
+    ) -> None:
+        self.name = name
+        self.epoch = epoch
+        self.ttl = ttl
+        self._backend = backend
+        self._holder = holder
+        self._lost_reason: LostReason | None = None
+        self._lost_event = asyncio.Event()
+        self._callbacks: list[Callable[[LostReason], object]] = []
+        self._proven_until = time.monotonic() + ttl
+        self._renewer: asyncio.Task[None] | None = None
+
+    def __repr__(self) -> str:
+        state = self._lost_reason or "held"
+        return f"<Lease {self.name!r} epoch={self.epoch} {state}>"
+
+    @property
+    def lost(self) -> bool:
+        return self._lost_reason is not None
+
+    @property
+    def lost_reason(self) -> LostReason | None:
+        return self._lost_reason
+
+    async def wait_lost(self) -> LostReason:
+        await self._lost_event.wait()
+        assert self._lost_reason is not None
+        return self._lost_reason
+
+    def on_lost(self, callback: Callable[[LostReason], object]) -> None:
+        """Call ``callback(reason)`` once when the lease is lost (now, if it already is)."""
+        if self._lost_reason is not None:
+            _call_quietly(callback, self._lost_reason)
+        else:
+            self._callbacks.append(callback)
+
+    async def release(self) -> None:
+        """Give the lease up. Idempotent; safe after loss; never frees a later holder."""
+        self._mark_lost("released")
+        await self._stop_renewing()
+        await self._backend.release(self.name, self.epoch, self._holder)
+
+    def _start(self) -> None:
+        self._renewer = asyncio.get_running_loop().create_task(
+            self._renew_loop(), name=f"lease-renew:{self.name}"
+        )
+
+    async def _stop_renewing(self) -> None:
+        task, self._renewer = self._renewer, None
+        if task is not None and task is not asyncio.current_task():
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+
+    def _mark_lost(self, reason: LostReason) -> None:
+        if self._lost_reason is not None:
+            return
+        self._lost_reason = reason
+        self._lost_event.set()
+        callbacks, self._callbacks = self._callbacks, []
+        for callback in callbacks:
+            _call_quietly(callback, reason)
+
+    async def _renew_loop(self) -> None:
+        interval = self.ttl / 3
+        while not self.lost:
+            await asyncio.sleep(interval)
+            if self.lost:
+                return
+            started = time.monotonic()
+            try:
+                status = await self._backend.renew(self.name, self.epoch, self._holder, self.ttl)
+            except asyncio.CancelledError:
+                raise
+            except Exception:
+                # A transient failure: keep trying until the last proven expiry passes.
+                log.warning("renewing lease %r failed", self.name, exc_info=True)
+                if time.monotonic() >= self._proven_until:
+                    self._mark_lost("expired")
+                continue
+            if status == "renewed":
+                self._proven_until = started + self.ttl
+            else:
+                self._mark_lost(status)
+
+
+def _call_quietly(callback: Callable[[LostReason], object], reason: LostReason) -> None:
+    try:
+        callback(reason)
+    except Exception:
+        log.exception("lease lost callback failed")
+
+
+class Leaser:
+    """Grants leases over a backend and remembers them so closing the store can end them."""
+
+    def __init__(self, backend: LeaseBackend, default_ttl: float = 15.0) -> None:
+        self._backend = backend
+        self._default_ttl = check_ttl(default_ttl)
+        self._live: set[Lease] = set()
+
+    async def acquire(self, name: str, *, ttl: float | None = None) -> Lease:
+        validate_name(name)
+        ttl = self._default_ttl if ttl is None else check_ttl(ttl)
+        holder = secrets.token_hex(16)
+        epoch = await self._backend.try_acquire(name, holder, ttl)
+        lease = Lease(self._backend, name, epoch, holder, ttl)
+        self._live.add(lease)
+        lease.on_lost(lambda _reason: self._live.discard(lease))
+        lease._start()
+        return lease
+
+    async def close(self) -> None:
+        """Mark every live lease lost (``"closed"``) and free it so nobody waits out a TTL."""
+        for lease in list(self._live):
+            lease._mark_lost("closed")
+            await lease._stop_renewing()
+            with contextlib.suppress(Exception):
+                await self._backend.release(lease.name, lease.epoch, lease._holder)

@@ -1,0 +1,198 @@
+"""The in-memory backend: the reference oracle every other backend is compared with.
+
+Everything lives in dictionaries guarded by one lock, so each call is atomic
+even when several threads (each with its own event loop) share the store.
+KV revisions count 1, 2, 3, ... per key and restart at 1 after a delete.
+Leases use the monotonic clock and honour TTLs like the durable backends.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+
+from .errors import (
+    AttachmentNotFoundError,
+    BlobConflictError,
+    BlobNotFoundError,
+    ConflictError,
+    KeyNotFoundError,
+    LeaseHeldError,
+    LedgerConflictError,
+)
+from .kv import Entry
+from .lease import RenewStatus
+from .ledger import Record, check_append, check_digests, check_read
+from .limits import MAX_BLOB_BYTES, MAX_KV_VALUE_BYTES, check_bytes, check_revision
+from .names import validate_name
+
+__all__ = ["MemoryBlobs", "MemoryKV", "MemoryLeaseBackend", "MemoryLedger"]
+
+
+@dataclass(slots=True)
+class _LeaseRow:
+    epoch: int
+    holder: str | None
+    expires_at: float
+
+
+class MemoryKV:
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._kv: dict[str, Entry] = {}
+
+    async def get(self, key: str) -> Entry:
+        validate_name(key)
+        with self._lock:
+            entry = self._kv.get(key)
+        if entry is None:
+            raise KeyNotFoundError(key)
+        return entry
+
+    async def put(self, key: str, value: bytes, *, expected: int) -> int:
+        validate_name(key)
+        check_revision("expected", expected)
+        check_bytes("value", value, MAX_KV_VALUE_BYTES)
+        with self._lock:
+            current = self._kv.get(key)
+            actual = 0 if current is None else current.revision
+            if actual != expected:
+                raise ConflictError(key, expected, actual)
+            self._kv[key] = Entry(bytes(value), actual + 1)
+            return actual + 1
+
+    async def delete(self, key: str) -> None:
+        validate_name(key)
+        with self._lock:
+            self._kv.pop(key, None)
+
+    async def keys(self, prefix: str = "") -> list[str]:
+        with self._lock:
+            return sorted(k for k in self._kv if k.startswith(prefix))
+
+
+class MemoryBlobs:
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._blobs: dict[str, bytes] = {}
+
+    async def put(self, key: str, data: bytes) -> None:
+        validate_name(key)
+        check_bytes("blob", data, MAX_BLOB_BYTES)
+        with self._lock:
+            existing = self._blobs.get(key)
+            if existing is None:
+                self._blobs[key] = bytes(data)
+            elif existing != data:
+                raise BlobConflictError(key)
+
+    async def get(self, key: str) -> bytes:
+        validate_name(key)
+        with self._lock:
+            data = self._blobs.get(key)
+        if data is None:
+            raise BlobNotFoundError(key)
+        return data
+
+    async def delete(self, key: str) -> None:
+        validate_name(key)
+        with self._lock:
+            self._blobs.pop(key, None)
+
+    async def list(self, prefix: str = "") -> list[str]:
+        with self._lock:
+            return sorted(k for k in self._blobs if k.startswith(prefix))
+
+
+class MemoryLedger:
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._logs: dict[str, list[bytes]] = {}
+        self._attachments: dict[str, bytes] = {}
+
+    async def append(
+        self,
+        name: str,
+        records: Sequence[bytes],
+        *,
+        expected: int,
+        attachments: Mapping[str, bytes] | None = None,
+    ) -> int:
+        validate_name(name)
+        payloads, blobs = check_append(records, expected, attachments)
+        with self._lock:
+            log = self._logs.get(name, [])
+            if len(log) != expected:
+                raise LedgerConflictError(name, expected, len(log))
+            for digest, data in blobs.items():
+                self._attachments.setdefault(digest, data)
+            log.extend(payloads)
+            self._logs[name] = log
+            return len(log)
+
+    async def read(self, name: str, *, after: int = 0, limit: int = 100) -> list[Record]:
+        validate_name(name)
+        check_read(after, limit)
+        with self._lock:
+            log = self._logs.get(name, [])
+            chunk = log[after : after + limit]
+        return [Record(after + i + 1, payload) for i, payload in enumerate(chunk)]
+
+    async def tip(self, name: str) -> int:
+        validate_name(name)
+        with self._lock:
+            return len(self._logs.get(name, ()))
+
+    async def names(self, prefix: str = "") -> list[str]:
+        with self._lock:
+            return sorted(n for n in self._logs if n.startswith(prefix))
+
+    async def attachments(self, digests: Iterable[str]) -> dict[str, bytes]:
+        wanted = check_digests(digests)
+        found: dict[str, bytes] = {}
+        with self._lock:
+            for digest in wanted:
+                data = self._attachments.get(digest)
+                if data is None:
+                    raise AttachmentNotFoundError(digest)
+                found[digest] = data
+        return found
+
+
+class MemoryLeaseBackend:
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._leases: dict[str, _LeaseRow] = {}
+
+    async def try_acquire(self, name: str, holder: str, ttl: float) -> int:
+        now = time.monotonic()
+        with self._lock:
+            row = self._leases.get(name)
+            if row is None:
+                row = self._leases[name] = _LeaseRow(0, None, 0.0)
+            elif row.holder is not None and row.expires_at > now:
+                raise LeaseHeldError(name, row.epoch)
+            row.epoch += 1
+            row.holder = holder
+            row.expires_at = now + ttl
+            return row.epoch
+
+    async def renew(self, name: str, epoch: int, holder: str, ttl: float) -> RenewStatus:
+        now = time.monotonic()
+        with self._lock:
+            row = self._leases.get(name)
+            if row is None or row.epoch != epoch or row.holder != holder:
+                return "taken over"
+            if row.expires_at <= now:
+                return "expired"
+            row.expires_at = now + ttl
+            return "renewed"
+
+    async def release(self, name: str, epoch: int, holder: str) -> None:
+        with self._lock:
+            row = self._leases.get(name)
+            if row is not None and row.epoch == epoch and row.holder == holder:
+                row.holder = None
+                row.expires_at = 0.0

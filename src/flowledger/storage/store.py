@@ -1,0 +1,117 @@
+"""`Store`: the four primitives behind one URL, and `open_store`.
+
+URLs:
+
+* ``memory://`` - a fresh, private in-process store (the test oracle);
+* ``sqlite:///relative/path.db`` or ``sqlite:////absolute/path.db`` - the
+  embedded default. Query options: ``synchronous`` (``FULL``, the default, or
+  ``NORMAL``/``OFF``), ``busy_timeout`` (milliseconds, default 5000).
+
+Use it as ``async with open_store(url) as store:`` or ``store = await
+open_store(url)`` followed by ``await store.close()``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Generator
+from dataclasses import dataclass, field
+from types import TracebackType
+from typing import Any
+from urllib.parse import urlsplit
+
+from .blobs import Blobs
+from .kv import KV
+from .lease import Leaser
+from .ledger import Ledger
+from .memory import MemoryBlobs, MemoryKV, MemoryLeaseBackend, MemoryLedger
+
+__all__ = ["Store", "StoreOpener", "UnsupportedURLError", "open_store"]
+
+
+class UnsupportedURLError(ValueError):
+    def __init__(self, url: str, reason: str) -> None:
+        self.url = url
+        super().__init__(f"cannot open store {url!r}: {reason}")
+
+
+async def _nothing() -> None:
+    return None
+
+
+@dataclass(eq=False)
+class Store:
+    """KV, Blobs, Ledger and Leaser over one backend."""
+
+    url: str
+    kv: KV
+    blobs: Blobs
+    ledger: Ledger
+    leases: Leaser
+    _close_backend: Callable[[], Awaitable[None]] = field(default=_nothing, repr=False)
+    _closed: bool = field(default=False, repr=False)
+
+    async def close(self) -> None:
+        """Free this store's leases, then close the backend. Idempotent."""
+        if self._closed:
+            return
+        self._closed = True
+        await self.leases.close()
+        await self._close_backend()
+
+    async def __aenter__(self) -> Store:
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.close()
+
+
+class StoreOpener:
+    """What `open_store` returns: await it, or use it as an async context manager."""
+
+    def __init__(self, url: str) -> None:
+        self.url = url
+        self._store: Store | None = None
+
+    async def _open(self) -> Store:
+        return await _connect(self.url)
+
+    def __await__(self) -> Generator[Any, None, Store]:
+        return self._open().__await__()
+
+    async def __aenter__(self) -> Store:
+        self._store = await self._open()
+        return self._store
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        if self._store is not None:
+            await self._store.close()
+
+
+def open_store(url: str) -> StoreOpener:
+    """Open the store named by ``url`` (see the module docstring for the forms)."""
+    if not isinstance(url, str):
+        raise TypeError(f"store URL must be a str, not {type(url).__name__}")
+    return StoreOpener(url)
+
+
+async def _connect(url: str) -> Store:
+    scheme = urlsplit(url).scheme
+    if scheme == "memory":
+        if url.rstrip("/") != "memory:":
+            raise UnsupportedURLError(url, "memory:// takes no path or options")
+        return Store(url, MemoryKV(), MemoryBlobs(), MemoryLedger(), Leaser(MemoryLeaseBackend()))
+    if scheme == "sqlite":
+        from .sqlite import connect_sqlite
+
+        return await connect_sqlite(url)
+    raise UnsupportedURLError(url, "the scheme must be memory or sqlite")
