@@ -1,0 +1,116 @@
+"""L1 flow: typed graphs of tasks run in durable super-steps.
+
+Build a `Graph`, `compile` it over a `CheckpointStore`, and drive runs with
+the `Runner`. Inside a task, `interrupt` pauses the vertex for a person or a
+model; `run_info` gives the idempotency key for side effects.
+"""
+
+from .checkpoint import (
+    Checkpoint,
+    HaltKind,
+    HaltRecord,
+    InterruptKind,
+    InterruptRecord,
+    RouteRecord,
+    RunRecord,
+    RunStatus,
+    StepPhase,
+    VertexRecord,
+    VertexStatus,
+)
+from .codec import StateCodec
+from .context import InterruptSignal, RunInfo, continuation, interrupt, run_info
+from .engine import Granularity
+from .errors import (
+    AmbiguousRoutingError,
+    BuildError,
+    CheckpointDecodeError,
+    CheckpointNotFoundError,
+    CodecError,
+    ConditionError,
+    DeadEndError,
+    DuplicateEdgeError,
+    DuplicateRouteError,
+    DuplicateVertexError,
+    FlowError,
+    GraphBuildError,
+    GraphMismatchError,
+    GraphRunExistsError,
+    GraphRunMismatchError,
+    GraphVersionMismatchError,
+    MaxStepsExceededError,
+    MissingEntryError,
+    ResumeTerminalError,
+    RevisionConflictError,
+    StoreError,
+    UndeclaredTargetError,
+    UnknownVertexError,
+    UnreachableVertexError,
+    VertexError,
+)
+from .graph import CompiledGraph, Graph
+from .hooks import Hooks
+from .ledger_store import LedgerCheckpointStore
+from .policy import ErrorRoute, Retry
+from .result import Halt, Interruption, Result, StoredError
+from .runner import Runner
+from .store import CheckpointStore, MemoryCheckpointStore
+
+__all__ = [
+    "AmbiguousRoutingError",
+    "BuildError",
+    "Checkpoint",
+    "CheckpointDecodeError",
+    "CheckpointNotFoundError",
+    "CheckpointStore",
+    "CodecError",
+    "CompiledGraph",
+    "ConditionError",
+    "DeadEndError",
+    "DuplicateEdgeError",
+    "DuplicateRouteError",
+    "DuplicateVertexError",
+    "ErrorRoute",
+    "FlowError",
+    "Granularity",
+    "Graph",
+    "GraphBuildError",
+    "GraphMismatchError",
+    "GraphRunExistsError",
+    "GraphRunMismatchError",
+    "GraphVersionMismatchError",
+    "Halt",
+    "HaltKind",
+    "HaltRecord",
+    "Hooks",
+    "InterruptKind",
+    "InterruptRecord",
+    "InterruptSignal",
+    "Interruption",
+    "LedgerCheckpointStore",
+    "MaxStepsExceededError",
+    "MemoryCheckpointStore",
+    "MissingEntryError",
+    "Result",
+    "ResumeTerminalError",
+    "Retry",
+    "RevisionConflictError",
+    "RouteRecord",
+    "RunInfo",
+    "RunRecord",
+    "RunStatus",
+    "Runner",
+    "StateCodec",
+    "StepPhase",
+    "StoreError",
+    "StoredError",
+    "UndeclaredTargetError",
+    "UnknownVertexError",
+    "UnreachableVertexError",
+    "VertexError",
+    "VertexRecord",
+    "VertexStatus",
+    "continuation",
+    "interrupt",
+    "run_info",
+]

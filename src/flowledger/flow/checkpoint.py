@@ -1,0 +1,446 @@
+"""The checkpoint: one durable, append-only record of a run's progress.
+
+Revisions of one run are 0, 1, 2, ... without gaps. Enum integers are part of
+the stored format and never change meaning.
+
+Each checkpoint is a plain document (`to_document` / `from_document`). The
+decoder is strict: an unknown field, a missing field or a wrong type raises
+`CheckpointDecodeError` naming the path (e.g. ``checkpoint.vertices[1].status``).
+
+Two deliberate additions to the reference layout: a ``STEP_RUNNING``
+checkpoint records the step's frontier (resume needs no history scan), and
+the run record carries ``finish_reached`` (whether the finish vertex has
+completed at least once, which decides completion versus dead end).
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
+from datetime import UTC, datetime, timedelta
+from enum import IntEnum
+from typing import Any, TypeVar
+
+from .errors import CheckpointDecodeError
+
+__all__ = [
+    "Checkpoint",
+    "HaltKind",
+    "HaltRecord",
+    "InterruptKind",
+    "InterruptRecord",
+    "RouteRecord",
+    "RunRecord",
+    "RunStatus",
+    "StepPhase",
+    "VertexRecord",
+    "VertexStatus",
+    "now",
+]
+
+E = TypeVar("E", bound=IntEnum)
+
+
+class _NamedEnum(IntEnum):
+    def __str__(self) -> str:
+        return self.name.lower()
+
+
+class RunStatus(_NamedEnum):
+    RUNNING = 0
+    COMPLETED = 1
+    INTERRUPTED = 2
+    CANCELLED = 3
+
+    @property
+    def terminal(self) -> bool:
+        return self in (RunStatus.COMPLETED, RunStatus.CANCELLED)
+
+
+class VertexStatus(_NamedEnum):
+    PENDING = 0
+    RUNNING = 1
+    DONE = 2
+    INTERRUPTED = 3
+    FAILED = 4
+
+
+class StepPhase(_NamedEnum):
+    RUNNING = 0  # a vertex of the step was classified; the step is still under way
+    PAUSED = 1  # at least one vertex paused; the step waits for a resume
+    ROUTED = 2  # the step routed; ``frontier`` is the next step's (empty once completed)
+    HALTED = 3  # routing or the step budget stopped the run; resumable
+
+
+class InterruptKind(_NamedEnum):
+    AWAITING = 0  # the task called `interrupt`
+    ERRORED = 1  # the vertex failed and its policy is to pause
+
+
+class HaltKind(_NamedEnum):
+    CONDITION = 0
+    UNDECLARED_TARGET = 1
+    DEAD_END = 2
+    MAX_STEPS = 3
+
+
+def now() -> datetime:
+    return datetime.now(UTC)
+
+
+@dataclass(slots=True)
+class RunRecord:
+    """The engine-owned record of one run, copied into every checkpoint."""
+
+    graph_run_id: str
+    graph_id: str
+    graph_version: str
+    status: RunStatus
+    step: int
+    revision: int
+    created_at: datetime
+    started_at: datetime
+    updated_at: datetime
+    completed_at: datetime | None = None
+    interrupted_at: datetime | None = None
+    cancelled_at: datetime | None = None
+    cancel_reason: str = ""
+    finish_reached: bool = False
+
+
+@dataclass(slots=True)
+class VertexRecord:
+    """One execution of one vertex within one step."""
+
+    vertex: str
+    vertex_run_id: str
+    step: int
+    status: VertexStatus
+    attempt: int = 0
+    created_at: datetime | None = None
+    started_at: datetime | None = None
+    completed_at: datetime | None = None
+    interrupted_at: datetime | None = None
+    failed_at: datetime | None = None
+    error: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class RouteRecord:
+    source: str
+    targets: tuple[str, ...]
+    conditional: bool
+
+
+@dataclass(frozen=True, slots=True)
+class InterruptRecord:
+    """A paused vertex. ``info`` and ``continuation`` are JSON data."""
+
+    vertex: str
+    kind: InterruptKind
+    info: Any = None
+    cause: str = ""
+    stateful: bool = False  # whether ``continuation`` was given (it may be None)
+    continuation: Any = None
+
+
+@dataclass(frozen=True, slots=True)
+class HaltRecord:
+    kind: HaltKind
+    step: int
+    cause: str
+
+
+@dataclass(slots=True)
+class Checkpoint:
+    """``state`` and ``step_base`` are JSON objects (the state as of now / at step start)."""
+
+    run: RunRecord
+    phase: StepPhase
+    state: dict[str, Any] | None = None
+    step_base: dict[str, Any] | None = None
+    vertices: list[VertexRecord] = field(default_factory=list)
+    frontier: list[str] = field(default_factory=list)
+    routes: list[RouteRecord] = field(default_factory=list)
+    interrupts: list[InterruptRecord] = field(default_factory=list)
+    halt: HaltRecord | None = None
+
+    @property
+    def revision(self) -> int:
+        return self.run.revision
+
+    def copy(self) -> Checkpoint:
+        """A fully independent copy."""
+        return replace(
+            self,
+            run=replace(self.run),
+            state=copy.deepcopy(self.state),
+            step_base=copy.deepcopy(self.step_base),
+            vertices=[replace(v) for v in self.vertices],
+            frontier=list(self.frontier),
+            routes=list(self.routes),
+            interrupts=[
+                replace(i, info=copy.deepcopy(i.info), continuation=copy.deepcopy(i.continuation))
+                for i in self.interrupts
+            ],
+        )
+
+
+# -- documents ------------------------------------------------------------------------------
+
+
+def _time(value: datetime | None) -> int | None:
+    """Microseconds since the epoch: exact, compact, and timezone-free."""
+    if value is None:
+        return None
+    delta = value - _EPOCH
+    return (delta.days * 86_400 + delta.seconds) * 1_000_000 + delta.microseconds
+
+
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+
+
+def run_to_document(run: RunRecord) -> dict[str, Any]:
+    doc: dict[str, Any] = {
+        "graph_run_id": run.graph_run_id,
+        "graph_id": run.graph_id,
+        "graph_version": run.graph_version,
+        "status": int(run.status),
+        "step": run.step,
+        "revision": run.revision,
+        "created_at": _time(run.created_at),
+        "started_at": _time(run.started_at),
+        "updated_at": _time(run.updated_at),
+        "finish_reached": run.finish_reached,
+    }
+    for key in ("completed_at", "interrupted_at", "cancelled_at"):
+        value = getattr(run, key)
+        if value is not None:
+            doc[key] = _time(value)
+    if run.cancel_reason:
+        doc["cancel_reason"] = run.cancel_reason
+    return doc
+
+
+def vertex_to_document(vertex: VertexRecord) -> dict[str, Any]:
+    doc: dict[str, Any] = {
+        "vertex": vertex.vertex,
+        "vertex_run_id": vertex.vertex_run_id,
+        "step": vertex.step,
+        "status": int(vertex.status),
+        "attempt": vertex.attempt,
+    }
+    for key in ("created_at", "started_at", "completed_at", "interrupted_at", "failed_at"):
+        value = getattr(vertex, key)
+        if value is not None:
+            doc[key] = _time(value)
+    if vertex.error:
+        doc["error"] = vertex.error
+    return doc
+
+
+def to_document(cp: Checkpoint, *, states: bool = True) -> dict[str, Any]:
+    """The checkpoint as JSON data. With ``states=False`` the two state fields are left out
+    (stores that keep them elsewhere add their own references)."""
+    doc: dict[str, Any] = {
+        "run": run_to_document(cp.run),
+        "phase": int(cp.phase),
+        "vertices": [vertex_to_document(v) for v in cp.vertices],
+        "frontier": list(cp.frontier),
+    }
+    if states:
+        if cp.state is not None:
+            doc["state"] = cp.state
+        if cp.step_base is not None:
+            doc["step_base"] = cp.step_base
+    if cp.routes:
+        doc["routes"] = [
+            {"source": r.source, "targets": list(r.targets), "conditional": r.conditional}
+            for r in cp.routes
+        ]
+    if cp.interrupts:
+        doc["interrupts"] = [_interrupt_to_document(i) for i in cp.interrupts]
+    if cp.halt is not None:
+        doc["halt"] = {"kind": int(cp.halt.kind), "step": cp.halt.step, "cause": cp.halt.cause}
+    return doc
+
+
+def _interrupt_to_document(record: InterruptRecord) -> dict[str, Any]:
+    doc: dict[str, Any] = {"vertex": record.vertex, "kind": int(record.kind), "info": record.info}
+    if record.cause:
+        doc["cause"] = record.cause
+    if record.stateful:
+        doc["continuation"] = record.continuation
+    return doc
+
+
+class _Fields:
+    """Strict reader over one JSON object: typed getters, and `done` rejects leftovers."""
+
+    def __init__(self, doc: Any, path: str) -> None:
+        if not isinstance(doc, dict):
+            raise CheckpointDecodeError(path, "expected an object")
+        self.doc = dict(doc)
+        self.path = path
+
+    def _fail(self, key: str, detail: str) -> CheckpointDecodeError:
+        return CheckpointDecodeError(f"{self.path}.{key}", detail)
+
+    def raw(self, key: str, default: Any = ..., *, optional: bool = False) -> Any:
+        if key in self.doc:
+            return self.doc.pop(key)
+        if optional:
+            return default
+        raise self._fail(key, "missing")
+
+    def typed(
+        self,
+        key: str,
+        kind: type | tuple[type, ...],
+        *,
+        optional: bool = False,
+        default: Any = None,
+    ) -> Any:
+        if key not in self.doc:
+            if optional:
+                return default
+            raise self._fail(key, "missing")
+        value = self.doc.pop(key)
+        if isinstance(value, bool) and kind is int:
+            raise self._fail(key, "expected an integer")
+        if not isinstance(value, kind):
+            name = kind.__name__ if isinstance(kind, type) else "/".join(k.__name__ for k in kind)
+            raise self._fail(key, f"expected {name}, got {type(value).__name__}")
+        return value
+
+    def enum(self, key: str, enum: type[E]) -> E:
+        value = self.typed(key, int)
+        try:
+            return enum(value)
+        except ValueError:
+            raise self._fail(key, f"unknown {enum.__name__} {value}") from None
+
+    def time(self, key: str, *, optional: bool = False) -> datetime | None:
+        value = self.typed(key, int, optional=optional)
+        if value is None:
+            return None
+        try:
+            return _EPOCH + timedelta(microseconds=value)
+        except OverflowError:
+            raise self._fail(key, "timestamp out of range") from None
+
+    def names(self, key: str, *, optional: bool = False) -> list[str]:
+        values = self.typed(key, list, optional=optional, default=[])
+        for i, value in enumerate(values):
+            if not isinstance(value, str):
+                raise self._fail(f"{key}[{i}]", "expected a string")
+        return list(values)
+
+    def each(self, key: str, decode: Callable[[Any, str], Any]) -> list[Any]:
+        values = self.typed(key, list, optional=True, default=[])
+        return [decode(v, f"{self.path}.{key}[{i}]") for i, v in enumerate(values)]
+
+    def done(self) -> None:
+        if self.doc:
+            key = sorted(self.doc)[0]
+            raise self._fail(key, "unknown field")
+
+
+def run_from_document(doc: Any, path: str = "checkpoint.run") -> RunRecord:
+    f = _Fields(doc, path)
+    run = RunRecord(
+        graph_run_id=f.typed("graph_run_id", str),
+        graph_id=f.typed("graph_id", str),
+        graph_version=f.typed("graph_version", str),
+        status=f.enum("status", RunStatus),
+        step=f.typed("step", int),
+        revision=f.typed("revision", int),
+        created_at=f.time("created_at"),  # type: ignore[arg-type]
+        started_at=f.time("started_at"),  # type: ignore[arg-type]
+        updated_at=f.time("updated_at"),  # type: ignore[arg-type]
+        finish_reached=f.typed("finish_reached", bool),
+        completed_at=f.time("completed_at", optional=True),
+        interrupted_at=f.time("interrupted_at", optional=True),
+        cancelled_at=f.time("cancelled_at", optional=True),
+        cancel_reason=f.typed("cancel_reason", str, optional=True, default=""),
+    )
+    f.done()
+    if run.revision < 0:
+        raise CheckpointDecodeError(f"{path}.revision", "negative revision")
+    return run
+
+
+def _vertex_from_document(doc: Any, path: str) -> VertexRecord:
+    f = _Fields(doc, path)
+    record = VertexRecord(
+        vertex=f.typed("vertex", str),
+        vertex_run_id=f.typed("vertex_run_id", str),
+        step=f.typed("step", int),
+        status=f.enum("status", VertexStatus),
+        attempt=f.typed("attempt", int),
+        created_at=f.time("created_at", optional=True),
+        started_at=f.time("started_at", optional=True),
+        completed_at=f.time("completed_at", optional=True),
+        interrupted_at=f.time("interrupted_at", optional=True),
+        failed_at=f.time("failed_at", optional=True),
+        error=f.typed("error", str, optional=True, default=""),
+    )
+    f.done()
+    return record
+
+
+def _route_from_document(doc: Any, path: str) -> RouteRecord:
+    f = _Fields(doc, path)
+    record = RouteRecord(
+        source=f.typed("source", str),
+        targets=tuple(f.names("targets")),
+        conditional=f.typed("conditional", bool),
+    )
+    f.done()
+    return record
+
+
+def _interrupt_from_document(doc: Any, path: str) -> InterruptRecord:
+    f = _Fields(doc, path)
+    stateful = "continuation" in f.doc
+    record = InterruptRecord(
+        vertex=f.typed("vertex", str),
+        kind=f.enum("kind", InterruptKind),
+        info=f.raw("info"),
+        cause=f.typed("cause", str, optional=True, default=""),
+        stateful=stateful,
+        continuation=f.raw("continuation", None, optional=True),
+    )
+    f.done()
+    return record
+
+
+def _halt_from_document(doc: Any, path: str) -> HaltRecord:
+    f = _Fields(doc, path)
+    record = HaltRecord(
+        kind=f.enum("kind", HaltKind), step=f.typed("step", int), cause=f.typed("cause", str)
+    )
+    f.done()
+    return record
+
+
+def from_document(doc: Any, *, path: str = "checkpoint", states: bool = True) -> Checkpoint:
+    """Strictly decode `to_document`'s output (``states`` as given there)."""
+    f = _Fields(doc, path)
+    cp = Checkpoint(
+        run=run_from_document(f.raw("run"), f"{path}.run"),
+        phase=f.enum("phase", StepPhase),
+        vertices=f.each("vertices", _vertex_from_document),
+        frontier=f.names("frontier"),
+        routes=f.each("routes", _route_from_document),
+        interrupts=f.each("interrupts", _interrupt_from_document),
+    )
+    if states:
+        cp.state = f.typed("state", dict, optional=True)
+        cp.step_base = f.typed("step_base", dict, optional=True)
+    halt = f.raw("halt", None, optional=True)
+    if halt is not None:
+        cp.halt = _halt_from_document(halt, f"{path}.halt")
+    f.done()
+    return cp

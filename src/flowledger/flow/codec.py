@@ -1,0 +1,183 @@
+"""JSON, and nothing but JSON: how states and checkpoint parts become bytes and back.
+
+* `dumps` writes compact JSON with sorted keys, so equal values always give
+  equal bytes (which makes content addressing work). NaN and infinities are
+  refused.
+* `loads` is strict: bounded size and nesting depth (checked before parsing),
+  no duplicate keys, no NaN/Infinity literals, no trailing data.
+* `to_json_value` turns a Python value (dicts, lists, scalars, dataclasses,
+  pydantic models, ...) into plain JSON data and names the path of the first
+  part that cannot be represented.
+* `StateCodec` binds a state type (dataclass, TypedDict, pydantic model, or
+  plain ``dict``) to pydantic's `TypeAdapter`. A state must serialise to a
+  JSON object: its top-level fields are what checkpoints de-duplicate.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from collections.abc import Mapping
+from dataclasses import fields, is_dataclass
+from typing import Any, Final, Generic, TypeVar
+
+import pydantic
+import pydantic_core
+
+from .errors import CodecError
+
+__all__ = [
+    "MAX_DEPTH",
+    "MAX_DOCUMENT_BYTES",
+    "JsonObject",
+    "StateCodec",
+    "dumps",
+    "loads",
+    "to_json_value",
+]
+
+S = TypeVar("S")
+JsonObject = dict[str, Any]
+
+MAX_DOCUMENT_BYTES: Final = 16 << 20  # a whole state, or one checkpoint document
+MAX_DEPTH: Final = 64
+
+_STRINGS: Final = re.compile(rb'"(?:[^"\\]|\\.)*"')
+_BRACKETS: Final = re.compile(rb"[\[\]{}]")
+
+
+def dumps(value: Any) -> bytes:
+    """Compact, key-sorted UTF-8 JSON of plain JSON data."""
+    try:
+        return json.dumps(
+            value, separators=(",", ":"), sort_keys=True, ensure_ascii=False, allow_nan=False
+        ).encode()
+    except (TypeError, ValueError) as exc:
+        to_json_value(value)  # names the offending path if there is one
+        raise CodecError("encode", "", str(exc)) from exc
+
+
+def _reject_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not valid JSON")
+
+
+def _no_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    result: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in result:
+            raise ValueError(f"duplicate key {key!r}")
+        result[key] = value
+    return result
+
+
+def check_depth(data: bytes, max_depth: int = MAX_DEPTH) -> None:
+    depth = 0
+    for match in _BRACKETS.finditer(_STRINGS.sub(b"", data)):
+        if match.group() in (b"[", b"{"):
+            depth += 1
+            if depth > max_depth:
+                raise CodecError("decode", "", f"nesting deeper than {max_depth}")
+        else:
+            depth -= 1
+            if depth < 0:
+                raise CodecError("decode", "", "unbalanced brackets")
+
+
+def loads(data: bytes, *, max_bytes: int = MAX_DOCUMENT_BYTES, max_depth: int = MAX_DEPTH) -> Any:
+    """Strictly parse untrusted JSON bytes; raise `CodecError` on anything doubtful."""
+    if not isinstance(data, bytes | bytearray):
+        raise CodecError("decode", "", f"expected bytes, got {type(data).__name__}")
+    if not data:
+        raise CodecError("decode", "", "empty document")
+    if len(data) > max_bytes:
+        raise CodecError("decode", "", f"document is {len(data)} bytes; the limit is {max_bytes}")
+    check_depth(bytes(data), max_depth)
+    try:
+        return json.loads(data, object_pairs_hook=_no_duplicates, parse_constant=_reject_constant)
+    except (ValueError, RecursionError) as exc:
+        raise CodecError("decode", "", str(exc)) from exc
+
+
+def to_json_value(value: Any, path: str = "$", depth: int = 0) -> Any:
+    """Plain JSON data equal to ``value``; `CodecError` names the first path that is not."""
+    if depth > MAX_DEPTH:
+        raise CodecError("encode", path, f"nesting deeper than {MAX_DEPTH}")
+    if value is None or isinstance(value, bool | int | str):
+        return value
+    if isinstance(value, float):
+        if not math.isfinite(value):
+            raise CodecError("encode", path, f"{value} is not representable in JSON")
+        return value
+    if isinstance(value, Mapping):
+        out: dict[str, Any] = {}
+        for key, item in value.items():
+            if not isinstance(key, str):
+                raise CodecError("encode", path, f"object key {key!r} is not a string")
+            out[key] = to_json_value(item, f"{path}.{key}", depth + 1)
+        return out
+    if isinstance(value, list | tuple):
+        return [to_json_value(item, f"{path}[{i}]", depth + 1) for i, item in enumerate(value)]
+    try:
+        converted = pydantic_core.to_jsonable_python(value)
+    except pydantic_core.PydanticSerializationError as exc:
+        parts = _parts(value)
+        if parts is not None:
+            to_json_value(parts, path, depth)  # raises at the offending field
+        raise CodecError(
+            "encode", path, f"{type(value).__name__} is not JSON-serialisable"
+        ) from exc
+    return to_json_value(converted, path, depth + 1)
+
+
+def _parts(value: Any) -> dict[str, Any] | None:
+    """The fields of a pydantic model or dataclass instance, to search for a bad one."""
+    if isinstance(value, pydantic.BaseModel):
+        return {name: getattr(value, name) for name in type(value).model_fields}
+    if is_dataclass(value) and not isinstance(value, type):
+        return {f.name: getattr(value, f.name) for f in fields(value)}
+    return None
+
+
+class StateCodec(Generic[S]):
+    """Converts states of one type to JSON objects and back (fresh objects every time)."""
+
+    def __init__(self, state_type: type[S] | None) -> None:
+        self.state_type: Any = dict if state_type is None else state_type
+        self._adapter: pydantic.TypeAdapter[Any] | None = (
+            None if self.state_type is dict else pydantic.TypeAdapter(self.state_type)
+        )
+
+    def dump(self, state: S) -> JsonObject:
+        """The state as a JSON object; `CodecError` (op ``encode``) names a bad path."""
+        if self._adapter is None:
+            doc = to_json_value(state, "state")
+        else:
+            try:
+                doc = self._adapter.dump_python(state, mode="json")
+            except (pydantic_core.PydanticSerializationError, ValueError, TypeError) as exc:
+                to_json_value(state, "state")  # raises with the path when it can find one
+                raise CodecError("encode", "state", str(exc)) from exc
+            doc = to_json_value(doc, "state")  # rejects NaN and non-string keys
+        if not isinstance(doc, dict):
+            raise CodecError("encode", "state", f"a state must be a JSON object, not {doc!r}")
+        return doc
+
+    def load(self, doc: Any) -> S:
+        """A fresh state from a JSON object; `CodecError` (op ``decode``) names a bad path."""
+        if not isinstance(doc, dict):
+            raise CodecError("decode", "state", "a state must be a JSON object")
+        if self._adapter is None:
+            result: Any = json.loads(json.dumps(doc))
+            return result  # type: ignore[no-any-return]
+        try:
+            return self._adapter.validate_python(doc)  # type: ignore[no-any-return]
+        except pydantic.ValidationError as exc:
+            first = exc.errors()[0]
+            where = "state" + "".join(
+                f"[{p}]" if isinstance(p, int) else f".{p}" for p in first["loc"]
+            )
+            raise CodecError("decode", where, first["msg"]) from exc
+
+    def clone(self, state: S) -> S:
+        return self.load(self.dump(state))

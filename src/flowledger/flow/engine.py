@@ -1,0 +1,548 @@
+"""The coordinator: one per run, driving bulk-synchronous super-steps.
+
+Each step: freeze the committed state as the step base; every vertex of the
+frontier derives its input from its own copy of that base; tasks run
+concurrently (at most ``concurrency`` at once) behind a barrier; then, one
+vertex at a time in id order, the outcome is classified and reduced into a
+copy of the accumulated state, which replaces it only on success. Finally the
+step pauses, halts, completes, or routes to the next frontier.
+
+Durability: every transition is a checkpoint appended under compare-and-append.
+Checkpoints that become ready together (the last vertex checkpoint of a step
+and the step's boundary) are committed in one append. Hooks describing a
+checkpoint fire only after it is durable. If an append loses a race, the
+coordinator looks at the winner: a cancellation ends the run gracefully,
+anything else is a `RevisionConflictError`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import os
+from collections.abc import Sequence
+from dataclasses import dataclass, field, replace
+from enum import Enum
+from typing import Any
+
+from .checkpoint import (
+    Checkpoint,
+    HaltKind,
+    HaltRecord,
+    InterruptKind,
+    InterruptRecord,
+    RouteRecord,
+    RunRecord,
+    RunStatus,
+    StepPhase,
+    VertexRecord,
+    VertexStatus,
+    now,
+)
+from .codec import JsonObject, to_json_value
+from .context import InterruptSignal, RunInfo, VertexScope, absent, current_scope
+from .errors import (
+    ConditionError,
+    DeadEndError,
+    MaxStepsExceededError,
+    RevisionConflictError,
+    UndeclaredTargetError,
+    VertexError,
+    describe,
+)
+from .execute import run_task
+from .graph import CompiledGraph, Vertex
+from .hooks import Hooks, fire
+from .ids import new_run_id
+from .result import Halt, Interruption, Result
+from .state import apply_update
+from .store import CheckpointStore
+
+__all__ = ["Coordinator", "Granularity", "RunOptions"]
+
+
+class Granularity(Enum):
+    PER_VERTEX = "per_vertex"  # a checkpoint after every vertex (default; least re-work)
+    PER_STEP = "per_step"  # only step boundaries (fewer writes; a crash re-runs the step)
+
+
+@dataclass(frozen=True, slots=True)
+class RunOptions:
+    hooks: tuple[Hooks, ...] = ()
+    concurrency: int = field(default_factory=lambda: os.cpu_count() or 1)
+    max_steps: int = 10_000
+    checkpoint: Granularity = Granularity.PER_VERTEX
+
+
+@dataclass(slots=True)
+class _Execution:
+    vertex: Vertex
+    record: VertexRecord
+    payload: Any = None
+    continuation: Any = None
+    input: Any = None
+    output: Any = None
+    failure: BaseException | None = None
+    signal: InterruptSignal | None = None
+    interrupt: InterruptRecord | None = None
+    interruption: Interruption | None = None
+    routed_failure: bool = False  # failed under an error route: continue at its handler
+
+
+class Coordinator:
+    def __init__(
+        self,
+        graph: CompiledGraph,
+        store: CheckpointStore,
+        options: RunOptions,
+        run: RunRecord,
+        state_doc: JsonObject,
+    ) -> None:
+        self.graph = graph
+        self.codec = graph.codec
+        self.store = store
+        self.options = options
+        self.run = run
+        self.state_doc = state_doc
+        self.next_revision = run.revision + 1
+        self._pending: list[Checkpoint] = []
+        self._events: list[tuple[str, tuple[Any, ...]]] = []
+        self._interrupts: dict[str, InterruptRecord] = {}
+
+    # -- durability ------------------------------------------------------------------------
+
+    def _emit(
+        self,
+        phase: StepPhase,
+        *,
+        step_base: JsonObject | None,
+        vertices: Sequence[VertexRecord] = (),
+        frontier: Sequence[str] = (),
+        routes: Sequence[RouteRecord] = (),
+        halt: HaltRecord | None = None,
+    ) -> None:
+        self.run.revision = self.next_revision + len(self._pending)
+        self.run.updated_at = now()
+        interrupts = (
+            [self._interrupts[v] for v in sorted(self._interrupts)]
+            if phase in (StepPhase.RUNNING, StepPhase.PAUSED)
+            else []
+        )
+        self._pending.append(
+            Checkpoint(
+                run=replace(self.run),
+                phase=phase,
+                state=self.state_doc,
+                step_base=step_base,
+                vertices=[replace(v) for v in sorted(vertices, key=lambda r: r.vertex)],
+                frontier=list(frontier),
+                routes=list(routes),
+                interrupts=interrupts,
+                halt=halt,
+            )
+        )
+        self._later("on_checkpoint", self.run.graph_run_id, self.run.revision, self.run.step)
+
+    def _later(self, event: str, *args: Any) -> None:
+        self._events.append((event, args))
+
+    async def _flush(self) -> None:
+        batch, self._pending = self._pending, []
+        events, self._events = self._events, []
+        if batch:
+            await self.store.append(batch)
+            self.next_revision += len(batch)
+        for event, args in events:
+            await fire(self.options.hooks, event, *args)
+
+    # -- entry points ----------------------------------------------------------------------
+
+    async def start(self) -> Result[Any]:
+        """Write revision 0 (the seed), fire ``on_run_start``, and run to a result."""
+        self.next_revision = 0
+        self._emit(StepPhase.ROUTED, step_base=None, frontier=[self.graph.entry])
+        await self._flush()
+        await fire(self.options.hooks, "on_run_start", replace(self.run))
+        return await self._guard(self._loop(0, [self.graph.entry]))
+
+    async def resume(self, cp: Checkpoint, payload: Any) -> Result[Any]:
+        return await self._guard(self._resume(cp, payload))
+
+    async def _guard(self, work: Any) -> Result[Any]:
+        try:
+            result: Result[Any] = await work
+            return result
+        except RevisionConflictError:
+            try:
+                latest = await self.store.latest(self.run.graph_run_id)
+            except Exception:
+                latest = None
+            if latest is not None and latest.run.status is RunStatus.CANCELLED:
+                return Result(latest.run, self.codec.load(self.state_doc))
+            raise
+
+    async def _resume(self, cp: Checkpoint, payload: Any) -> Result[Any]:
+        if cp.phase is StepPhase.ROUTED:
+            # A boundary's frontier belongs to the next step; only the seed starts at its own.
+            step = cp.run.step if cp.run.revision == 0 else cp.run.step + 1
+            return await self._loop(step, cp.frontier)
+        if cp.phase is StepPhase.HALTED:
+            assert cp.halt is not None
+            if cp.halt.kind is HaltKind.MAX_STEPS:
+                return await self._loop(cp.run.step, cp.frontier)
+            carry = self._carry(cp, rerun=())
+            outcome = await self._finalize(
+                carry, cp.run.step, cp.state, [e.record.vertex for e in carry]
+            )
+            if isinstance(outcome, Result):
+                return outcome
+            return await self._loop(cp.run.step + 1, outcome)
+        paused = {i.vertex for i in cp.interrupts}
+        if cp.phase is StepPhase.PAUSED:
+            rerun = sorted(cp.frontier)
+        else:  # RUNNING: re-run what the crash left unfinished
+            terminal = {v.vertex for v in cp.vertices if _terminal(v, paused)}
+            rerun = sorted(v for v in cp.frontier if v not in terminal)
+        return await self._resume_step(cp, rerun, payload)
+
+    # -- the loop --------------------------------------------------------------------------
+
+    async def _loop(self, step: int, frontier: Sequence[str]) -> Result[Any]:
+        while True:
+            if step >= self.options.max_steps:
+                self.run.step = step
+                error = MaxStepsExceededError(self.options.max_steps, step)
+                return await self._halt(HaltKind.MAX_STEPS, error, sorted(frontier), [], step)
+            self.run.step = step
+            base = self.state_doc
+            self._interrupts = {}
+            executions = [self._prepare(v, step, base) for v in sorted(frontier)]
+            await self._execute(executions)
+            await self._classify_all(executions, [], sorted(frontier), base)
+            outcome = await self._finalize(executions, step, base, sorted(frontier))
+            if isinstance(outcome, Result):
+                return outcome
+            step, frontier = step + 1, outcome
+
+    async def _resume_step(self, cp: Checkpoint, rerun: Sequence[str], payload: Any) -> Result[Any]:
+        step = cp.run.step
+        self.run.step = step
+        base = cp.step_base if cp.step_base is not None else cp.state
+        assert base is not None
+        carry = self._carry(cp, rerun)
+        self._interrupts = {}
+        continuations = {i.vertex: i.continuation for i in cp.interrupts if i.stateful}
+        executions = [
+            self._prepare(v, step, base, payload, continuations.get(v, absent())) for v in rerun
+        ]
+        step_frontier = sorted({*rerun, *(e.record.vertex for e in carry)})
+        await self._execute(executions)
+        await self._classify_all(executions, carry, step_frontier, base)
+        outcome = await self._finalize([*executions, *carry], step, base, step_frontier)
+        if isinstance(outcome, Result):
+            return outcome
+        return await self._loop(step + 1, outcome)
+
+    def _carry(self, cp: Checkpoint, rerun: Sequence[str]) -> list[_Execution]:
+        """Terminal records of an interrupted step: not re-run, but routed at its end."""
+        paused = {i.vertex for i in cp.interrupts}
+        carried = []
+        for record in cp.vertices:
+            if record.vertex in rerun or not _terminal(record, paused):
+                continue
+            execution = _Execution(self.graph.vertices[record.vertex], replace(record))
+            execution.routed_failure = record.status is VertexStatus.FAILED
+            carried.append(execution)
+        return carried
+
+    # -- one step --------------------------------------------------------------------------
+
+    def _prepare(
+        self,
+        vertex_id: str,
+        step: int,
+        base: JsonObject,
+        payload: Any = None,
+        continuation: Any = None,
+    ) -> _Execution:
+        vertex = self.graph.vertices[vertex_id]
+        record = VertexRecord(vertex_id, new_run_id(), step, VertexStatus.RUNNING, created_at=now())
+        execution = _Execution(
+            vertex, record, payload, absent() if continuation is None else continuation
+        )
+        try:
+            copy = self.codec.load(base)
+            execution.input = copy if vertex.select is None else vertex.select(copy)
+        except Exception as exc:
+            execution.failure = VertexError(vertex_id, record.vertex_run_id, 1, exc)
+        return execution
+
+    async def _execute(self, executions: Sequence[_Execution]) -> None:
+        runnable = [e for e in executions if e.failure is None]
+        if len(runnable) == 1:
+            await self._launch(runnable[0])
+            await self._work(runnable[0], None)
+            return
+        slots = asyncio.Semaphore(max(1, self.options.concurrency))
+        workers = []
+        try:
+            for execution in runnable:
+                await slots.acquire()
+                await self._launch(execution)
+                workers.append(asyncio.ensure_future(self._work(execution, slots)))
+            await asyncio.gather(*workers)
+        except BaseException:
+            for worker in workers:
+                worker.cancel()
+            raise
+
+    async def _launch(self, execution: _Execution) -> None:
+        execution.record.started_at = now()
+        await fire(self.options.hooks, "on_vertex_start", replace(execution.record))
+
+    async def _work(self, execution: _Execution, slots: asyncio.Semaphore | None) -> None:
+        record = execution.record
+        info = RunInfo(
+            self.graph.graph_id,
+            self.run.graph_run_id,
+            record.vertex,
+            record.vertex_run_id,
+            record.step,
+        )
+        scope = VertexScope(info, execution.payload, execution.continuation)
+
+        def on_attempt(attempt: int) -> None:
+            scope.payload_used = False
+            record.attempt = attempt
+
+        token = current_scope.set(scope)
+        try:
+            vertex = execution.vertex
+            output, _, failure = await run_task(
+                vertex.task,
+                execution.input,
+                vertex=vertex.id,
+                vertex_run_id=record.vertex_run_id,
+                retry=vertex.retry,
+                time_limit=vertex.timeout,
+                on_attempt=on_attempt,
+            )
+        finally:
+            current_scope.reset(token)
+            if slots is not None:
+                slots.release()
+        if isinstance(failure, InterruptSignal):
+            execution.signal = failure
+        elif failure is not None:
+            execution.failure = failure
+        else:
+            execution.output = output
+
+    async def _classify_all(
+        self,
+        executions: Sequence[_Execution],
+        carry: Sequence[_Execution],
+        step_frontier: Sequence[str],
+        base: JsonObject,
+    ) -> None:
+        per_vertex = self.options.checkpoint is Granularity.PER_VERTEX
+        ordered = sorted(executions, key=lambda e: e.record.vertex)
+        for index, execution in enumerate(ordered):
+            self._classify(execution)
+            if per_vertex:
+                self._emit(
+                    StepPhase.RUNNING,
+                    step_base=base,
+                    vertices=[e.record for e in (*executions, *carry)],
+                    frontier=step_frontier,
+                )
+            self._later("on_vertex_finish", replace(execution.record))
+            if execution.interruption is not None:
+                self._later("on_interrupt", execution.interruption)
+            if per_vertex and index < len(ordered) - 1:
+                await self._flush()
+
+    def _classify(self, execution: _Execution) -> None:
+        record = execution.record
+        if execution.signal is None and execution.failure is None:
+            try:
+                self.state_doc = self._reduce(execution.vertex.reduce, execution.output)
+            except InterruptSignal as raised:
+                execution.signal = raised
+            except Exception as exc:
+                execution.failure = exc
+            else:
+                record.status = VertexStatus.DONE
+                record.completed_at = now()
+                if record.vertex == self.graph.finish:
+                    self.run.finish_reached = True
+                return
+        if execution.signal is not None:
+            signal = execution.signal
+            info = to_json_value(signal.info, "interrupt.info")
+            kept = to_json_value(signal.continuation, "interrupt.continuation")
+            record.status = VertexStatus.INTERRUPTED
+            record.interrupted_at = now()
+            self._pause(
+                execution,
+                InterruptRecord(
+                    record.vertex, InterruptKind.AWAITING, info, "", signal.stateful, kept
+                ),
+                Interruption(
+                    self.run.graph_run_id, record.vertex, InterruptKind.AWAITING, signal.info
+                ),
+            )
+            return
+        failure = execution.failure
+        assert failure is not None
+        record.status = VertexStatus.FAILED
+        record.failed_at = now()
+        record.error = describe(failure)
+        route = execution.vertex.on_error
+        if route is not None:
+            try:
+                self.state_doc = self._reduce(route.record, failure, error_record=True)
+            except (Exception, InterruptSignal):
+                pass  # no recursive routing: the vertex pauses as errored below
+            else:
+                execution.routed_failure = True
+                return
+        self._pause(
+            execution,
+            InterruptRecord(record.vertex, InterruptKind.ERRORED, None, describe(failure)),
+            Interruption(
+                self.run.graph_run_id, record.vertex, InterruptKind.ERRORED, None, failure
+            ),
+        )
+
+    def _pause(self, execution: _Execution, stored: InterruptRecord, live: Interruption) -> None:
+        execution.interrupt = stored
+        execution.interruption = live
+        self._interrupts[stored.vertex] = stored
+
+    def _reduce(self, reducer: Any, value: Any, *, error_record: bool = False) -> JsonObject:
+        """Fold ``value`` into a fresh copy of the accumulated state; return the new document.
+
+        Raises whatever the reducer raises; the committed state is untouched then."""
+        copy = self.codec.load(self.state_doc)
+        if reducer is not None:
+            update = reducer(copy, value)
+        else:  # the default reducer merges a task's output; an error folds into nothing
+            update = None if error_record else value
+        new_state = apply_update(copy, update, self.codec.state_type)
+        doc = self.codec.dump(new_state)
+        self.codec.load(doc)  # what we commit must decode again, or resume would fail later
+        return doc
+
+    # -- step end --------------------------------------------------------------------------
+
+    async def _finalize(
+        self,
+        executions: Sequence[_Execution],
+        step: int,
+        base: JsonObject | None,
+        step_frontier: Sequence[str],
+    ) -> Result[Any] | list[str]:
+        ordered = sorted(executions, key=lambda e: e.record.vertex)
+        records = [e.record for e in ordered]
+        paused = [e for e in ordered if e.interrupt is not None]
+        if paused:
+            self.run.status = RunStatus.INTERRUPTED
+            self.run.interrupted_at = now()
+            self._emit(
+                StepPhase.PAUSED,
+                step_base=base,
+                vertices=records,
+                frontier=[e.record.vertex for e in paused],
+            )
+            await self._flush()
+            return Result(
+                replace(self.run),
+                self.codec.load(self.state_doc),
+                interrupts=[e.interruption for e in paused if e.interruption is not None],
+            )
+        routes: list[RouteRecord] = []
+        for execution in ordered:
+            source = execution.record.vertex
+            if execution.routed_failure:
+                assert execution.vertex.on_error is not None
+                routes.append(RouteRecord(source, (execution.vertex.on_error.handler,), False))
+                continue
+            if execution.record.status is not VertexStatus.DONE:
+                continue
+            static = self.graph.successors(source)
+            if static:
+                routes.append(RouteRecord(source, static, False))
+                continue
+            route = self.graph.routes.get(source)
+            if route is None:
+                continue
+            try:
+                picked = route.pick(self.codec.load(self.state_doc))
+                if inspect.isawaitable(picked):
+                    picked = await picked
+            except Exception as exc:
+                failed = ConditionError(source, exc)
+                return await self._halt(HaltKind.CONDITION, failed, step_frontier, records, step)
+            targets = (picked,) if isinstance(picked, str) else tuple(dict.fromkeys(picked))
+            if not targets:
+                error = UndeclaredTargetError(source, None)
+                return await self._halt(
+                    HaltKind.UNDECLARED_TARGET, error, step_frontier, records, step
+                )
+            for target in targets:
+                if target not in route.targets:
+                    error = UndeclaredTargetError(source, str(target))
+                    return await self._halt(
+                        HaltKind.UNDECLARED_TARGET, error, step_frontier, records, step
+                    )
+            routes.append(RouteRecord(source, targets, True))
+        frontier = sorted({t for r in routes for t in r.targets})
+        if not frontier and not self.run.finish_reached:
+            return await self._halt(HaltKind.DEAD_END, DeadEndError(step), [], records, step)
+        if not frontier:
+            self.run.status = RunStatus.COMPLETED
+            self.run.completed_at = now()
+        self._emit(
+            StepPhase.ROUTED, step_base=base, vertices=records, frontier=frontier, routes=routes
+        )
+        run = replace(self.run)
+        for route_record in routes:
+            for target in route_record.targets:
+                self._later("on_edge", route_record.source, target, run)
+        self._later("on_step", run, len(records))
+        if not frontier:
+            self._later("on_run_finish", run)
+        await self._flush()
+        if not frontier:
+            return Result(replace(self.run), self.codec.load(self.state_doc))
+        return frontier
+
+    async def _halt(
+        self,
+        kind: HaltKind,
+        cause: BaseException,
+        frontier: Sequence[str],
+        records: Sequence[VertexRecord],
+        step: int,
+    ) -> Result[Any]:
+        self.run.status = RunStatus.INTERRUPTED
+        self.run.interrupted_at = now()
+        self._emit(
+            StepPhase.HALTED,
+            step_base=self.state_doc,
+            vertices=records,
+            frontier=frontier,
+            halt=HaltRecord(kind, step, describe(cause)),
+        )
+        await self._flush()
+        halt = Halt(self.run.graph_run_id, kind, step, cause)
+        await fire(self.options.hooks, "on_halt", halt)
+        return Result(replace(self.run), self.codec.load(self.state_doc), halt=halt)
+
+
+def _terminal(record: VertexRecord, paused: set[str]) -> bool:
+    """DONE, or FAILED under an error route (an errored pause is listed in the interrupts)."""
+    if record.status is VertexStatus.DONE:
+        return True
+    return record.status is VertexStatus.FAILED and record.vertex not in paused

@@ -1,0 +1,242 @@
+"""Every error the flow engine raises. All messages start with ``flow: ``.
+
+Build errors (`GraphBuildError` family) come from `Graph` and `Graph.compile`.
+Resume/cancel refusals, store failures and codec failures are *engine errors*:
+they are raised, and no result exists. Pauses and halts are never errors;
+they are results.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+__all__ = [
+    "AmbiguousRoutingError",
+    "BuildError",
+    "CheckpointDecodeError",
+    "CheckpointNotFoundError",
+    "CodecError",
+    "ConditionError",
+    "DeadEndError",
+    "DuplicateEdgeError",
+    "DuplicateRouteError",
+    "DuplicateVertexError",
+    "FlowError",
+    "GraphBuildError",
+    "GraphMismatchError",
+    "GraphRunExistsError",
+    "GraphRunMismatchError",
+    "GraphVersionMismatchError",
+    "MaxStepsExceededError",
+    "MissingEntryError",
+    "ResumeTerminalError",
+    "RevisionConflictError",
+    "StoreError",
+    "UndeclaredTargetError",
+    "UnknownVertexError",
+    "UnreachableVertexError",
+    "VertexError",
+]
+
+
+class FlowError(Exception):
+    """Base class of every flow error."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(f"flow: {message}")
+
+
+# -- build ----------------------------------------------------------------------------------
+
+
+class GraphBuildError(FlowError):
+    """A graph could not be built or compiled."""
+
+
+class BuildError(GraphBuildError, ValueError):
+    def __init__(self, op: str, detail: str) -> None:
+        self.op = op
+        self.detail = detail
+        super().__init__(f"{op}: {detail}")
+
+
+class DuplicateVertexError(GraphBuildError):
+    def __init__(self, vertex: str) -> None:
+        self.vertex = vertex
+        super().__init__(f"duplicate vertex {vertex}")
+
+
+class DuplicateEdgeError(GraphBuildError):
+    def __init__(self, source: str, target: str) -> None:
+        self.source = source
+        self.target = target
+        super().__init__(f"duplicate edge {source} -> {target}")
+
+
+class DuplicateRouteError(GraphBuildError):
+    def __init__(self, source: str) -> None:
+        self.source = source
+        super().__init__(f"duplicate conditional route for vertex {source}")
+
+
+class UnknownVertexError(GraphBuildError):
+    """A graph or a stored checkpoint names a vertex the graph does not have."""
+
+    def __init__(self, vertex: str) -> None:
+        self.vertex = vertex
+        super().__init__(f"unknown vertex {vertex}")
+
+
+class UnreachableVertexError(GraphBuildError):
+    def __init__(self, vertex: str) -> None:
+        self.vertex = vertex
+        super().__init__(f"unreachable vertex {vertex}")
+
+
+class AmbiguousRoutingError(GraphBuildError):
+    def __init__(self, vertex: str) -> None:
+        self.vertex = vertex
+        super().__init__(f"ambiguous routing for vertex {vertex}: static edges and a route")
+
+
+class MissingEntryError(GraphBuildError):
+    def __init__(self, vertex: str, role: str) -> None:
+        self.vertex = vertex
+        self.role = role
+        super().__init__(f"missing {role} vertex {vertex}")
+
+
+# -- run-time causes carried by results (halts, failures) -----------------------------------
+
+
+class MaxStepsExceededError(FlowError):
+    def __init__(self, max_steps: int, step: int) -> None:
+        self.max_steps = max_steps
+        self.step = step
+        super().__init__(f"max steps exceeded: limit {max_steps} reached at step {step}")
+
+
+class UndeclaredTargetError(FlowError):
+    def __init__(self, source: str, target: str | None) -> None:
+        self.source = source
+        self.target = target
+        if target is None:
+            super().__init__(f"route at vertex {source} returned an empty target set")
+        else:
+            super().__init__(f"route at vertex {source} returned undeclared target {target}")
+
+
+class DeadEndError(FlowError):
+    def __init__(self, step: int) -> None:
+        self.step = step
+        super().__init__(f"dead end at step {step}: frontier drained before finish executed")
+
+
+class ConditionError(FlowError):
+    def __init__(self, source: str, cause: BaseException) -> None:
+        self.source = source
+        self.cause = cause
+        super().__init__(f"route at vertex {source} failed: {describe(cause)}")
+        self.__cause__ = cause
+
+
+class VertexError(FlowError):
+    """A vertex's task (after retries), selector, or hook of its retry policy failed."""
+
+    def __init__(self, vertex: str, vertex_run_id: str, attempt: int, cause: BaseException):
+        self.vertex = vertex
+        self.vertex_run_id = vertex_run_id
+        self.attempt = attempt
+        self.cause = cause
+        super().__init__(
+            f"vertex {vertex} (run {vertex_run_id}, attempt {attempt}) failed: {describe(cause)}"
+        )
+        self.__cause__ = cause
+
+
+# -- engine errors ---------------------------------------------------------------------------
+
+
+class CodecError(FlowError):
+    """A value could not be encoded to, or decoded from, JSON. ``path`` locates the problem."""
+
+    def __init__(self, op: str, path: str, detail: str) -> None:
+        self.op = op
+        self.path = path
+        self.detail = detail
+        where = f" at {path}" if path else ""
+        super().__init__(f"codec {op}{where}: {detail}")
+
+
+class CheckpointDecodeError(FlowError):
+    def __init__(self, field: str, detail: str) -> None:
+        self.field = field
+        self.detail = detail
+        super().__init__(f"failed to decode checkpoint {field}: {detail}")
+
+
+class CheckpointNotFoundError(FlowError, LookupError):
+    def __init__(self, run_id: str) -> None:
+        self.run_id = run_id
+        super().__init__(f"no checkpoint found for run {run_id}")
+
+
+class ResumeTerminalError(FlowError):
+    def __init__(self, status: Any) -> None:
+        self.status = status
+        super().__init__(f"run is {status}: a terminal run cannot be resumed or cancelled")
+
+
+class GraphMismatchError(FlowError):
+    def __init__(self, expected: str, actual: str) -> None:
+        self.expected = expected
+        self.actual = actual
+        super().__init__(f"graph mismatch: expected {expected}, got {actual}")
+
+
+class GraphVersionMismatchError(FlowError):
+    def __init__(self, expected: str, actual: str) -> None:
+        self.expected = expected
+        self.actual = actual
+        super().__init__(f"graph version mismatch: expected {expected}, got {actual}")
+
+
+class GraphRunMismatchError(FlowError):
+    def __init__(self, requested: str, actual: str) -> None:
+        self.requested = requested
+        self.actual = actual
+        super().__init__(f"graph run mismatch: requested {requested}, got {actual}")
+
+
+class GraphRunExistsError(FlowError):
+    def __init__(self, run_id: str) -> None:
+        self.run_id = run_id
+        super().__init__(f"run {run_id} already exists")
+
+
+class RevisionConflictError(FlowError):
+    """Another writer appended first. ``expected`` is the revision the store needed next."""
+
+    def __init__(self, run_id: str, expected: int, actual: int) -> None:
+        self.run_id = run_id
+        self.expected = expected
+        self.actual = actual
+        super().__init__(
+            f"revision conflict for run {run_id}: expected revision {expected}, got {actual}"
+        )
+
+
+class StoreError(FlowError):
+    """A checkpoint store operation failed; ``cause`` says why (corrupt record, I/O, ...)."""
+
+    def __init__(self, op: str, cause: BaseException) -> None:
+        self.op = op
+        self.cause = cause
+        super().__init__(f"store operation {op} failed: {describe(cause)}")
+        self.__cause__ = cause
+
+
+def describe(error: BaseException) -> str:
+    """An exception as one line: its message, or its type name when the message is empty."""
+    text = str(error)
+    return text if text else type(error).__name__

@@ -1,0 +1,47 @@
+"""What `Runner.run`, `resume` and `get` return."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Generic, TypeVar
+
+from .checkpoint import HaltKind, InterruptKind, RunRecord
+
+__all__ = ["Halt", "Interruption", "Result", "StoredError"]
+
+S = TypeVar("S")
+
+
+class StoredError(Exception):
+    """An error known only by the text a checkpoint stored (results rebuilt by `get`)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Interruption:
+    """A paused vertex. ``info`` is what the task passed to `interrupt` (JSON data when the
+    result was rebuilt from storage); ``cause`` is the failure of an errored pause."""
+
+    graph_run_id: str
+    vertex: str
+    kind: InterruptKind
+    info: Any = None
+    cause: BaseException | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Halt:
+    graph_run_id: str
+    kind: HaltKind
+    step: int
+    cause: BaseException
+
+
+@dataclass(frozen=True, slots=True)
+class Result(Generic[S]):
+    """``run.status`` is never RUNNING here. At most one of ``interrupts`` and ``halt`` is
+    set; both are ``None`` on a completed or cancelled run."""
+
+    run: RunRecord
+    state: S
+    interrupts: list[Interruption] | None = None
+    halt: Halt | None = None
