@@ -7,10 +7,11 @@ Each checkpoint is a plain document (`to_document` / `from_document`). The
 decoder is strict: an unknown field, a missing field or a wrong type raises
 `CheckpointDecodeError` naming the path (e.g. ``checkpoint.vertices[1].status``).
 
-Two deliberate additions to the reference layout: a ``STEP_RUNNING``
-checkpoint records the step's frontier (resume needs no history scan), and
-the run record carries ``finish_reached`` (whether the finish vertex has
-completed at least once, which decides completion versus dead end).
+One deliberate addition to the reference layout: the run record carries
+``finish_reached`` (whether the finish vertex has completed at least once,
+which decides completion versus dead end), so resuming needs no scan of the
+history. A ``STEP_RUNNING`` checkpoint has no frontier: its vertex records
+name every vertex of the step, finished or not.
 """
 
 from __future__ import annotations
@@ -212,8 +213,9 @@ def run_to_document(run: RunRecord) -> dict[str, Any]:
         "created_at": _time(run.created_at),
         "started_at": _time(run.started_at),
         "updated_at": _time(run.updated_at),
-        "finish_reached": run.finish_reached,
     }
+    if run.finish_reached:
+        doc["finish_reached"] = True
     for key in ("completed_at", "interrupted_at", "cancelled_at"):
         value = getattr(run, key)
         if value is not None:
@@ -359,7 +361,7 @@ def run_from_document(doc: Any, path: str = "checkpoint.run") -> RunRecord:
         created_at=f.time("created_at"),  # type: ignore[arg-type]
         started_at=f.time("started_at"),  # type: ignore[arg-type]
         updated_at=f.time("updated_at"),  # type: ignore[arg-type]
-        finish_reached=f.typed("finish_reached", bool),
+        finish_reached=f.typed("finish_reached", bool, optional=True, default=False),
         completed_at=f.time("completed_at", optional=True),
         interrupted_at=f.time("interrupted_at", optional=True),
         cancelled_at=f.time("cancelled_at", optional=True),

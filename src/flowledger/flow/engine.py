@@ -134,7 +134,11 @@ class Coordinator:
                 phase=phase,
                 state=self.state_doc,
                 step_base=step_base,
-                vertices=[replace(v) for v in sorted(vertices, key=lambda r: r.vertex)],
+                # Classified records never change again; only running ones need a copy.
+                vertices=[
+                    replace(v) if v.status is VertexStatus.RUNNING else v
+                    for v in sorted(vertices, key=lambda r: r.vertex)
+                ],
                 frontier=list(frontier),
                 routes=list(routes),
                 interrupts=interrupts,
@@ -144,7 +148,8 @@ class Coordinator:
         self._later("on_checkpoint", self.run.graph_run_id, self.run.revision, self.run.step)
 
     def _later(self, event: str, *args: Any) -> None:
-        self._events.append((event, args))
+        if self.options.hooks:
+            self._events.append((event, args))
 
     async def _flush(self) -> None:
         batch, self._pending = self._pending, []
@@ -201,8 +206,7 @@ class Coordinator:
         if cp.phase is StepPhase.PAUSED:
             rerun = sorted(cp.frontier)
         else:  # RUNNING: re-run what the crash left unfinished
-            terminal = {v.vertex for v in cp.vertices if _terminal(v, paused)}
-            rerun = sorted(v for v in cp.frontier if v not in terminal)
+            rerun = sorted(v.vertex for v in cp.vertices if not _terminal(v, paused))
         return await self._resume_step(cp, rerun, payload)
 
     # -- the loop --------------------------------------------------------------------------
@@ -218,7 +222,7 @@ class Coordinator:
             self._interrupts = {}
             executions = [self._prepare(v, step, base) for v in sorted(frontier)]
             await self._execute(executions)
-            await self._classify_all(executions, [], sorted(frontier), base)
+            await self._classify_all(executions, [], base)
             outcome = await self._finalize(executions, step, base, sorted(frontier))
             if isinstance(outcome, Result):
                 return outcome
@@ -237,7 +241,7 @@ class Coordinator:
         ]
         step_frontier = sorted({*rerun, *(e.record.vertex for e in carry)})
         await self._execute(executions)
-        await self._classify_all(executions, carry, step_frontier, base)
+        await self._classify_all(executions, carry, base)
         outcome = await self._finalize([*executions, *carry], step, base, step_frontier)
         if isinstance(outcome, Result):
             return outcome
@@ -298,7 +302,8 @@ class Coordinator:
 
     async def _launch(self, execution: _Execution) -> None:
         execution.record.started_at = now()
-        await fire(self.options.hooks, "on_vertex_start", replace(execution.record))
+        if self.options.hooks:
+            await fire(self.options.hooks, "on_vertex_start", replace(execution.record))
 
     async def _work(self, execution: _Execution, slots: asyncio.Semaphore | None) -> None:
         record = execution.record
@@ -342,7 +347,6 @@ class Coordinator:
         self,
         executions: Sequence[_Execution],
         carry: Sequence[_Execution],
-        step_frontier: Sequence[str],
         base: JsonObject,
     ) -> None:
         per_vertex = self.options.checkpoint is Granularity.PER_VERTEX
@@ -350,13 +354,15 @@ class Coordinator:
         for index, execution in enumerate(ordered):
             self._classify(execution)
             if per_vertex:
+                # The records name every vertex of the step (running ones too), so the
+                # step's frontier can be derived from them on resume.
                 self._emit(
                     StepPhase.RUNNING,
                     step_base=base,
                     vertices=[e.record for e in (*executions, *carry)],
-                    frontier=step_frontier,
                 )
-            self._later("on_vertex_finish", replace(execution.record))
+            if self.options.hooks:
+                self._later("on_vertex_finish", replace(execution.record))
             if execution.interruption is not None:
                 self._later("on_interrupt", execution.interruption)
             if per_vertex and index < len(ordered) - 1:
@@ -506,13 +512,14 @@ class Coordinator:
         self._emit(
             StepPhase.ROUTED, step_base=base, vertices=records, frontier=frontier, routes=routes
         )
-        run = replace(self.run)
-        for route_record in routes:
-            for target in route_record.targets:
-                self._later("on_edge", route_record.source, target, run)
-        self._later("on_step", run, len(records))
-        if not frontier:
-            self._later("on_run_finish", run)
+        if self.options.hooks:
+            run = replace(self.run)
+            for route_record in routes:
+                for target in route_record.targets:
+                    self._later("on_edge", route_record.source, target, run)
+            self._later("on_step", run, len(records))
+            if not frontier:
+                self._later("on_run_finish", run)
         await self._flush()
         if not frontier:
             return Result(replace(self.run), self.codec.load(self.state_doc))

@@ -3,19 +3,30 @@
 Layout: the checkpoints of run ``R`` form the ledger log ``<prefix>/<R>``;
 revision ``n`` is sequence ``n + 1``. Each record is a small JSON envelope::
 
-    {"schema_version": 1, "revision": n, "state": "<digest>", "step_base": "<digest>",
+    {"revision": n, "state": "<digest>", "step_base": "<digest>", "same": [...],
      "checkpoint": {...everything but the two states...}}
 
-A state is split into its top-level fields. Each field's JSON is stored once
-as a content-addressed attachment; a *manifest* attachment maps field names
-to field digests, and the envelope names the manifest. Attachments are
-written in the same transaction as the record, so a checkpoint is one atomic
-commit, and a field that did not change costs nothing: bytes written per step
-grow with what changed, not with the size of the state.
+Revision 0 also carries ``"schema_version": 1``, the format of the whole log.
+
+De-duplication, so that bytes written per step grow with what changed:
+
+* A state is split into its top-level fields. A field whose JSON is short is
+  kept inline in the state's *manifest*; a longer one is stored once as a
+  content-addressed attachment and the manifest names its digest. The
+  manifest itself is an attachment, and the envelope names it. Attachments
+  are written in the same transaction as the record, so a checkpoint is one
+  atomic commit, and an unchanged field costs nothing.
+* ``same`` lists parts (``state``, ``step_base``, ``vertices``) equal to the
+  previous record's in the same append (the last vertex checkpoint of a step
+  and the step's boundary), which are then not repeated. Only a record with
+  no ``same`` can be referred to, so one look back always suffices.
+* The run record's fixed part (run id, graph id and version, creation times)
+  is stored once, in revision 0; later records carry only what changes, and
+  the store restores it on read (and caches it per run).
 
 Reading is strict: size and depth bounds before parsing, unknown fields
-rejected, the envelope's revision must equal both the ledger sequence - 1
-and the embedded run record's, and the run id must be the one asked for.
+rejected, the envelope's revision must equal the ledger sequence - 1, the run
+id must be the one asked for, and attachment bytes must hash to their digest.
 Any such failure is a `StoreError` wrapping a `CheckpointDecodeError`.
 """
 
@@ -23,6 +34,7 @@ from __future__ import annotations
 
 from collections import OrderedDict
 from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
 from typing import Any, Final
 
 from ..storage import Ledger, LedgerConflictError, Record, digest_of
@@ -44,28 +56,40 @@ __all__ = ["LedgerCheckpointStore"]
 SCHEMA_VERSION: Final = 1
 MAX_RECORD_BYTES: Final = 1 << 20
 MAX_HISTORY: Final = 100_000
+INLINE_FIELD_BYTES: Final = 64  # a field this short lives in its manifest
 _PAGE: Final = 1000
 _CACHE: Final = 4096
+# Run-record fields that never change after revision 0: written once, restored on read.
+_FIXED: Final = ("graph_run_id", "graph_id", "graph_version", "created_at", "started_at")
+_SHARABLE: Final = ("state", "step_base", "vertices")
+_ENVELOPE_KEYS: Final = frozenset(
+    {"schema_version", "revision", "state", "step_base", "same", "checkpoint"}
+)
 
 
-class _Lru:
-    """A small bounded map of immutable things (digest -> bytes) known to be durable."""
+class _Lru(OrderedDict[str, Any]):
+    """A bounded map of immutable things (digest -> bytes, run -> fixed fields)."""
 
     def __init__(self, size: int) -> None:
-        self._size = size
-        self._items: OrderedDict[str, bytes] = OrderedDict()
+        super().__init__()
+        self.size = size
 
-    def get(self, key: str) -> bytes | None:
-        value = self._items.get(key)
-        if value is not None:
-            self._items.move_to_end(key)
-        return value
+    def remember(self, key: str, value: Any) -> None:
+        self[key] = value
+        self.move_to_end(key)
+        while len(self) > self.size:
+            self.popitem(last=False)
 
-    def put(self, key: str, value: bytes) -> None:
-        self._items[key] = value
-        self._items.move_to_end(key)
-        while len(self._items) > self._size:
-            self._items.popitem(last=False)
+
+@dataclass(slots=True)
+class _Parsed:
+    """One record, parsed but not yet resolved into a `Checkpoint`."""
+
+    seq: int
+    body: dict[str, Any]
+    parts: dict[str, Any]  # state ref, step_base ref, vertices (raw), after resolving "same"
+    fixed: dict[str, Any] | None  # revision 0 only
+    shares: bool  # refers to its predecessor, so it cannot be referred to
 
 
 class LedgerCheckpointStore:
@@ -74,44 +98,48 @@ class LedgerCheckpointStore:
             raise TypeError("LedgerCheckpointStore needs a ledger")
         self.ledger = ledger
         self.prefix = prefix.rstrip("/")
-        self._known = _Lru(_CACHE)
+        self._durable = _Lru(_CACHE)  # attachments known to be committed
+        self._fixed = _Lru(_CACHE)
+        self._strings: dict[int, tuple[str, str]] = {}
 
-    def _log(self, run_id: str) -> str:
+    def log_name(self, run_id: str) -> str:
         validate_run_id(run_id)
         return f"{self.prefix}/{run_id}"
 
     # -- writing ---------------------------------------------------------------------------
 
-    def _state_ref(self, doc: JsonObject | None, attachments: dict[str, bytes]) -> str | None:
-        if doc is None:
-            return None
-        manifest = {}
-        for name, value in doc.items():
-            data = dumps(value)
-            digest = digest_of(data)
-            manifest[name] = digest
-            if self._known.get(digest) is None:
-                attachments[digest] = data
-        data = dumps(manifest)
-        digest = digest_of(data)
-        if self._known.get(digest) is None:
-            attachments[digest] = data
-        return digest
-
     async def append(self, checkpoints: Sequence[Checkpoint]) -> None:
         run_id, first = check_batch(checkpoints)
+        attachments: dict[str, bytes] = {}
         try:
-            name = self._log(run_id)
-            attachments: dict[str, bytes] = {}
+            name = self.log_name(run_id)
+            memo: dict[int, str] = {}
             records = []
+            previous: dict[str, Any] | None = None
             for cp in checkpoints:
-                envelope = {
-                    "schema_version": SCHEMA_VERSION,
-                    "revision": cp.run.revision,
-                    "state": self._state_ref(cp.state, attachments),
-                    "step_base": self._state_ref(cp.step_base, attachments),
-                    "checkpoint": to_document(cp, states=False),
+                body = to_document(cp, states=False)
+                del body["run"]["revision"]
+                if cp.run.revision > 0:
+                    for key in _FIXED:
+                        del body["run"][key]
+                parts = {
+                    "state": self._manifest(cp.state, attachments, memo),
+                    "step_base": self._manifest(cp.step_base, attachments, memo),
+                    "vertices": body.pop("vertices"),
                 }
+                same = [k for k in _SHARABLE if previous is not None and previous[k] == parts[k]]
+                envelope: dict[str, Any] = {"revision": cp.run.revision}
+                if cp.run.revision == 0:  # the log's format is fixed when it begins
+                    envelope["schema_version"] = SCHEMA_VERSION
+                for key in ("state", "step_base"):
+                    if key not in same:
+                        envelope[key] = parts[key]
+                if "vertices" not in same:
+                    body["vertices"] = parts["vertices"]
+                if same:
+                    envelope["same"] = same
+                envelope["checkpoint"] = body
+                previous = None if same else parts
                 data = dumps(envelope)
                 if len(data) > MAX_RECORD_BYTES:
                     raise CheckpointDecodeError(
@@ -127,7 +155,55 @@ class LedgerCheckpointStore:
         except (_StorageError, OSError) as exc:
             raise StoreError("append", exc) from exc
         for digest, data in attachments.items():
-            self._known.put(digest, data)
+            self._durable.remember(digest, data)
+
+    def _manifest(
+        self, doc: JsonObject | None, attachments: dict[str, bytes], memo: dict[int, str]
+    ) -> str | None:
+        """Store ``doc``'s fields and manifest (as needed); return the manifest's digest."""
+        if doc is None:
+            return None
+        known = memo.get(id(doc))  # the same document object within one append
+        if known is not None:
+            return known
+        manifest: dict[str, Any] = {}
+        for name, value in doc.items():
+            digest = self._big_string(value)
+            if digest is None:
+                data = dumps(value)
+                if len(data) <= INLINE_FIELD_BYTES:
+                    manifest[name] = [value]
+                    continue
+                digest = self._attach(data, attachments)
+            else:
+                if self._durable.get(digest) is None:
+                    attachments[digest] = dumps(value)
+            manifest[name] = digest
+        digest = self._attach(dumps(manifest), attachments)
+        memo[id(doc)] = digest
+        return digest
+
+    def _attach(self, data: bytes, attachments: dict[str, bytes]) -> str:
+        digest = digest_of(data)
+        if self._durable.get(digest) is None:
+            attachments[digest] = data
+        return digest
+
+    def _big_string(self, value: Any) -> str | None:
+        """The digest of a long string field that is the very object seen before.
+
+        Strings are immutable, so identity proves equality: an unchanged large text
+        field is neither re-encoded nor re-hashed on every step."""
+        if type(value) is not str or len(value) < 256:
+            return None
+        cached = self._strings.get(id(value))
+        if cached is not None and cached[0] is value:
+            return cached[1]
+        digest = digest_of(dumps(value))
+        self._strings[id(value)] = (value, digest)
+        if len(self._strings) > _CACHE:
+            self._strings.pop(next(iter(self._strings)))
+        return digest
 
     # -- reading ---------------------------------------------------------------------------
 
@@ -156,14 +232,14 @@ class LedgerCheckpointStore:
                 raise CheckpointNotFoundError(run_id)
             if tip > MAX_HISTORY:
                 raise CheckpointDecodeError("checkpoint", f"history longer than {MAX_HISTORY}")
-            seq = max(after + 1, 0)  # ledger sequence after which to read
+            seq = max(after + 1, 0)  # the ledger sequence to read after
             end = tip if limit is None else min(tip, seq + max(limit, 0))
             result: list[Checkpoint] = []
             while seq < end:
                 page = await self.ledger.read(name, after=seq, limit=min(_PAGE, end - seq))
                 if not page:
                     raise CheckpointDecodeError("checkpoint", f"record {seq + 1} is missing")
-                result.extend(await self._decode(run_id, page, first=seq + 1))
+                result.extend(await self._decode(run_id, page))
                 seq += len(page)
             return result
         except (CheckpointNotFoundError, StoreError):
@@ -173,91 +249,155 @@ class LedgerCheckpointStore:
 
     def _name_for_read(self, run_id: str, op: str) -> str:
         try:
-            return self._log(run_id)
+            return self.log_name(run_id)
         except ValueError as exc:
             raise StoreError(op, exc) from exc
+
+    async def _run_fixed(self, run_id: str) -> dict[str, Any]:
+        """The fixed part of the run record, from revision 0 (cached: it never changes)."""
+        known: dict[str, Any] | None = self._fixed.get(run_id)
+        if known is None:
+            seed = await self.ledger.read(self.log_name(run_id), after=0, limit=1)
+            if not seed:
+                raise CheckpointDecodeError("checkpoint", "revision 0 is missing")
+            known = _parse(seed[0], None).fixed
+            assert known is not None
+            self._fixed.remember(run_id, known)
+        return known
+
+    async def _decode(self, run_id: str, records: Sequence[Record]) -> list[Checkpoint]:
+        previous: _Parsed | None = None
+        if records[0].seq > 1 and b'"same"' in records[0].payload:
+            before = await self.ledger.read(
+                self.log_name(run_id), after=records[0].seq - 2, limit=1
+            )
+            if not before:
+                raise CheckpointDecodeError("checkpoint", "the referenced record is missing")
+            previous = _parse(before[0], None)
+        parsed: list[_Parsed] = []
+        for index, record in enumerate(records):
+            if record.seq != records[0].seq + index:
+                raise CheckpointDecodeError("checkpoint", f"sequence gap at {record.seq}")
+            item = _parse(record, previous)
+            if item.fixed is not None:
+                self._fixed.remember(run_id, item.fixed)
+            parsed.append(item)
+            previous = item
+        fixed = parsed[0].fixed if records[0].seq == 1 else await self._run_fixed(run_id)
+        refs = {p.parts[k] for p in parsed for k in ("state", "step_base")} - {None}
+        manifests = {d: _manifest_doc(d, data) for d, data in (await self._blobs(refs)).items()}
+        digests = (v for m in manifests.values() for v in m.values() if isinstance(v, str))
+        fields = await self._blobs(digests)
+        result = []
+        for item in parsed:
+            run = item.body["run"]
+            if item.fixed is None:
+                assert fixed is not None
+                for key in _FIXED:
+                    if key in run:
+                        raise CheckpointDecodeError(f"checkpoint.run.{key}", "unknown field")
+                run.update(fixed)
+            if "revision" in run:
+                raise CheckpointDecodeError("checkpoint.run.revision", "unknown field")
+            run["revision"] = item.seq - 1
+            item.body["vertices"] = item.parts["vertices"]
+            cp = from_document(item.body, path="checkpoint", states=False)
+            if cp.run.graph_run_id != run_id:
+                raise CheckpointDecodeError(
+                    "checkpoint.run.graph_run_id", f"belongs to run {cp.run.graph_run_id}"
+                )
+            cp.state = _assemble(item.parts["state"], manifests, fields)
+            cp.step_base = _assemble(item.parts["step_base"], manifests, fields)
+            result.append(cp)
+        return result
 
     async def _blobs(self, digests: Iterable[str]) -> dict[str, bytes]:
         found: dict[str, bytes] = {}
         missing = []
         for digest in dict.fromkeys(digests):
-            data = self._known.get(digest)
+            data = self._durable.get(digest)
             if data is None:
                 missing.append(digest)
             else:
                 found[digest] = data
         if missing:
-            fetched = await self.ledger.attachments(missing)
-            for digest, data in fetched.items():
+            for digest, data in (await self.ledger.attachments(missing)).items():
                 if digest_of(data) != digest:
                     raise CheckpointDecodeError("state", f"attachment {digest} is corrupt")
-                self._known.put(digest, data)
+                self._durable.remember(digest, data)
                 found[digest] = data
         return found
 
-    async def _decode(
-        self, run_id: str, records: Sequence[Record], first: int | None = None
-    ) -> list[Checkpoint]:
-        envelopes = []
-        for index, record in enumerate(records):
-            if first is not None and record.seq != first + index:
-                raise CheckpointDecodeError("checkpoint", f"sequence gap at {record.seq}")
-            envelopes.append(_envelope(run_id, record))
-        refs = {ref for _, s, b in envelopes for ref in (s, b) if ref is not None}
-        manifests = {d: _manifest(d, data) for d, data in (await self._blobs(refs)).items()}
-        fields = await self._blobs(d for m in manifests.values() for d in m.values())
-        result = []
-        for cp, state_ref, base_ref in envelopes:
-            cp.state = _assemble(state_ref, manifests, fields)
-            cp.step_base = _assemble(base_ref, manifests, fields)
-            result.append(cp)
-        return result
 
-
-def _envelope(run_id: str, record: Record) -> tuple[Checkpoint, str | None, str | None]:
+def _parse(record: Record, previous: _Parsed | None) -> _Parsed:
     doc = loads(record.payload, max_bytes=MAX_RECORD_BYTES)
     if not isinstance(doc, dict):
         raise CheckpointDecodeError("envelope", "expected an object")
-    unknown = set(doc) - {"schema_version", "revision", "state", "step_base", "checkpoint"}
+    unknown = set(doc) - _ENVELOPE_KEYS
     if unknown:
         raise CheckpointDecodeError(f"envelope.{sorted(unknown)[0]}", "unknown field")
-    if doc.get("schema_version") != SCHEMA_VERSION:
+    if record.seq == 1 and doc.get("schema_version") != SCHEMA_VERSION:
         raise CheckpointDecodeError(
             "envelope.schema_version", f"unsupported version {doc.get('schema_version')!r}"
         )
-    refs = []
-    for key in ("state", "step_base"):
-        ref = doc.get(key)
-        if ref is not None and not isinstance(ref, str):
+    if record.seq > 1 and "schema_version" in doc:
+        raise CheckpointDecodeError("envelope.schema_version", "only revision 0 carries it")
+    if doc.get("revision") != record.seq - 1:
+        raise CheckpointDecodeError(
+            "envelope.revision", f"record {record.seq} holds revision {doc.get('revision')!r}"
+        )
+    body = doc.get("checkpoint")
+    if not isinstance(body, dict) or not isinstance(body.get("run"), dict):
+        raise CheckpointDecodeError("checkpoint", "expected an object with a run")
+    same = doc.get("same", [])
+    if not isinstance(same, list) or not set(same) <= set(_SHARABLE) or len(set(same)) != len(same):
+        raise CheckpointDecodeError("envelope.same", f"invalid {same!r}")
+    if same and (previous is None or previous.seq != record.seq - 1 or previous.shares):
+        raise CheckpointDecodeError("envelope.same", "no previous record to refer to")
+    parts: dict[str, Any] = {}
+    for key in _SHARABLE:
+        source = body if key == "vertices" else doc
+        if key in same:
+            if key in source:
+                raise CheckpointDecodeError(f"envelope.{key}", "both given and shared")
+            assert previous is not None
+            parts[key] = previous.parts[key]
+            continue
+        value = source.pop(key, None) if key == "vertices" else source.get(key)
+        if key != "vertices" and value is not None and not isinstance(value, str):
             raise CheckpointDecodeError(f"envelope.{key}", "expected a digest")
-        refs.append(ref)
-    cp = from_document(doc.get("checkpoint"), path="checkpoint", states=False)
-    revision = doc.get("revision")
-    if revision != record.seq - 1 or cp.run.revision != revision:
-        raise CheckpointDecodeError(
-            "envelope.revision",
-            f"record {record.seq} holds revision {revision!r} (run record: {cp.run.revision})",
-        )
-    if cp.run.graph_run_id != run_id:
-        raise CheckpointDecodeError(
-            "checkpoint.run.graph_run_id", f"belongs to run {cp.run.graph_run_id}"
-        )
-    return cp, refs[0], refs[1]
+        parts[key] = [] if key == "vertices" and value is None else value
+    fixed = None
+    if record.seq == 1:
+        fixed = {key: body["run"].get(key) for key in _FIXED}
+    return _Parsed(record.seq, body, parts, fixed, bool(same))
 
 
-def _manifest(digest: str, data: bytes) -> dict[str, str]:
+def _manifest_doc(digest: str, data: bytes) -> dict[str, Any]:
     doc = loads(data)
-    if not isinstance(doc, dict) or not all(isinstance(v, str) for v in doc.values()):
+    valid = isinstance(doc, dict) and all(
+        isinstance(v, str) or (isinstance(v, list) and len(v) == 1) for v in doc.values()
+    )
+    if not valid:
         raise CheckpointDecodeError("state", f"manifest {digest} is malformed")
-    return doc
+    return doc  # type: ignore[no-any-return]
 
 
 def _assemble(
-    ref: str | None, manifests: dict[str, dict[str, str]], fields: dict[str, bytes]
+    ref: str | None, manifests: dict[str, dict[str, Any]], fields: dict[str, bytes]
 ) -> JsonObject | None:
     if ref is None:
         return None
     state: dict[str, Any] = {}
-    for name, digest in manifests[ref].items():
-        state[name] = loads(fields[digest])
+    for name, entry in manifests[ref].items():
+        state[name] = loads(fields[entry]) if isinstance(entry, str) else _fresh(entry[0])
     return state
+
+
+def _fresh(value: Any) -> Any:
+    """An independent copy of inline JSON data (manifests are cached and shared)."""
+    if isinstance(value, dict):
+        return {k: _fresh(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_fresh(v) for v in value]
+    return value

@@ -112,7 +112,8 @@ class Lease:
         """Give the lease up. Idempotent; safe after loss; never frees a later holder."""
         self._mark_lost("released")
         await self._stop_renewing()
-        await self._backend.release(self.name, self.epoch, self._holder)
+        if self._lost_reason != "closed":  # closing the store already freed it
+            await self._backend.release(self.name, self.epoch, self._holder)
 
     def _start(self) -> None:
         self._renewer = asyncio.get_running_loop().create_task(

@@ -1,0 +1,771 @@
+"""The SQLite backend: the embedded default, one database file shared by any number of processes.
+
+URLs are ``sqlite:///relative/path.db`` (relative to the current directory when
+the store is opened) or ``sqlite:////absolute/path.db``; the path is
+percent-decoded. Query options:
+
+* ``synchronous`` - ``FULL`` (the default: a commit survives power loss),
+  ``NORMAL`` (a commit survives a process crash but may be lost, never torn, on
+  power loss) or ``OFF``; case-insensitive.
+* ``busy_timeout`` - milliseconds a writer waits for another writer (default 5000).
+
+Anything else (unknown or repeated options, bad values, an empty path, a host)
+raises `UnsupportedURLError`. The parent directory must exist; the file is
+created on first open.
+
+Semantics, the same as the memory oracle's (the conformance suite compares them):
+
+* Every call validates its arguments with the shared contract checks before
+  touching the database, so a rejected call changes nothing.
+* Every write is one ``BEGIN IMMEDIATE`` ... ``COMMIT`` transaction, so each
+  call is atomic and isolated against every other connection and process: a
+  KV compare-and-swap, a blob put (insert, or compare with what is there), and
+  a ledger append - the tip check, all of its records and the insert-if-absent
+  of all of its attachments commit together or not at all.
+* KV revisions count 1, 2, 3, ... per key and restart at 1 after a delete.
+  Ledger sequence numbers are 1-based and contiguous per log. Listings are
+  sorted by byte order (the default ``BINARY`` collation; names are ASCII).
+* Leases live in a ``leases`` table and use the wall clock (`time.time`), so
+  they work across processes on one machine; an acquire bumps the epoch only
+  when the name is free or its holder's TTL has passed, and a release clears
+  the holder but keeps the epoch.
+
+Settings: ``journal_mode=WAL`` (readers never block the writer and vice
+versa), ``busy_timeout`` and ``synchronous`` from the URL. Each `Store` owns
+one connection. Calls run on the calling thread, one at a time, each a whole
+transaction: an uncontended commit blocks the event loop for its own
+duration (with ``FULL``, one fsync), but waiting for another process's lock
+never does - the wait is an asynchronous retry up to ``busy_timeout``. A
+call cancelled while it waits has not started; a started call runs to
+completion. `Store.close` closes the connection; later calls raise
+`StoreClosedError`. SQLite errors other than the contract's (for example
+``database is locked`` after ``busy_timeout``, or a full disk) propagate as
+`sqlite3.Error` after the transaction is rolled back.
+
+The schema version is kept in ``flowledger_meta``; opening a database written
+by a newer schema raises `SchemaVersionError` before anything is written.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import errno
+import os
+import re
+import sqlite3
+import threading
+import time
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Final, Literal, TypeVar
+from urllib.parse import parse_qsl, unquote, urlsplit
+
+from .errors import (
+    AttachmentNotFoundError,
+    BlobConflictError,
+    BlobNotFoundError,
+    ConflictError,
+    KeyNotFoundError,
+    LeaseHeldError,
+    LedgerConflictError,
+    StorageError,
+    StoreClosedError,
+)
+from .kv import Entry
+from .lease import Leaser, RenewStatus
+from .ledger import Record, check_append, check_digests, check_read
+from .limits import MAX_BLOB_BYTES, MAX_KV_VALUE_BYTES, check_bytes, check_revision
+from .names import validate_name
+from .store import Store, UnsupportedURLError
+
+__all__ = [
+    "SCHEMA_VERSION",
+    "SQLiteBlobs",
+    "SQLiteKV",
+    "SQLiteLeaseBackend",
+    "SQLiteLedger",
+    "SQLiteSettings",
+    "SchemaVersionError",
+    "connect_sqlite",
+    "parse_sqlite_url",
+]
+
+SCHEMA_VERSION: Final = 1
+
+Synchronous = Literal["FULL", "NORMAL", "OFF"]
+
+_T = TypeVar("_T")
+
+_DEFAULT_BUSY_TIMEOUT_MS: Final = 5000
+_MAX_BUSY_TIMEOUT_MS: Final = 2**31 - 1  # sqlite3_busy_timeout takes a C int
+# Sequence numbers never get near this; clamping keeps huge ``after`` values bindable.
+_MAX_SQL_INT: Final = 2**63 - 1
+
+
+class SchemaVersionError(StorageError):
+    """The database was written by a newer (or unknown) schema; nothing was changed."""
+
+    def __init__(self, path: str, found: object, supported: int) -> None:
+        self.path = path
+        self.found = found
+        self.supported = supported
+        super().__init__(
+            f"store {path!r} has schema version {found!r}; this flowledger understands "
+            f"versions up to {supported} - upgrade flowledger to open it"
+        )
+
+
+# --- URLs -----------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class SQLiteSettings:
+    path: str  # as written in the URL (decoded); relative paths resolve at open time
+    synchronous: Synchronous = "FULL"
+    busy_timeout_ms: int = _DEFAULT_BUSY_TIMEOUT_MS
+
+
+_DIGITS: Final = re.compile(r"[0-9]+")
+_SYNCHRONOUS_MODES: Final[dict[str, Synchronous]] = {
+    "FULL": "FULL",
+    "NORMAL": "NORMAL",
+    "OFF": "OFF",
+}
+
+
+def parse_sqlite_url(url: str) -> SQLiteSettings:
+    """Parse a ``sqlite:`` URL (see the module docstring) or raise `UnsupportedURLError`."""
+    scheme, _, rest = url.partition(":")
+    if scheme.lower() != "sqlite" or not rest.startswith("//"):
+        raise UnsupportedURLError(url, "expected sqlite:///relative/path or sqlite:////abs/path")
+    parts = urlsplit(url)
+    if parts.netloc:
+        raise UnsupportedURLError(
+            url, "a sqlite URL has no host: use sqlite:///relative/path or sqlite:////abs/path"
+        )
+    if parts.fragment or url.endswith("#"):
+        raise UnsupportedURLError(url, "a sqlite URL has no #fragment")
+    path = unquote(parts.path[1:])  # drop the "/" that separates the empty host
+    if not path:
+        raise UnsupportedURLError(url, "the database path is empty")
+    if "\0" in path:
+        raise UnsupportedURLError(url, "the database path contains a NUL byte")
+    if path.endswith("/"):
+        raise UnsupportedURLError(url, "the database path names a directory")
+
+    synchronous: Synchronous = "FULL"
+    busy_timeout_ms = _DEFAULT_BUSY_TIMEOUT_MS
+    try:
+        options = parse_qsl(parts.query, keep_blank_values=True, strict_parsing=bool(parts.query))
+    except ValueError:
+        raise UnsupportedURLError(url, "malformed query string") from None
+    seen: set[str] = set()
+    for option, value in options:
+        if option in seen:
+            raise UnsupportedURLError(url, f"option {option!r} is given more than once")
+        seen.add(option)
+        if option == "synchronous":
+            mode = _SYNCHRONOUS_MODES.get(value.upper())
+            if mode is None:
+                raise UnsupportedURLError(
+                    url, f"synchronous must be FULL, NORMAL or OFF, not {value!r}"
+                )
+            synchronous = mode
+        elif option == "busy_timeout":
+            if not _DIGITS.fullmatch(value) or int(value) > _MAX_BUSY_TIMEOUT_MS:
+                raise UnsupportedURLError(
+                    url,
+                    f"busy_timeout must be a whole number of milliseconds "
+                    f"(0..{_MAX_BUSY_TIMEOUT_MS}), not {value!r}",
+                )
+            busy_timeout_ms = int(value)
+        else:
+            raise UnsupportedURLError(
+                url, f"unknown option {option!r} (known: synchronous, busy_timeout)"
+            )
+    return SQLiteSettings(path, synchronous, busy_timeout_ms)
+
+
+# --- SQL ------------------------------------------------------------------------------
+
+# Payload-carrying tables keep rowids: in a WITHOUT ROWID table a row over ~1 KB
+# (with 4 KiB pages) spills into a mostly empty overflow page, which tripled the
+# file size for 1.2 KiB ledger records at no gain in append latency. Tables of
+# small rows with text keys are WITHOUT ROWID, so each is a single b-tree.
+_SCHEMA: Final = (
+    """CREATE TABLE IF NOT EXISTS kv (
+        key TEXT PRIMARY KEY NOT NULL,
+        revision INTEGER NOT NULL,
+        value BLOB NOT NULL
+    )""",
+    """CREATE TABLE IF NOT EXISTS blobs (
+        key TEXT PRIMARY KEY NOT NULL,
+        data BLOB NOT NULL
+    )""",
+    # A log's records live under rowid (log id << 32 | seq): the table is its own index,
+    # and a record's key costs a few bytes instead of repeating the log's name.
+    """CREATE TABLE IF NOT EXISTS ledger_logs (
+        id INTEGER PRIMARY KEY,
+        name TEXT NOT NULL UNIQUE
+    )""",
+    """CREATE TABLE IF NOT EXISTS ledger_records (
+        key INTEGER PRIMARY KEY,
+        payload BLOB NOT NULL
+    )""",
+    # Digests are stored as their 32 raw bytes, not 64 hex characters.
+    """CREATE TABLE IF NOT EXISTS attachments (
+        digest BLOB PRIMARY KEY NOT NULL,
+        data BLOB NOT NULL
+    )""",
+    """CREATE TABLE IF NOT EXISTS leases (
+        name TEXT PRIMARY KEY NOT NULL,
+        epoch INTEGER NOT NULL,
+        holder TEXT,
+        expires_at REAL NOT NULL
+    ) WITHOUT ROWID""",
+)
+_CREATE_META: Final = """CREATE TABLE IF NOT EXISTS flowledger_meta (
+    key TEXT PRIMARY KEY NOT NULL,
+    value TEXT NOT NULL
+) WITHOUT ROWID"""
+_HAS_META: Final = "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'flowledger_meta'"
+_GET_VERSION: Final = "SELECT value FROM flowledger_meta WHERE key = 'schema_version'"
+_SET_VERSION: Final = (
+    "INSERT OR REPLACE INTO flowledger_meta (key, value) VALUES ('schema_version', ?)"
+)
+
+_KV_GET: Final = "SELECT value, revision FROM kv WHERE key = ?"
+_KV_REVISION: Final = "SELECT revision FROM kv WHERE key = ?"
+_KV_INSERT: Final = "INSERT INTO kv (key, revision, value) VALUES (?, 1, ?)"
+_KV_UPDATE: Final = "UPDATE kv SET revision = ?, value = ? WHERE key = ?"
+_KV_DELETE: Final = "DELETE FROM kv WHERE key = ?"
+_KV_KEYS: Final = "SELECT key FROM kv WHERE key >= ? AND key < ? ORDER BY key"
+
+_BLOB_INSERT: Final = "INSERT INTO blobs (key, data) VALUES (?, ?) ON CONFLICT (key) DO NOTHING"
+_BLOB_SAME: Final = "SELECT data = ? FROM blobs WHERE key = ?"
+_BLOB_GET: Final = "SELECT data FROM blobs WHERE key = ?"
+_BLOB_DELETE: Final = "DELETE FROM blobs WHERE key = ?"
+_BLOB_LIST: Final = "SELECT key FROM blobs WHERE key >= ? AND key < ? ORDER BY key"
+
+_SEQ_BITS: Final = 32
+MAX_SEQ: Final = (1 << _SEQ_BITS) - 1
+_LOG_ID: Final = "SELECT id FROM ledger_logs WHERE name = ?"
+_LOG_INSERT: Final = "INSERT INTO ledger_logs (name) VALUES (?)"
+_LEDGER_TIP: Final = "SELECT max(key) FROM ledger_records WHERE key BETWEEN ? AND ?"
+_LEDGER_INSERT: Final = "INSERT INTO ledger_records (key, payload) VALUES (?, ?)"
+_LEDGER_READ: Final = (
+    "SELECT key, payload FROM ledger_records WHERE key BETWEEN ? AND ? ORDER BY key LIMIT ?"
+)
+_LEDGER_NAMES: Final = "SELECT name FROM ledger_logs WHERE name >= ? AND name < ? ORDER BY name"
+_ATTACHMENT_INSERT: Final = "INSERT OR IGNORE INTO attachments (digest, data) VALUES (?, ?)"
+_ATTACHMENT_GET: Final = "SELECT data FROM attachments WHERE digest = ?"
+
+_LEASE_GET: Final = "SELECT epoch, holder, expires_at FROM leases WHERE name = ?"
+_LEASE_INSERT: Final = "INSERT INTO leases (name, epoch, holder, expires_at) VALUES (?, 1, ?, ?)"
+_LEASE_GRANT: Final = "UPDATE leases SET epoch = ?, holder = ?, expires_at = ? WHERE name = ?"
+_LEASE_EXTEND: Final = "UPDATE leases SET expires_at = ? WHERE name = ?"
+_LEASE_RELEASE: Final = (
+    "UPDATE leases SET holder = NULL, expires_at = 0.0 WHERE name = ? AND epoch = ? AND holder = ?"
+)
+
+
+def _prefix_bounds(prefix: str) -> tuple[str, str] | None:
+    """The half-open key range holding exactly the names that start with ``prefix``.
+
+    Names are ASCII below 0x7f, so ``prefix + "\\x7f"`` bounds them; a prefix that
+    is not ASCII matches no name at all.
+    """
+    if not isinstance(prefix, str):
+        raise TypeError(f"prefix must be a str, not {type(prefix).__name__}")
+    if not prefix.isascii():
+        return None
+    return prefix, prefix + "\x7f"
+
+
+# --- the database thread ---------------------------------------------------------------
+
+
+class _Database:
+    """The connection and every operation on it. Used only from the worker thread."""
+
+    def __init__(self, settings: SQLiteSettings) -> None:
+        self.settings = settings
+        self.path = ""
+        self._conn: sqlite3.Connection | None = None
+        self._log_ids: dict[str, int] = {}
+
+    @property
+    def conn(self) -> sqlite3.Connection:
+        if self._conn is None:
+            raise StoreClosedError()
+        return self._conn
+
+    # lifecycle
+
+    def open(self) -> None:
+        path = os.path.abspath(self.settings.path)
+        self.path = path
+        parent = os.path.dirname(path)
+        if not os.path.isdir(parent):
+            raise FileNotFoundError(
+                errno.ENOENT, "the directory for the sqlite store does not exist", parent
+            )
+        if os.path.isdir(path):
+            raise IsADirectoryError(errno.EISDIR, "the sqlite store path is a directory", path)
+        timeout_ms = self.settings.busy_timeout_ms
+        conn = sqlite3.connect(
+            path, timeout=timeout_ms / 1000, isolation_level=None, check_same_thread=False
+        )
+        try:
+            conn.execute(f"PRAGMA busy_timeout = {timeout_ms}")
+            self._enable_wal(conn, timeout_ms)
+            conn.execute(f"PRAGMA synchronous = {self.settings.synchronous}")
+            self._ensure_schema(conn)
+            # From here on, `_Worker.call` waits for locks without blocking the event loop.
+            conn.execute("PRAGMA busy_timeout = 0")
+        except BaseException:
+            conn.close()
+            raise
+        self._conn = conn
+
+    @staticmethod
+    def _enable_wal(conn: sqlite3.Connection, timeout_ms: int) -> None:
+        # Leaving rollback-journal mode takes an exclusive lock without consulting
+        # the busy handler, so processes opening a fresh file together retry here.
+        deadline = time.monotonic() + timeout_ms / 1000
+        pause = 0.001
+        while True:
+            try:
+                mode = conn.execute("PRAGMA journal_mode = WAL").fetchone()[0]
+                break
+            except sqlite3.OperationalError as exc:
+                if "locked" not in str(exc) and "busy" not in str(exc):
+                    raise
+                if time.monotonic() >= deadline:
+                    raise
+                time.sleep(pause)
+                pause = min(pause * 2, 0.05)
+        if str(mode).lower() != "wal":
+            raise StorageError(f"sqlite refused journal_mode=WAL (it stayed {mode!r})")
+
+    def _ensure_schema(self, conn: sqlite3.Connection) -> None:
+        if self._check_version(conn) == SCHEMA_VERSION:
+            return  # the common case: no write lock needed to open
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            conn.execute(_CREATE_META)
+            # Re-read under the write lock: another process may have created it meanwhile.
+            if self._check_version(conn) is None:
+                for statement in _SCHEMA:
+                    conn.execute(statement)
+                conn.execute(_SET_VERSION, (str(SCHEMA_VERSION),))
+            conn.execute("COMMIT")
+        except BaseException:
+            _rollback(conn)
+            raise
+
+    def _check_version(self, conn: sqlite3.Connection) -> int | None:
+        """The stored schema version (None if absent); `SchemaVersionError` if unknown."""
+        if conn.execute(_HAS_META).fetchone() is None:
+            return None
+        row = conn.execute(_GET_VERSION).fetchone()
+        if row is None:
+            return None
+        raw = row[0]
+        if not isinstance(raw, str) or not _DIGITS.fullmatch(raw):
+            raise SchemaVersionError(self.path, raw, SCHEMA_VERSION)
+        version = int(raw)
+        # Older versions would be migrated here once there are any; 0 was never written.
+        if not 1 <= version <= SCHEMA_VERSION:
+            raise SchemaVersionError(self.path, version, SCHEMA_VERSION)
+        return version
+
+    def close(self) -> None:
+        conn, self._conn = self._conn, None
+        if conn is not None:
+            conn.close()
+
+    def run(self, fn: Callable[[sqlite3.Connection], _T]) -> _T:
+        """Run ``fn`` on the raw connection (tests and diagnostics)."""
+        return fn(self.conn)
+
+    # KV
+
+    def kv_get(self, key: str) -> Entry:
+        row = self.conn.execute(_KV_GET, (key,)).fetchone()
+        if row is None:
+            raise KeyNotFoundError(key)
+        return Entry(row[0], row[1])
+
+    def kv_put(self, key: str, value: bytes, expected: int) -> int:
+        conn = self.conn
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            row = conn.execute(_KV_REVISION, (key,)).fetchone()
+            actual = 0 if row is None else row[0]
+            if actual != expected:
+                raise ConflictError(key, expected, actual)
+            if actual == 0:
+                conn.execute(_KV_INSERT, (key, value))
+            else:
+                conn.execute(_KV_UPDATE, (actual + 1, value, key))
+            conn.execute("COMMIT")
+        except BaseException:
+            _rollback(conn)
+            raise
+        return actual + 1
+
+    def kv_delete(self, key: str) -> None:
+        self._write_one(_KV_DELETE, (key,))
+
+    def kv_keys(self, low: str, high: str) -> list[str]:
+        return [row[0] for row in self.conn.execute(_KV_KEYS, (low, high))]
+
+    # Blobs
+
+    def blob_put(self, key: str, data: bytes) -> None:
+        conn = self.conn
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            if conn.execute(_BLOB_INSERT, (key, data)).rowcount == 0:
+                (same,) = conn.execute(_BLOB_SAME, (data, key)).fetchone()
+                if not same:
+                    raise BlobConflictError(key)
+            conn.execute("COMMIT")
+        except BaseException:
+            _rollback(conn)
+            raise
+
+    def blob_get(self, key: str) -> bytes:
+        row = self.conn.execute(_BLOB_GET, (key,)).fetchone()
+        if row is None:
+            raise BlobNotFoundError(key)
+        data: bytes = row[0]
+        return data
+
+    def blob_delete(self, key: str) -> None:
+        self._write_one(_BLOB_DELETE, (key,))
+
+    def blob_list(self, low: str, high: str) -> list[str]:
+        return [row[0] for row in self.conn.execute(_BLOB_LIST, (low, high))]
+
+    # Ledger
+
+    def _log_id(self, name: str) -> int | None:
+        # Ids are assigned once and never change, so a cached id stays right forever.
+        known = self._log_ids.get(name)
+        if known is None:
+            row = self.conn.execute(_LOG_ID, (name,)).fetchone()
+            if row is not None:
+                known = self._log_ids[name] = int(row[0])
+        return known
+
+    def _tip(self, log: int) -> int:
+        base = log << _SEQ_BITS
+        row = self.conn.execute(_LEDGER_TIP, (base, base | MAX_SEQ)).fetchone()
+        return 0 if row is None or row[0] is None else int(row[0]) - base
+
+    def ledger_append(
+        self, name: str, payloads: list[bytes], expected: int, blobs: dict[str, bytes]
+    ) -> int:
+        conn = self.conn
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            log = self._log_id(name)
+            actual = 0 if log is None else self._tip(log)
+            if actual != expected:
+                raise LedgerConflictError(name, expected, actual)
+            if actual + len(payloads) > MAX_SEQ:
+                raise StorageError(f"ledger {name!r} is full ({MAX_SEQ} records)")
+            if log is None:
+                log = int(conn.execute(_LOG_INSERT, (name,)).lastrowid or 0)
+            base = (log << _SEQ_BITS) + actual
+            if len(payloads) == 1:
+                conn.execute(_LEDGER_INSERT, (base + 1, payloads[0]))
+            else:
+                conn.executemany(_LEDGER_INSERT, [(base + i, p) for i, p in enumerate(payloads, 1)])
+            if blobs:
+                conn.executemany(
+                    _ATTACHMENT_INSERT, [(bytes.fromhex(d), data) for d, data in blobs.items()]
+                )
+            conn.execute("COMMIT")
+        except BaseException:
+            _rollback(conn)
+            self._log_ids.pop(name, None)  # a rolled-back insert assigned no id
+            raise
+        self._log_ids[name] = log
+        return actual + len(payloads)
+
+    def ledger_read(self, name: str, after: int, limit: int) -> list[Record]:
+        log = self._log_id(name)
+        if log is None or after >= MAX_SEQ:
+            return []
+        base = log << _SEQ_BITS
+        rows = self.conn.execute(_LEDGER_READ, (base + after + 1, base | MAX_SEQ, limit))
+        return [Record(key - base, payload) for key, payload in rows]
+
+    def ledger_tip(self, name: str) -> int:
+        log = self._log_id(name)
+        return 0 if log is None else self._tip(log)
+
+    def ledger_names(self, low: str, high: str) -> list[str]:
+        return [row[0] for row in self.conn.execute(_LEDGER_NAMES, (low, high))]
+
+    def ledger_attachments(self, digests: list[str]) -> dict[str, bytes]:
+        conn = self.conn
+        found: dict[str, bytes] = {}
+        for digest in digests:
+            if digest in found:
+                continue
+            row = conn.execute(_ATTACHMENT_GET, (bytes.fromhex(digest),)).fetchone()
+            if row is None:
+                raise AttachmentNotFoundError(digest)
+            found[digest] = row[0]
+        return found
+
+    # Leases
+
+    def lease_acquire(self, name: str, holder: str, ttl: float) -> int:
+        conn = self.conn
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            now = time.time()  # read under the write lock: the wait for it may be long
+            row = conn.execute(_LEASE_GET, (name,)).fetchone()
+            if row is None:
+                epoch = 1
+                conn.execute(_LEASE_INSERT, (name, holder, now + ttl))
+            else:
+                epoch, current, expires_at = row
+                if current is not None and expires_at > now:
+                    raise LeaseHeldError(name, epoch)
+                epoch += 1
+                conn.execute(_LEASE_GRANT, (epoch, holder, now + ttl, name))
+            conn.execute("COMMIT")
+        except BaseException:
+            _rollback(conn)
+            raise
+        return int(epoch)
+
+    def lease_renew(self, name: str, epoch: int, holder: str, ttl: float) -> RenewStatus:
+        conn = self.conn
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            now = time.time()
+            row = conn.execute(_LEASE_GET, (name,)).fetchone()
+            status: RenewStatus
+            if row is None or row[0] != epoch or row[1] != holder:
+                status = "taken over"
+            elif row[2] <= now:
+                status = "expired"
+            else:
+                status = "renewed"
+                conn.execute(_LEASE_EXTEND, (now + ttl, name))
+            conn.execute("COMMIT")
+        except BaseException:
+            _rollback(conn)
+            raise
+        return status
+
+    def lease_release(self, name: str, epoch: int, holder: str) -> None:
+        self._write_one(_LEASE_RELEASE, (name, epoch, holder))
+
+    def _write_one(self, sql: str, params: tuple[object, ...]) -> None:
+        conn = self.conn
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            conn.execute(sql, params)
+            conn.execute("COMMIT")
+        except BaseException:
+            _rollback(conn)
+            raise
+
+
+def _rollback(conn: sqlite3.Connection) -> None:
+    if conn.in_transaction:
+        conn.execute("ROLLBACK")
+
+
+class _Worker:
+    """Runs a store's database calls on the caller's thread, one at a time.
+
+    A call is a whole transaction, so it never spans an ``await``. SQLite's own
+    busy handler is off (it would sleep inside the event loop); a call that
+    finds the database locked by another connection is retried after an
+    asynchronous pause, until the store's ``busy_timeout`` has passed. An
+    uncontended call costs no thread hand-off: on this kind of machine waking
+    a worker thread after an fsync cost more than the transaction itself.
+    """
+
+    def __init__(self, db: _Database) -> None:
+        self.db = db
+        self._lock = threading.Lock()  # stores may be shared by threads with own loops
+        self._closed = False
+
+    async def call(self, fn: Callable[..., _T], *args: Any) -> _T:
+        deadline: float | None = None
+        pause = 0.0005
+        while True:
+            with self._lock:
+                if self._closed:
+                    raise StoreClosedError()
+                try:
+                    return fn(*args)
+                except sqlite3.OperationalError as exc:
+                    if not _is_busy(exc):
+                        raise
+            now = time.monotonic()
+            if deadline is None:
+                deadline = now + self.db.settings.busy_timeout_ms / 1000
+            if now >= deadline:
+                raise sqlite3.OperationalError("database is locked (busy_timeout passed)")
+            await asyncio.sleep(pause)
+            pause = min(pause * 2, 0.02)
+
+    def check_open(self) -> None:
+        if self._closed:
+            raise StoreClosedError()
+
+    async def close(self) -> None:
+        with self._lock:
+            if self._closed:
+                return
+            self._closed = True
+            self.db.close()
+
+
+def _is_busy(exc: sqlite3.OperationalError) -> bool:
+    code = getattr(exc, "sqlite_errorcode", None)
+    if code is not None:
+        return code & 0xFF in (sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED)
+    text = str(exc)
+    return "locked" in text or "busy" in text
+
+
+# --- the async primitives -----------------------------------------------------------------
+
+
+class SQLiteKV:
+    def __init__(self, worker: _Worker) -> None:
+        self._worker = worker
+        self._db = worker.db
+
+    async def get(self, key: str) -> Entry:
+        validate_name(key)
+        return await self._worker.call(self._db.kv_get, key)
+
+    async def put(self, key: str, value: bytes, *, expected: int) -> int:
+        validate_name(key)
+        check_revision("expected", expected)
+        check_bytes("value", value, MAX_KV_VALUE_BYTES)
+        return await self._worker.call(self._db.kv_put, key, value, expected)
+
+    async def delete(self, key: str) -> None:
+        validate_name(key)
+        await self._worker.call(self._db.kv_delete, key)
+
+    async def keys(self, prefix: str = "") -> list[str]:
+        bounds = _prefix_bounds(prefix)
+        if bounds is None:
+            self._worker.check_open()
+            return []
+        return await self._worker.call(self._db.kv_keys, *bounds)
+
+
+class SQLiteBlobs:
+    def __init__(self, worker: _Worker) -> None:
+        self._worker = worker
+        self._db = worker.db
+
+    async def put(self, key: str, data: bytes) -> None:
+        validate_name(key)
+        check_bytes("blob", data, MAX_BLOB_BYTES)
+        await self._worker.call(self._db.blob_put, key, data)
+
+    async def get(self, key: str) -> bytes:
+        validate_name(key)
+        return await self._worker.call(self._db.blob_get, key)
+
+    async def delete(self, key: str) -> None:
+        validate_name(key)
+        await self._worker.call(self._db.blob_delete, key)
+
+    async def list(self, prefix: str = "") -> list[str]:
+        bounds = _prefix_bounds(prefix)
+        if bounds is None:
+            self._worker.check_open()
+            return []
+        return await self._worker.call(self._db.blob_list, *bounds)
+
+
+class SQLiteLedger:
+    def __init__(self, worker: _Worker) -> None:
+        self._worker = worker
+        self._db = worker.db
+
+    async def append(
+        self,
+        name: str,
+        records: Sequence[bytes],
+        *,
+        expected: int,
+        attachments: Mapping[str, bytes] | None = None,
+    ) -> int:
+        validate_name(name)
+        payloads, blobs = check_append(records, expected, attachments)
+        return await self._worker.call(self._db.ledger_append, name, payloads, expected, blobs)
+
+    async def read(self, name: str, *, after: int = 0, limit: int = 100) -> list[Record]:
+        validate_name(name)
+        check_read(after, limit)
+        return await self._worker.call(self._db.ledger_read, name, min(after, _MAX_SQL_INT), limit)
+
+    async def tip(self, name: str) -> int:
+        validate_name(name)
+        return await self._worker.call(self._db.ledger_tip, name)
+
+    async def names(self, prefix: str = "") -> list[str]:
+        bounds = _prefix_bounds(prefix)
+        if bounds is None:
+            self._worker.check_open()
+            return []
+        return await self._worker.call(self._db.ledger_names, *bounds)
+
+    async def attachments(self, digests: Iterable[str]) -> dict[str, bytes]:
+        wanted = check_digests(digests)
+        return await self._worker.call(self._db.ledger_attachments, wanted)
+
+
+class SQLiteLeaseBackend:
+    """`LeaseBackend` over the ``leases`` table, on the wall clock so processes agree."""
+
+    def __init__(self, worker: _Worker) -> None:
+        self._worker = worker
+        self._db = worker.db
+
+    async def try_acquire(self, name: str, holder: str, ttl: float) -> int:
+        return await self._worker.call(self._db.lease_acquire, name, holder, ttl)
+
+    async def renew(self, name: str, epoch: int, holder: str, ttl: float) -> RenewStatus:
+        return await self._worker.call(self._db.lease_renew, name, epoch, holder, ttl)
+
+    async def release(self, name: str, epoch: int, holder: str) -> None:
+        await self._worker.call(self._db.lease_release, name, epoch, holder)
+
+
+async def connect_sqlite(url: str) -> Store:
+    """Open (creating if needed) the SQLite store named by ``url``."""
+    settings = parse_sqlite_url(url)
+    worker = _Worker(_Database(settings))
+    try:
+        await worker.call(worker.db.open)
+    except BaseException:
+        await worker.close()
+        raise
+    return Store(
+        url,
+        SQLiteKV(worker),
+        SQLiteBlobs(worker),
+        SQLiteLedger(worker),
+        Leaser(SQLiteLeaseBackend(worker)),
+        _close_backend=worker.close,
+    )
