@@ -25,11 +25,12 @@ from typing import Any, Final, Generic, TypeVar
 import pydantic
 import pydantic_core
 
-from .errors import CodecError
+from .errors import BuildError, CodecError
 
 __all__ = [
     "MAX_DEPTH",
     "MAX_DOCUMENT_BYTES",
+    "MAX_DOCUMENT_DEPTH",
     "JsonObject",
     "StateCodec",
     "dumps",
@@ -41,7 +42,9 @@ S = TypeVar("S")
 JsonObject = dict[str, Any]
 
 MAX_DOCUMENT_BYTES: Final = 16 << 20  # a whole state, or one checkpoint document
-MAX_DEPTH: Final = 64
+MAX_DEPTH: Final = 64  # bracket levels in a user value (a state, interrupt info, ...)
+# Stored documents wrap user values a few levels deep; readers allow for that margin.
+MAX_DOCUMENT_DEPTH: Final = MAX_DEPTH + 8
 
 _STRINGS: Final = re.compile(rb'"(?:[^"\\]|\\.)*"')
 _BRACKETS: Final = re.compile(rb"[\[\]{}]")
@@ -84,7 +87,18 @@ def check_depth(data: bytes, max_depth: int = MAX_DEPTH) -> None:
                 raise CodecError("decode", "", "unbalanced brackets")
 
 
-def loads(data: bytes, *, max_bytes: int = MAX_DOCUMENT_BYTES, max_depth: int = MAX_DEPTH) -> Any:
+def check_readable(
+    data: bytes, *, max_bytes: int = MAX_DOCUMENT_BYTES, max_depth: int = MAX_DOCUMENT_DEPTH
+) -> None:
+    """Raise `CodecError` if `loads` would refuse ``data`` for its size or depth."""
+    if len(data) > max_bytes:
+        raise CodecError("encode", "", f"document is {len(data)} bytes; the limit is {max_bytes}")
+    check_depth(data, max_depth)
+
+
+def loads(
+    data: bytes, *, max_bytes: int = MAX_DOCUMENT_BYTES, max_depth: int = MAX_DOCUMENT_DEPTH
+) -> Any:
     """Strictly parse untrusted JSON bytes; raise `CodecError` on anything doubtful."""
     if not isinstance(data, bytes | bytearray):
         raise CodecError("decode", "", f"expected bytes, got {type(data).__name__}")
@@ -101,10 +115,17 @@ def loads(data: bytes, *, max_bytes: int = MAX_DOCUMENT_BYTES, max_depth: int = 
 
 def to_json_value(value: Any, path: str = "$", depth: int = 0) -> Any:
     """Plain JSON data equal to ``value``; `CodecError` names the first path that is not."""
-    if depth > MAX_DEPTH:
-        raise CodecError("encode", path, f"nesting deeper than {MAX_DEPTH}")
-    if value is None or isinstance(value, bool | int | str):
+    if value is None or isinstance(value, bool | int):
         return value
+    if isinstance(value, str):
+        if not value.isascii():
+            try:
+                value.encode()
+            except UnicodeEncodeError:
+                raise CodecError("encode", path, "a string holds a lone surrogate") from None
+        return value
+    if depth >= MAX_DEPTH and isinstance(value, Mapping | list | tuple):
+        raise CodecError("encode", path, f"nesting deeper than {MAX_DEPTH}")
     if isinstance(value, float):
         if not math.isfinite(value):
             raise CodecError("encode", path, f"{value} is not representable in JSON")
@@ -114,6 +135,7 @@ def to_json_value(value: Any, path: str = "$", depth: int = 0) -> Any:
         for key, item in value.items():
             if not isinstance(key, str):
                 raise CodecError("encode", path, f"object key {key!r} is not a string")
+            to_json_value(key, f"{path}.{key}", depth)
             out[key] = to_json_value(item, f"{path}.{key}", depth + 1)
         return out
     if isinstance(value, list | tuple):
@@ -144,9 +166,12 @@ class StateCodec(Generic[S]):
 
     def __init__(self, state_type: type[S] | None) -> None:
         self.state_type: Any = dict if state_type is None else state_type
-        self._adapter: pydantic.TypeAdapter[Any] | None = (
-            None if self.state_type is dict else pydantic.TypeAdapter(self.state_type)
-        )
+        self._adapter: pydantic.TypeAdapter[Any] | None = None
+        if self.state_type is not dict:
+            try:
+                self._adapter = pydantic.TypeAdapter(self.state_type)
+            except pydantic.PydanticUserError as exc:  # e.g. typing.TypedDict on 3.11
+                raise BuildError("Graph", f"state type {state_type!r}: {exc.message}") from exc
 
     def dump(self, state: S) -> JsonObject:
         """The state as a JSON object; `CodecError` (op ``encode``) names a bad path."""
@@ -154,11 +179,12 @@ class StateCodec(Generic[S]):
             doc = to_json_value(state, "state")
         else:
             try:
-                doc = self._adapter.dump_python(state, mode="json")
+                # Python mode, then our own conversion: JSON mode would turn NaN into null.
+                doc = self._adapter.dump_python(state, mode="python")
             except (pydantic_core.PydanticSerializationError, ValueError, TypeError) as exc:
                 to_json_value(state, "state")  # raises with the path when it can find one
                 raise CodecError("encode", "state", str(exc)) from exc
-            doc = to_json_value(doc, "state")  # rejects NaN and non-string keys
+            doc = to_json_value(doc, "state")
         if not isinstance(doc, dict):
             raise CodecError("encode", "state", f"a state must be a JSON object, not {doc!r}")
         return doc

@@ -18,6 +18,7 @@ never reach a compiled runner.
 from __future__ import annotations
 
 import hashlib
+import math
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
@@ -72,6 +73,7 @@ class Graph(Generic[S]):
     def __init__(self, graph_id: str, *, state: type[S] | None = None) -> None:
         self.graph_id = validate_graph_id(graph_id)
         self.state_type = state
+        self._codec: StateCodec[S] = StateCodec(state)  # refuses unusable state types now
         self._vertices: dict[str, Vertex] = {}
         self._edges: dict[str, list[str]] = {}
         self._routes: dict[str, Route] = {}
@@ -98,7 +100,10 @@ class Graph(Generic[S]):
         if retry is not None and not isinstance(retry, Retry):
             raise BuildError("add_vertex", f"retry of {vertex_id} must be a flow.Retry")
         if timeout is not None and (
-            isinstance(timeout, bool) or not isinstance(timeout, int | float) or timeout <= 0
+            isinstance(timeout, bool)
+            or not isinstance(timeout, int | float)
+            or not math.isfinite(timeout)
+            or timeout <= 0
         ):
             raise BuildError("add_vertex", f"timeout of {vertex_id} must be a positive number")
         if on_error is not None:
@@ -243,7 +248,7 @@ class CompiledGraph:
             vertices,
             edges,
             routes,
-            StateCodec(graph.state_type),
+            graph._codec,
         )
 
     def successors(self, vertex: str) -> tuple[str, ...]:

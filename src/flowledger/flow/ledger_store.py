@@ -21,8 +21,10 @@ De-duplication, so that bytes written per step grow with what changed:
   and the step's boundary), which are then not repeated. Only a record with
   no ``same`` can be referred to, so one look back always suffices.
 * The run record's fixed part (run id, graph id and version, creation times)
-  is stored once, in revision 0; later records carry only what changes, and
-  the store restores it on read (and caches it per run).
+  is stored in revision 0; a later record that agrees with it leaves it out,
+  and the store restores it on read (caching it per run). A record whose
+  fixed part differs (only ever written by hand or by a foreign writer) keeps
+  its own, so what is read is always what was appended.
 
 Reading is strict: size and depth bounds before parsing, unknown fields
 rejected, the envelope's revision must equal the ledger sequence - 1, the run
@@ -40,7 +42,7 @@ from typing import Any, Final
 from ..storage import Ledger, LedgerConflictError, Record, digest_of
 from ..storage import StorageError as _StorageError
 from .checkpoint import Checkpoint, from_document, to_document
-from .codec import JsonObject, dumps, loads
+from .codec import JsonObject, check_readable, dumps, loads
 from .errors import (
     CheckpointDecodeError,
     CheckpointNotFoundError,
@@ -111,6 +113,12 @@ class LedgerCheckpointStore:
     async def append(self, checkpoints: Sequence[Checkpoint]) -> None:
         run_id, first = check_batch(checkpoints)
         attachments: dict[str, bytes] = {}
+        seed_fixed = None
+        if first > 0:
+            try:
+                seed_fixed = await self._run_fixed(run_id)
+            except (FlowError, _StorageError, OSError, ValueError):
+                seed_fixed = None  # the append below reports what is wrong
         try:
             name = self.log_name(run_id)
             memo: dict[int, str] = {}
@@ -118,10 +126,13 @@ class LedgerCheckpointStore:
             previous: dict[str, Any] | None = None
             for cp in checkpoints:
                 body = to_document(cp, states=False)
-                del body["run"]["revision"]
-                if cp.run.revision > 0:
-                    for key in _FIXED:
-                        del body["run"][key]
+                run = body["run"]
+                del run["revision"]
+                if cp.run.revision == 0:
+                    seed_fixed = {key: run[key] for key in _FIXED}
+                elif seed_fixed is not None and all(run[k] == seed_fixed[k] for k in _FIXED):
+                    for key in _FIXED:  # the usual case: the same as revision 0's
+                        del run[key]
                 parts = {
                     "state": self._manifest(cp.state, attachments, memo),
                     "step_base": self._manifest(cp.step_base, attachments, memo),
@@ -141,10 +152,7 @@ class LedgerCheckpointStore:
                 envelope["checkpoint"] = body
                 previous = None if same else parts
                 data = dumps(envelope)
-                if len(data) > MAX_RECORD_BYTES:
-                    raise CheckpointDecodeError(
-                        "checkpoint", f"record is {len(data)} bytes; limit {MAX_RECORD_BYTES}"
-                    )
+                check_readable(data, max_bytes=MAX_RECORD_BYTES)  # what a read would refuse
                 records.append(data)
         except (FlowError, ValueError) as exc:
             raise StoreError("append", exc) from exc
@@ -152,7 +160,7 @@ class LedgerCheckpointStore:
             await self.ledger.append(name, records, expected=first, attachments=attachments)
         except LedgerConflictError as conflict:
             raise RevisionConflictError(run_id, conflict.actual, first) from conflict
-        except (_StorageError, OSError) as exc:
+        except (_StorageError, OSError, ValueError, TypeError) as exc:
             raise StoreError("append", exc) from exc
         for digest, data in attachments.items():
             self._durable.remember(digest, data)
@@ -174,6 +182,7 @@ class LedgerCheckpointStore:
                 if len(data) <= INLINE_FIELD_BYTES:
                     manifest[name] = [value]
                     continue
+                check_readable(data)
                 digest = self._attach(data, attachments)
             else:
                 if self._durable.get(digest) is None:
@@ -250,8 +259,8 @@ class LedgerCheckpointStore:
     def _name_for_read(self, run_id: str, op: str) -> str:
         try:
             return self.log_name(run_id)
-        except ValueError as exc:
-            raise StoreError(op, exc) from exc
+        except ValueError:
+            raise CheckpointNotFoundError(str(run_id)) from None  # no run has such an id
 
     async def _run_fixed(self, run_id: str) -> dict[str, Any]:
         """The fixed part of the run record, from revision 0 (cached: it never changes)."""
@@ -293,10 +302,12 @@ class LedgerCheckpointStore:
             run = item.body["run"]
             if item.fixed is None:
                 assert fixed is not None
-                for key in _FIXED:
-                    if key in run:
-                        raise CheckpointDecodeError(f"checkpoint.run.{key}", "unknown field")
-                run.update(fixed)
+                present = [key for key in _FIXED if key in run]
+                if not present:
+                    run.update(fixed)
+                elif len(present) != len(_FIXED):
+                    missing = sorted(set(_FIXED) - set(present))[0]
+                    raise CheckpointDecodeError(f"checkpoint.run.{missing}", "missing")
             if "revision" in run:
                 raise CheckpointDecodeError("checkpoint.run.revision", "unknown field")
             run["revision"] = item.seq - 1

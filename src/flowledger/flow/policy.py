@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -28,8 +29,12 @@ class Retry:
             raise TypeError("Retry.attempts must be an int")
         if self.attempts < 1:
             raise ValueError(f"Retry.attempts must be >= 1, not {self.attempts}")
-        if isinstance(self.backoff, int | float) and self.backoff < 0:
-            raise ValueError(f"Retry.backoff must be >= 0, not {self.backoff}")
+        if isinstance(self.backoff, bool) or not (
+            callable(self.backoff) or isinstance(self.backoff, int | float)
+        ):
+            raise TypeError("Retry.backoff must be seconds or a function of the attempt")
+        if not callable(self.backoff) and not (math.isfinite(self.backoff) and self.backoff >= 0):
+            raise ValueError(f"Retry.backoff must be a finite number >= 0, not {self.backoff}")
 
 
 @dataclass(frozen=True, slots=True)

@@ -182,7 +182,9 @@ class Runner(Generic[S]):
         state = self._decode_state(cp.state, "state")
         interrupts = None
         halt = None
-        if cp.phase is StepPhase.PAUSED:
+        if cp.run.status is not RunStatus.INTERRUPTED:
+            pass  # completed, cancelled or mid-step: neither pauses nor halts to report
+        elif cp.phase is StepPhase.PAUSED:
             interrupts = [
                 Interruption(
                     run_id, i.vertex, i.kind, i.info, StoredError(i.cause) if i.cause else None

@@ -21,7 +21,7 @@ from collections.abc import Sequence
 from typing import Protocol, runtime_checkable
 
 from .checkpoint import Checkpoint, from_document, to_document
-from .codec import dumps, loads
+from .codec import check_readable, dumps, loads
 from .errors import CheckpointNotFoundError, FlowError, RevisionConflictError, StoreError
 
 __all__ = ["CheckpointStore", "MemoryCheckpointStore", "check_batch"]
@@ -68,6 +68,8 @@ class MemoryCheckpointStore:
         run_id, first = check_batch(checkpoints)
         try:
             encoded = [dumps(to_document(cp)) for cp in checkpoints]
+            for data in encoded:  # refuse now what reading back would refuse later
+                check_readable(data)
         except FlowError as exc:
             raise StoreError("append", exc) from exc
         with self._lock:
