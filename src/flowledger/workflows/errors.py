@@ -1,0 +1,174 @@
+"""The workflow error families.
+
+Every family is one exception class; concrete errors carry their fields.
+`isinstance` answers "is this a conflict?"; a typed error's ``cause`` is kept
+for diagnostics (and as ``__cause__``) but never changes its family.
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "ActivityValidationError",
+    "AdoptionError",
+    "ConflictError",
+    "CorruptRecordError",
+    "DuplicateDefinitionError",
+    "InvalidInputError",
+    "InvalidSchemaError",
+    "NotFoundError",
+    "ReconciliationError",
+    "SessionOwnedError",
+    "ShutdownTimeoutError",
+    "SupervisorActiveError",
+    "SupervisorClosedError",
+    "UnknownDefinitionError",
+    "WorkflowError",
+]
+
+
+class WorkflowError(Exception):
+    """Base class of every workflow error."""
+
+
+def _cause(cause: BaseException | str | None) -> str:
+    if cause is None:
+        return ""
+    text = str(cause)
+    return text or type(cause).__name__
+
+
+class UnknownDefinitionError(WorkflowError, LookupError):
+    def __init__(self, name: str, version: str) -> None:
+        self.name = name
+        self.version = version
+        super().__init__(f"unknown workflow definition: {name}@{version}")
+
+
+class DuplicateDefinitionError(WorkflowError):
+    def __init__(self, name: str, version: str) -> None:
+        self.name = name
+        self.version = version
+        super().__init__(f"duplicate workflow definition: {name}@{version}")
+
+
+class InvalidSchemaError(WorkflowError, ValueError):
+    """A definition's metadata or schema is unusable (``field`` says which)."""
+
+    def __init__(self, field: str, cause: BaseException | str) -> None:
+        self.field = field
+        self.cause = cause
+        super().__init__(f"invalid workflow schema ({field}): {_cause(cause)}")
+        if isinstance(cause, BaseException):
+            self.__cause__ = cause
+
+
+class InvalidInputError(WorkflowError, ValueError):
+    """An input or resume document was refused (``field`` is ``input`` or ``resume``)."""
+
+    def __init__(self, field: str, cause: BaseException | str) -> None:
+        self.field = field
+        self.cause = cause
+        super().__init__(f"invalid workflow {field}: {_cause(cause)}")
+        if isinstance(cause, BaseException):
+            self.__cause__ = cause
+
+
+class NotFoundError(WorkflowError, LookupError):
+    """No such run (or input) in this session. Other sessions' records are not found."""
+
+    def __init__(
+        self, kind: str, session_id: str, run_id: str | None = None, digest: str | None = None
+    ) -> None:
+        self.kind = kind
+        self.session_id = session_id
+        self.run_id = run_id
+        self.digest = digest
+        what = f"run {run_id}" if kind == "run" else f"input {digest}"
+        super().__init__(f"workflow record not found: {what} in session {session_id}")
+
+
+class ConflictError(WorkflowError):
+    """A compare-and-swap or lifecycle rule refused a change; nothing was written."""
+
+    def __init__(
+        self,
+        session_id: str,
+        run_id: str | None,
+        reason: str,
+        *,
+        expected: int = 0,
+        actual: int = 0,
+    ) -> None:
+        self.session_id = session_id
+        self.run_id = run_id
+        self.reason = reason
+        self.expected = expected
+        self.actual = actual
+        super().__init__(
+            f"workflow record conflict for run {run_id}: {reason} "
+            f"(expected revision {expected}, actual {actual})"
+        )
+
+
+class CorruptRecordError(WorkflowError):
+    """A stored record cannot be trusted (bad JSON, unknown fields, failed verification)."""
+
+    def __init__(self, key: str, cause: BaseException | str) -> None:
+        self.key = key
+        self.cause = cause
+        super().__init__(f"corrupt workflow record {key}: {_cause(cause)}")
+        if isinstance(cause, BaseException):
+            self.__cause__ = cause
+
+
+class SupervisorActiveError(WorkflowError):
+    def __init__(self) -> None:
+        super().__init__("workflow supervisor already active")
+
+
+class SupervisorClosedError(WorkflowError):
+    def __init__(self) -> None:
+        super().__init__("workflow supervisor closed")
+
+
+class ShutdownTimeoutError(WorkflowError, TimeoutError):
+    def __init__(self) -> None:
+        super().__init__("workflow supervisor shutdown timed out")
+
+
+class SessionOwnedError(WorkflowError):
+    def __init__(self, session_id: str, holder_epoch: int) -> None:
+        self.session_id = session_id
+        self.holder_epoch = holder_epoch
+        super().__init__(
+            f"workflow session already owned: {session_id} (holder epoch {holder_epoch})"
+        )
+
+
+class AdoptionError(WorkflowError):
+    """Names the run and the operation only; the cause is attached, not printed."""
+
+    def __init__(self, run_id: str, op: str, cause: BaseException | str | None = None) -> None:
+        self.run_id = run_id
+        self.op = op
+        self.cause = cause
+        super().__init__(f"workflow adoption failed for run {run_id}: {op}")
+        if isinstance(cause, BaseException):
+            self.__cause__ = cause
+
+
+class ActivityValidationError(WorkflowError, ValueError):
+    def __init__(self, field: str, rule: str) -> None:
+        self.field = field
+        self.rule = rule
+        super().__init__(f"workflow activity validation failed: {field}: {rule}")
+
+
+class ReconciliationError(WorkflowError):
+    def __init__(self, run_id: str, op: str, cause: BaseException | str | None = None) -> None:
+        self.run_id = run_id
+        self.op = op
+        self.cause = cause
+        super().__init__(f"workflow activity reconciliation failed for run {run_id}: {op}")
+        if isinstance(cause, BaseException):
+            self.__cause__ = cause
