@@ -8,7 +8,8 @@ Run as a script, it is the child process of ``test_processes.py``::
 
     python _procs.py hold URL NAME TTL
         acquire NAME with TTL, print {"epoch": n}; on the line "release" from stdin,
-        release and print {"released": true}; hold (renewing) until then or until killed.
+        release and print {"released": true, "lost": reason}; hold (renewing) until then
+        or until killed.
     python _procs.py contend URL NAME SECONDS
         print {"ready": true}, wait for "go" on stdin, then for SECONDS repeatedly
         acquire / hold briefly / release NAME, printing one JSON line per grant:

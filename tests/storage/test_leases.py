@@ -200,8 +200,7 @@ async def test_stalled_holder_loses_the_lease_as_expired(store: Store, store_url
 
 
 async def test_stalled_holder_is_taken_over_after_ttl(store: Store, store_url: str) -> None:
-    """Another holder is refused until the stalled holder's TTL runs out, then granted; the
-    stalled holder then sees 'taken over' once and its release cannot free the new holder."""
+    """A stalled holder keeps the name until its TTL ends, then sees 'taken over' exactly once."""
     ttl = 0.4
     thread = LoopThread()
     try:

@@ -96,10 +96,12 @@ def test_non_string_names_are_rejected(name: object) -> None:
 
 
 def test_length_limit_counts_utf8_bytes() -> None:
-    """The 512 limit is in UTF-8 bytes, so 256 two-byte characters are too long."""
-    assert len("é" * 256) == 256
+    """Non-ASCII names are measured in UTF-8 bytes: 512 bytes is 'illegal byte', 514 'too long'."""
     with pytest.raises(InvalidNameError) as caught:
-        validate_name("é" * 257)
+        validate_name("é" * 256)
+    assert caught.value.rule == "illegal byte"
+    with pytest.raises(InvalidNameError) as caught:
+        validate_name("a" + "é" * 256)
     assert caught.value.rule == "too long"
 
 

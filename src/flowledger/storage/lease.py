@@ -31,6 +31,7 @@ import time
 from collections.abc import Callable
 from typing import Literal, Protocol
 
+from .errors import StoreClosedError
 from .names import validate_name
 
 __all__ = ["Lease", "LeaseBackend", "Leaser", "LostReason", "RenewStatus", "check_ttl"]
@@ -112,7 +113,10 @@ class Lease:
         """Give the lease up. Idempotent; safe after loss; never frees a later holder."""
         self._mark_lost("released")
         await self._stop_renewing()
-        if self._lost_reason != "closed":  # closing the store already freed it
+        if self._lost_reason == "closed":
+            return  # closing the store already freed it
+        # If the store closed after the loss, there is nothing left to free.
+        with contextlib.suppress(StoreClosedError):
             await self._backend.release(self.name, self.epoch, self._holder)
 
     def _start(self) -> None:
