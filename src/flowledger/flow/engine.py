@@ -23,7 +23,7 @@ import os
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from enum import Enum
-from typing import Any
+from typing import Any, Final
 
 from .checkpoint import (
     Checkpoint,
@@ -61,6 +61,9 @@ from .store import CheckpointStore
 __all__ = ["Coordinator", "Granularity", "RunOptions"]
 
 
+_NO_CONTINUATION: Final[Any] = absent()
+
+
 class Granularity(Enum):
     PER_VERTEX = "per_vertex"  # a checkpoint after every vertex (default; least re-work)
     PER_STEP = "per_step"  # only step boundaries (fewer writes; a crash re-runs the step)
@@ -79,7 +82,7 @@ class _Execution:
     vertex: Vertex
     record: VertexRecord
     payload: Any = None
-    continuation: Any = None
+    continuation: Any = _NO_CONTINUATION
     input: Any = None
     output: Any = None
     failure: BaseException | None = None
@@ -237,7 +240,8 @@ class Coordinator:
         self._interrupts = {}
         continuations = {i.vertex: i.continuation for i in cp.interrupts if i.stateful}
         executions = [
-            self._prepare(v, step, base, payload, continuations.get(v, absent())) for v in rerun
+            self._prepare(v, step, base, payload, continuations.get(v, _NO_CONTINUATION))
+            for v in rerun
         ]
         step_frontier = sorted({*rerun, *(e.record.vertex for e in carry)})
         await self._execute(executions)
@@ -267,13 +271,11 @@ class Coordinator:
         step: int,
         base: JsonObject,
         payload: Any = None,
-        continuation: Any = None,
+        continuation: Any = _NO_CONTINUATION,
     ) -> _Execution:
         vertex = self.graph.vertices[vertex_id]
         record = VertexRecord(vertex_id, new_run_id(), step, VertexStatus.RUNNING, created_at=now())
-        execution = _Execution(
-            vertex, record, payload, absent() if continuation is None else continuation
-        )
+        execution = _Execution(vertex, record, payload, continuation)
         try:
             copy = self.codec.load(base)
             execution.input = copy if vertex.select is None else vertex.select(copy)
@@ -487,10 +489,10 @@ class Coordinator:
                 picked = route.pick(self.codec.load(self.state_doc))
                 if inspect.isawaitable(picked):
                     picked = await picked
+                targets = _targets(picked)
             except Exception as exc:
                 failed = ConditionError(source, exc)
                 return await self._halt(HaltKind.CONDITION, failed, step_frontier, records, step)
-            targets = (picked,) if isinstance(picked, str) else tuple(dict.fromkeys(picked))
             if not targets:
                 error = UndeclaredTargetError(source, None)
                 return await self._halt(
@@ -546,6 +548,19 @@ class Coordinator:
         halt = Halt(self.run.graph_run_id, kind, step, cause)
         await fire(self.options.hooks, "on_halt", halt)
         return Result(replace(self.run), self.codec.load(self.state_doc), halt=halt)
+
+
+def _targets(picked: Any) -> tuple[str, ...]:
+    """A pick's answer as unique targets in the order given: one name or a sequence."""
+    if isinstance(picked, str):
+        return (picked,)
+    if not isinstance(picked, Sequence | set | frozenset):
+        raise TypeError(f"a route's pick returned {type(picked).__name__}, not vertex ids")
+    targets = tuple(dict.fromkeys(picked))
+    for target in targets:
+        if not isinstance(target, str):
+            raise TypeError(f"a route's pick returned {target!r}, not a vertex id")
+    return targets
 
 
 def _terminal(record: VertexRecord, paused: set[str]) -> bool:
