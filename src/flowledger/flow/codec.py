@@ -50,12 +50,15 @@ _STRINGS: Final = re.compile(rb'"(?:[^"\\]|\\.)*"')
 _BRACKETS: Final = re.compile(rb"[\[\]{}]")
 
 
+_ENCODER: Final = json.JSONEncoder(
+    separators=(",", ":"), sort_keys=True, ensure_ascii=False, allow_nan=False
+)
+
+
 def dumps(value: Any) -> bytes:
     """Compact, key-sorted UTF-8 JSON of plain JSON data."""
     try:
-        return json.dumps(
-            value, separators=(",", ":"), sort_keys=True, ensure_ascii=False, allow_nan=False
-        ).encode()
+        return _ENCODER.encode(value).encode()
     except (TypeError, ValueError) as exc:
         to_json_value(value)  # names the offending path if there is one
         raise CodecError("encode", "", str(exc)) from exc
@@ -93,7 +96,8 @@ def check_readable(
     """Raise `CodecError` if `loads` would refuse ``data`` for its size or depth."""
     if len(data) > max_bytes:
         raise CodecError("encode", "", f"document is {len(data)} bytes; the limit is {max_bytes}")
-    check_depth(data, max_depth)
+    if data.count(b"[") + data.count(b"{") > max_depth:  # else it cannot be too deep
+        check_depth(data, max_depth)
 
 
 def loads(
