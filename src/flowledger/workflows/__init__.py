@@ -1,0 +1,89 @@
+"""L2 workflows: the bridge from flow graphs to durable, session-owned workflow runs.
+
+`Metadata` and `TypedDefinition` describe a workflow (strict JSON Schema for its input and
+resume payloads); a `Catalog` holds the registered definitions; the `RunRegistry` (over
+storage KV) and the `InputStore` (over storage Blobs) keep each run's record and its
+canonical input; the `Supervisor` owns a session's runs (lease, start, adoption after a
+restart, resume, cancel); the `ActivityJournal` keeps the bounded, safe activity history.
+"""
+
+from .activity import ActivityKind, ActivityRecord, ProjectedActivity, event_id, project
+from .catalog import Catalog
+from .definition import (
+    Definition,
+    TypedDefinition,
+    ValidatedInput,
+    ValidatedResume,
+    WorkflowResult,
+)
+from .errors import (
+    ActivityValidationError,
+    AdoptionError,
+    ConflictError,
+    CorruptRecordError,
+    DuplicateDefinitionError,
+    InvalidInputError,
+    InvalidSchemaError,
+    NotFoundError,
+    ReconciliationError,
+    SessionOwnedError,
+    ShutdownTimeoutError,
+    SupervisorActiveError,
+    SupervisorClosedError,
+    UnknownDefinitionError,
+    WorkflowError,
+)
+from .history import HistoryPage, page_history
+from .inputs import InputStore, canonical_json
+from .journal import ActivityJournal, ActivitySubscription
+from .metadata import Metadata, VertexMetadata, bound_summary, bound_text
+from .registry import RunPage, RunRegistry
+from .run import ArtifactReference, InputReference, Run, RunStatus
+from .supervisor import StartTicket, Supervisor
+
+__all__ = [
+    "ActivityJournal",
+    "ActivityKind",
+    "ActivityRecord",
+    "ActivitySubscription",
+    "ActivityValidationError",
+    "AdoptionError",
+    "ArtifactReference",
+    "Catalog",
+    "ConflictError",
+    "CorruptRecordError",
+    "Definition",
+    "DuplicateDefinitionError",
+    "HistoryPage",
+    "InputReference",
+    "InputStore",
+    "InvalidInputError",
+    "InvalidSchemaError",
+    "Metadata",
+    "NotFoundError",
+    "ProjectedActivity",
+    "ReconciliationError",
+    "Run",
+    "RunPage",
+    "RunRegistry",
+    "RunStatus",
+    "SessionOwnedError",
+    "ShutdownTimeoutError",
+    "StartTicket",
+    "Supervisor",
+    "SupervisorActiveError",
+    "SupervisorClosedError",
+    "TypedDefinition",
+    "UnknownDefinitionError",
+    "ValidatedInput",
+    "ValidatedResume",
+    "VertexMetadata",
+    "WorkflowError",
+    "WorkflowResult",
+    "bound_summary",
+    "bound_text",
+    "canonical_json",
+    "event_id",
+    "page_history",
+    "project",
+]

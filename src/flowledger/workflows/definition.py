@@ -1,0 +1,372 @@
+"""Workflow definitions: a flow graph with metadata, strict input and resume validation.
+
+A `Definition` is what the catalog stores and the supervisor drives. `TypedDefinition`
+is the standard one: it binds `Metadata` to a `flow.Runner`.
+
+Validation produces *tokens* (`ValidatedInput`, `ValidatedResume`): the only way to start
+or resume a run is with a token made by the very registration that checks it. Tokens are
+matched by identity with a private registration object that `registered_copy` creates,
+so a hand-made token, a token of another definition, or a token of the same definition
+registered in another catalog is refused. An unregistered definition validates nothing.
+"""
+
+from __future__ import annotations
+
+import copy
+import logging
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from decimal import Decimal
+from typing import Any, Generic, Protocol, TypeVar, runtime_checkable
+
+from flowledger import flow
+
+from .errors import InvalidInputError, InvalidSchemaError
+from .metadata import Metadata, bound_summary
+from .schema import BoundedJSONError, CompiledSchema, compile_schema, decode_document
+
+__all__ = [
+    "Definition",
+    "TypedDefinition",
+    "ValidatedInput",
+    "ValidatedResume",
+    "WorkflowResult",
+]
+
+log = logging.getLogger("flowledger.workflows.definition")
+
+S = TypeVar("S")
+
+NOT_REGISTERED = "definition is not registered"
+RESUME_NOT_SUPPORTED = "resume is not supported"
+FOREIGN_TOKEN = "validation token does not belong to this definition"
+
+
+@dataclass(frozen=True)
+class WorkflowResult:
+    """One view of a graph run: its run record, its state as a JSON object, what paused
+    or halted it (at most one of ``interrupts`` and ``halt`` is set) and a status summary
+    of at most 1024 UTF-8 bytes (``""`` without a summarizer)."""
+
+    run: flow.RunRecord
+    state: dict[str, Any]
+    interrupts: list[flow.Interruption] | None
+    halt: flow.Halt | None
+    summary: str
+
+
+class _Token:
+    __slots__ = ("_owner", "_value")
+
+    def __init__(self, owner: object = None, value: Any = None) -> None:
+        self._owner = owner
+        self._value = value
+
+    @property
+    def value(self) -> Any:
+        return self._value
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}(<opaque>)"
+
+
+class ValidatedInput(_Token):
+    """A validated, decoded input: the typed initial state in ``value``. Only the
+    registration that made it accepts it; a hand-made one is refused everywhere."""
+
+
+class ValidatedResume(_Token):
+    """A validated, decoded resume payload in ``value``. Only the registration that made
+    it accepts it; a hand-made one is refused everywhere."""
+
+
+@runtime_checkable
+class Definition(Protocol):
+    """A workflow definition as the catalog and the supervisor use it.
+
+    Engine errors (``flow.CheckpointNotFoundError``, ``flow.ResumeTerminalError``,
+    revision conflicts, store errors, ...) pass through unchanged."""
+
+    def metadata(self) -> Metadata:
+        """The definition's metadata (immutable)."""
+        ...
+
+    def validate_input(self, raw: bytes | str) -> ValidatedInput:
+        """Check and decode an input document; `InvalidInputError` (field ``input``)."""
+        ...
+
+    def validate_resume(self, raw: bytes | str) -> ValidatedResume:
+        """Check and decode a resume payload; `InvalidInputError` (field ``resume``)."""
+        ...
+
+    async def start(
+        self, token: ValidatedInput, *, graph_run_id: str, hooks: Sequence[flow.Hooks] = ()
+    ) -> WorkflowResult:
+        """Run a new graph execution with the given graph run id."""
+        ...
+
+    async def resume(
+        self, graph_run_id: str, token: ValidatedResume, *, hooks: Sequence[flow.Hooks] = ()
+    ) -> WorkflowResult:
+        """Continue an interrupted (or halted) execution with a user payload."""
+        ...
+
+    async def adopt(self, graph_run_id: str, *, hooks: Sequence[flow.Hooks] = ()) -> WorkflowResult:
+        """Continue a durable RUNNING checkpoint after an owner restart, with no payload.
+        Never for interrupted checkpoints (that would re-pause them)."""
+        ...
+
+    async def get(self, graph_run_id: str) -> WorkflowResult:
+        """The run as its latest checkpoint describes it; runs nothing."""
+        ...
+
+    async def history(self, graph_run_id: str) -> list[flow.RunRecord]:
+        """The run record of every checkpoint, in revision order."""
+        ...
+
+    async def checkpoint_history(self, graph_run_id: str) -> list[flow.Checkpoint]:
+        """Every checkpoint, in revision order (for activity projection)."""
+        ...
+
+    async def cancel(self, graph_run_id: str, reason: str) -> None:
+        """Append a terminal cancelled checkpoint."""
+        ...
+
+    def registered_copy(self) -> Definition:
+        """The catalog-owned copy: schemas compiled now, with a fresh token owner."""
+        ...
+
+
+class _Registration:
+    """The identity tokens are checked against, and the schemas compiled for it."""
+
+    __slots__ = ("input_schema", "resume_schema")
+
+    def __init__(self, input_schema: CompiledSchema, resume_schema: CompiledSchema | None) -> None:
+        self.input_schema = input_schema
+        self.resume_schema = resume_schema
+
+
+def _identity(payload: dict[str, Any]) -> Any:
+    return payload
+
+
+class TypedDefinition(Generic[S]):
+    """A definition over a `flow.Runner` whose states have type ``S``.
+
+    * ``state_decoder`` turns a validated input object into the initial state; by default
+      the runner's state codec (pydantic) does it. The input schema is closed
+      (``additionalProperties: false`` everywhere), so unknown fields never reach it.
+    * ``resume_decoder`` turns a validated resume object into the payload that
+      `flow.interrupt` returns. **Divergence from the reference**, which requires one
+      with a resume schema: by default the validated object itself is the payload.
+      Resume is supported exactly when the metadata has a resume schema.
+    * ``summarizer`` makes the status summary from a state; its text is bounded to 1024
+      bytes. A summarizer that raises (or returns a non-string) is logged and gives
+      ``""``: the run's checkpoint is already durable and must not be reported as failed.
+
+    Numbers reach the decoders as JSON numbers do in Python: integers as ``int``, every
+    other number as a finite ``float`` (validation itself used exact decimals).
+
+    Construction raises `InvalidSchemaError`: field ``definition`` for a bad metadata,
+    runner, state decoder or summarizer; ``resume decoder`` for a bad resume decoder;
+    ``vertex ID`` when a vertex descriptor names a vertex the graph does not have."""
+
+    __slots__ = (
+        "_metadata",
+        "_registration",
+        "_resume_decoder",
+        "_runner",
+        "_state_decoder",
+        "_summarizer",
+    )
+
+    def __init__(
+        self,
+        metadata: Metadata,
+        runner: flow.Runner[S],
+        *,
+        state_decoder: Callable[[dict[str, Any]], S] | None = None,
+        resume_decoder: Callable[[dict[str, Any]], Any] | None = None,
+        summarizer: Callable[[S], str] | None = None,
+    ) -> None:
+        if not isinstance(metadata, Metadata):
+            raise InvalidSchemaError("definition", "metadata must be a workflows.Metadata")
+        if not isinstance(runner, flow.Runner):
+            raise InvalidSchemaError("definition", "runner must be a flow.Runner")
+        if state_decoder is not None and not callable(state_decoder):
+            raise InvalidSchemaError("definition", "state decoder is not callable")
+        if summarizer is not None and not callable(summarizer):
+            raise InvalidSchemaError("definition", "summarizer is not callable")
+        if resume_decoder is not None and not callable(resume_decoder):
+            raise InvalidSchemaError("resume decoder", "resume decoder is not callable")
+        graph_vertices = runner.graph.vertices
+        for vertex in metadata.vertices:
+            if vertex.id is not None and vertex.id not in graph_vertices:
+                raise InvalidSchemaError(
+                    "vertex ID", f"graph {runner.graph_id!r} has no vertex {vertex.id!r}"
+                )
+        self._metadata = metadata
+        self._runner = runner
+        self._state_decoder: Callable[[dict[str, Any]], S] = (
+            runner.graph.codec.load if state_decoder is None else state_decoder
+        )
+        self._resume_decoder: Callable[[dict[str, Any]], Any] = (
+            _identity if resume_decoder is None else resume_decoder
+        )
+        self._summarizer = summarizer
+        self._registration: _Registration | None = None
+
+    @property
+    def runner(self) -> flow.Runner[S]:
+        return self._runner
+
+    def metadata(self) -> Metadata:
+        return self._metadata
+
+    def registered_copy(self) -> TypedDefinition[S]:
+        """Compile the input schema (field ``input``) and the resume schema, if any
+        (field ``resume``), and return a shallow copy owning a fresh registration."""
+        input_schema = compile_schema(self._metadata.input_schema_bytes, "input")
+        resume_bytes = self._metadata.resume_schema_bytes
+        resume_schema = None if resume_bytes is None else compile_schema(resume_bytes, "resume")
+        registered = copy.copy(self)
+        registered._registration = _Registration(input_schema, resume_schema)
+        return registered
+
+    # -- validation ------------------------------------------------------------------------
+
+    def validate_input(self, raw: bytes | str) -> ValidatedInput:
+        """Bounded decode (a JSON object), the compiled input schema, then the state
+        decoder; any failure is `InvalidInputError` (field ``input``) with the cause."""
+        registration = self._registration
+        if registration is None:
+            raise InvalidInputError("input", NOT_REGISTERED)
+        document = _check_document(raw, registration.input_schema, "input")
+        try:
+            state = self._state_decoder(document)
+        except Exception as exc:
+            raise InvalidInputError("input", exc) from exc
+        self._check_state(state)
+        return ValidatedInput(registration, state)
+
+    def validate_resume(self, raw: bytes | str) -> ValidatedResume:
+        """Like `validate_input` for a resume payload (field ``resume``); without a
+        registration or a resume schema: ``"resume is not supported"``."""
+        registration = self._registration
+        if registration is None or registration.resume_schema is None:
+            raise InvalidInputError("resume", RESUME_NOT_SUPPORTED)
+        document = _check_document(raw, registration.resume_schema, "resume")
+        try:
+            payload = self._resume_decoder(document)
+        except Exception as exc:
+            raise InvalidInputError("resume", exc) from exc
+        return ValidatedResume(registration, payload)
+
+    def _check_state(self, state: Any) -> None:
+        state_type = self._runner.graph.codec.state_type
+        if not isinstance(state_type, type):
+            return  # a generic alias or similar: the runner's codec checks it at start
+        try:
+            ok = isinstance(state, state_type)
+        except TypeError:  # TypedDict classes refuse isinstance; their values are dicts
+            ok = isinstance(state, dict)
+        if not ok:
+            raise InvalidInputError(
+                "input",
+                f"state decoder returned {type(state).__name__}, not {state_type.__name__}",
+            )
+
+    def _owned(self, token: object, kind: type[_Token], field: str) -> Any:
+        registration = self._registration
+        if registration is None or not isinstance(token, kind) or token._owner is not registration:
+            raise InvalidInputError(field, FOREIGN_TOKEN)
+        return token._value
+
+    # -- execution -------------------------------------------------------------------------
+
+    async def start(
+        self, token: ValidatedInput, *, graph_run_id: str, hooks: Sequence[flow.Hooks] = ()
+    ) -> WorkflowResult:
+        """Run the token's state as a new graph run ``graph_run_id`` (the id must be
+        unused: ``flow.GraphRunExistsError`` otherwise)."""
+        state = self._owned(token, ValidatedInput, "input")
+        self._check_state(state)
+        result = await self._runner.run(state, run_id=graph_run_id, hooks=tuple(hooks))
+        return self._result(result)
+
+    async def resume(
+        self, graph_run_id: str, token: ValidatedResume, *, hooks: Sequence[flow.Hooks] = ()
+    ) -> WorkflowResult:
+        payload = self._owned(token, ValidatedResume, "resume")
+        result = await self._runner.resume(graph_run_id, payload, hooks=tuple(hooks))
+        return self._result(result)
+
+    async def adopt(self, graph_run_id: str, *, hooks: Sequence[flow.Hooks] = ()) -> WorkflowResult:
+        result = await self._runner.resume(graph_run_id, None, hooks=tuple(hooks))
+        return self._result(result)
+
+    async def get(self, graph_run_id: str) -> WorkflowResult:
+        return self._result(await self._runner.get(graph_run_id))
+
+    async def history(self, graph_run_id: str) -> list[flow.RunRecord]:
+        return [cp.run for cp in await self._runner.history(graph_run_id)]
+
+    async def checkpoint_history(self, graph_run_id: str) -> list[flow.Checkpoint]:
+        return await self._runner.history(graph_run_id)
+
+    async def cancel(self, graph_run_id: str, reason: str) -> None:
+        await self._runner.cancel(graph_run_id, reason)
+
+    def _result(self, result: flow.Result[S]) -> WorkflowResult:
+        # Dumped before the summarizer sees the state, so it cannot change what we report.
+        state = self._runner.graph.codec.dump(result.state)
+        summary = ""
+        if self._summarizer is not None:
+            try:
+                text = self._summarizer(result.state)
+            except Exception:
+                log.exception("summarizer of %s raised; summary left empty", self._label())
+            else:
+                if isinstance(text, str):
+                    summary = bound_summary(text)
+                else:
+                    log.error(
+                        "summarizer of %s returned %s, not str; summary left empty",
+                        self._label(),
+                        type(text).__name__,
+                    )
+        return WorkflowResult(result.run, state, result.interrupts, result.halt, summary)
+
+    def _label(self) -> str:
+        return f"{self._metadata.name}@{self._metadata.version}"
+
+    def __repr__(self) -> str:
+        state = "registered" if self._registration is not None else "unregistered"
+        return f"TypedDefinition({self._label()}, {state})"
+
+
+def _check_document(raw: bytes | str, schema: CompiledSchema, field: str) -> dict[str, Any]:
+    try:
+        document = decode_document(raw)
+        schema.validate(document)
+        plain: dict[str, Any] = _plain_numbers(document)
+        return plain
+    except (BoundedJSONError, ValueError) as exc:  # SchemaValidationError is a ValueError
+        raise InvalidInputError(field, exc) from exc
+
+
+def _plain_numbers(value: Any) -> Any:
+    """``value`` with every `Decimal` as a float; a number a float cannot hold (such as
+    ``1e400``) is refused rather than turned into infinity."""
+    if isinstance(value, Decimal):
+        number = float(value)
+        if not math.isfinite(number):
+            raise ValueError(f"number {value} is out of range")
+        return number
+    if isinstance(value, dict):
+        return {key: _plain_numbers(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [_plain_numbers(item) for item in value]
+    return value

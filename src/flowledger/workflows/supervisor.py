@@ -1,0 +1,708 @@
+"""`Supervisor`: the session-owned runtime that executes and adopts a session's runs.
+
+One supervisor owns one session at a time, proven by the session lease
+(``sessions/<session>/workflows/owner``); a second one gets `SessionOwnedError`.
+On activation it adopts every unfinished run from durable state: a pending
+run with no checkpoint is started, one whose checkpoint exists is adopted
+instead (never started twice), a running run is continued from its last
+checkpoint, an interrupted run waits for an explicit `resume`, and a failed
+run only has its activities reconciled.
+
+Ordering and atomicity:
+
+* Every operation on a run (start, adoption, resume, cancel, history) holds
+  that run's lock for its whole duration, so 16 concurrent resumes of one
+  interrupted run execute exactly one; the others see it is no longer
+  interrupted and get `ConflictError`.
+* A run's activities are published (durably, idempotently by event id)
+  *before* the registry records the status they lead to; the activity cursor
+  then advances. A crash in between republishes the same event ids, which the
+  journal treats as duplicates.
+* Cancellation first signals an in-flight execution, then takes the lock,
+  records a durable cancel intent (so the next owner finishes the job if this
+  one dies) and appends Flow's cancelled checkpoint, retrying revision
+  conflicts at most 8 times.
+
+Failure semantics: a run becomes ``failed`` only for definite problems (its
+input is missing, corrupt or invalid; its checkpoint is missing, corrupt or
+belongs to another graph). Lease loss, cancellation and ambiguous storage
+errors never fail a run: they leave the record as it is for the next owner,
+and surface as `AdoptionError` in `last_error`. After the lease is lost
+nothing more is written.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Awaitable, Callable, Coroutine, Sequence
+from dataclasses import dataclass, field, replace
+from datetime import UTC, datetime
+from typing import Any, Final, Protocol, TypeVar
+
+from .. import flow
+from ..storage import Lease, LeaseHeldError, Leaser
+from .activity import RESUMING_SUMMARY, ProjectedActivity, project
+from .catalog import Catalog
+from .definition import Definition, WorkflowResult
+from .errors import (
+    AdoptionError,
+    ConflictError,
+    CorruptRecordError,
+    InvalidInputError,
+    NotFoundError,
+    ReconciliationError,
+    SessionOwnedError,
+    ShutdownTimeoutError,
+    SupervisorActiveError,
+    SupervisorClosedError,
+    UnknownDefinitionError,
+)
+from .history import HistoryPage
+from .inputs import InputStore
+from .journal import ActivityJournal
+from .metadata import bound_summary
+from .registry import RunRegistry
+from .run import Run, RunStatus, owner_lease_name
+
+__all__ = ["ActivityPublisher", "StartTicket", "Supervisor"]
+
+log = logging.getLogger(__name__)
+
+T = TypeVar("T")
+
+MAX_CANCEL_ATTEMPTS: Final = 8
+
+_FLOW_STATUS: Final = {
+    flow.RunStatus.RUNNING: RunStatus.RUNNING,
+    flow.RunStatus.INTERRUPTED: RunStatus.INTERRUPTED,
+    flow.RunStatus.COMPLETED: RunStatus.COMPLETED,
+    flow.RunStatus.CANCELLED: RunStatus.CANCELLED,
+}
+_DEFINITE: Final = (
+    flow.CheckpointNotFoundError,
+    flow.CheckpointDecodeError,
+    flow.GraphMismatchError,
+    flow.GraphVersionMismatchError,
+    flow.GraphRunMismatchError,
+)
+
+
+class ActivityPublisher(Protocol):
+    """Durable, idempotent by event id: a duplicate is success and is not delivered twice."""
+
+    async def publish(self, items: Sequence[ProjectedActivity]) -> int: ...
+
+
+def _utcnow() -> datetime:
+    return datetime.now(UTC)
+
+
+def _definite(error: BaseException) -> bool:
+    """A checkpoint problem that retrying cannot cure (missing, corrupt, foreign)."""
+    if isinstance(error, _DEFINITE):
+        return True
+    return isinstance(error, flow.StoreError) and isinstance(error.cause, flow.FlowError)
+
+
+class _OwnershipLost(Exception):
+    """Raised at a write boundary once the lease is gone; callers turn it into silence."""
+
+
+@dataclass(eq=False)
+class StartTicket:
+    """What `Supervisor.start` returns: ``seeded`` resolves once revision 0 is durable;
+    ``failed`` resolves with the error if the run could not be started."""
+
+    seeded: asyncio.Future[None]
+    failed: asyncio.Future[BaseException]
+
+    async def wait(self) -> None:
+        """Return once seeded, or raise the start failure (bound it with `asyncio.timeout`)."""
+        futures: set[asyncio.Future[Any]] = {self.seeded, self.failed}
+        await asyncio.wait(futures, return_when=asyncio.FIRST_COMPLETED)
+        if not self.seeded.done():
+            raise self.failed.result()
+
+    def _seed(self) -> None:
+        if not self.seeded.done():
+            self.seeded.set_result(None)
+
+    def _fail(self, error: BaseException) -> None:
+        if not self.failed.done() and not self.seeded.done():
+            self.failed.set_result(error)
+
+
+@dataclass(eq=False)
+class _Controller:
+    lock: asyncio.Lock = field(default_factory=asyncio.Lock)
+    execution: asyncio.Task[Any] | None = None
+
+
+class Supervisor:
+    def __init__(
+        self,
+        session_id: str,
+        *,
+        catalog: Catalog,
+        registry: RunRegistry,
+        inputs: InputStore,
+        leases: Leaser,
+        publisher: ActivityPublisher | ActivityJournal,
+        now: Callable[[], datetime] = _utcnow,
+        shutdown_timeout: float = 5.0,
+        max_workers: int = 4,
+        lease_ttl: float | None = None,
+    ) -> None:
+        owner_lease_name(session_id)  # validates the session id
+        if not 1 <= max_workers <= 64:
+            raise ValueError(f"max_workers must be in 1..64, not {max_workers}")
+        self._session_id = session_id
+        self.catalog = catalog
+        self.registry = registry
+        self.inputs = inputs
+        self.leases = leases
+        self.publisher = publisher
+        self._now = now
+        self._shutdown_timeout = shutdown_timeout if shutdown_timeout > 0 else 5.0
+        self._slots = asyncio.Semaphore(max_workers)
+        self._lease_ttl = lease_ttl
+        self._state = "inactive"
+        self._lease: Lease | None = None
+        self._controllers: dict[str, _Controller] = {}
+        self._workers: set[asyncio.Task[Any]] = set()
+        self._idle = asyncio.Event()
+        self._idle.set()
+        self._last_error: BaseException | None = None
+        self._shutdown_result: BaseException | None = None
+        self._shutdown_done = False
+
+    @property
+    def session_id(self) -> str:
+        return self._session_id
+
+    @property
+    def last_error(self) -> BaseException | None:
+        """The first error a background worker met (sticky)."""
+        return self._last_error
+
+    @property
+    def active(self) -> bool:
+        return self._state == "active" and not self._ownership_lost()
+
+    # -- lifecycle -------------------------------------------------------------------------
+
+    async def activate(self) -> None:
+        """Take the session lease and schedule adoption of every unfinished run."""
+        if self._state == "active":
+            raise SupervisorActiveError()
+        if self._state == "closed":
+            raise SupervisorClosedError()
+        name = owner_lease_name(self._session_id)
+        try:
+            lease = await self.leases.acquire(name, ttl=self._lease_ttl)
+        except LeaseHeldError as held:
+            raise SessionOwnedError(self._session_id, held.holder_epoch) from held
+        self._lease = lease
+        self._state = "active"
+        lease.on_lost(self._on_lease_lost)
+        try:
+            runs = await self._all_runs()
+        except BaseException as exc:
+            self._state = "inactive"
+            self._lease = None
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(lease.release(), self._shutdown_timeout)
+            raise RuntimeError(f"list runs for activation: {exc}") from exc
+        for run in runs:
+            if run.status in (RunStatus.COMPLETED, RunStatus.CANCELLED):
+                continue
+            self._spawn(self._reconcile_worker(run.id))
+
+    async def _all_runs(self) -> list[Run]:
+        runs: list[Run] = []
+        after = ""
+        while True:
+            page = await self.registry.list(self._session_id, after=after, limit=100)
+            runs.extend(page.runs)
+            if not page.next:
+                return runs
+            after = page.next
+
+    def _on_lease_lost(self, reason: str) -> None:
+        if self._state != "active":
+            return
+        log.warning("session %s: ownership lost (%s)", self._session_id, reason)
+        self._cancel_everything()
+
+    def _cancel_everything(self) -> None:
+        for task in list(self._workers):
+            task.cancel()
+        for controller in self._controllers.values():
+            if controller.execution is not None:
+                controller.execution.cancel()
+
+    def _ownership_lost(self) -> bool:
+        return self._state != "active" or self._lease is None or self._lease.lost
+
+    async def wait_idle(self) -> BaseException | None:
+        """Wait until no start or adoption worker is running; return `last_error`."""
+        await self._idle.wait()
+        return self._last_error
+
+    async def shutdown(self) -> None:
+        """Stop (once): cancel work, wait for it (bounded), release the lease."""
+        if self._shutdown_done:
+            if self._shutdown_result is not None:
+                raise self._shutdown_result
+            return
+        self._shutdown_done = True
+        self._state = "closed"
+        self._cancel_everything()
+        result: BaseException | None = None
+        try:
+            await asyncio.wait_for(self._idle.wait(), self._shutdown_timeout)
+        except TimeoutError:
+            result = ShutdownTimeoutError()
+        lease, self._lease = self._lease, None
+        if lease is not None:
+            try:
+                await asyncio.wait_for(lease.release(), self._shutdown_timeout)
+            except TimeoutError:
+                result = result or ShutdownTimeoutError()
+            except Exception as exc:
+                result = result or RuntimeError(f"release session ownership: {exc}")
+        self._shutdown_result = result
+        if result is not None:
+            raise result
+
+    # -- workers and controllers -----------------------------------------------------------
+
+    def _spawn(self, work: Coroutine[Any, Any, None]) -> None:
+        task = asyncio.ensure_future(self._in_slot(work))
+        self._workers.add(task)
+        self._idle.clear()
+
+        def done(task: asyncio.Task[Any]) -> None:
+            work.close()  # a worker cancelled before it began never awaited its work
+            self._worker_done(task)
+
+        task.add_done_callback(done)
+
+    async def _in_slot(self, work: Coroutine[Any, Any, None]) -> None:
+        try:
+            async with self._slots:
+                await work
+        except asyncio.CancelledError:
+            pass  # ownership lost or shutting down: the next owner carries on
+        except Exception as exc:
+            log.warning("session %s: workflow worker failed: %s", self._session_id, exc)
+            if self._last_error is None:
+                self._last_error = exc
+
+    def _worker_done(self, task: asyncio.Task[Any]) -> None:
+        self._workers.discard(task)
+        if not self._workers:
+            self._idle.set()
+
+    def _controller(self, run_id: str) -> _Controller:
+        if self._state == "closed":
+            raise SupervisorClosedError()
+        if self._state != "active" or self._ownership_lost():
+            raise RuntimeError("supervisor is not accepting work")
+        controller = self._controllers.get(run_id)
+        if controller is None:
+            controller = self._controllers[run_id] = _Controller()
+        return controller
+
+    def _forget_if_idle(self, run_id: str) -> None:
+        controller = self._controllers.get(run_id)
+        if controller is not None and not controller.lock.locked():
+            del self._controllers[run_id]
+
+    async def _execute(self, controller: _Controller, work: Awaitable[T]) -> T | None:
+        """Run one Flow segment as the run's cancellable execution; None if it was cancelled
+        (by `cancel`, lease loss or shutdown) rather than finished."""
+        task: asyncio.Task[T] = asyncio.ensure_future(work)
+        controller.execution = task
+        try:
+            return await asyncio.shield(task)
+        except asyncio.CancelledError:
+            current = asyncio.current_task()
+            if current is not None and current.cancelling():
+                task.cancel()
+                raise
+            return None
+        finally:
+            controller.execution = None
+
+    # -- start -----------------------------------------------------------------------------
+
+    async def start(self, run_id: str) -> StartTicket:
+        """Begin executing a pending run in the background; see `StartTicket`."""
+        controller = self._controller(run_id)
+        loop = asyncio.get_running_loop()
+        ticket = StartTicket(loop.create_future(), loop.create_future())
+        self._spawn(self._start_worker(controller, run_id, ticket))
+        return ticket
+
+    async def _start_worker(
+        self, controller: _Controller, run_id: str, ticket: StartTicket
+    ) -> None:
+        try:
+            async with controller.lock:
+                try:
+                    run = await self.registry.get(self._session_id, run_id)
+                    if run.status is not RunStatus.PENDING:
+                        raise ConflictError(self._session_id, run_id, "run is not pending")
+                    definition = self.catalog.resolve(run.definition_name, run.definition_version)
+                except Exception as exc:
+                    ticket._fail(exc)
+                    return
+                try:
+                    await self._start_with_seed(controller, definition, run, ticket._seed)
+                except Exception as exc:
+                    ticket._fail(exc)
+                    raise
+                ticket._fail(RuntimeError("durable seed acknowledgement was not observed"))
+        except asyncio.CancelledError:
+            ticket._fail(RuntimeError("workflow supervisor ownership lost"))
+            raise
+
+    async def _start_with_seed(
+        self,
+        controller: _Controller,
+        definition: Definition,
+        run: Run,
+        ack: Callable[[], None] | None,
+    ) -> Run | None:
+        try:
+            raw = await self.inputs.get(self._session_id, run.input)
+        except (NotFoundError, CorruptRecordError):
+            return await self._fail_definite(definition, run, "workflow input unavailable")
+        except Exception as exc:
+            # Possibly transient (DESIGN §11.4): leave the run pending for a later attempt.
+            raise AdoptionError(run.id, "load input", exc) from exc
+        try:
+            token = definition.validate_input(raw)
+        except InvalidInputError:
+            return await self._fail_definite(definition, run, "workflow input invalid")
+        try:
+            running = await self._transition(
+                run, RunStatus.RUNNING, "workflow running", run.checkpoint_revision
+            )
+        except _OwnershipLost:
+            return None
+        hooks = [] if ack is None else [flow.Hooks(on_run_start=lambda _record: ack())]
+        try:
+            result = await self._execute(
+                controller, definition.start(token, graph_run_id=run.graph_run_id, hooks=hooks)
+            )
+        except Exception as exc:
+            if self._ownership_lost():
+                return None
+            raise AdoptionError(run.id, "start", exc) from exc
+        if result is None:
+            return None
+        return await self._apply_result(definition, running, result)
+
+    # -- adoption --------------------------------------------------------------------------
+
+    async def _reconcile_worker(self, run_id: str) -> None:
+        controller = self._controller(run_id)
+        async with controller.lock:
+            await self._reconcile(controller, run_id)
+
+    async def _reconcile(self, controller: _Controller, run_id: str) -> None:
+        run = await self.registry.get(self._session_id, run_id)
+        try:
+            definition = self.catalog.resolve(run.definition_name, run.definition_version)
+        except UnknownDefinitionError as exc:
+            raise AdoptionError(run.id, "resolve definition", exc) from exc
+        if run.cancel_requested and not run.status.terminal:
+            await self._cancel_locked(definition, run, "cancel requested")
+            return
+        status = run.status
+        if status in (RunStatus.COMPLETED, RunStatus.CANCELLED):
+            return
+        if status is RunStatus.FAILED:
+            await self._reconcile_activities(definition, run)
+            return
+        try:
+            history = await definition.history(run.graph_run_id)
+        except flow.CheckpointNotFoundError:
+            history = []
+        except Exception as exc:
+            await self._checkpoint_read_error(definition, run, "load history", exc)
+            return
+        if status is RunStatus.PENDING:
+            if not history:
+                await self._start_with_seed(controller, definition, run, None)
+                return
+            try:
+                run = await self._transition(
+                    run, RunStatus.RUNNING, "workflow adopting", history[-1].revision
+                )
+            except _OwnershipLost:
+                return
+        await self._adopt_with_history(controller, definition, run, history)
+
+    async def _adopt_with_history(
+        self,
+        controller: _Controller,
+        definition: Definition,
+        run: Run,
+        history: Sequence[flow.RunRecord],
+    ) -> None:
+        if not history:
+            await self._fail_definite(definition, run, "workflow checkpoint missing")
+            return
+        try:
+            result: WorkflowResult | None = await definition.get(run.graph_run_id)
+        except Exception as exc:
+            await self._checkpoint_read_error(definition, run, "reconstruct checkpoint", exc)
+            return
+        assert result is not None
+        if run.status is RunStatus.RUNNING and result.run.status is flow.RunStatus.RUNNING:
+            try:
+                result = await self._execute(controller, definition.adopt(run.graph_run_id))
+            except Exception as exc:
+                await self._checkpoint_read_error(definition, run, "adopt running checkpoint", exc)
+                return
+            if result is None:
+                return
+        await self._apply_result(definition, run, result)
+
+    async def _checkpoint_read_error(
+        self, definition: Definition, run: Run, op: str, error: BaseException
+    ) -> None:
+        if self._ownership_lost():
+            return
+        if not _definite(error):
+            raise AdoptionError(run.id, op, error) from error
+        await self._fail_definite(definition, run, "workflow checkpoint unavailable")
+
+    # -- resume ----------------------------------------------------------------------------
+
+    async def resume(self, run_id: str, payload: bytes | str) -> Run | None:
+        """Continue an interrupted run with a payload the resume schema accepts; return the
+        run record after the segment (None if ownership was lost on the way)."""
+        controller = self._controller(run_id)
+        try:
+            async with controller.lock:
+                run = await self.registry.get(self._session_id, run_id)
+                if run.status is not RunStatus.INTERRUPTED:
+                    raise ConflictError(
+                        self._session_id, run_id, "run is not interrupted", actual=run.revision
+                    )
+                definition = self.catalog.resolve(run.definition_name, run.definition_version)
+                token = definition.validate_resume(payload)
+                try:
+                    running = await self._transition(
+                        run, RunStatus.RUNNING, RESUMING_SUMMARY, run.checkpoint_revision
+                    )
+                except _OwnershipLost:
+                    return None
+                try:
+                    result = await self._execute(
+                        controller, definition.resume(run.graph_run_id, token)
+                    )
+                except Exception as exc:
+                    if self._ownership_lost():
+                        return None
+                    if _definite(exc):
+                        await self._checkpoint_read_error(definition, running, "resume", exc)
+                        return await self.registry.get(self._session_id, run_id)
+                    raise AdoptionError(run.id, "resume", exc) from exc
+                if result is None:
+                    return await self.registry.get(self._session_id, run_id)
+                return await self._apply_result(definition, running, result)
+        except NotFoundError:
+            self._forget_if_idle(run_id)
+            raise
+
+    # -- cancel ----------------------------------------------------------------------------
+
+    async def cancel(self, run_id: str, reason: str = "") -> Run | None:
+        """Cancel a run (idempotent for an already cancelled one); return its record."""
+        controller = self._controller(run_id)
+        if controller.execution is not None:
+            controller.execution.cancel()  # let the cancellation reach Flow without waiting
+        try:
+            async with controller.lock:
+                run = await self.registry.get(self._session_id, run_id)
+                definition = self.catalog.resolve(run.definition_name, run.definition_version)
+                return await self._cancel_locked(definition, run, reason)
+        except NotFoundError:
+            self._forget_if_idle(run_id)
+            raise
+
+    async def _cancel_locked(self, definition: Definition, run: Run, reason: str) -> Run | None:
+        if run.status is RunStatus.CANCELLED:
+            return run
+        if run.status in (RunStatus.COMPLETED, RunStatus.FAILED):
+            raise ConflictError(self._session_id, run.id, "run is terminal", actual=run.revision)
+        if not run.cancel_requested:
+            if self._ownership_lost():
+                return None
+            intent = replace(
+                run,
+                cancel_requested=True,
+                status_summary="workflow cancellation requested",
+                updated_at=self._stamp(run),
+            )
+            try:
+                run = await self.registry.compare_and_swap(run.revision, intent)
+            except Exception as exc:
+                raise RuntimeError(f"persist cancellation intent: {exc}") from exc
+        if run.status is RunStatus.PENDING:
+            try:
+                return await self._transition(
+                    run, RunStatus.CANCELLED, "workflow cancelled", run.checkpoint_revision
+                )
+            except _OwnershipLost:
+                return None
+        reason = bound_summary(reason) or "cancel requested"
+        for _ in range(MAX_CANCEL_ATTEMPTS):
+            if self._ownership_lost():
+                return None
+            try:
+                await definition.cancel(run.graph_run_id, reason)
+                error: BaseException | None = None
+            except Exception as exc:
+                error = exc
+            try:
+                result = await definition.get(run.graph_run_id)
+            except Exception as exc:
+                if error is None or isinstance(error, flow.RevisionConflictError):
+                    await self._checkpoint_read_error(definition, run, "read cancellation", exc)
+                    return None
+                raise AdoptionError(run.id, "cancel", error) from error
+            status = result.run.status
+            if status is flow.RunStatus.CANCELLED:
+                return await self._apply_result(definition, run, result)
+            if status is flow.RunStatus.COMPLETED:
+                await self._apply_result(definition, run, result)
+                raise ConflictError(
+                    self._session_id, run.id, "workflow completed before cancellation"
+                )
+            if error is not None and not isinstance(error, flow.RevisionConflictError):
+                raise AdoptionError(run.id, "cancel", error) from error
+            # A revision conflict (another writer appended first): Flow's cancel reads the
+            # new latest checkpoint on the next attempt.
+        raise AdoptionError(
+            run.id, "cancel", f"revision conflict retry limit {MAX_CANCEL_ATTEMPTS} reached"
+        )
+
+    # -- history ---------------------------------------------------------------------------
+
+    async def history(
+        self,
+        run_id: str,
+        *,
+        after_revision: int = 0,
+        after_event_id: str | None = None,
+        limit: int = 0,
+    ) -> HistoryPage:
+        """A page of the run's published activity history (see `ActivityJournal.page`)."""
+        controller = self._controller(run_id)
+        try:
+            async with controller.lock:
+                await self.registry.get(self._session_id, run_id)  # NotFoundError if foreign
+                if not isinstance(self.publisher, ActivityJournal):
+                    raise RuntimeError("history needs the activity journal as publisher")
+                return await self.publisher.page(
+                    self._session_id,
+                    run_id,
+                    after_revision=after_revision,
+                    after_event_id=after_event_id,
+                    limit=limit,
+                )
+        except NotFoundError:
+            self._forget_if_idle(run_id)
+            raise
+
+    # -- writes ----------------------------------------------------------------------------
+
+    def _stamp(self, run: Run) -> datetime:
+        moment = self._now().astimezone(UTC)
+        return max(moment, run.updated_at)
+
+    async def _transition(self, run: Run, status: RunStatus, summary: str, checkpoint: int) -> Run:
+        if self._ownership_lost():
+            raise _OwnershipLost()
+        updated = replace(
+            run,
+            status=status,
+            status_summary=bound_summary(summary),
+            checkpoint_revision=max(checkpoint, run.checkpoint_revision),
+            updated_at=self._stamp(run),
+        )
+        try:
+            return await self.registry.compare_and_swap(run.revision, updated)
+        except Exception as exc:
+            raise RuntimeError(f"persist run transition: {exc}") from exc
+
+    async def _fail_definite(self, definition: Definition, run: Run, summary: str) -> Run | None:
+        if self._ownership_lost():
+            return None
+        try:
+            failed = await self._transition(run, RunStatus.FAILED, summary, run.checkpoint_revision)
+        except _OwnershipLost:
+            return None
+        return await self._reconcile_activities(definition, failed)
+
+    async def _apply_result(
+        self, definition: Definition, run: Run, result: WorkflowResult
+    ) -> Run | None:
+        if self._ownership_lost():
+            return None
+        if result.run.graph_run_id and result.run.graph_run_id != run.graph_run_id:
+            return await self._fail_definite(
+                definition, run, "workflow checkpoint identity mismatch"
+            )
+        status = _FLOW_STATUS.get(result.run.status)
+        if status is None:
+            return await self._fail_definite(definition, run, "workflow checkpoint status invalid")
+        run = await self._reconcile_activities(definition, run)
+        summary = bound_summary(result.summary) or f"workflow {status}"
+        try:
+            return await self._transition(run, status, summary, result.run.revision)
+        except _OwnershipLost:
+            return None
+
+    async def _reconcile_activities(self, definition: Definition, run: Run) -> Run:
+        """Publish the activities of every durable checkpoint past the cursor, then advance
+        the cursor (one journal append and one registry write for the whole batch)."""
+        try:
+            history = await definition.checkpoint_history(run.graph_run_id)
+        except flow.CheckpointNotFoundError:
+            if run.status is not RunStatus.FAILED:
+                raise ReconciliationError(run.id, "read checkpoint history") from None
+            history = []
+        except Exception as exc:
+            raise ReconciliationError(run.id, "read checkpoint history", exc) from exc
+        try:
+            projected = project(run, definition.metadata(), history)
+        except Exception as exc:
+            raise ReconciliationError(run.id, "project durable history", exc) from exc
+        end = max([len(history), *(item.revision + 1 for item in projected)])
+        if run.activity_cursor > end:
+            raise ReconciliationError(run.id, "validate cursor", "cursor exceeds history")
+        if run.activity_cursor == end:
+            return run
+        pending = [item for item in projected if item.revision >= run.activity_cursor]
+        if pending:
+            try:
+                await self.publisher.publish(pending)
+            except Exception as exc:
+                raise ReconciliationError(run.id, "publish durable activity", exc) from exc
+        if self._ownership_lost():
+            return run
+        try:
+            return await self.registry.compare_and_swap(
+                run.revision, replace(run, activity_cursor=end)
+            )
+        except Exception as exc:
+            raise ReconciliationError(run.id, "advance activity cursor", exc) from exc
