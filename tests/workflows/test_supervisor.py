@@ -578,3 +578,100 @@ async def test_sentinels_never_reach_activities_or_listings(session: Session) ->
     for text in texts:
         assert SENTINEL not in text
     await supervisor.shutdown()
+
+
+class LosesOneAcknowledgement:
+    """A publisher whose first publish reaches the journal but reports failure."""
+
+    def __init__(self, journal: Any) -> None:
+        self.journal = journal
+        self.failures = 0
+
+    async def publish(self, items: Any) -> int:
+        appended: int = await self.journal.publish(items)
+        if self.failures == 0:
+            self.failures += 1
+            raise ConnectionError("acknowledgement lost")
+        return appended
+
+
+async def test_lost_publisher_acknowledgement_is_healed_without_duplicates(
+    session: Session,
+) -> None:
+    """§12.55 + §12.62: the first publication's acknowledgement is lost: the supervisor
+    records the error and leaves the run running; after a restart the run completes and
+    the journal holds each activity exactly once."""
+    from flowledger.workflows.errors import ReconciliationError
+    from flowledger.workflows.supervisor import Supervisor
+
+    flaky = LosesOneAcknowledgement(session.journal)
+    supervisor = Supervisor(
+        session.session_id,
+        catalog=session.catalog,
+        registry=session.registry,
+        inputs=session.inputs,
+        leases=session.store.leases,
+        publisher=flaky,
+    )
+    await supervisor.activate()
+    run = await session.create_run()
+    await (await supervisor.start(run.id)).wait()
+    error = await supervisor.wait_idle()
+    assert isinstance(error, ReconciliationError) and error.op == "publish durable activity"
+    stuck = await session.registry.get(session.session_id, run.id)
+    assert (stuck.status, stuck.activity_cursor) == (RunStatus.RUNNING, 0)
+    await supervisor.shutdown()
+
+    successor = session.supervisor()
+    await successor.activate()
+    assert await successor.wait_idle() is None
+    done = await session.registry.get(session.session_id, run.id)
+    assert done.status is RunStatus.COMPLETED
+    records = await session.journal.records(session.session_id, run.id)
+    assert [str(p.activity.kind) for p in records] == COMPLETED_KINDS
+    assert len({p.activity.event_id for p in records}) == len(records)
+    assert session.gates.runs == {"one": 1, "two": 1}  # the graph did not run again
+    await successor.shutdown()
+
+
+class CountingDefinition:
+    """Counts the Flow calls a definition receives."""
+
+    def __init__(self, inner: Any) -> None:
+        self._inner = inner
+        self.calls: dict[str, int] = {}
+
+    def __getattr__(self, name: str) -> Any:
+        attribute = getattr(self._inner, name)
+        if name in ("start", "resume", "adopt", "get", "history", "cancel"):
+
+            async def counted(*args: Any, **kwargs: Any) -> Any:
+                self.calls[name] = self.calls.get(name, 0) + 1
+                return await attribute(*args, **kwargs)
+
+            return counted
+        return attribute
+
+
+async def test_running_checkpoint_is_adopted_not_restarted(session: Session) -> None:
+    """§12.41-43: a running run whose Flow checkpoint is mid-run is continued with one
+    adopt (no start, no resume); a pending run whose checkpoint exists is never started."""
+    session.gates.close("two")
+    first = session.supervisor()
+    await first.activate()
+    run = await session.create_run()
+    await (await first.start(run.id)).wait()
+    await session.gates.entered["two"].wait()
+    first._cancel_everything()  # type: ignore[attr-defined]  # the owner "dies" mid-vertex
+    await first.wait_idle()
+    await first.shutdown()
+    assert await status_of(session, run.id) is RunStatus.RUNNING
+    session.gates.open("two")
+    counting = CountingDefinition(session.catalog.resolve("counter", "v1"))
+    session.catalog._definitions[("counter", "v1")] = counting  # type: ignore[attr-defined]
+    successor = session.supervisor()
+    await successor.activate()
+    assert await successor.wait_idle() is None
+    assert counting.calls == {"history": 1, "get": 1, "adopt": 1}
+    assert await status_of(session, run.id) is RunStatus.COMPLETED
+    await successor.shutdown()
