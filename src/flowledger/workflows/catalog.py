@@ -11,7 +11,8 @@ from __future__ import annotations
 import builtins
 import threading
 
-from .definition import Definition
+from .. import flow
+from .definition import Definition, TypedDefinition
 from .errors import DuplicateDefinitionError, InvalidSchemaError, UnknownDefinitionError
 from .metadata import Metadata
 
@@ -62,6 +63,22 @@ class Catalog:
         with self._lock:
             items = sorted(self._definitions.items())
         return [definition.metadata() for _, definition in items]
+
+    def bound(self, checkpoints: flow.CheckpointStore) -> Catalog:
+        """A new catalog whose definitions keep their checkpoints in ``checkpoints``.
+
+        A host (the CLI, the MCP server, a worker) binds an application's catalog to the
+        checkpoint store of the database it serves, so applications define workflows
+        without choosing storage. Typed definitions are rebound; other definitions are
+        registered as they are."""
+        with self._lock:
+            items = sorted(self._definitions.items())
+        bound = Catalog()
+        for _, definition in items:
+            if isinstance(definition, TypedDefinition):
+                definition = definition.with_checkpoints(checkpoints)
+            bound.register(definition)
+        return bound
 
     def __len__(self) -> int:
         with self._lock:

@@ -222,6 +222,13 @@ class TypedDefinition(Generic[S]):
     def runner(self) -> flow.Runner[S]:
         return self._runner
 
+    def with_checkpoints(self, checkpoints: flow.CheckpointStore) -> TypedDefinition[S]:
+        """An unregistered copy whose runner keeps its checkpoints in ``checkpoints``."""
+        rebound: TypedDefinition[S] = copy.copy(self)
+        rebound._runner = flow.Runner(self._runner.graph, checkpoints)
+        rebound._registration = None
+        return rebound
+
     def metadata(self) -> Metadata:
         return self._metadata
 

@@ -1,0 +1,85 @@
+"""`WorkflowSession`: everything that serves one session over one store, put together.
+
+A host (the CLI, the MCP server, a worker) opens a store, binds its application catalog
+to the store's checkpoints, and builds the session's registry, input store, activity
+journal and supervisor from it. `default_session_id` gives local tools one stable session
+per database: the first caller creates it (compare-and-swap), everyone else reads it.
+"""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass
+from typing import Final
+
+from .. import flow
+from ..storage import ConflictError as StorageConflictError
+from ..storage import KeyNotFoundError, Store
+from .catalog import Catalog
+from .inputs import InputStore
+from .journal import ActivityJournal
+from .registry import RunRegistry
+from .run import is_id
+from .supervisor import Supervisor
+
+__all__ = ["DEFAULT_SESSION_KEY", "WorkflowSession", "default_session_id"]
+
+DEFAULT_SESSION_KEY: Final = "flowledger/default-session"
+
+
+async def default_session_id(store: Store) -> str:
+    """The database's default session, created on first use."""
+    try:
+        entry = await store.kv.get(DEFAULT_SESSION_KEY)
+    except KeyNotFoundError:
+        created = str(uuid.uuid4())
+        try:
+            await store.kv.put(DEFAULT_SESSION_KEY, created.encode(), expected=0)
+            return created
+        except StorageConflictError:  # another process created it first
+            entry = await store.kv.get(DEFAULT_SESSION_KEY)
+    session_id = entry.value.decode("ascii", errors="replace")
+    if not is_id(session_id):
+        raise ValueError(f"the stored default session {session_id!r} is not a UUID")
+    return session_id
+
+
+@dataclass(eq=False)
+class WorkflowSession:
+    store: Store
+    session_id: str
+    catalog: Catalog
+    checkpoints: flow.CheckpointStore
+    registry: RunRegistry
+    inputs: InputStore
+    journal: ActivityJournal
+    supervisor: Supervisor
+
+    @classmethod
+    def build(
+        cls,
+        store: Store,
+        session_id: str,
+        catalog: Catalog,
+        *,
+        lease_ttl: float | None = None,
+        max_workers: int = 4,
+    ) -> WorkflowSession:
+        """Bind ``catalog`` to ``store``'s checkpoints and assemble the session's parts.
+        Nothing is activated: call ``session.supervisor.activate()`` to own the session."""
+        checkpoints = flow.LedgerCheckpointStore(store.ledger)
+        bound = catalog.bound(checkpoints)
+        registry = RunRegistry(store.kv)
+        inputs = InputStore(store.blobs)
+        journal = ActivityJournal(store.ledger)
+        supervisor = Supervisor(
+            session_id,
+            catalog=bound,
+            registry=registry,
+            inputs=inputs,
+            leases=store.leases,
+            publisher=journal,
+            lease_ttl=lease_ttl,
+            max_workers=max_workers,
+        )
+        return cls(store, session_id, bound, checkpoints, registry, inputs, journal, supervisor)
