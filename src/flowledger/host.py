@@ -1,0 +1,89 @@
+"""What every host (CLI, MCP server) needs: which database, which catalog, which session.
+
+* The database comes from an explicit URL, else ``FLOWLEDGER_DB``, else
+  ``sqlite:///flowledger.db`` in the current directory.
+* ``--app module:attribute`` names a `Catalog`, or a function returning one, the way
+  uvicorn names an app; without it the built-in examples are served.
+* The session is explicit, else the database's default session.
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+import sys
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import Final
+
+from .storage import open_store
+from .workflows import Catalog
+from .workflows.run import is_id
+from .workflows.session import WorkflowSession, default_session_id
+
+__all__ = ["DEFAULT_DATABASE", "AppLoadError", "database_url", "load_catalog", "open_session"]
+
+DEFAULT_DATABASE: Final = "sqlite:///flowledger.db"
+
+
+class AppLoadError(ValueError):
+    """``--app`` did not name a catalog."""
+
+
+def database_url(explicit: str | None = None) -> str:
+    return explicit or os.environ.get("FLOWLEDGER_DB") or DEFAULT_DATABASE
+
+
+def load_catalog(app: str | None = None) -> Catalog:
+    """The catalog named by ``module:attribute`` (a Catalog or a function returning one),
+    or the built-in examples."""
+    if app is None:
+        from .examples import catalog
+
+        return catalog()
+    module_name, sep, attribute = app.partition(":")
+    if not sep or not module_name or not attribute:
+        raise AppLoadError(f"--app must look like module:attribute, not {app!r}")
+    if "" not in sys.path and os.getcwd() not in sys.path:
+        sys.path.insert(0, os.getcwd())  # as uvicorn does: modules next to the caller
+    try:
+        module = importlib.import_module(module_name)
+    except ImportError as exc:
+        raise AppLoadError(f"cannot import {module_name!r}: {exc}") from exc
+    target: object = module
+    for part in attribute.split("."):
+        try:
+            target = getattr(target, part)
+        except AttributeError:
+            raise AppLoadError(f"{module_name!r} has no attribute {attribute!r}") from None
+    if callable(target) and not isinstance(target, Catalog):
+        target = target()
+    if not isinstance(target, Catalog):
+        raise AppLoadError(f"{app!r} is a {type(target).__name__}, not a workflows.Catalog")
+    return target
+
+
+@asynccontextmanager
+async def open_session(
+    url: str,
+    catalog: Catalog,
+    session_id: str | None = None,
+    *,
+    activate: bool = True,
+    lease_ttl: float | None = None,
+) -> AsyncIterator[WorkflowSession]:
+    """Open the store and the session; with ``activate``, own it (adopting its unfinished
+    runs) until the block ends, then shut the supervisor down."""
+    if session_id is not None and not is_id(session_id):
+        raise ValueError(f"--session must be a UUID, not {session_id!r}")
+    async with open_store(url) as store:
+        sid = session_id or await default_session_id(store)
+        session = WorkflowSession.build(store, sid, catalog, lease_ttl=lease_ttl)
+        if not activate:
+            yield session
+            return
+        await session.supervisor.activate()
+        try:
+            yield session
+        finally:
+            await session.supervisor.shutdown()
