@@ -580,31 +580,30 @@ async def test_sentinels_never_reach_activities_or_listings(session: Session) ->
     await supervisor.shutdown()
 
 
-class LosesOneAcknowledgement:
-    """A publisher whose first publish reaches the journal but reports failure."""
+class LosesAcknowledgements:
+    """A publisher whose publications reach the journal but whose acknowledgements are lost
+    (the live ones during the segment and the final one alike)."""
 
     def __init__(self, journal: Any) -> None:
         self.journal = journal
         self.failures = 0
 
     async def publish(self, items: Any) -> int:
-        appended: int = await self.journal.publish(items)
-        if self.failures == 0:
-            self.failures += 1
-            raise ConnectionError("acknowledgement lost")
-        return appended
+        await self.journal.publish(items)
+        self.failures += 1
+        raise ConnectionError("acknowledgement lost")
 
 
 async def test_lost_publisher_acknowledgement_is_healed_without_duplicates(
     session: Session,
 ) -> None:
-    """§12.55 + §12.62: the first publication's acknowledgement is lost: the supervisor
-    records the error and leaves the run running; after a restart the run completes and
-    the journal holds each activity exactly once."""
+    """§12.55 + §12.62: publication acknowledgements are lost: the supervisor records the
+    error and leaves the run running with its cursor unmoved; after a restart the run
+    completes and the journal holds each activity exactly once."""
     from flowledger.workflows.errors import ReconciliationError
     from flowledger.workflows.supervisor import Supervisor
 
-    flaky = LosesOneAcknowledgement(session.journal)
+    flaky = LosesAcknowledgements(session.journal)
     supervisor = Supervisor(
         session.session_id,
         catalog=session.catalog,
@@ -675,3 +674,29 @@ async def test_running_checkpoint_is_adopted_not_restarted(session: Session) -> 
     assert counting.calls == {"history": 1, "get": 1, "adopt": 1}
     assert await status_of(session, run.id) is RunStatus.COMPLETED
     await successor.shutdown()
+
+
+async def test_activities_are_published_while_the_segment_runs(session: Session) -> None:
+    """(ours) live progress: a running segment's activities reach the journal as its
+    checkpoints become durable, before the segment ends; the cursor follows."""
+    session.gates.close("two")
+    supervisor = session.supervisor()
+    await supervisor.activate()
+    subscription = session.journal.subscribe(session.session_id)
+    run = await session.create_run()
+    await (await supervisor.start(run.id)).wait()
+    await session.gates.entered["two"].wait()
+    seen: list[str] = []
+    async with asyncio.timeout(5):
+        async for activity in subscription:
+            seen.append(str(activity.kind))
+            if seen == ["run_started", "vertex_completed"]:
+                break
+    midway = await session.registry.get(session.session_id, run.id)
+    assert midway.status is RunStatus.RUNNING
+    assert midway.activity_cursor >= 2
+    session.gates.open("two")
+    assert await supervisor.wait_idle() is None
+    assert await session.kinds(run.id) == COMPLETED_KINDS
+    subscription.close()
+    await supervisor.shutdown()

@@ -73,6 +73,7 @@ log = logging.getLogger(__name__)
 T = TypeVar("T")
 
 MAX_CANCEL_ATTEMPTS: Final = 8
+LIVE_INTERVAL: Final = 0.1  # seconds between live publications of a running segment
 
 _FLOW_STATUS: Final = {
     flow.RunStatus.RUNNING: RunStatus.RUNNING,
@@ -138,6 +139,53 @@ class StartTicket:
 class _Controller:
     lock: asyncio.Lock = field(default_factory=asyncio.Lock)
     execution: asyncio.Task[Any] | None = None
+
+
+class _LiveActivities:
+    """Publishes a running segment's activities while it runs, as its checkpoints become
+    durable (at most every `LIVE_INTERVAL` seconds), and keeps the run record current.
+
+    It only ever runs between the segment's start and `finish`, under the run's lock;
+    `finish` lets a publication in progress complete, so the record it returns is the
+    latest. A failed live publication is only logged: the segment's end publishes again.
+    """
+
+    def __init__(self, supervisor: Supervisor, definition: Definition, run: Run) -> None:
+        self.run = run
+        self._supervisor = supervisor
+        self._definition = definition
+        self._due = asyncio.Event()
+        self._busy = asyncio.Lock()
+        self._task: asyncio.Task[None] | None = None
+        self.hook = flow.Hooks(on_checkpoint=self._on_checkpoint)
+
+    def _on_checkpoint(self, _run_id: str, _revision: int, _step: int) -> None:
+        self._due.set()
+        if self._task is None:
+            self._task = asyncio.ensure_future(self._publish_while_running())
+
+    async def _publish_while_running(self) -> None:
+        while True:
+            await self._due.wait()
+            self._due.clear()
+            async with self._busy:
+                try:
+                    self.run = await self._supervisor._reconcile_activities(
+                        self._definition, self.run
+                    )
+                except Exception as exc:
+                    log.debug("live activity publication failed: %s", exc)
+                    return
+            await asyncio.sleep(LIVE_INTERVAL)
+
+    async def finish(self) -> Run:
+        task, self._task = self._task, None
+        if task is not None:
+            async with self._busy:
+                task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+        return self.run
 
 
 class Supervisor:
@@ -394,11 +442,17 @@ class Supervisor:
             )
         except _OwnershipLost:
             return None
-        hooks = [] if ack is None else [flow.Hooks(on_run_start=lambda _record: ack())]
+        live = _LiveActivities(self, definition, running)
+        hooks = [live.hook]
+        if ack is not None:
+            hooks.append(flow.Hooks(on_run_start=lambda _record: ack()))
         try:
-            result = await self._execute(
-                controller, definition.start(token, graph_run_id=run.graph_run_id, hooks=hooks)
-            )
+            try:
+                result = await self._execute(
+                    controller, definition.start(token, graph_run_id=run.graph_run_id, hooks=hooks)
+                )
+            finally:
+                running = await live.finish()
         except Exception as exc:
             if self._ownership_lost():
                 return None
@@ -465,8 +519,14 @@ class Supervisor:
             return
         assert result is not None
         if run.status is RunStatus.RUNNING and result.run.status is flow.RunStatus.RUNNING:
+            live = _LiveActivities(self, definition, run)
             try:
-                result = await self._execute(controller, definition.adopt(run.graph_run_id))
+                try:
+                    result = await self._execute(
+                        controller, definition.adopt(run.graph_run_id, hooks=[live.hook])
+                    )
+                finally:
+                    run = await live.finish()
             except Exception as exc:
                 await self._checkpoint_read_error(definition, run, "adopt running checkpoint", exc)
                 return
@@ -504,10 +564,15 @@ class Supervisor:
                     )
                 except _OwnershipLost:
                     return None
+                live = _LiveActivities(self, definition, running)
                 try:
-                    result = await self._execute(
-                        controller, definition.resume(run.graph_run_id, token)
-                    )
+                    try:
+                        result = await self._execute(
+                            controller,
+                            definition.resume(run.graph_run_id, token, hooks=[live.hook]),
+                        )
+                    finally:
+                        running = await live.finish()
                 except Exception as exc:
                     if self._ownership_lost():
                         return None
