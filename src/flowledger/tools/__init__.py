@@ -1,0 +1,55 @@
+"""L3 tools: the seven transport-neutral ``workflow_*`` tools of one session
+(workflows-spec §7).
+
+`WorkflowTools` describes the tools (`ToolInfo`) and runs them: JSON arguments in, a JSON
+result out, `ToolError` (model-facing, never carrying private data) on any failure. The
+MCP server and the CLI put them on the wire.
+"""
+
+from .arguments import (
+    MAX_ARGUMENT_BYTES,
+    MAX_ARGUMENT_DEPTH,
+    ArgumentField,
+    canonical_uuid,
+    decode_arguments,
+    parse_id,
+)
+from .bundle import (
+    MUTATING_TOOLS,
+    READ_ONLY_TOOLS,
+    TOOL_NAMES,
+    CatalogPort,
+    InputsPort,
+    RegistryPort,
+    StartTicketPort,
+    SupervisorPort,
+    ToolInfo,
+    WorkflowTools,
+)
+from .errors import PrepareRunIntegrityError, ToolError
+from .results import history_entry, history_result, result_text, run_result
+
+__all__ = [
+    "MAX_ARGUMENT_BYTES",
+    "MAX_ARGUMENT_DEPTH",
+    "MUTATING_TOOLS",
+    "READ_ONLY_TOOLS",
+    "TOOL_NAMES",
+    "ArgumentField",
+    "CatalogPort",
+    "InputsPort",
+    "PrepareRunIntegrityError",
+    "RegistryPort",
+    "StartTicketPort",
+    "SupervisorPort",
+    "ToolError",
+    "ToolInfo",
+    "WorkflowTools",
+    "canonical_uuid",
+    "decode_arguments",
+    "history_entry",
+    "history_result",
+    "parse_id",
+    "result_text",
+    "run_result",
+]
