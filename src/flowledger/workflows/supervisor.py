@@ -670,23 +670,22 @@ class Supervisor:
         after_event_id: str | None = None,
         limit: int = 0,
     ) -> HistoryPage:
-        """A page of the run's published activity history (see `ActivityJournal.page`)."""
-        controller = self._controller(run_id)
-        try:
-            async with controller.lock:
-                await self.registry.get(self._session_id, run_id)  # NotFoundError if foreign
-                if not isinstance(self.publisher, ActivityJournal):
-                    raise RuntimeError("history needs the activity journal as publisher")
-                return await self.publisher.page(
-                    self._session_id,
-                    run_id,
-                    after_revision=after_revision,
-                    after_event_id=after_event_id,
-                    limit=limit,
-                )
-        except NotFoundError:
-            self._forget_if_idle(run_id)
-            raise
+        """A page of the run's published activity history (see `ActivityJournal.page`).
+
+        Only reads: it needs no lock and no ownership (the journal's appends are atomic,
+        so a page never shows half a publication), and works before `activate`."""
+        if self._state == "closed":
+            raise SupervisorClosedError()
+        await self.registry.get(self._session_id, run_id)  # NotFoundError if foreign
+        if not isinstance(self.publisher, ActivityJournal):
+            raise RuntimeError("history needs the activity journal as publisher")
+        return await self.publisher.page(
+            self._session_id,
+            run_id,
+            after_revision=after_revision,
+            after_event_id=after_event_id,
+            limit=limit,
+        )
 
     # -- writes ----------------------------------------------------------------------------
 

@@ -1,0 +1,504 @@
+"""The ``flowledger`` command line (typer + rich).
+
+Reading commands (``definitions``, ``runs list``, ``runs show``, ``history``) never
+execute anything and work while another process owns the session; with ``--json`` they
+print exactly the result of the matching ``workflow_*`` tool. ``start`` and ``resume``
+own the session and keep running until it is idle, because this process executes the
+run; ``cancel`` owns it just long enough to cancel. ``demo`` shows all of it.
+"""
+
+from __future__ import annotations
+
+import shlex
+from typing import Annotated, Any
+
+import typer
+from rich.console import Console
+from rich.text import Text
+
+from .. import __version__
+from ..tools import ToolError
+from .demo import run_demo
+from .render import (
+    Pause,
+    render_definitions,
+    render_history,
+    render_pause,
+    render_run,
+    render_runs,
+    status_text,
+)
+from .runtime import (
+    CliError,
+    Host,
+    Options,
+    check_idle,
+    emit_json,
+    open_host,
+    parse_json_option,
+    run_command,
+    stdout_console,
+)
+from .watch import Watch, load_pause
+
+__all__ = ["app", "main"]
+
+CONNECTION = "Database and session"
+
+DbOption = Annotated[
+    str | None,
+    typer.Option(
+        "--db",
+        metavar="URL",
+        help="Database URL. \\[default: $FLOWLEDGER_DB, else sqlite:///flowledger.db]",
+        show_default=False,
+        rich_help_panel=CONNECTION,
+    ),
+]
+AppOption = Annotated[
+    str | None,
+    typer.Option(
+        "--app",
+        metavar="MODULE:ATTR",
+        help="A workflows.Catalog, or a function returning one. \\[default: the built-in examples]",
+        show_default=False,
+        rich_help_panel=CONNECTION,
+    ),
+]
+SessionOption = Annotated[
+    str | None,
+    typer.Option(
+        "--session",
+        metavar="UUID",
+        help="Session to use. \\[default: the database's default session]",
+        show_default=False,
+        rich_help_panel=CONNECTION,
+    ),
+]
+JsonOption = Annotated[
+    bool, typer.Option("--json", help="Print the tool result as JSON (for scripts).")
+]
+RunArgument = Annotated[str, typer.Argument(metavar="RUN", help="Run id (a UUID).")]
+
+app = typer.Typer(
+    name="flowledger",
+    help="Durable graph workflows: run, pause, resume from any process, and watch.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+    rich_markup_mode="rich",
+)
+runs_app = typer.Typer(help="List and inspect runs.", no_args_is_help=True)
+app.add_typer(runs_app, name="runs")
+
+
+def _version(value: bool) -> None:
+    if value:
+        typer.echo(f"flowledger {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _root(
+    version: Annotated[
+        bool,
+        typer.Option(
+            "--version", callback=_version, is_eager=True, help="Show the version and exit."
+        ),
+    ] = False,
+) -> None:
+    """Durable graph workflows: run, pause, resume from any process, and watch.
+
+    Start with [bold]flowledger demo[/].
+    """
+
+
+@app.command(
+    help="Run the built-in document review end to end (start here).\n\n"
+    "Live progress, a retried step, the approval pause, a resume from a new process, "
+    "and the activity history. The run stays in the database for `flowledger runs list`."
+)
+def demo(
+    db: DbOption = None,
+    session: SessionOption = None,
+) -> None:
+    options = Options(db, None, session)
+
+    async def work() -> None:
+        await run_demo(options, stdout_console())
+
+    run_command(work)
+
+
+# -- reading ----------------------------------------------------------------------------
+
+
+@app.command()
+def definitions(
+    db: DbOption = None,
+    app_ref: AppOption = None,
+    session: SessionOption = None,
+    json_output: JsonOption = False,
+) -> None:
+    """List the workflow definitions that can be started."""
+    options = Options(db, app_ref, session)
+
+    async def work() -> None:
+        async with open_host(options, owner=False) as host:
+            result = await host.call("workflow_definition_list", {})
+        if json_output:
+            emit_json(result)
+        else:
+            render_definitions(stdout_console(), result)
+
+    run_command(work)
+
+
+@runs_app.command("list")
+def runs_list(
+    after: Annotated[
+        str | None, typer.Option("--after", metavar="RUN", help="Continue after this run id.")
+    ] = None,
+    limit: Annotated[
+        int | None,
+        typer.Option(
+            "--limit", help="At most this many runs (1-100). \\[default: 50]", show_default=False
+        ),
+    ] = None,
+    db: DbOption = None,
+    app_ref: AppOption = None,
+    session: SessionOption = None,
+    json_output: JsonOption = False,
+) -> None:
+    """List runs (one page, in run id order; the table shows it newest first)."""
+    options = Options(db, app_ref, session)
+
+    async def work() -> None:
+        arguments: dict[str, Any] = {}
+        if after is not None:
+            arguments["after"] = after
+        if limit is not None:
+            arguments["limit"] = limit
+        async with open_host(options, owner=False) as host:
+            result = await host.call("workflow_run_list", arguments)
+        if json_output:
+            emit_json(result)
+        else:
+            render_runs(stdout_console(), result, options.flags())
+
+    run_command(work)
+
+
+@runs_app.command("show")
+def runs_show(
+    run: RunArgument,
+    db: DbOption = None,
+    app_ref: AppOption = None,
+    session: SessionOption = None,
+    json_output: JsonOption = False,
+) -> None:
+    """Show one run; for a paused run, what it waits for and how to resume it."""
+    options = Options(db, app_ref, session)
+
+    async def work() -> None:
+        async with open_host(options, owner=False) as host:
+            result = await host.call("workflow_run_get", {"run_id": run})
+            if json_output:
+                emit_json(result)
+                return
+            pause = None
+            if result.get("run_status") == "interrupted":
+                pause = await _pause_or_none(host, run)
+        render_run(stdout_console(), result, pause)
+
+    run_command(work)
+
+
+@app.command()
+def history(
+    run: RunArgument,
+    after_revision: Annotated[
+        int | None,
+        typer.Option("--after-revision", help="Continue from this revision (a page cursor)."),
+    ] = None,
+    after_event_id: Annotated[
+        str | None,
+        typer.Option("--after-event-id", metavar="UUID", help="Continue after this event."),
+    ] = None,
+    limit: Annotated[
+        int | None,
+        typer.Option(
+            "--limit", help="At most this many entries (1-100). \\[default: 50]", show_default=False
+        ),
+    ] = None,
+    db: DbOption = None,
+    app_ref: AppOption = None,
+    session: SessionOption = None,
+    json_output: JsonOption = False,
+) -> None:
+    """Show a run's activity history (one page; follow the printed cursor for more)."""
+    options = Options(db, app_ref, session)
+
+    async def work() -> None:
+        arguments: dict[str, Any] = {"run_id": run}
+        if after_revision is not None:
+            arguments["after_revision"] = after_revision
+        if after_event_id is not None:
+            arguments["after_event_id"] = after_event_id
+        if limit is not None:
+            arguments["limit"] = limit
+        async with open_host(options, owner=False) as host:
+            result = await host.call("workflow_run_history", arguments)
+        if json_output:
+            emit_json(result)
+        else:
+            render_history(stdout_console(), result, options.flags())
+
+    run_command(work)
+
+
+# -- changing ---------------------------------------------------------------------------
+
+
+@app.command()
+def start(
+    name: Annotated[
+        str, typer.Argument(metavar="NAME", help="Definition name, e.g. document_review.")
+    ],
+    version: Annotated[str, typer.Argument(metavar="VERSION", help="Definition version, e.g. v1.")],
+    input_text: Annotated[
+        str,
+        typer.Option(
+            "--input",
+            "-i",
+            metavar="JSON",
+            help="The run's input: a JSON object, @file.json, or - for stdin.",
+        ),
+    ] = "{}",
+    db: DbOption = None,
+    app_ref: AppOption = None,
+    session: SessionOption = None,
+    json_output: JsonOption = False,
+) -> None:
+    """Start a run and execute it here, with live progress, until it pauses or ends."""
+    options = Options(db, app_ref, session)
+
+    async def work() -> None:
+        document = parse_json_option("--input", input_text)
+        console = stdout_console()
+        async with open_host(options, owner=True) as host:
+            async with Watch(host.session, console, quiet=json_output) as watch:
+                result = await host.call(
+                    "workflow_run_start",
+                    {"definition_name": name, "definition_version": version, "input": document},
+                )
+                run_id = str(result["run_id"])
+                if json_output:
+                    emit_json(result)
+                else:
+                    console.print(
+                        Text.assemble(
+                            ("started run ", "dim"), (run_id, "bold"), f"  {name} {version}"
+                        )
+                    )
+                await watch.follow(run_id, f"{name} {version}")
+                error = await host.session.supervisor.wait_idle()
+            await _finish(host, console, run_id, error, quiet=json_output)
+
+    run_command(work)
+
+
+@app.command()
+def resume(
+    run: RunArgument,
+    payload_text: Annotated[
+        str,
+        typer.Option(
+            "--payload",
+            "-p",
+            metavar="JSON",
+            help="The answer the run waits for: a JSON object, @file.json, or - for stdin.",
+        ),
+    ],
+    db: DbOption = None,
+    app_ref: AppOption = None,
+    session: SessionOption = None,
+    json_output: JsonOption = False,
+) -> None:
+    """Resume a paused run here, with live progress, until it pauses again or ends."""
+    options = Options(db, app_ref, session)
+
+    async def work() -> None:
+        payload = parse_json_option("--payload", payload_text)
+        console = stdout_console()
+        async with open_host(options, owner=True) as host:
+            try:
+                current = await host.call("workflow_run_get", {"run_id": run})
+            except ToolError:
+                current = {}  # the resume tool says what is wrong, in its own words
+            title = f"{current.get('definition_name', '')} {current.get('definition_version', '')}"
+            async with Watch(host.session, console, quiet=json_output) as watch:
+                if not json_output and current.get("run_status") == "interrupted":
+                    console.print(
+                        Text.assemble(("resuming run ", "dim"), (run, "bold"), f"  {title}")
+                    )
+                await watch.follow(run, title)
+                result = await host.call("workflow_run_resume", {"run_id": run, "resume": payload})
+                if json_output:
+                    emit_json(result)
+                error = await host.session.supervisor.wait_idle()
+            await _finish(host, console, run, error, quiet=json_output)
+
+    run_command(work)
+
+
+@app.command()
+def cancel(
+    run: RunArgument,
+    reason: Annotated[
+        str | None, typer.Option("--reason", help="Why (at most 512 bytes; kept on the run).")
+    ] = None,
+    db: DbOption = None,
+    app_ref: AppOption = None,
+    session: SessionOption = None,
+    json_output: JsonOption = False,
+) -> None:
+    """Cancel a run that has not finished (cancelling a cancelled run is a no-op)."""
+    options = Options(db, app_ref, session)
+
+    async def work() -> None:
+        arguments: dict[str, Any] = {"run_id": run}
+        if reason is not None:
+            arguments["reason"] = reason
+        async with open_host(options, owner=True) as host:
+            result = await host.call("workflow_run_cancel", arguments)
+        if json_output:
+            emit_json(result)
+            return
+        status = str(result.get("run_status", ""))
+        line = Text.assemble("run ", (run, "bold"), " is ", status_text(status))
+        if result.get("idempotent"):
+            line.append(" (it already was)", style="dim")
+        stdout_console().print(line)
+
+    run_command(work)
+
+
+@app.command()
+def mcp(
+    http: Annotated[
+        bool, typer.Option("--http", help="Serve streamable HTTP instead of stdio.")
+    ] = False,
+    host: Annotated[
+        str | None,
+        typer.Option(
+            "--host", help="HTTP: address to listen on. \\[default: 127.0.0.1]", show_default=False
+        ),
+    ] = None,
+    port: Annotated[
+        int | None,
+        typer.Option(
+            "--port",
+            min=1,
+            max=65535,
+            help="HTTP: port to listen on. \\[default: 8765]",
+            show_default=False,
+        ),
+    ] = None,
+    tokens_file: Annotated[
+        str | None,
+        typer.Option(
+            "--tokens-file",
+            metavar="PATH",
+            help="HTTP: bearer tokens, one token (and optionally its session UUID) a line. "
+            "\\[default: $FLOWLEDGER_MCP_TOKENS]",
+            show_default=False,
+        ),
+    ] = None,
+    read_only: Annotated[
+        bool, typer.Option("--read-only", help="Hide and refuse the tools that change runs.")
+    ] = False,
+    db: DbOption = None,
+    app_ref: AppOption = None,
+    session: SessionOption = None,
+) -> None:
+    """Serve the workflow tools over MCP: stdio by default, streamable HTTP with --http.
+
+    Over stdio, stdout carries the protocol; messages go to stderr."""
+    if tokens_file is not None and not http:
+        raise typer.BadParameter("--tokens-file needs --http", param_hint="--tokens-file")
+    if (host is not None or port is not None) and not http:
+        raise typer.BadParameter("--host and --port need --http", param_hint="--host/--port")
+    options = Options(db, app_ref, session)
+
+    async def work() -> None:
+        try:
+            from ..mcp import McpStartupError, serve
+        except ImportError as exc:
+            raise CliError(
+                f"the MCP server needs the mcp extra (pip install 'flowledger[mcp]'): {exc}"
+            ) from None
+        extra: dict[str, Any] = {}
+        if host is not None:
+            extra["host"] = host
+        if port is not None:
+            extra["port"] = port
+        try:
+            await serve(
+                options.url,
+                app=app_ref,
+                session=session,
+                read_only=read_only,
+                http=http,
+                tokens_file=tokens_file,
+                **extra,
+            )
+        except McpStartupError as exc:
+            raise CliError(str(exc)) from None
+
+    run_command(work, quiet_logs=False)
+
+
+# -- shared -----------------------------------------------------------------------------
+
+
+async def _pause_or_none(host: Host, run_id: str) -> Pause | None:
+    try:
+        return await load_pause(host.session, run_id, host.options.flags())
+    except Exception:  # the record says interrupted; the checkpoint is the extra detail
+        return None
+
+
+async def _finish(
+    host: Host, console: Console, run_id: str, error: BaseException | None, *, quiet: bool
+) -> None:
+    """After the session went idle: report the run's outcome (or what stopped the work)."""
+    check_idle(run_id, error)
+    if quiet:
+        return
+    run = await host.call("workflow_run_get", {"run_id": run_id})
+    status = str(run.get("run_status", ""))
+    line = Text.assemble(("run ", "dim"), (run_id, "bold"), " is ", status_text(status))
+    if run.get("status_summary"):
+        line.append(f" ({run['status_summary']})", style="dim")
+    console.print(line)
+    if status == "interrupted":
+        pause = await _pause_or_none(host, run_id)
+        if pause is not None:
+            render_pause(console, pause)
+        else:
+            command = ["flowledger", "resume", run_id, "--payload", "{...}", *host.options.flags()]
+            console.print(
+                Text.assemble(("resume with: ", "dim"), shlex.join(command)), soft_wrap=True
+            )
+    elif status in ("pending", "running"):
+        console.print(
+            "it continues from its last checkpoint the next time a flowledger process "
+            "owns the session",
+            style="dim",
+        )
+
+
+def main() -> None:
+    """The ``flowledger`` console script."""
+    app(prog_name="flowledger")

@@ -1,0 +1,340 @@
+"""Rich rendering of tool results: tables, colours, and what a paused run is waiting for.
+
+Everything here takes the JSON the tools return (workflows-spec §7) and a console; rich
+drops colours and live displays by itself when the output is not a terminal.
+"""
+
+from __future__ import annotations
+
+import json
+import shlex
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any, Final
+
+from rich import box
+from rich.console import Console, Group
+from rich.padding import Padding
+from rich.panel import Panel
+from rich.table import Table
+from rich.text import Text
+
+__all__ = [
+    "KIND_ICONS",
+    "STATUS_STYLES",
+    "Pause",
+    "example_payload",
+    "format_time",
+    "render_definitions",
+    "render_history",
+    "render_pause",
+    "render_run",
+    "render_runs",
+    "resume_command",
+    "status_text",
+]
+
+STATUS_STYLES: Final[Mapping[str, str]] = {
+    "pending": "dim",
+    "running": "cyan",
+    "interrupted": "bold yellow",
+    "completed": "bold green",
+    "cancelled": "magenta",
+    "failed": "bold red",
+}
+
+KIND_ICONS: Final[Mapping[str, tuple[str, str]]] = {
+    "run_started": ("▶", "cyan"),
+    "vertex_completed": ("✓", "green"),
+    "run_interrupted": ("⏸", "yellow"),
+    "run_resumed": ("↻", "cyan"),
+    "run_completed": ("✔", "bold green"),
+    "run_cancelled": ("■", "magenta"),
+    "run_failed": ("✗", "bold red"),
+}
+
+
+def status_text(status: str) -> Text:
+    return Text(status, style=STATUS_STYLES.get(status, ""))
+
+
+def _parse_time(text: object) -> datetime | None:
+    if not isinstance(text, str):
+        return None
+    try:
+        return datetime.fromisoformat(text)
+    except ValueError:
+        return None
+
+
+def format_time(text: object, *, date: bool = True, seconds: bool = True) -> str:
+    """A tool timestamp in local time: ``2025-01-31 14:02:03`` (``2025-01-31 14:02``
+    without ``seconds``) or, without ``date``, ``14:02:03.153``."""
+    moment = _parse_time(text)
+    if moment is None:
+        return str(text) if text is not None else ""
+    local = moment.astimezone()
+    if date:
+        return local.strftime("%Y-%m-%d %H:%M:%S" if seconds else "%Y-%m-%d %H:%M")
+    return local.strftime("%H:%M:%S.") + f"{local.microsecond // 1000:03d}"
+
+
+def _progress(entry: Mapping[str, Any]) -> str:
+    total = entry.get("total_vertices", 0)
+    if not total:
+        return ""
+    return f"{entry.get('completed_vertices', 0)}/{total}"
+
+
+# -- definitions ------------------------------------------------------------------------
+
+
+def _input_fields(schema: object) -> str:
+    if not isinstance(schema, Mapping):
+        return ""
+    properties = schema.get("properties")
+    if not isinstance(properties, Mapping):
+        return ""
+    required = schema.get("required")
+    needed = set(required) if isinstance(required, list) else set()
+    return ", ".join(f"{name}*" if name in needed else str(name) for name in properties)
+
+
+def render_definitions(console: Console, result: Mapping[str, Any]) -> None:
+    definitions: Sequence[Mapping[str, Any]] = result.get("definitions", [])
+    if not definitions:
+        console.print("No workflow definitions.", style="dim")
+        return
+    table = Table(
+        box=box.SIMPLE_HEAD, show_edge=False, title="Workflow definitions", title_justify="left"
+    )
+    table.add_column("name", style="bold")
+    table.add_column("version")
+    table.add_column("input (* required)")
+    table.add_column("resume")
+    table.add_column("description", ratio=1)
+    for item in definitions:
+        table.add_row(
+            str(item.get("name", "")),
+            str(item.get("version", "")),
+            _input_fields(item.get("input_schema")),
+            Text("yes", style="green") if item.get("resume_supported") else Text("no", "dim"),
+            str(item.get("description", "")),
+        )
+    console.print(table)
+    if result.get("truncated"):
+        console.print("(more definitions exist than one listing shows)", style="dim")
+
+
+# -- runs -------------------------------------------------------------------------------
+
+
+RUNS_FIXED_WIDTH: Final = 38 + 13 + 17  # run id, status and time columns with padding
+
+
+def render_runs(console: Console, result: Mapping[str, Any], flags: Sequence[str]) -> None:
+    runs: Sequence[Mapping[str, Any]] = result.get("runs", [])
+    if not runs:
+        console.print("No runs yet. Try [bold]flowledger demo[/].")
+        return
+    ordered = sorted(runs, key=lambda run: str(run.get("created_at", "")), reverse=True)
+    definitions = [
+        f"{run.get('definition_name', '')} {run.get('definition_version', '')}" for run in ordered
+    ]
+    # Run ids, statuses and times are never cut; on a narrow terminal the summary goes
+    # first, then the definition.
+    room = console.width - RUNS_FIXED_WIDTH
+    show_definition = room >= max(map(len, definitions)) + 2
+    show_summary = show_definition and room - max(map(len, definitions)) - 2 >= 14
+    table = Table(box=box.SIMPLE_HEAD, show_edge=False)
+    table.add_column("run", no_wrap=True)
+    table.add_column("status", no_wrap=True)
+    if show_definition:
+        table.add_column("definition", no_wrap=True)
+    if show_summary:
+        table.add_column("summary", overflow="ellipsis", no_wrap=True, ratio=1)
+    table.add_column("updated", no_wrap=True)
+    for run, definition in zip(ordered, definitions, strict=True):
+        cells: list[Any] = [
+            str(run.get("run_id", "")),
+            status_text(str(run.get("run_status", ""))),
+        ]
+        if show_definition:
+            cells.append(definition)
+        if show_summary:
+            cells.append(str(run.get("status_summary", "")))
+        cells.append(format_time(run.get("updated_at"), seconds=False))
+        table.add_row(*cells)
+    console.print(table)
+    following = result.get("next")
+    if following:
+        command = shlex.join(["flowledger", "runs", "list", "--after", str(following), *flags])
+        console.print(Text.assemble(("more runs: ", "dim"), command), soft_wrap=True)
+
+
+def render_run(console: Console, run: Mapping[str, Any], pause: Pause | None) -> None:
+    grid = Table.grid(padding=(0, 2))
+    grid.add_column(style="dim", no_wrap=True)
+    grid.add_column()
+    grid.add_row("run", Text(str(run.get("run_id", "")), style="bold"))
+    grid.add_row(
+        "definition", f"{run.get('definition_name', '')} {run.get('definition_version', '')}"
+    )
+    grid.add_row("status", status_text(str(run.get("run_status", ""))))
+    if run.get("status_summary"):
+        grid.add_row("summary", str(run["status_summary"]))
+    grid.add_row("checkpoint", f"revision {run.get('checkpoint_revision', 0)}")
+    grid.add_row("activity cursor", str(run.get("activity_cursor", 0)))
+    if run.get("parent_run_id"):
+        grid.add_row("parent", str(run["parent_run_id"]))
+    for artifact in run.get("artifacts", []) or []:
+        grid.add_row("artifact", f"{artifact.get('kind', '')} {artifact.get('id', '')}")
+    grid.add_row("created", format_time(run.get("created_at")))
+    grid.add_row("updated", format_time(run.get("updated_at")))
+    console.print(grid)
+    if pause is not None:
+        console.print()
+        render_pause(console, pause)
+
+
+# -- history ----------------------------------------------------------------------------
+
+
+def history_table(entries: Sequence[Mapping[str, Any]], *, title: str | None = None) -> Table:
+    table = Table(box=box.SIMPLE_HEAD, show_edge=False, title=title, title_justify="left")
+    table.add_column("rev", justify="right")
+    table.add_column("kind", no_wrap=True)
+    table.add_column("vertex")
+    table.add_column("progress", justify="right")
+    table.add_column("time", no_wrap=True)
+    for entry in entries:
+        kind = str(entry.get("kind", ""))
+        icon, style = KIND_ICONS.get(kind, ("·", ""))
+        vertex = Text(str(entry.get("vertex_label", "")))
+        vertex_id = entry.get("vertex_id")
+        if vertex_id and vertex_id != entry.get("vertex_label"):
+            vertex.append(f" ({vertex_id})", style="dim")
+        table.add_row(
+            str(entry.get("revision", "")),
+            Text.assemble((icon + " ", style), (kind, style)),
+            vertex,
+            _progress(entry),
+            format_time(entry.get("occurred_at"), date=False),
+        )
+    return table
+
+
+def render_history(console: Console, result: Mapping[str, Any], flags: Sequence[str]) -> None:
+    entries: Sequence[Mapping[str, Any]] = result.get("entries", [])
+    if not entries:
+        console.print("No activity recorded (yet) for this run.", style="dim")
+    else:
+        console.print(history_table(entries))
+    if "next_revision" in result or "next_event_id" in result:
+        command = ["flowledger", "history", str(result.get("run_id", ""))]
+        if "next_revision" in result:
+            command += ["--after-revision", str(result["next_revision"])]
+        if result.get("next_event_id"):
+            command += ["--after-event-id", str(result["next_event_id"])]
+        console.print(
+            Text.assemble(("more: ", "dim"), shlex.join([*command, *flags])), soft_wrap=True
+        )
+
+
+# -- pauses -----------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Pause:
+    """What a paused run waits for: the vertex, the interrupt's info and how to resume."""
+
+    run_id: str
+    vertex: str
+    info: Any
+    errored: bool
+    resume_schema: Mapping[str, Any] | None
+    flags: Sequence[str] = ()
+
+
+_EXAMPLES: Final[Mapping[str, Any]] = {
+    "boolean": True,
+    "string": "...",
+    "integer": 0,
+    "number": 0,
+    "object": {},
+    "array": [],
+    "null": None,
+}
+
+
+def example_payload(schema: Mapping[str, Any] | None) -> dict[str, Any]:
+    """A resume payload shaped like ``schema``: its required properties with sample values."""
+    if not schema:
+        return {}
+    properties = schema.get("properties")
+    required = schema.get("required")
+    if not isinstance(properties, Mapping) or not isinstance(required, list):
+        return {}
+    out: dict[str, Any] = {}
+    for name in required:
+        spec = properties.get(name)
+        kind = spec.get("type") if isinstance(spec, Mapping) else None
+        if isinstance(kind, list):
+            kind = next((k for k in kind if k != "null"), None)
+        if isinstance(spec, Mapping) and isinstance(spec.get("enum"), list) and spec["enum"]:
+            out[str(name)] = spec["enum"][0]
+        else:
+            out[str(name)] = _EXAMPLES.get(str(kind), "...")
+    return out
+
+
+def resume_command(pause: Pause, payload: Mapping[str, Any] | None = None) -> str:
+    body = json.dumps(
+        dict(payload) if payload is not None else example_payload(pause.resume_schema)
+    )
+    return shlex.join(["flowledger", "resume", pause.run_id, "--payload", body, *pause.flags])
+
+
+def render_pause(
+    console: Console,
+    pause: Pause,
+    *,
+    payload: Mapping[str, Any] | None = None,
+    hint: bool = True,
+    indent: int = 0,
+) -> None:
+    body: list[Any] = []
+    info = pause.info
+    if pause.errored:
+        body.append(Text(f"The vertex {pause.vertex!r} failed and paused the run.", "yellow"))
+    if isinstance(info, Mapping) and isinstance(info.get("question"), str):
+        body.append(Text(info["question"], style="bold"))
+        details = [(str(k), v) for k, v in info.items() if k != "question"]
+    elif info is not None:
+        body.append(Text(json.dumps(info, ensure_ascii=False), style="bold"))
+        details = []
+    else:
+        details = []
+    if details:
+        line = Text()
+        for index, (key, value) in enumerate(details):
+            if index:
+                line.append("  ·  ", style="dim")
+            line.append(key.replace("_", " ") + ": ", style="dim")
+            line.append(value if isinstance(value, str) else json.dumps(value))
+        body.append(line)
+    if not body:
+        body.append(Text("The run is waiting for input."))
+    panel = Panel(
+        Group(*body),
+        title=f"[yellow]⏸ waiting at {pause.vertex}[/]",
+        title_align="left",
+        border_style="yellow",
+        expand=False,
+    )
+    console.print(Padding(panel, (0, 0, 0, indent), expand=False))
+    if hint:
+        console.print(
+            Text.assemble(("resume with: ", "dim"), resume_command(pause, payload)), soft_wrap=True
+        )

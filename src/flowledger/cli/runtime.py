@@ -1,0 +1,321 @@
+"""What every command shares: options, the session and its tools, and error handling.
+
+A command opens the session either as its *owner* (``start``, ``resume``, ``cancel``,
+``demo``: the process holds the session lease and executes runs) or as a *reader*
+(``definitions``, ``runs``, ``history``: nothing is executed, another process may own
+the session meanwhile). Readers get the tool bundle with `ReadOnlyControl` in place of
+the supervisor, which answers history pages straight from the activity journal.
+
+Every failure becomes one line on stderr (``error: ...``) and exit code 1; usage errors
+are typer's (exit code 2). ``FLOWLEDGER_DEBUG=1`` lets unexpected exceptions through with
+their traceback.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import os
+import sys
+from collections.abc import AsyncIterator, Callable, Coroutine
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Final, NoReturn
+
+import click
+import typer
+from rich.console import Console
+from rich.text import Text
+
+from ..flow import FlowError
+from ..host import DEFAULT_DATABASE, database_url, load_catalog, open_session
+from ..storage import StorageError
+from ..tools import StartTicketPort, SupervisorPort, ToolError, WorkflowTools
+from ..workflows import HistoryPage, SessionOwnedError, WorkflowError
+from ..workflows.session import WorkflowSession
+
+__all__ = [
+    "CliError",
+    "Host",
+    "Options",
+    "ReadOnlyControl",
+    "check_idle",
+    "describe",
+    "emit_json",
+    "open_host",
+    "parse_json_option",
+    "run_command",
+    "stderr_console",
+    "stdout_console",
+]
+
+MAX_ERROR_CHARS: Final = 600
+NON_TERMINAL_WIDTH: Final = 120
+
+
+class CliError(Exception):
+    """A failure whose message is already what the user should read."""
+
+
+@dataclass(frozen=True)
+class Options:
+    """The options every command accepts."""
+
+    db: str | None = None
+    app: str | None = None
+    session: str | None = None
+
+    @property
+    def url(self) -> str:
+        return database_url(self.db)
+
+    def flags(self) -> list[str]:
+        """The options to repeat in a follow-up command (an explicit ``--db`` and friends)."""
+        out: list[str] = []
+        if self.db is not None:
+            out += ["--db", self.db]
+        if self.app is not None:
+            out += ["--app", self.app]
+        if self.session is not None:
+            out += ["--session", self.session]
+        return out
+
+
+# -- consoles ---------------------------------------------------------------------------
+
+
+def stdout_console() -> Console:
+    console = Console(highlight=False)
+    if not console.is_terminal and "COLUMNS" not in os.environ:
+        console.width = NON_TERMINAL_WIDTH  # logs and pipes: no need to squeeze tables
+    return console
+
+
+def stderr_console() -> Console:
+    return Console(stderr=True, highlight=False)
+
+
+def emit_json(result: Any) -> None:
+    """Print a tool result exactly, as one line of compact JSON."""
+    sys.stdout.write(json.dumps(result, ensure_ascii=False, separators=(",", ":")) + "\n")
+    sys.stdout.flush()
+
+
+# -- the session and its tools ----------------------------------------------------------
+
+
+class NotOwnedError(CliError):
+    def __init__(self) -> None:
+        super().__init__("this command reads the session; it cannot change runs")
+
+
+class ReadOnlyControl:
+    """The supervisor's reading half, for commands that do not own the session.
+
+    `history` is `Supervisor.history` without the session lease: the run must belong to
+    the session (`NotFoundError` otherwise), then a page is read from the journal."""
+
+    def __init__(self, session: WorkflowSession) -> None:
+        self._session = session
+
+    @property
+    def session_id(self) -> str:
+        return self._session.session_id
+
+    async def history(
+        self,
+        run_id: str,
+        *,
+        after_revision: int = 0,
+        after_event_id: str | None = None,
+        limit: int = 0,
+    ) -> HistoryPage:
+        await self._session.registry.get(self._session.session_id, run_id)
+        return await self._session.journal.page(
+            self._session.session_id,
+            run_id,
+            after_revision=after_revision,
+            after_event_id=after_event_id,
+            limit=limit,
+        )
+
+    async def start(self, run_id: str) -> StartTicketPort:
+        raise NotOwnedError()
+
+    async def resume(self, run_id: str, payload: bytes) -> object:
+        raise NotOwnedError()
+
+    async def cancel(self, run_id: str, reason: str) -> object:
+        raise NotOwnedError()
+
+
+@dataclass(eq=False)
+class Host:
+    options: Options
+    session: WorkflowSession
+    tools: WorkflowTools
+    owner: bool
+
+    async def call(self, name: str, arguments: dict[str, Any]) -> dict[str, Any]:
+        return await self.tools.call(name, arguments)
+
+    def reader_tools(self) -> WorkflowTools:
+        """A tool bundle that reads without the supervisor (usable after its shutdown)."""
+        return make_tools(self.session, owner=False)
+
+
+def make_tools(session: WorkflowSession, *, owner: bool) -> WorkflowTools:
+    control: SupervisorPort = session.supervisor if owner else ReadOnlyControl(session)
+    return WorkflowTools(
+        session.session_id,
+        catalog=session.catalog,
+        registry=session.registry,
+        inputs=session.inputs,
+        supervisor=control,
+    )
+
+
+@asynccontextmanager
+async def open_host(options: Options, *, owner: bool) -> AsyncIterator[Host]:
+    """Open the database and the session; as ``owner``, hold the session (and execute its
+    unfinished runs) until the block ends."""
+    catalog = load_catalog(options.app)
+    async with open_session(options.url, catalog, options.session, activate=owner) as session:
+        yield Host(options, session, make_tools(session, owner=owner), owner)
+
+
+# -- arguments --------------------------------------------------------------------------
+
+
+def parse_json_option(option: str, text: str) -> Any:
+    """Parse a JSON option value; ``@path`` reads a file and ``-`` reads stdin."""
+    source = text
+    if text == "-":
+        source = sys.stdin.read()
+    elif text.startswith("@"):
+        try:
+            source = Path(text[1:]).read_text(encoding="utf-8")
+        except OSError as exc:
+            raise CliError(f"{option}: cannot read {text[1:]!r}: {exc.strerror or exc}") from None
+        except UnicodeDecodeError:
+            raise CliError(f"{option}: {text[1:]!r} is not UTF-8 text") from None
+    try:
+        return json.loads(source)
+    except json.JSONDecodeError as exc:
+        raise CliError(
+            f"{option} is not valid JSON: {exc.msg} (line {exc.lineno}, column {exc.colno})"
+        ) from None
+    except RecursionError:
+        raise CliError(f"{option} is not valid JSON: nested too deeply") from None
+
+
+# -- errors -----------------------------------------------------------------------------
+
+_KNOWN: Final = (
+    CliError,
+    ToolError,
+    WorkflowError,
+    FlowError,
+    StorageError,
+    ValueError,
+    LookupError,
+    OSError,
+    TimeoutError,
+)
+
+
+def _one_line(text: str) -> str:
+    line = " ".join(text.split())
+    if len(line) > MAX_ERROR_CHARS:
+        line = line[: MAX_ERROR_CHARS - 1] + "…"
+    return line
+
+
+def describe(error: BaseException) -> str:
+    """The one line a user reads for ``error``."""
+    if isinstance(error, SessionOwnedError):
+        return _one_line(
+            f"the session is owned by another process (session {error.session_id}, "
+            f"lease epoch {error.holder_epoch}); stop it or let it finish, then try again"
+        )
+    cause = error.__cause__
+    if isinstance(cause, SessionOwnedError) and not isinstance(error, ToolError):
+        return describe(cause)
+    text = str(error)
+    if isinstance(error, OSError) and error.strerror:
+        text = error.strerror if error.filename is None else f"{error.strerror}: {error.filename}"
+    elif isinstance(error, KeyError) and error.args:
+        text = str(error.args[0])
+    if _is_database_error(error):
+        text = f"database: {text}"
+    elif not isinstance(error, _KNOWN):
+        text = f"{type(error).__name__}: {text}" if text else type(error).__name__
+    return _one_line(text or type(error).__name__)
+
+
+def _is_database_error(error: BaseException) -> bool:
+    """A database driver's own error (sqlite3, psycopg): worth saying where it came from."""
+    import sqlite3
+
+    if isinstance(error, sqlite3.Error):
+        return True
+    return type(error).__module__.split(".")[0] in ("psycopg", "psycopg_pool")
+
+
+def fail(message: str) -> NoReturn:
+    stderr_console().print(Text.assemble(("error: ", "bold red"), message), soft_wrap=True)
+    raise typer.Exit(1)
+
+
+def check_idle(run_id: str, error: BaseException | None) -> None:
+    """After `Supervisor.wait_idle`: an error about ``run_id`` (or about no run in
+    particular) fails the command; one about another run of the session is a warning."""
+    if error is None:
+        return
+    about = getattr(error, "run_id", None)
+    if about is None or about == run_id:
+        raise CliError(f"the run could not be executed: {describe(error)}")
+    stderr_console().print(
+        Text.assemble(
+            ("warning: ", "bold yellow"), f"another run of the session: {describe(error)}"
+        ),
+        soft_wrap=True,
+    )
+
+
+def _configure_logging(quiet: bool) -> None:
+    """``FLOWLEDGER_DEBUG`` shows every log record; otherwise, for ``quiet`` commands, log
+    records (library warnings, tracebacks of contained errors) are not printed: the
+    command reports what went wrong itself, in one line."""
+    root = logging.getLogger()
+    if os.environ.get("FLOWLEDGER_DEBUG"):
+        logging.basicConfig(level=logging.DEBUG, format="%(levelname)s %(name)s: %(message)s")
+    elif quiet and not root.handlers:
+        root.addHandler(logging.NullHandler())
+
+
+def run_command(work: Callable[[], Coroutine[Any, Any, None]], *, quiet_logs: bool = True) -> None:
+    """Run a command's coroutine; every failure is one line on stderr and exit code 1."""
+    _configure_logging(quiet_logs)
+    try:
+        asyncio.run(work())
+    except (typer.Exit, click.exceptions.Exit, click.ClickException, click.Abort):
+        raise
+    except KeyboardInterrupt:
+        stderr_console().print(
+            "interrupted: finished steps are durable; a run continues from its last "
+            "checkpoint the next time a flowledger process owns the session",
+            soft_wrap=True,
+            markup=False,
+        )
+        raise typer.Exit(130) from None
+    except Exception as exc:
+        if os.environ.get("FLOWLEDGER_DEBUG"):
+            raise
+        fail(describe(exc))
+
+
+def default_database_note(options: Options) -> str:
+    return options.url if options.url != DEFAULT_DATABASE else f"{DEFAULT_DATABASE} (default)"

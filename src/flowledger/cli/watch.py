@@ -1,0 +1,211 @@
+"""Watching a run execute in this process: live activity lines and a progress bar, and
+what a paused run waits for.
+
+`Watch` reads the session's live activity subscription (`ActivityJournal.subscribe`):
+one line per activity of the watched run, and on a terminal a progress bar of completed
+vertices. For a completed vertex it also reads that revision's checkpoint to say
+whether the vertex needed more than one attempt (a retry is not an activity).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from datetime import datetime
+from types import TracebackType
+from typing import Any, Final
+
+from rich.console import Console
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    SpinnerColumn,
+    TaskID,
+    TextColumn,
+    TimeElapsedColumn,
+)
+from rich.text import Text
+
+from .. import flow
+from ..workflows import ActivityKind, ActivityRecord, ActivitySubscription
+from ..workflows.session import WorkflowSession
+from .render import KIND_ICONS, Pause
+
+__all__ = ["Watch", "load_pause"]
+
+LABEL_WIDTH: Final = 34
+CHECKPOINT_CHUNK: Final = 64
+
+_PHRASES: Final = {
+    ActivityKind.RUN_STARTED: "run started",
+    ActivityKind.RUN_INTERRUPTED: "paused, waiting for input",
+    ActivityKind.RUN_RESUMED: "resumed",
+    ActivityKind.RUN_COMPLETED: "completed",
+    ActivityKind.RUN_CANCELLED: "cancelled",
+    ActivityKind.RUN_FAILED: "failed",
+}
+
+
+class Watch:
+    """Shows one run's activities as they are published, until `stop`.
+
+    Use as an async context manager around the work; call `follow` once the run id is
+    known (activities published before that wait in the subscription)."""
+
+    def __init__(
+        self,
+        session: WorkflowSession,
+        console: Console,
+        *,
+        quiet: bool = False,
+        indent: str = "  ",
+    ) -> None:
+        self._session = session
+        self._console = console
+        self._quiet = quiet
+        self._indent = indent
+        self._subscription: ActivitySubscription | None = None
+        self._task: asyncio.Task[None] | None = None
+        self._progress: Progress | None = None
+        self._bar: TaskID | None = None
+        self._origin: datetime | None = None
+        self._graph_run_id = ""
+        self._read_upto = -1
+        self._attempt: dict[str, int] = {}
+        self.run_id = ""
+        self.seen = 0
+
+    async def __aenter__(self) -> Watch:
+        self._subscription = self._session.journal.subscribe(self._session.session_id)
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.stop(drain=exc is None)
+
+    async def follow(self, run_id: str, title: str) -> None:
+        """Start showing ``run_id``'s activities (those already published included)."""
+        self.run_id = run_id
+        with contextlib.suppress(Exception):
+            run = await self._session.registry.get(self._session.session_id, run_id)
+            self._graph_run_id = run.graph_run_id
+        if not self._quiet and self._console.is_terminal:
+            self._progress = Progress(
+                SpinnerColumn(),
+                TextColumn("[bold]{task.description}"),
+                BarColumn(bar_width=32),
+                MofNCompleteColumn(),
+                TextColumn("vertices", style="dim"),
+                TimeElapsedColumn(),
+                console=self._console,
+                transient=True,
+            )
+            self._progress.start()
+            self._bar = self._progress.add_task(title, total=None)
+        self._task = asyncio.ensure_future(self._consume())
+
+    async def stop(self, *, drain: bool = True) -> None:
+        """Stop watching; with ``drain``, show what was already published first."""
+        subscription, self._subscription = self._subscription, None
+        if subscription is not None:
+            subscription.close()
+        task, self._task = self._task, None
+        if task is not None:
+            if not drain:
+                task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+        if self._progress is not None:
+            self._progress.stop()
+            self._progress = None
+
+    async def _consume(self) -> None:
+        subscription = self._subscription
+        if subscription is None:
+            return
+        async for record in subscription:
+            if record.run_id != self.run_id:
+                continue
+            self.seen += 1
+            if self._quiet:
+                continue
+            try:
+                await self._show(record)
+            except Exception as exc:  # a display problem never stops the run
+                self._console.print(f"(cannot show an activity: {exc})", style="dim", markup=False)
+
+    async def _show(self, record: ActivityRecord) -> None:
+        if self._origin is None:
+            self._origin = record.occurred_at
+        kind = ActivityKind(record.kind)
+        icon, style = KIND_ICONS.get(str(kind), ("·", ""))
+        line = Text(self._indent)
+        line.append(icon + " ", style=style)
+        note = ""
+        if kind is ActivityKind.VERTEX_COMPLETED:
+            label = record.vertex_label or record.vertex_id or "step"
+            attempts = await self._attempts(record)
+            if attempts > 1:
+                failures = attempts - 1
+                note = f"failed {'once' if failures == 1 else f'{failures} times'}, retried"
+        else:
+            label = _PHRASES.get(kind, str(kind))
+        line.append(label, style="bold" if kind is not ActivityKind.VERTEX_COMPLETED else "")
+        if note:
+            line.append(f"  ({note})", style="yellow")
+        line.pad_right(max(0, LABEL_WIDTH + len(self._indent) - line.cell_len))
+        if record.total_vertices:
+            line.append(f" {record.completed_vertices}/{record.total_vertices}", style="dim")
+        elapsed = max(0.0, (record.occurred_at - self._origin).total_seconds())
+        line.append(f"  +{elapsed:.2f}s", style="dim")
+        if self._progress is not None and self._bar is not None:
+            total = record.total_vertices or None
+            self._progress.update(self._bar, total=total, completed=record.completed_vertices)
+        self._console.print(line, soft_wrap=True)
+
+    async def _attempts(self, record: ActivityRecord) -> int:
+        """How many attempts the completed vertex took (0 if unknown): checkpoints are read
+        incrementally, and the vertex's latest completion so far is the one announced."""
+        if not self._graph_run_id or record.vertex_id is None:
+            return 0
+        try:
+            while True:
+                found = await self._session.checkpoints.history(
+                    self._graph_run_id, after=self._read_upto, limit=CHECKPOINT_CHUNK
+                )
+                for checkpoint in found:
+                    for vertex in checkpoint.vertices:
+                        if vertex.status is flow.VertexStatus.DONE:
+                            self._attempt[vertex.vertex] = vertex.attempt
+                    self._read_upto = checkpoint.revision
+                if len(found) < CHECKPOINT_CHUNK:
+                    break
+        except Exception:
+            return 0
+        return self._attempt.get(record.vertex_id, 0)
+
+
+async def load_pause(
+    session: WorkflowSession, run_id: str, flags: list[str] | tuple[str, ...] = ()
+) -> Pause | None:
+    """What an interrupted run waits for, from its latest checkpoint (None if nothing)."""
+    run = await session.registry.get(session.session_id, run_id)
+    definition = session.catalog.resolve(run.definition_name, run.definition_version)
+    result = await definition.get(run.graph_run_id)
+    if not result.interrupts:
+        return None
+    first = result.interrupts[0]
+    schema: Any = definition.metadata().resume_schema
+    return Pause(
+        run_id=run_id,
+        vertex=first.vertex,
+        info=first.info,
+        errored=first.kind is flow.InterruptKind.ERRORED,
+        resume_schema=schema,
+        flags=tuple(flags),
+    )

@@ -1,0 +1,63 @@
+"""``flowledger mcp``: the command parses its options and hands over to the MCP server."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+from .conftest import Cli, assert_one_line_error
+
+
+def _rpc(id_: int | None, method: str, params: dict[str, object] | None = None) -> str:
+    message: dict[str, object] = {"jsonrpc": "2.0", "method": method}
+    if id_ is not None:
+        message["id"] = id_
+    if params is not None:
+        message["params"] = params
+    return json.dumps(message) + "\n"
+
+
+def test_stdio_read_only_lists_only_reading_tools(cli: Cli) -> None:
+    requests = (
+        _rpc(
+            1,
+            "initialize",
+            {
+                "protocolVersion": "2025-03-26",
+                "capabilities": {},
+                "clientInfo": {"name": "test", "version": "1"},
+            },
+        )
+        + _rpc(None, "notifications/initialized")
+        + _rpc(2, "tools/list", {})
+    )
+    env = {k: v for k, v in os.environ.items() if k != "FLOWLEDGER_DB"}
+    done = subprocess.run(
+        [sys.executable, "-m", "flowledger", "mcp", "--read-only", "--db", cli.db],
+        input=requests,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env=env,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    replies = {m.get("id"): m for m in map(json.loads, done.stdout.splitlines()) if "id" in m}
+    names = {tool["name"] for tool in replies[2]["result"]["tools"]}
+    assert names == {
+        "workflow_definition_list",
+        "workflow_run_get",
+        "workflow_run_list",
+        "workflow_run_history",
+    }
+    assert "Traceback" not in done.stderr
+
+
+def test_startup_errors_are_one_line(cli: Cli) -> None:
+    assert_one_line_error(
+        cli("mcp", "--http", "--tokens-file", str(cli.cwd / "missing.txt")),
+        "cannot read the tokens file",
+    )
+    assert_one_line_error(cli("mcp", "--http", "--host", "0.0.0.0"), "non-loopback")
