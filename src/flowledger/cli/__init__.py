@@ -432,12 +432,8 @@ def mcp(
     options = Options(db, app_ref, session)
 
     async def work() -> None:
-        try:
-            from ..mcp import McpStartupError, serve
-        except ImportError as exc:
-            raise CliError(
-                f"the MCP server needs the mcp extra (pip install 'flowledger[mcp]'): {exc}"
-            ) from None
+        from ..mcp import McpStartupError, serve  # imported here: only this command needs it
+
         extra: dict[str, Any] = {}
         if host is not None:
             extra["host"] = host

@@ -1,0 +1,65 @@
+"""L4 surface: the seven ``workflow_*`` tools over MCP (official ``mcp`` SDK).
+
+* `serve_stdio` - one session over stdin/stdout (``flowledger mcp``);
+* `serve_http` / `HttpMcpServer` - streamable HTTP with bearer tokens, one session per
+  token (``flowledger mcp --http``);
+* `load_tokens` - tokens from a file or ``FLOWLEDGER_MCP_TOKENS``;
+* `build_server` / `WorkflowMcpServer` - the MCP server over any tool bundle.
+
+Hosts catch `McpStartupError` (its message is one line) and exit non-zero. ``python -m
+flowledger.mcp`` is the same command line as ``flowledger mcp``.
+"""
+
+from .errors import McpStartupError
+from .http import DEFAULT_HOST, DEFAULT_PORT, HttpMcpServer, is_loopback, serve_http
+from .server import WorkflowMcpServer, build_server
+from .stdio import serve_stdio
+from .tokens import TOKENS_ENV, TokenError, load_tokens, parse_tokens, session_for_token
+
+__all__ = [
+    "DEFAULT_HOST",
+    "DEFAULT_PORT",
+    "TOKENS_ENV",
+    "HttpMcpServer",
+    "McpStartupError",
+    "TokenError",
+    "WorkflowMcpServer",
+    "build_server",
+    "is_loopback",
+    "load_tokens",
+    "parse_tokens",
+    "serve",
+    "serve_http",
+    "serve_stdio",
+    "session_for_token",
+]
+
+
+async def serve(
+    db_url: str,
+    *,
+    app: str | None = None,
+    session: str | None = None,
+    read_only: bool = False,
+    http: bool = False,
+    host: str = DEFAULT_HOST,
+    port: int = DEFAULT_PORT,
+    tokens_file: str | None = None,
+) -> None:
+    """What ``flowledger mcp`` does with its options: stdio, or (``http``) streamable HTTP
+    with the tokens of ``tokens_file`` or ``$FLOWLEDGER_MCP_TOKENS``."""
+    if not http:
+        if tokens_file is not None:
+            raise McpStartupError("--tokens-file needs --http")
+        await serve_stdio(db_url, app=app, session=session, read_only=read_only)
+        return
+    tokens = load_tokens(tokens_file)
+    await serve_http(
+        db_url,
+        app=app,
+        host=host,
+        port=port,
+        tokens=tokens,
+        read_only=read_only,
+        session=session,
+    )

@@ -1,0 +1,409 @@
+"""The MCP server over one session's ``workflow_*`` tool bundle (official ``mcp`` SDK,
+low-level `mcp.server.lowlevel.Server`).
+
+* ``tools/list`` publishes the bundle's tools with their exact names, descriptions and
+  input schemas (plus a ``readOnlyHint`` annotation). With ``read_only`` the mutating
+  tools are hidden, and calling one is refused.
+* ``tools/call`` answers with one text content block holding the compact JSON result.
+  A failure - a `ToolError`, bad arguments, an unknown or hidden tool, even an
+  unexpected exception - is a tool result with ``isError: true`` whose text is the
+  model-safe message; it is never a protocol error and never takes the server down.
+* While a call runs, the session's activities are forwarded to the client: as
+  ``notifications/progress`` (progress = completed vertices, total = total vertices,
+  message = ``"<kind> <vertex label>"``) when the request carries a progress token,
+  otherwise as ``notifications/message`` log entries (level ``info``, data = the activity
+  JSON without its session ID) where the protocol allows them (always on handshake-era
+  connections, subject to ``logging/setLevel``; on 2026-07-28 connections only when the
+  request opted in to ``info``). Activities never hold state, inputs or interrupt
+  payloads, so neither do the notifications.
+
+Which activities a call forwards: those of the run it is about - the ``run_id``
+argument, or for ``workflow_run_start`` the run it creates (collected during the call,
+sent once the run ID is known) - and, for a call about no particular run, every
+activity of the session. Progress must increase within a request, so an activity that
+would not advance it (a terminal or paused activity after the last completed vertex) is
+not sent as progress. Everything is sent before the call's result.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import uuid
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass
+from typing import Any, Final, Protocol
+
+import mcp_types as types
+from mcp.server.connection import allowed_log_levels
+from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
+from mcp.server.lowlevel import Server
+from mcp_types import LoggingLevel
+from mcp_types.version import MODERN_PROTOCOL_VERSIONS
+
+from .. import __version__
+from ..tools import ToolError, ToolInfo, result_text
+from ..workflows.activity import ActivityRecord
+from ..workflows.journal import ActivityJournal, ActivitySubscription
+
+__all__ = [
+    "LOGGER_NAME",
+    "SERVER_NAME",
+    "START_TOOL",
+    "ToolBundle",
+    "WorkflowMcpServer",
+    "activity_message",
+    "build_server",
+]
+
+log = logging.getLogger(__name__)
+
+SERVER_NAME: Final = "flowledger"
+LOGGER_NAME: Final = "flowledger.activity"
+#: The tool whose run is only known from its result.
+START_TOOL: Final = "workflow_run_start"
+INSTRUCTIONS: Final = (
+    "Durable graph workflows. List definitions with workflow_definition_list, start a run "
+    "with workflow_run_start, follow it with workflow_run_get / workflow_run_history, answer "
+    "an interrupted run with workflow_run_resume, stop one with workflow_run_cancel."
+)
+_LEVELS: Final[tuple[LoggingLevel, ...]] = (
+    "debug",
+    "info",
+    "notice",
+    "warning",
+    "error",
+    "critical",
+    "alert",
+    "emergency",
+)
+_ACTIVITY_LEVEL: Final[LoggingLevel] = "info"
+_MAX_LOG_LEVELS: Final = 4096
+_DRAIN_TIMEOUT: Final = 10.0
+_DISPATCH_GRACE: Final = 0.05
+
+
+class ToolBundle(Protocol):
+    """What the server needs of `flowledger.tools.WorkflowTools`."""
+
+    def infos(self) -> list[ToolInfo]: ...
+
+    async def call(
+        self, name: str, arguments: Mapping[str, Any] | str | bytes | None
+    ) -> dict[str, Any]: ...
+
+
+def activity_message(record: ActivityRecord) -> str:
+    """The progress message of an activity: ``"<kind> <vertex label>"``."""
+    return f"{record.kind} {record.vertex_label}".strip()
+
+
+def _activity_data(record: ActivityRecord) -> dict[str, Any]:
+    data = record.to_json()
+    data.pop("session_id", None)
+    return data
+
+
+def _text_result(text: str, *, error: bool) -> types.CallToolResult:
+    return types.CallToolResult(content=[types.TextContent(text=text)], is_error=error)
+
+
+def _canonical_run_id(value: object) -> str | None:
+    if not isinstance(value, str):
+        return None
+    try:
+        return str(uuid.UUID(value))
+    except ValueError:
+        return value  # the call fails on it; nothing will match
+
+
+# -- forwarding activities during one call -----------------------------------------------------
+
+
+Sender = Callable[[ActivityRecord], Awaitable[None]]
+
+
+@dataclass(eq=False)
+class _Forwarder:
+    """Forwards the activities of one call's subscription through ``send``.
+
+    ``target`` is the run the call is about (``None``: every run). With ``deferred``
+    (the run is only known from the result) activities are collected and sent by
+    `finish`. A send that fails stops forwarding for this call; the call goes on."""
+
+    subscription: ActivitySubscription
+    send: Sender
+    target: str | None
+    deferred: bool
+
+    def __post_init__(self) -> None:
+        self._collected: list[ActivityRecord] = []
+        self._broken = False
+        self._pump: asyncio.Task[None] | None = None
+        if not self.deferred:
+            self._pump = asyncio.get_running_loop().create_task(self._run())
+
+    async def _deliver(self, record: ActivityRecord) -> None:
+        if self._broken or (self.target is not None and record.run_id != self.target):
+            return
+        try:
+            await self.send(record)
+        except Exception as exc:  # the client went away: stop, let the call finish
+            self._broken = True
+            log.debug("activity notification not sent: %s", exc)
+
+    async def _run(self) -> None:
+        async for record in self.subscription:
+            await self._deliver(record)
+
+    async def finish(self, run_id: str | None) -> None:
+        """The call returned (``run_id``: the run its result names): deliver what is left."""
+        self.subscription.close()  # queued records are still delivered, then iteration ends
+        if self._pump is not None:
+            try:
+                await asyncio.wait_for(asyncio.shield(self._pump), _DRAIN_TIMEOUT)
+            except TimeoutError:
+                self._pump.cancel()
+            return
+        async for record in self.subscription:
+            self._collected.append(record)
+        if run_id is None:
+            return
+        self.target = run_id
+        for record in self._collected:
+            await self._deliver(record)
+
+    def abort(self) -> None:
+        self.subscription.close()
+        if self._pump is not None:
+            self._pump.cancel()
+
+
+# -- requests in flight ---------------------------------------------------------------------------
+
+
+class _InFlight:
+    """Server middleware counting the requests being handled, so a stdio server can
+    answer everything a client sent before it closed stdin (`WorkflowMcpServer.drain`)."""
+
+    def __init__(self) -> None:
+        self.count = 0
+        self.idle = asyncio.Event()
+        self.idle.set()
+
+    async def __call__(
+        self, ctx: ServerRequestContext[Any, Any], call_next: CallNext
+    ) -> HandlerResult:
+        if ctx.request_id is None:  # a notification
+            return await call_next(ctx)
+        self.count += 1
+        self.idle.clear()
+        try:
+            return await call_next(ctx)
+        finally:
+            self.count -= 1
+            if not self.count:
+                self.idle.set()
+
+
+# -- the server -----------------------------------------------------------------------------------
+
+
+class WorkflowMcpServer:
+    """Builds and backs one low-level MCP `Server` for one session's tool bundle."""
+
+    def __init__(
+        self,
+        tools: ToolBundle,
+        *,
+        journal: ActivityJournal | None = None,
+        session_id: str | None = None,
+        read_only: bool = False,
+        name: str = SERVER_NAME,
+    ) -> None:
+        if journal is not None and session_id is None:
+            raise ValueError("forwarding activities needs the session ID")
+        self.tools = tools
+        self.journal = journal
+        self.session_id = session_id
+        self.read_only = read_only
+        infos = tools.infos()
+        self._hidden = frozenset(i.name for i in infos if read_only and i.mutating)
+        self._visible: dict[str, ToolInfo] = {
+            i.name: i for i in infos if i.name not in self._hidden
+        }
+        # Minimum log level per connection, set by logging/setLevel (handshake era).
+        self._log_levels: dict[str, LoggingLevel] = {}
+        self.server: Server[Any] = Server(
+            name,
+            version=__version__,
+            title="flowledger workflows",
+            instructions=INSTRUCTIONS,
+            on_list_tools=self._list_tools,
+            on_call_tool=self._call_tool,
+            get_tool_input_schema=self._input_schema,
+        )
+        self._inflight = _InFlight()
+        self.server.middleware.append(self._inflight)
+        # Registered directly (not through the deprecated constructor argument) so the
+        # handshake-era `logging` capability is advertised and honoured.
+        self.server.add_request_handler(
+            "logging/setLevel", types.SetLevelRequestParams, self._set_level
+        )
+
+    async def drain(self) -> None:
+        """Wait until no request is being handled, after a short grace for requests
+        received but not dispatched yet (bound it with `asyncio.timeout`)."""
+        while True:
+            await asyncio.sleep(_DISPATCH_GRACE)
+            await self._inflight.idle.wait()
+            if not self._inflight.count:
+                return
+
+    # -- tools/list --------------------------------------------------------------------------
+
+    def tool_names(self) -> list[str]:
+        return list(self._visible)
+
+    def _tool(self, info: ToolInfo) -> types.Tool:
+        return types.Tool(
+            name=info.name,
+            description=info.description,
+            input_schema=info.schema_copy(),
+            annotations=types.ToolAnnotations(read_only_hint=not info.mutating),
+        )
+
+    async def _list_tools(
+        self, ctx: ServerRequestContext[Any], params: types.PaginatedRequestParams | None
+    ) -> types.ListToolsResult:
+        return types.ListToolsResult(tools=[self._tool(i) for i in self._visible.values()])
+
+    def _input_schema(self, name: str) -> Mapping[str, Any] | None:
+        info = self._visible.get(name)
+        return None if info is None else info.schema_copy()
+
+    # -- tools/call --------------------------------------------------------------------------
+
+    async def _call_tool(
+        self, ctx: ServerRequestContext[Any], params: types.CallToolRequestParams
+    ) -> types.CallToolResult:
+        name = params.name
+        if name in self._hidden:
+            return _text_result(
+                f"workflow tools: {name} is not available: this server is read-only",
+                error=True,
+            )
+        if name not in self._visible:
+            return _text_result(f"workflow tools: unknown tool {name[:64]!r}", error=True)
+        arguments = params.arguments
+        forwarder = self._forwarder(ctx, name, arguments)
+        run_id: str | None = None
+        try:
+            try:
+                result = await self.tools.call(name, arguments)
+                text = result_text(result)
+            except ToolError as exc:
+                outcome = _text_result(exc.message, error=True)
+            except Exception:
+                log.exception("tool %s failed unexpectedly", name)
+                outcome = _text_result(f"workflow tools: {name} failed: internal error", error=True)
+            else:
+                outcome = _text_result(text, error=False)
+                run_id = _canonical_run_id(result.get("run_id"))
+        except BaseException:
+            if forwarder is not None:
+                forwarder.abort()
+            raise
+        if forwarder is not None:
+            await forwarder.finish(run_id)
+        return outcome
+
+    def _forwarder(
+        self, ctx: ServerRequestContext[Any], name: str, arguments: Mapping[str, Any] | None
+    ) -> _Forwarder | None:
+        if self.journal is None or self.session_id is None:
+            return None
+        send = self._sender(ctx)
+        if send is None:
+            return None
+        target = _canonical_run_id(arguments.get("run_id")) if arguments else None
+        return _Forwarder(
+            self.journal.subscribe(self.session_id),
+            send,
+            target=target,
+            deferred=name == START_TOOL and target is None,
+        )
+
+    def _sender(self, ctx: ServerRequestContext[Any]) -> Sender | None:
+        """How this request's activities reach the client, or None if they cannot."""
+        meta = ctx.meta or {}
+        if meta.get("progress_token") is not None:
+            last = -1
+
+            async def progress(record: ActivityRecord) -> None:
+                nonlocal last
+                done = record.completed_vertices
+                if done <= last:
+                    return  # progress must increase within a request
+                last = done
+                await ctx.session.report_progress(
+                    float(done),
+                    float(record.total_vertices) if record.total_vertices else None,
+                    activity_message(record),
+                )
+
+            return progress
+        if not self._log_allowed(ctx, _ACTIVITY_LEVEL):
+            return None
+
+        async def message(record: ActivityRecord) -> None:
+            await ctx.session.send_notification(
+                types.LoggingMessageNotification(
+                    params=types.LoggingMessageNotificationParams(
+                        level=_ACTIVITY_LEVEL, logger=LOGGER_NAME, data=_activity_data(record)
+                    )
+                ),
+                related_request_id=ctx.request_id,
+            )
+
+        return message
+
+    # -- logging -----------------------------------------------------------------------------
+
+    @staticmethod
+    def _connection_key(ctx: ServerRequestContext[Any]) -> str:
+        headers = getattr(ctx.request, "headers", None)
+        if headers is None:
+            return ""
+        value = headers.get("mcp-session-id")
+        return value if isinstance(value, str) else ""
+
+    def _log_allowed(self, ctx: ServerRequestContext[Any], level: LoggingLevel) -> bool:
+        if ctx.protocol_version in MODERN_PROTOCOL_VERSIONS:
+            return level in allowed_log_levels(ctx.protocol_version, ctx.meta)
+        minimum = self._log_levels.get(self._connection_key(ctx), "debug")
+        return _LEVELS.index(level) >= _LEVELS.index(minimum)
+
+    async def _set_level(
+        self, ctx: ServerRequestContext[Any], params: types.SetLevelRequestParams
+    ) -> types.EmptyResult:
+        key = self._connection_key(ctx)
+        self._log_levels.pop(key, None)
+        while len(self._log_levels) >= _MAX_LOG_LEVELS:  # bounded: forget the oldest
+            self._log_levels.pop(next(iter(self._log_levels)))
+        self._log_levels[key] = params.level
+        return types.EmptyResult()
+
+
+def build_server(
+    tools: ToolBundle,
+    *,
+    journal: ActivityJournal | None = None,
+    session_id: str | None = None,
+    read_only: bool = False,
+) -> Server[Any]:
+    """The MCP server over ``tools``; with ``journal`` and ``session_id`` it forwards the
+    session's activities during calls."""
+    return WorkflowMcpServer(
+        tools, journal=journal, session_id=session_id, read_only=read_only
+    ).server

@@ -1,0 +1,279 @@
+"""End to end over stdio: ``python -m flowledger.mcp`` (the command ``flowledger mcp``
+runs) driven by the SDK's own client."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import sys
+import uuid
+from pathlib import Path
+
+import pytest
+from mcp import Client
+
+from flowledger.mcp.__main__ import main
+
+from .conftest import REPO, REVIEW_INPUT, TOOL_NAMES, error_text, payload, stdio_params, wait_status
+
+
+@pytest.mark.parametrize("mode", ["auto", "legacy"])
+async def test_stdio_end_to_end(tmp_path: Path, mode: str) -> None:
+    db = f"sqlite:///{tmp_path}/m.db"
+    async with Client(stdio_params(db), mode=mode) as client:
+        # tools/list: exactly the seven tools, with closed-object schemas
+        listed = await client.list_tools()
+        assert [tool.name for tool in listed.tools] == TOOL_NAMES
+        for tool in listed.tools:
+            assert tool.description
+            assert tool.input_schema["type"] == "object"
+            assert tool.input_schema["additionalProperties"] is False
+
+        definitions = payload(await client.call_tool("workflow_definition_list", {}))
+        assert definitions["truncated"] is False
+        assert [(d["name"], d["version"]) for d in definitions["definitions"]] == [
+            ("document_review", "v1")
+        ]
+        assert definitions["definitions"][0]["resume_supported"] is True
+
+        # start, get, list
+        started = payload(
+            await client.call_tool(
+                "workflow_run_start",
+                {
+                    "definition_name": "document_review",
+                    "definition_version": "v1",
+                    "input": REVIEW_INPUT,
+                },
+            )
+        )
+        run_id = started["run_id"]
+        assert started["definition_name"] == "document_review"
+        assert started["run_status"] in {"running", "interrupted"}
+        assert "session_id" not in started
+
+        got = payload(await client.call_tool("workflow_run_get", {"run_id": run_id}))
+        assert got["run_id"] == run_id
+        listed_runs = payload(await client.call_tool("workflow_run_list", {"limit": 10}))
+        assert [run["run_id"] for run in listed_runs["runs"]] == [run_id]
+
+        # bad arguments are tool errors; the server keeps working
+        unknown = error_text(
+            await client.call_tool("workflow_run_get", {"run_id": run_id, "colour": "red"})
+        )
+        assert "unknown field" in unknown
+        bad_id = error_text(await client.call_tool("workflow_run_get", {"run_id": "not-a-uuid"}))
+        assert "run_id" in bad_id and "UUID" in bad_id
+        missing = error_text(
+            await client.call_tool("workflow_run_get", {"run_id": str(uuid.uuid4())})
+        )
+        assert "not found" in missing
+        no_tool = error_text(await client.call_tool("workflow_run_explode", {}))
+        assert "unknown tool" in no_tool
+        bad_input = error_text(
+            await client.call_tool(
+                "workflow_run_start",
+                {
+                    "definition_name": "document_review",
+                    "definition_version": "v1",
+                    "input": {"title": "x"},
+                },
+            )
+        )
+        assert bad_input.startswith("workflow tools:")
+
+        interrupted = await wait_status(client, run_id, "interrupted")
+        assert interrupted["checkpoint_revision"] > 0
+
+        # resume to completion
+        resumed = payload(
+            await client.call_tool(
+                "workflow_run_resume", {"run_id": run_id, "resume": {"approved": True}}
+            )
+        )
+        assert resumed["run_status"] == "completed"
+        assert resumed["status_summary"] == "published"
+        wrong = error_text(
+            await client.call_tool(
+                "workflow_run_resume", {"run_id": run_id, "resume": {"approved": True}}
+            )
+        )
+        assert "interrupted" in wrong
+
+        # history, paged with both cursors, equals the one-page history
+        full = payload(
+            await client.call_tool("workflow_run_history", {"run_id": run_id, "limit": 100})
+        )
+        assert "next_revision" not in full
+        paged: list[dict[str, object]] = []
+        cursor: dict[str, object] = {}
+        used_event_cursor = False
+        for _ in range(50):
+            page = payload(
+                await client.call_tool(
+                    "workflow_run_history", {"run_id": run_id, "limit": 1, **cursor}
+                )
+            )
+            assert len(page["entries"]) <= 1
+            paged.extend(page["entries"])
+            if "next_revision" not in page:
+                break
+            # a lossless reader passes both cursors back (the event one may be absent)
+            cursor = {"after_revision": page["next_revision"]}
+            if "next_event_id" in page:
+                cursor["after_event_id"] = page["next_event_id"]
+                used_event_cursor = True
+        assert paged == full["entries"]
+        assert used_event_cursor
+        kinds = [entry["kind"] for entry in paged]
+        assert kinds[0] == "run_started" and kinds[-1] == "run_completed"
+        assert {"run_interrupted", "run_resumed", "vertex_completed"} <= set(kinds)
+        assert len({entry["event_id"] for entry in paged}) == len(paged)
+
+        # cancel a second run, then again (idempotent)
+        second = payload(
+            await client.call_tool(
+                "workflow_run_start",
+                {
+                    "definition_name": "document_review",
+                    "definition_version": "v1",
+                    "input": REVIEW_INPUT,
+                },
+            )
+        )
+        cancelled = payload(
+            await client.call_tool(
+                "workflow_run_cancel", {"run_id": second["run_id"], "reason": "changed my mind"}
+            )
+        )
+        assert cancelled == {
+            "run_id": second["run_id"],
+            "run_status": "cancelled",
+            "idempotent": False,
+        }
+        again = payload(await client.call_tool("workflow_run_cancel", {"run_id": second["run_id"]}))
+        assert again["idempotent"] is True
+        final = payload(await client.call_tool("workflow_run_list", {}))
+        statuses = {run["run_id"]: run["run_status"] for run in final["runs"]}
+        assert statuses == {run_id: "completed", second["run_id"]: "cancelled"}
+
+
+async def test_session_owned_elsewhere_fails_at_startup(tmp_path: Path) -> None:
+    db = f"sqlite:///{tmp_path}/m.db"
+    async with Client(stdio_params(db)) as client:
+        assert len((await client.list_tools()).tools) == 7
+        second = await asyncio.create_subprocess_exec(
+            sys.executable,
+            "-m",
+            "flowledger.mcp",
+            "--db",
+            db,
+            cwd=str(REPO),
+            stdin=asyncio.subprocess.DEVNULL,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.PIPE,
+        )
+        stdout, stderr = await asyncio.wait_for(second.communicate(), 30)
+        assert second.returncode == 2
+        assert stdout == b""
+        lines = stderr.decode().strip().splitlines()
+        assert len(lines) == 1, stderr
+        assert "owned by another process" in lines[0]
+        # the first server is unaffected
+        assert payload(await client.call_tool("workflow_run_list", {}))["runs"] == []
+
+
+@pytest.mark.parametrize(
+    ("options", "expected"),
+    [
+        (["--app", "no_such_module_xyz:catalog"], "cannot import"),
+        (["--app", "flowledger:__version__"], "not a workflows.Catalog"),
+        (["--session", "not-a-uuid"], "--session must be a UUID"),
+        (["--http", "--host", "0.0.0.0"], "without tokens"),
+        (["--tokens-file", "/nonexistent"], "needs --http"),
+        (["--http", "--tokens-file", "/nonexistent/tokens"], "cannot read the tokens file"),
+    ],
+)
+def test_bad_options_fail_with_one_line(
+    tmp_path: Path,
+    options: list[str],
+    expected: str,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.delenv("FLOWLEDGER_MCP_TOKENS", raising=False)
+    code = main(["--db", f"sqlite:///{tmp_path}/m.db", *options])
+    captured = capsys.readouterr()
+    assert code == 2
+    assert captured.out == ""
+    lines = captured.err.strip().splitlines()
+    assert len(lines) == 1 and expected in lines[0], captured.err
+    assert lines[0].startswith("flowledger mcp: error: ")
+
+
+async def test_sigterm_releases_the_session_at_once(tmp_path: Path) -> None:
+    db = f"sqlite:///{tmp_path}/m.db"
+    server = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-m",
+        "flowledger.mcp",
+        "--db",
+        db,
+        cwd=str(REPO),
+        stdin=asyncio.subprocess.PIPE,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+    )
+    assert server.stdin is not None and server.stdout is not None
+    ping = b'{"jsonrpc":"2.0","id":1,"method":"ping"}\n'
+    server.stdin.write(ping)
+    await server.stdin.drain()
+    answer = await asyncio.wait_for(server.stdout.readline(), 30)  # serving: the lease is held
+    assert b'"id":1' in answer
+    server.terminate()
+    _, stderr = await asyncio.wait_for(server.communicate(), 30)
+    assert server.returncode == 0, stderr
+    # well within the 15 s lease TTL, another server owns the session
+    async with asyncio.timeout(10), Client(stdio_params(db)) as client:
+        assert len((await client.list_tools()).tools) == 7
+
+
+async def test_requests_sent_before_stdin_closes_are_answered(tmp_path: Path) -> None:
+    requests = [
+        {
+            "jsonrpc": "2.0",
+            "id": 1,
+            "method": "initialize",
+            "params": {
+                "protocolVersion": "2025-06-18",
+                "capabilities": {},
+                "clientInfo": {"name": "pipe", "version": "0"},
+            },
+        },
+        {"jsonrpc": "2.0", "method": "notifications/initialized"},
+        {"jsonrpc": "2.0", "id": 2, "method": "tools/list", "params": {}},
+        {
+            "jsonrpc": "2.0",
+            "id": 3,
+            "method": "tools/call",
+            "params": {"name": "workflow_run_list", "arguments": {"limit": 101}},
+        },
+    ]
+    server = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-m",
+        "flowledger.mcp",
+        "--db",
+        f"sqlite:///{tmp_path}/m.db",
+        cwd=str(REPO),
+        stdin=asyncio.subprocess.PIPE,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+    )
+    piped = "".join(json.dumps(r) + "\n" for r in requests).encode()
+    stdout, stderr = await asyncio.wait_for(server.communicate(piped), 30)
+    assert server.returncode == 0, stderr
+    replies = {reply["id"]: reply for reply in map(json.loads, stdout.decode().splitlines())}
+    assert sorted(replies) == [1, 2, 3]
+    assert len(replies[2]["result"]["tools"]) == 7
+    assert replies[3]["result"]["isError"] is True  # limit 101 is out of range
