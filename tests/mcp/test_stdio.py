@@ -183,6 +183,32 @@ async def test_session_owned_elsewhere_fails_at_startup(tmp_path: Path) -> None:
         assert payload(await client.call_tool("workflow_run_list", {}))["runs"] == []
 
 
+async def test_read_only_server_runs_beside_the_owner(tmp_path: Path) -> None:
+    """A read-only server only reads, so it starts while another server owns the session,
+    and sees that server's runs."""
+    db = f"sqlite:///{tmp_path}/m.db"
+    async with Client(stdio_params(db)) as owner:
+        started = payload(
+            await owner.call_tool(
+                "workflow_run_start",
+                {
+                    "definition_name": "document_review",
+                    "definition_version": "v1",
+                    "input": {"title": "t", "document": "One. Two."},
+                },
+            )
+        )
+        async with Client(stdio_params(db, "--read-only")) as reader:
+            names = {tool.name for tool in (await reader.list_tools()).tools}
+            assert "workflow_run_start" not in names
+            listed = payload(await reader.call_tool("workflow_run_list", {}))
+            assert [r["run_id"] for r in listed["runs"]] == [started["run_id"]]
+            history = payload(
+                await reader.call_tool("workflow_run_history", {"run_id": started["run_id"]})
+            )
+            assert history["entries"][0]["kind"] == "run_started"
+
+
 @pytest.mark.parametrize(
     ("options", "expected"),
     [

@@ -68,14 +68,16 @@ class ServedSession:
 
 @asynccontextmanager
 async def open_served_session(
-    url: str, catalog: Catalog, session_id: str | None = None
+    url: str, catalog: Catalog, session_id: str | None = None, *, read_only: bool = False
 ) -> AsyncIterator[ServedSession]:
     """Open the store, own the session (``session_id`` or the database's default one,
-    adopting its unfinished runs) and build its tools; shut the supervisor down on exit."""
+    adopting its unfinished runs) and build its tools; shut the supervisor down on exit.
+    A read-only server only reads, so it does not own the session: it can run beside the
+    process that does."""
     async with AsyncExitStack() as stack:
         try:
             session = await stack.enter_async_context(
-                open_workflow_session(url, catalog, session_id)
+                open_workflow_session(url, catalog, session_id, activate=not read_only)
             )
         except SessionOwnedError as exc:
             raise McpStartupError(

@@ -139,7 +139,9 @@ class _SessionHost:
 
     async def _run(self) -> None:
         try:
-            async with open_served_session(self.url, self.catalog, self.session_id) as served:
+            async with open_served_session(
+                self.url, self.catalog, self.session_id, read_only=self.read_only
+            ) as served:
                 mcp = WorkflowMcpServer(
                     served.tools,
                     journal=served.session.journal,

@@ -146,7 +146,7 @@ async def serve_stdio(
     catalog = load_app(app)
     with _stop_on_sigterm() as stopped:
         try:
-            async with open_served_session(db_url, catalog, session) as served:
+            async with open_served_session(db_url, catalog, session, read_only=read_only) as served:
                 mcp = WorkflowMcpServer(
                     served.tools,
                     journal=served.session.journal,
