@@ -1,7 +1,7 @@
 """Shared fixtures and helpers for the flow conformance suite (flow-spec §8).
 
-* ``store``: every runtime test runs once on the in-memory checkpoint store and once on
-  the ledger adapter over SQLite.
+* ``store``: every runtime test runs on the in-memory checkpoint store and on the ledger
+  adapter over SQLite and over PostgreSQL (``tests/_postgres.py``).
 * ``Cnt`` / `tag`: the reference fixture ``cnt {vals, n}`` with the standard "tag" vertex:
   its selector reads ``n``, its task returns its tag, its reducer appends the tag to
   ``vals`` and increments ``n``. `Calls` counts executions and records what selectors saw.
@@ -24,14 +24,22 @@ from flowledger import flow
 from flowledger.flow import Checkpoint
 from flowledger.storage import open_store
 
-STORES = ["memory", "ledger"]
+from .._postgres import postgres_url
+
+STORES = ["memory", "ledger", "ledger-postgres"]
 
 
 @pytest.fixture(params=STORES)
 async def store(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[Any]:
-    """A checkpoint store: in-memory, or the ledger adapter on a fresh SQLite file."""
+    """A checkpoint store: in-memory, or the ledger adapter on a fresh SQLite file or on a
+    fresh PostgreSQL schema (skipped without a server, failing instead when CI=true)."""
     if request.param == "memory":
         yield flow.MemoryCheckpointStore()
+        return
+    if request.param == "ledger-postgres":
+        with postgres_url() as url:
+            async with open_store(url) as storage:
+                yield flow.LedgerCheckpointStore(storage.ledger)
         return
     async with open_store(f"sqlite:///{tmp_path}/f.db") as storage:
         yield flow.LedgerCheckpointStore(storage.ledger)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -22,6 +22,8 @@ from flowledger.workflows.metadata import Metadata, VertexMetadata
 from flowledger.workflows.registry import RunRegistry
 from flowledger.workflows.run import Run
 from flowledger.workflows.supervisor import Supervisor
+
+from .._postgres import postgres_url
 
 COUNTER_SCHEMA = {
     "type": "object",
@@ -185,9 +187,17 @@ def build_session(
     )
 
 
-@pytest.fixture(params=["memory", "sqlite"])
-def store_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
-    return "memory://" if request.param == "memory" else f"sqlite:///{tmp_path / 'wf.db'}"
+@pytest.fixture(params=["memory", "sqlite", "postgres"])
+def store_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
+    """A store URL: memory, a fresh SQLite file, or a fresh PostgreSQL schema (skipped
+    without a server, failing instead when CI=true; see ``tests/_postgres.py``)."""
+    if request.param == "memory":
+        yield "memory://"
+    elif request.param == "sqlite":
+        yield f"sqlite:///{tmp_path / 'wf.db'}"
+    else:
+        with postgres_url() as url:
+            yield url
 
 
 @pytest.fixture

@@ -692,9 +692,14 @@ async def test_activities_are_published_while_the_segment_runs(session: Session)
             seen.append(str(activity.kind))
             if seen == ["run_started", "vertex_completed"]:
                 break
-    midway = await session.registry.get(session.session_id, run.id)
+    # The cursor follows the publication (a separate write): wait for it.
+    async with asyncio.timeout(5):
+        while True:
+            midway = await session.registry.get(session.session_id, run.id)
+            if midway.activity_cursor >= 2:
+                break
+            await asyncio.sleep(0.01)
     assert midway.status is RunStatus.RUNNING
-    assert midway.activity_cursor >= 2
     session.gates.open("two")
     assert await supervisor.wait_idle() is None
     assert await session.kinds(run.id) == COMPLETED_KINDS

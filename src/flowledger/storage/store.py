@@ -6,6 +6,11 @@ URLs:
 * ``sqlite:///relative/path.db`` or ``sqlite:////absolute/path.db`` - the
   embedded default. Query options: ``synchronous`` (``FULL``, the default, or
   ``NORMAL``/``OFF``), ``busy_timeout`` (milliseconds, default 5000).
+* ``postgresql://user@host:port/dbname`` (or ``postgres://``) - many processes
+  on many machines. Query options: ``schema`` (default ``flowledger``),
+  ``pool_min``, ``pool_max``, ``connect_timeout`` (seconds), and libpq's own
+  connection keywords (``sslmode``, ``application_name``, ...). Needs the
+  ``postgres`` extra (psycopg and psycopg-pool).
 
 Use it as ``async with open_store(url) as store:`` or ``store = await
 open_store(url)`` followed by ``await store.close()``.
@@ -17,7 +22,7 @@ from collections.abc import Awaitable, Callable, Generator
 from dataclasses import dataclass, field
 from types import TracebackType
 from typing import Any
-from urllib.parse import urlsplit
+from urllib.parse import unquote, urlsplit
 
 from .blobs import Blobs
 from .kv import KV
@@ -32,6 +37,30 @@ class UnsupportedURLError(ValueError):
     def __init__(self, url: str, reason: str) -> None:
         self.url = url
         super().__init__(f"cannot open store {url!r}: {reason}")
+
+
+_SECRET_OPTIONS = frozenset({"password", "sslpassword"})
+
+
+def redact_url(url: str) -> str:
+    """``url`` with its passwords (in the user info or the query) masked, for messages."""
+    try:
+        parts = urlsplit(url)
+        password = parts.password
+    except ValueError:
+        return "<unparsable URL>"
+    shown = url
+    if password is not None:
+        userinfo, _, hostinfo = parts.netloc.rpartition("@")
+        shown = shown.replace(parts.netloc, f"{userinfo.partition(':')[0]}:***@{hostinfo}", 1)
+    if parts.query:
+        query = "&".join(
+            f"{key}=***" if equals and unquote(key) in _SECRET_OPTIONS else part
+            for part in parts.query.split("&")
+            for key, equals, _value in [part.partition("=")]
+        )
+        shown = shown.replace(f"?{parts.query}", f"?{query}", 1)
+    return shown
 
 
 async def _nothing() -> None:
@@ -114,4 +143,16 @@ async def _connect(url: str) -> Store:
         from .sqlite import connect_sqlite
 
         return await connect_sqlite(url)
-    raise UnsupportedURLError(url, "the scheme must be memory or sqlite")
+    if scheme in ("postgresql", "postgres"):
+        try:
+            from .postgres import connect_postgres
+        except ImportError as exc:
+            raise UnsupportedURLError(
+                redact_url(url),
+                f"the postgres backend needs psycopg and psycopg-pool "
+                f"(pip install 'flowledger[postgres]'): {exc}",
+            ) from exc
+        return await connect_postgres(url)
+    raise UnsupportedURLError(
+        redact_url(url), "the scheme must be memory, sqlite, postgresql or postgres"
+    )

@@ -1,0 +1,962 @@
+"""The PostgreSQL backend: many processes on many machines sharing one database.
+
+URLs are libpq connection URIs, ``postgresql://user:password@host:port/dbname``
+(``postgres://`` is the same). Query options of our own:
+
+* ``schema`` - the schema holding every table (default ``flowledger``); created
+  on first open if missing. 1 to 63 characters of ``[a-z0-9_]``, not starting
+  with a digit or ``pg_``. Stores on different schemas of one database are
+  independent.
+* ``pool_min`` / ``pool_max`` - connections the store's pool keeps open at least
+  (default 1) and opens at most (default ``max(10, pool_min)``).
+* ``connect_timeout`` - whole seconds (1..3600, default 10) to wait for a new
+  connection; passed on to libpq, and also the longest a call waits for a free
+  connection of a busy pool.
+
+Every other query parameter must be one of libpq's own connection keywords
+(``sslmode``, ``sslrootcert``, ``application_name``, ``target_session_attrs``,
+...) and is passed on to libpq unchanged. Unknown or repeated options, bad
+values and a ``#fragment`` raise `UnsupportedURLError` (with any password in the
+URL masked).
+
+Semantics, the same as the memory oracle's (the conformance suite compares them):
+
+* Every call validates its arguments with the shared contract checks before
+  touching the database, so a rejected call changes nothing.
+* Every write is one ``READ COMMITTED`` transaction, atomic and isolated
+  against every other connection, process and machine: a KV compare-and-swap
+  (an ``INSERT ... ON CONFLICT DO NOTHING`` for a create, an ``UPDATE ... WHERE
+  revision = expected`` otherwise), a blob put (insert if absent, else compare),
+  and a ledger append - the tip check on the log's row, all of its records and
+  the insert-if-absent of all of its attachments commit together or not at
+  all. Concurrent writers of one key or log queue on its row lock; the loser
+  re-checks and gets the contract's conflict error.
+* KV revisions count 1, 2, 3, ... per key and restart at 1 after a delete.
+  Ledger sequence numbers are 1-based and contiguous per log. Text keys are
+  ``COLLATE "C"``, so listings are sorted by byte order whatever the
+  database's locale.
+* Leases live in one row per name ``{epoch, holder, expires_at}`` and use the
+  *database's* clock (``clock_timestamp()``), so machines whose clocks
+  disagree still agree on expiry. An acquire bumps the epoch only when the
+  name is free or its holder's TTL has passed (otherwise `LeaseHeldError` with
+  the holder's epoch); a renewal extends the grant only while epoch and holder
+  still match and it has not expired (``"renewed"``, ``"expired"`` or
+  ``"taken over"``); a release clears the holder and keeps the epoch.
+
+Lost acknowledgements. When the connection fails while a ``COMMIT`` is in
+flight (``psycopg.OperationalError`` after the commit was sent), the write may
+or may not have happened. It is resolved by re-reading on a fresh connection,
+never by guessing:
+
+* a ledger append re-reads records ``expected+1 .. expected+n``: all there with
+  identical bytes (and every attachment of the append present) - it
+  succeeded, and returns the new tip; none there - the original error is
+  raised (the outcome is still unknown; retry the append); other records there
+  - `LedgerConflictError` (another writer moved the tip, so ours cannot have
+  committed: it held the log's row lock until its own commit or rollback);
+* a KV put re-reads the key: the same bytes at revision ``expected+1`` - it
+  succeeded; the revision still ``expected`` (or absent for a create) - the
+  original error; anything else - `ConflictError` (the key has moved on, by
+  another writer's put, or by ours and then another's: re-read and decide);
+* a blob put succeeds if the same bytes are there, raises `BlobConflictError`
+  if different bytes are, and the original error if none are; a delete
+  succeeds if the key is gone; a lease acquire succeeds if the row names this
+  grant's holder; a release succeeds if the grant is no longer current.
+
+If the re-read fails too, the original error is raised. A failure before the
+``COMMIT`` was sent needs no resolution (nothing can have been written). A pooled
+connection that turns out to be dead (the server or a pooler restarted) costs
+no call: a write that finds it broken at ``BEGIN``, or a read that finds it
+broken at all, is retried once on a fresh connection.
+
+Pooling. Each `Store` owns a ``psycopg_pool.AsyncConnectionPool`` of
+autocommit connections with ``prepare_threshold=None``, and keeps no session
+state: no ``SET``, no server-side prepared statements, no ``LISTEN``/``NOTIFY``,
+no advisory lock held across transactions. So it works behind a
+transaction-mode pooler (PgBouncer, RDS Proxy, Supavisor). Reads are single
+statements; writes are explicit ``BEGIN ISOLATION LEVEL READ COMMITTED`` ...
+``COMMIT`` transactions, whatever the server's default isolation. A store is
+bound to the event loop that opened it (as its pool is); using it from another
+loop raises `RuntimeError` - open one store per loop. `Store.close` closes the
+pool after the store's leases are freed; calls already holding a connection
+finish, later calls raise `StoreClosedError`. Database errors other than the
+contract's propagate as ``psycopg.Error``.
+
+Schema. The tables live in the URL's schema, next to
+``flowledger_migrations(version, applied_at)``, one row per applied migration.
+Opening a store reads the highest version (one query when up to date); a
+missing or older schema is migrated in one transaction under a
+transaction-scoped advisory lock (``pg_advisory_xact_lock``), so processes
+opening a fresh database together are safe. A database whose version is newer
+than this code knows raises `SchemaVersionError` before anything is written.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import functools
+import hashlib
+import re
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, fields
+from typing import Any, Final, LiteralString, TypeVar
+from urllib.parse import quote, unquote, urlsplit, urlunsplit
+
+import psycopg
+import psycopg.errors
+from psycopg import sql
+from psycopg_pool import AsyncConnectionPool, PoolClosed
+
+from .errors import (
+    AttachmentNotFoundError,
+    BlobConflictError,
+    BlobNotFoundError,
+    ConflictError,
+    KeyNotFoundError,
+    LeaseHeldError,
+    LedgerConflictError,
+    StorageError,
+    StoreClosedError,
+)
+from .kv import Entry
+from .lease import Leaser, RenewStatus
+from .ledger import Record, check_append, check_digests, check_read
+from .limits import MAX_BLOB_BYTES, MAX_KV_VALUE_BYTES, check_bytes, check_revision
+from .names import validate_name
+from .store import Store, UnsupportedURLError, redact_url
+
+__all__ = [
+    "SCHEMA_VERSION",
+    "PostgresBlobs",
+    "PostgresKV",
+    "PostgresLeaseBackend",
+    "PostgresLedger",
+    "PostgresSettings",
+    "SchemaVersionError",
+    "connect_postgres",
+    "parse_postgres_url",
+]
+
+SCHEMA_VERSION: Final = 1
+
+_T = TypeVar("_T")
+_Conn = psycopg.AsyncConnection[tuple[Any, ...]]
+
+_DEFAULT_SCHEMA: Final = "flowledger"
+_DEFAULT_POOL_MIN: Final = 1
+_DEFAULT_POOL_MAX: Final = 10
+_MAX_POOL: Final = 1000
+_DEFAULT_CONNECT_TIMEOUT: Final = 10
+_MAX_CONNECT_TIMEOUT: Final = 3600
+# Sequence numbers never get near this; clamping keeps huge ``after`` values bindable.
+_MAX_BIGINT: Final = 2**63 - 1
+
+
+class SchemaVersionError(StorageError):
+    """The database's schema is newer than this code knows; nothing was changed."""
+
+    def __init__(self, schema: str, found: int, supported: int) -> None:
+        self.schema = schema
+        self.found = found
+        self.supported = supported
+        super().__init__(
+            f"postgres schema {schema!r} is at version {found}; this flowledger understands "
+            f"versions up to {supported} - upgrade flowledger to open it"
+        )
+
+
+# --- URLs -----------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class PostgresSettings:
+    conninfo: str  # the URL without our own options: what libpq gets
+    schema: str = _DEFAULT_SCHEMA
+    pool_min: int = _DEFAULT_POOL_MIN
+    pool_max: int = _DEFAULT_POOL_MAX
+    connect_timeout: int = _DEFAULT_CONNECT_TIMEOUT
+
+
+_OWN_OPTIONS: Final = ("schema", "pool_min", "pool_max", "connect_timeout")
+# libpq keywords that would turn the connection into something other than a SQL session.
+_REFUSED_LIBPQ: Final = frozenset({"replication"})
+_SCHEMA_NAME: Final = re.compile(r"[a-z_][a-z0-9_]{0,62}")
+_DIGITS: Final = re.compile(r"[0-9]+")
+
+
+@functools.cache
+def _libpq_keywords() -> frozenset[str]:
+    """The connection keywords the linked libpq understands."""
+    options = psycopg.pq.Conninfo.get_defaults()
+    return frozenset(o.keyword.decode() for o in options) - _REFUSED_LIBPQ - set(_OWN_OPTIONS)
+
+
+def _whole(url: str, option: str, value: str, low: int, high: int) -> int:
+    if not _DIGITS.fullmatch(value) or not low <= int(value) <= high:
+        raise UnsupportedURLError(
+            redact_url(url), f"{option} must be a whole number in {low}..{high}, not {value!r}"
+        )
+    return int(value)
+
+
+def _parse_query(shown: str, query: str) -> list[tuple[str, str]]:
+    """``key=value`` pairs, percent-decoded the way libpq does (a ``+`` stays a ``+``)."""
+    if not query:
+        return []
+    pairs = []
+    for part in query.split("&"):
+        key, equals, value = part.partition("=")
+        if not equals or not key:
+            raise UnsupportedURLError(shown, "malformed query string")
+        pairs.append((unquote(key), unquote(value)))
+    return pairs
+
+
+def parse_postgres_url(url: str) -> PostgresSettings:
+    """Parse a ``postgresql:`` URL (see the module docstring) or raise `UnsupportedURLError`."""
+    shown = redact_url(url)
+    scheme, _, rest = url.partition(":")
+    if scheme.lower() not in ("postgresql", "postgres") or not rest.startswith("//"):
+        raise UnsupportedURLError(shown, "expected postgresql://[user@]host[:port]/dbname")
+    try:
+        parts = urlsplit(url)
+        parts.port  # noqa: B018 - validates the port
+    except ValueError as exc:
+        raise UnsupportedURLError(shown, f"malformed URL: {exc}") from None
+    if parts.fragment or url.endswith("#"):
+        raise UnsupportedURLError(shown, "a postgres URL has no #fragment")
+    options = _parse_query(shown, parts.query)
+
+    known = _libpq_keywords()
+    seen: set[str] = set()
+    passed: list[tuple[str, str]] = []
+    own: dict[str, str] = {}
+    for option, value in options:
+        if option in seen:
+            raise UnsupportedURLError(shown, f"option {option!r} is given more than once")
+        seen.add(option)
+        if option in _OWN_OPTIONS:
+            own[option] = value
+        elif option in known:
+            passed.append((option, value))
+        else:
+            raise UnsupportedURLError(
+                shown,
+                f"unknown option {option!r} (ours: {', '.join(_OWN_OPTIONS)}; "
+                f"anything else must be a libpq connection keyword such as sslmode)",
+            )
+
+    schema = own.get("schema", _DEFAULT_SCHEMA)
+    if not _SCHEMA_NAME.fullmatch(schema) or schema.startswith("pg_"):
+        raise UnsupportedURLError(
+            shown,
+            f"schema must be 1-63 characters of [a-z0-9_], not starting with a digit "
+            f"or 'pg_', not {schema!r}",
+        )
+    pool_min = _DEFAULT_POOL_MIN
+    if "pool_min" in own:
+        pool_min = _whole(url, "pool_min", own["pool_min"], 0, _MAX_POOL)
+    pool_max = max(_DEFAULT_POOL_MAX, pool_min)
+    if "pool_max" in own:
+        pool_max = _whole(url, "pool_max", own["pool_max"], 1, _MAX_POOL)
+        if pool_max < pool_min:
+            raise UnsupportedURLError(
+                shown, f"pool_max ({pool_max}) must not be less than pool_min ({pool_min})"
+            )
+    connect_timeout = _DEFAULT_CONNECT_TIMEOUT
+    if "connect_timeout" in own:
+        connect_timeout = _whole(
+            url, "connect_timeout", own["connect_timeout"], 1, _MAX_CONNECT_TIMEOUT
+        )
+    passed.append(("connect_timeout", str(connect_timeout)))
+    query = "&".join(f"{quote(k, safe='')}={quote(v, safe='')}" for k, v in passed)
+    conninfo = urlunsplit(parts._replace(query=query, fragment=""))
+    return PostgresSettings(conninfo, schema, pool_min, pool_max, connect_timeout)
+
+
+# --- SQL ------------------------------------------------------------------------------
+
+# ``{s}`` is the store's schema (a quoted identifier). Text keys are COLLATE "C": byte
+# order for ORDER BY and for the prefix range scans, whatever the database's locale.
+_MIGRATIONS: Final[tuple[tuple[LiteralString, ...], ...]] = (
+    # version 1
+    (
+        """CREATE TABLE {s}.kv (
+            key text COLLATE "C" PRIMARY KEY,
+            revision bigint NOT NULL,
+            value bytea NOT NULL
+        )""",
+        """CREATE TABLE {s}.blobs (
+            key text COLLATE "C" PRIMARY KEY,
+            data bytea NOT NULL
+        )""",
+        # One row per log with at least one record; ``tip`` is its last sequence number,
+        # and its row lock is what serialises appends to the log.
+        """CREATE TABLE {s}.ledger_logs (
+            id bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+            name text COLLATE "C" NOT NULL UNIQUE,
+            tip bigint NOT NULL
+        )""",
+        """CREATE TABLE {s}.ledger_records (
+            log_id bigint NOT NULL,
+            seq bigint NOT NULL,
+            payload bytea NOT NULL,
+            PRIMARY KEY (log_id, seq)
+        )""",
+        # Digests are stored as their 32 raw bytes, not 64 hex characters.
+        """CREATE TABLE {s}.attachments (
+            digest bytea PRIMARY KEY,
+            data bytea NOT NULL
+        )""",
+        """CREATE TABLE {s}.leases (
+            name text COLLATE "C" PRIMARY KEY,
+            epoch bigint NOT NULL,
+            holder text,
+            expires_at timestamptz NOT NULL
+        )""",
+    ),
+)
+assert len(_MIGRATIONS) == SCHEMA_VERSION
+
+_CREATE_MIGRATIONS: Final = """CREATE TABLE IF NOT EXISTS {s}.flowledger_migrations (
+    version integer PRIMARY KEY,
+    applied_at timestamptz NOT NULL DEFAULT now()
+)"""
+_GET_VERSION: Final = "SELECT max(version) FROM {s}.flowledger_migrations"
+_SET_VERSION: Final = "INSERT INTO {s}.flowledger_migrations (version) VALUES (%s)"
+_HAS_SCHEMA: Final = "SELECT 1 FROM pg_namespace WHERE nspname = %s"
+_CREATE_SCHEMA: Final = "CREATE SCHEMA IF NOT EXISTS {s}"
+_MIGRATION_LOCK: Final = "SELECT pg_advisory_xact_lock(%s)"
+
+
+@dataclass(frozen=True, slots=True)
+class _Queries:
+    """Every statement, rendered once per store for its schema."""
+
+    kv_get: bytes = b"SELECT value, revision FROM {s}.kv WHERE key = %s"
+    kv_revision: bytes = b"SELECT revision FROM {s}.kv WHERE key = %s"
+    kv_create: bytes = (
+        b"INSERT INTO {s}.kv (key, revision, value) VALUES (%s, 1, %s) "
+        b"ON CONFLICT (key) DO NOTHING RETURNING revision"
+    )
+    kv_update: bytes = (
+        b"UPDATE {s}.kv SET revision = revision + 1, value = %s "
+        b"WHERE key = %s AND revision = %s RETURNING revision"
+    )
+    kv_delete: bytes = b"DELETE FROM {s}.kv WHERE key = %s"
+    kv_exists: bytes = b"SELECT 1 FROM {s}.kv WHERE key = %s"
+    kv_keys: bytes = b"SELECT key FROM {s}.kv WHERE key >= %s AND key < %s ORDER BY key"
+
+    blob_insert: bytes = (
+        b"INSERT INTO {s}.blobs (key, data) VALUES (%s, %s) ON CONFLICT (key) DO NOTHING "
+        b"RETURNING 1"
+    )
+    # Compare by length and SHA-256 so a big blob crosses the network once, not twice.
+    blob_same: bytes = (
+        b"SELECT length(data) = %s AND sha256(data) = %s FROM {s}.blobs WHERE key = %s"
+    )
+    blob_get: bytes = b"SELECT data FROM {s}.blobs WHERE key = %s"
+    blob_exists: bytes = b"SELECT 1 FROM {s}.blobs WHERE key = %s"
+    blob_delete: bytes = b"DELETE FROM {s}.blobs WHERE key = %s"
+    blob_list: bytes = b"SELECT key FROM {s}.blobs WHERE key >= %s AND key < %s ORDER BY key"
+
+    # Claim the next ``n`` sequence numbers of a log: create it (expected 0), or move its
+    # tip from ``expected`` (the row lock queues concurrent appenders of the log).
+    log_create: bytes = (
+        b"INSERT INTO {s}.ledger_logs (name, tip) VALUES (%s, %s) "
+        b"ON CONFLICT (name) DO NOTHING RETURNING id"
+    )
+    log_advance: bytes = (
+        b"UPDATE {s}.ledger_logs SET tip = %s WHERE name = %s AND tip = %s RETURNING id"
+    )
+    # The records and the attachments of an append, in one statement. Attachments are
+    # inserted in digest order, so concurrent appends sharing some never deadlock.
+    ledger_insert: bytes = (
+        b"WITH records AS ("
+        b"INSERT INTO {s}.ledger_records (log_id, seq, payload) "
+        b"SELECT %s, %s + r.ord, r.payload FROM unnest(%s::bytea[]) WITH ORDINALITY "
+        b"AS r(payload, ord)"
+        b") INSERT INTO {s}.attachments (digest, data) "
+        b"SELECT a.digest, a.data FROM unnest(%s::bytea[], %s::bytea[]) AS a(digest, data) "
+        b"ORDER BY a.digest ON CONFLICT (digest) DO NOTHING"
+    )
+    ledger_tip: bytes = b"SELECT tip FROM {s}.ledger_logs WHERE name = %s"
+    ledger_read: bytes = (
+        b"SELECT r.seq, r.payload FROM {s}.ledger_records r "
+        b"JOIN {s}.ledger_logs l ON r.log_id = l.id "
+        b"WHERE l.name = %s AND r.seq > %s ORDER BY r.seq LIMIT %s"
+    )
+    ledger_names: bytes = (
+        b"SELECT name FROM {s}.ledger_logs WHERE name >= %s AND name < %s ORDER BY name"
+    )
+    attachments_get: bytes = b"SELECT digest, data FROM {s}.attachments WHERE digest = ANY(%s)"
+    attachments_count: bytes = b"SELECT count(*) FROM {s}.attachments WHERE digest = ANY(%s)"
+
+    # ON CONFLICT DO UPDATE locks the existing row even when its WHERE refuses the update,
+    # so the follow-up read of the holder's epoch (same transaction) cannot race.
+    lease_acquire: bytes = (
+        b"INSERT INTO {s}.leases AS l (name, epoch, holder, expires_at) "
+        b"VALUES (%s, 1, %s, clock_timestamp() + make_interval(secs => %s)) "
+        b"ON CONFLICT (name) DO UPDATE SET epoch = l.epoch + 1, holder = excluded.holder, "
+        b"expires_at = clock_timestamp() + make_interval(secs => %s) "
+        b"WHERE l.holder IS NULL OR l.expires_at <= clock_timestamp() "
+        b"RETURNING l.epoch"
+    )
+    lease_epoch: bytes = b"SELECT epoch FROM {s}.leases WHERE name = %s"
+    lease_extend: bytes = (
+        b"UPDATE {s}.leases SET expires_at = clock_timestamp() + make_interval(secs => %s) "
+        b"WHERE name = %s AND epoch = %s AND holder = %s AND expires_at > clock_timestamp() "
+        b"RETURNING 1"
+    )
+    lease_get: bytes = b"SELECT epoch, holder FROM {s}.leases WHERE name = %s"
+    lease_release: bytes = (
+        b"UPDATE {s}.leases SET holder = NULL, expires_at = clock_timestamp() "
+        b"WHERE name = %s AND epoch = %s AND holder = %s"
+    )
+
+    @classmethod
+    def for_schema(cls, schema: str) -> _Queries:
+        quoted = sql.Identifier(schema).as_bytes(None)
+        templates = cls()
+        return cls(
+            **{f.name: getattr(templates, f.name).replace(b"{s}", quoted) for f in fields(cls)}
+        )
+
+
+def _render(template: LiteralString, schema: str) -> bytes:
+    """``template`` with ``{s}`` replaced by the quoted schema name."""
+    return sql.SQL(template).format(s=sql.Identifier(schema)).as_bytes(None)
+
+
+def _advisory_key(schema: str) -> int:
+    """The advisory lock that serialises migrations of ``schema`` (a signed 64-bit int)."""
+    digest = hashlib.sha256(f"flowledger migrate {schema}".encode()).digest()
+    return int.from_bytes(digest[:8], "big", signed=True)
+
+
+def _prefix_bounds(prefix: str) -> tuple[str, str] | None:
+    """The half-open key range holding exactly the names that start with ``prefix``.
+
+    Names are ASCII below 0x7f, so ``prefix + "\\x7f"`` bounds them in byte order; a
+    prefix that is not ASCII, or holds a NUL (which text values cannot), matches no name.
+    """
+    if not isinstance(prefix, str):
+        raise TypeError(f"prefix must be a str, not {type(prefix).__name__}")
+    if not prefix.isascii() or "\0" in prefix:
+        return None
+    return prefix, prefix + "\x7f"
+
+
+# --- the database -----------------------------------------------------------------------
+
+
+class _Database:
+    """A store's connection pool and every operation on it."""
+
+    def __init__(self, settings: PostgresSettings) -> None:
+        self.settings = settings
+        self.q = _Queries.for_schema(settings.schema)
+        self._pool: AsyncConnectionPool[_Conn] | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._closed = False
+
+    # lifecycle
+
+    async def open(self) -> None:
+        settings = self.settings
+        self._loop = asyncio.get_running_loop()
+        pool: AsyncConnectionPool[_Conn] = AsyncConnectionPool(
+            settings.conninfo,
+            min_size=settings.pool_min,
+            max_size=settings.pool_max,
+            timeout=float(settings.connect_timeout),
+            kwargs={"autocommit": True, "prepare_threshold": None},
+            configure=_configure,
+            open=False,
+            name=f"flowledger:{settings.schema}",
+        )
+        # The pool fills in the background while the schema is checked on a connection
+        # of its own, whose failure (refused, bad password, no such database) is the
+        # clear libpq error rather than a pool timeout.
+        await pool.open(wait=False)
+        try:
+            conn = await psycopg.AsyncConnection.connect(
+                settings.conninfo, autocommit=True, prepare_threshold=None
+            )
+            try:
+                await self._ensure_schema(conn)
+            finally:
+                await conn.close()
+        except BaseException:
+            await pool.close()
+            raise
+        self._pool = pool
+
+    async def _ensure_schema(self, conn: _Conn) -> None:
+        schema = self.settings.schema
+        if await self._version(conn) == SCHEMA_VERSION:
+            return  # the common case: one query, no lock
+        async with conn.transaction():
+            await conn.execute(_MIGRATION_LOCK, (_advisory_key(schema),))
+            # Re-read under the lock: another process may have migrated meanwhile.
+            if await (await conn.execute(_HAS_SCHEMA, (schema,))).fetchone() is None:
+                await conn.execute(_render(_CREATE_SCHEMA, schema))
+            await conn.execute(_render(_CREATE_MIGRATIONS, schema))
+            version = await self._version(conn) or 0
+            for number in range(version + 1, SCHEMA_VERSION + 1):
+                for statement in _MIGRATIONS[number - 1]:
+                    await conn.execute(_render(statement, schema))
+                await conn.execute(_render(_SET_VERSION, schema), (number,))
+
+    async def _version(self, conn: _Conn) -> int | None:
+        """The schema's version (None if it has none yet); `SchemaVersionError` if too new."""
+        schema = self.settings.schema
+        try:
+            cursor = await conn.execute(_render(_GET_VERSION, schema))
+            row = await cursor.fetchone()
+        except (psycopg.errors.UndefinedTable, psycopg.errors.InvalidSchemaName):
+            # Only outside a transaction: in the migration the table was just ensured.
+            return None
+        version = None if row is None else row[0]
+        if version is not None and version > SCHEMA_VERSION:
+            raise SchemaVersionError(schema, version, SCHEMA_VERSION)
+        return version
+
+    async def close(self) -> None:
+        self._closed = True
+        pool, self._pool = self._pool, None
+        if pool is not None:
+            await pool.close()
+
+    def check_open(self) -> None:
+        if self._closed:
+            raise StoreClosedError()
+
+    def _pool_for_call(self) -> AsyncConnectionPool[_Conn]:
+        pool = self._pool
+        if pool is None or self._closed:
+            raise StoreClosedError()
+        if asyncio.get_running_loop() is not self._loop:
+            raise RuntimeError(
+                "a postgres store is bound to the event loop that opened it; "
+                "open another store on this loop"
+            )
+        return pool
+
+    @contextlib.asynccontextmanager
+    async def connection(self) -> AsyncIterator[_Conn]:
+        """A connection of the pool (tests and diagnostics)."""
+        try:
+            async with self._pool_for_call().connection() as conn:
+                yield conn
+        except PoolClosed:
+            raise StoreClosedError() from None
+
+    # running calls
+
+    async def read(self, body: Callable[[_Conn], Awaitable[_T]]) -> _T:
+        """Run a read-only ``body``; once more on a fresh connection if the first was broken."""
+        for attempt in (1, 2):
+            conn: _Conn | None = None
+            try:
+                async with self.connection() as conn:
+                    return await body(conn)
+            except psycopg.OperationalError:
+                if attempt == 2 or conn is None or not conn.broken:
+                    raise
+        raise AssertionError("unreachable")
+
+    async def write(
+        self,
+        body: Callable[[_Conn], Awaitable[_T]],
+        resolve: Callable[[psycopg.OperationalError], Awaitable[_T]] | None = None,
+    ) -> _T:
+        """Run ``body`` in one READ COMMITTED transaction.
+
+        A connection that turns out broken at ``BEGIN`` (nothing sent yet) is replaced
+        once. A connection failure while the ``COMMIT`` is in flight is a lost
+        acknowledgement: ``resolve(error)`` decides the outcome by re-reading.
+        """
+        for attempt in (1, 2):
+            conn: _Conn | None = None
+            began = committing = False
+            try:
+                async with self.connection() as conn, conn.transaction():
+                    began = True
+                    result = await body(conn)
+                    committing = True
+                return result
+            except psycopg.OperationalError as exc:
+                if committing and resolve is not None:
+                    return await self._resolve(exc, resolve)
+                if began or attempt == 2 or conn is None or not conn.broken:
+                    raise
+        raise AssertionError("unreachable")
+
+    async def _resolve(
+        self,
+        lost: psycopg.OperationalError,
+        resolve: Callable[[psycopg.OperationalError], Awaitable[_T]],
+    ) -> _T:
+        try:
+            return await resolve(lost)
+        except (ConflictError, LedgerConflictError, BlobConflictError):
+            raise  # the re-read proved that another writer got there first
+        except Exception as exc:
+            if exc is lost:
+                raise
+            raise lost from None  # the re-read failed too: the outcome stays unknown
+
+    # KV
+
+    async def kv_get(self, key: str) -> Entry:
+        async def body(conn: _Conn) -> Entry:
+            row = await _one(conn, self.q.kv_get, (key,))
+            if row is None:
+                raise KeyNotFoundError(key)
+            return Entry(row[0], row[1])
+
+        return await self.read(body)
+
+    async def kv_put(self, key: str, value: bytes, expected: int) -> int:
+        async def body(conn: _Conn) -> int:
+            while True:
+                if expected == 0:
+                    row = await _one(conn, self.q.kv_create, (key, value))
+                else:
+                    row = await _one(conn, self.q.kv_update, (value, key, expected))
+                if row is not None:
+                    return int(row[0])
+                current = await _one(conn, self.q.kv_revision, (key,))
+                actual = 0 if current is None else int(current[0])
+                if actual != expected:
+                    raise ConflictError(key, expected, actual)
+                # The key changed between the two statements (deleted, or re-created up
+                # to ``expected``): try again, the next statement sees the new state.
+
+        async def resolve(lost: psycopg.OperationalError) -> int:
+            row = await self.read(lambda conn: _one(conn, self.q.kv_get, (key,)))
+            actual = 0 if row is None else int(row[1])
+            if actual == expected + 1 and row is not None and row[0] == value:
+                return actual
+            if actual == expected:
+                raise lost
+            raise ConflictError(key, expected, actual)
+
+        return await self.write(body, resolve)
+
+    async def kv_delete(self, key: str) -> None:
+        await self._delete(self.q.kv_delete, self.q.kv_exists, key)
+
+    async def _delete(self, delete: bytes, exists: bytes, key: str) -> None:
+        async def body(conn: _Conn) -> None:
+            await conn.execute(delete, (key,))
+
+        async def resolve(lost: psycopg.OperationalError) -> None:
+            if await self.read(lambda conn: _one(conn, exists, (key,))) is not None:
+                raise lost  # still there: the delete did not happen (yet)
+
+        await self.write(body, resolve)
+
+    async def kv_keys(self, low: str, high: str) -> list[str]:
+        return await self.read(lambda conn: _column(conn, self.q.kv_keys, (low, high)))
+
+    # Blobs
+
+    async def blob_put(self, key: str, data: bytes) -> None:
+        digest = hashlib.sha256(data).digest()
+
+        async def body(conn: _Conn) -> None:
+            while True:
+                if await _one(conn, self.q.blob_insert, (key, data)) is not None:
+                    return
+                row = await _one(conn, self.q.blob_same, (len(data), digest, key))
+                if row is None:
+                    continue  # deleted between the two statements: insert again
+                if not row[0]:
+                    raise BlobConflictError(key)
+                return
+
+        async def resolve(lost: psycopg.OperationalError) -> None:
+            row = await self.read(
+                lambda conn: _one(conn, self.q.blob_same, (len(data), digest, key))
+            )
+            if row is None:
+                raise lost
+            if not row[0]:
+                raise BlobConflictError(key)
+
+        await self.write(body, resolve)
+
+    async def blob_get(self, key: str) -> bytes:
+        row = await self.read(lambda conn: _one(conn, self.q.blob_get, (key,)))
+        if row is None:
+            raise BlobNotFoundError(key)
+        data: bytes = row[0]
+        return data
+
+    async def blob_delete(self, key: str) -> None:
+        await self._delete(self.q.blob_delete, self.q.blob_exists, key)
+
+    async def blob_list(self, low: str, high: str) -> list[str]:
+        return await self.read(lambda conn: _column(conn, self.q.blob_list, (low, high)))
+
+    # Ledger
+
+    async def ledger_append(
+        self, name: str, payloads: list[bytes], expected: int, blobs: dict[str, bytes]
+    ) -> int:
+        tip = expected + len(payloads)
+        digests = [bytes.fromhex(d) for d in blobs]
+        datas = list(blobs.values())
+
+        async def body(conn: _Conn) -> int:
+            while True:
+                if expected == 0:
+                    row = await _one(conn, self.q.log_create, (name, tip))
+                else:
+                    row = await _one(conn, self.q.log_advance, (tip, name, expected))
+                if row is not None:
+                    break
+                current = await _one(conn, self.q.ledger_tip, (name,))
+                actual = 0 if current is None else int(current[0])
+                if actual != expected:
+                    raise LedgerConflictError(name, expected, actual)
+            await conn.execute(self.q.ledger_insert, (row[0], expected, payloads, digests, datas))
+            return tip
+
+        async def resolve(lost: psycopg.OperationalError) -> int:
+            async def reread(conn: _Conn) -> tuple[list[bytes], int, int]:
+                rows = await _rows(conn, self.q.ledger_read, (name, expected, len(payloads)))
+                count = await _one(conn, self.q.attachments_count, (digests,))
+                current = await _one(conn, self.q.ledger_tip, (name,))
+                return (
+                    [payload for _seq, payload in rows],
+                    0 if count is None else int(count[0]),
+                    0 if current is None else int(current[0]),
+                )
+
+            found, attached, actual = await self.read(reread)
+            if found == payloads and attached == len(digests):
+                return tip
+            if not found:
+                raise lost
+            raise LedgerConflictError(name, expected, actual)
+
+        return await self.write(body, resolve)
+
+    async def ledger_read(self, name: str, after: int, limit: int) -> list[Record]:
+        rows = await self.read(lambda conn: _rows(conn, self.q.ledger_read, (name, after, limit)))
+        return [Record(int(seq), payload) for seq, payload in rows]
+
+    async def ledger_tip(self, name: str) -> int:
+        row = await self.read(lambda conn: _one(conn, self.q.ledger_tip, (name,)))
+        return 0 if row is None else int(row[0])
+
+    async def ledger_names(self, low: str, high: str) -> list[str]:
+        return await self.read(lambda conn: _column(conn, self.q.ledger_names, (low, high)))
+
+    async def ledger_attachments(self, digests: list[str]) -> dict[str, bytes]:
+        wanted = list(dict.fromkeys(digests))
+        if not wanted:
+            self.check_open()
+            return {}
+        keys = [bytes.fromhex(d) for d in wanted]
+        rows = await self.read(lambda conn: _rows(conn, self.q.attachments_get, (keys,)))
+        by_digest = {bytes(digest).hex(): data for digest, data in rows}
+        found: dict[str, bytes] = {}
+        for digest in wanted:
+            data = by_digest.get(digest)
+            if data is None:
+                raise AttachmentNotFoundError(digest)
+            found[digest] = data
+        return found
+
+    # Leases
+
+    async def lease_acquire(self, name: str, holder: str, ttl: float) -> int:
+        async def body(conn: _Conn) -> int:
+            row = await _one(conn, self.q.lease_acquire, (name, holder, ttl, ttl))
+            if row is not None:
+                return int(row[0])
+            held = await _one(conn, self.q.lease_epoch, (name,))  # locked by the upsert
+            if held is None:
+                raise StorageError(f"lease row {name!r} vanished while locked")
+            raise LeaseHeldError(name, int(held[0]))
+
+        async def resolve(lost: psycopg.OperationalError) -> int:
+            row = await self.read(lambda conn: _one(conn, self.q.lease_get, (name,)))
+            if row is not None and row[1] == holder:
+                return int(row[0])  # our grant committed (holders are random tokens)
+            raise lost
+
+        return await self.write(body, resolve)
+
+    async def lease_renew(self, name: str, epoch: int, holder: str, ttl: float) -> RenewStatus:
+        async def body(conn: _Conn) -> RenewStatus:
+            if await _one(conn, self.q.lease_extend, (ttl, name, epoch, holder)) is not None:
+                return "renewed"
+            row = await _one(conn, self.q.lease_get, (name,))
+            if row is None or row[0] != epoch or row[1] != holder:
+                return "taken over"
+            return "expired"
+
+        # No resolution: the renewal loop retries a failed renewal until its proven expiry.
+        return await self.write(body)
+
+    async def lease_release(self, name: str, epoch: int, holder: str) -> None:
+        async def body(conn: _Conn) -> None:
+            await conn.execute(self.q.lease_release, (name, epoch, holder))
+
+        async def resolve(lost: psycopg.OperationalError) -> None:
+            row = await self.read(lambda conn: _one(conn, self.q.lease_get, (name,)))
+            if row is not None and row[0] == epoch and row[1] == holder:
+                raise lost  # still ours: the release did not happen (yet)
+
+        await self.write(body, resolve)
+
+
+async def _configure(conn: _Conn) -> None:
+    # Client-side only: psycopg then starts transactions with
+    # BEGIN ISOLATION LEVEL READ COMMITTED, whatever the server's default is.
+    await conn.set_isolation_level(psycopg.IsolationLevel.READ_COMMITTED)
+
+
+async def _one(conn: _Conn, query: bytes, params: Sequence[object]) -> tuple[Any, ...] | None:
+    cursor = await conn.execute(query, params, binary=True)
+    return await cursor.fetchone()
+
+
+async def _rows(conn: _Conn, query: bytes, params: Sequence[object]) -> list[tuple[Any, ...]]:
+    cursor = await conn.execute(query, params, binary=True)
+    return await cursor.fetchall()
+
+
+async def _column(conn: _Conn, query: bytes, params: Sequence[object]) -> list[str]:
+    return [str(row[0]) for row in await _rows(conn, query, params)]
+
+
+# --- the async primitives -----------------------------------------------------------------
+
+
+class PostgresKV:
+    def __init__(self, db: _Database) -> None:
+        self._db = db
+
+    async def get(self, key: str) -> Entry:
+        validate_name(key)
+        return await self._db.kv_get(key)
+
+    async def put(self, key: str, value: bytes, *, expected: int) -> int:
+        validate_name(key)
+        check_revision("expected", expected)
+        check_bytes("value", value, MAX_KV_VALUE_BYTES)
+        return await self._db.kv_put(key, bytes(value), expected)
+
+    async def delete(self, key: str) -> None:
+        validate_name(key)
+        await self._db.kv_delete(key)
+
+    async def keys(self, prefix: str = "") -> list[str]:
+        bounds = _prefix_bounds(prefix)
+        if bounds is None:
+            self._db.check_open()
+            return []
+        return await self._db.kv_keys(*bounds)
+
+
+class PostgresBlobs:
+    def __init__(self, db: _Database) -> None:
+        self._db = db
+
+    async def put(self, key: str, data: bytes) -> None:
+        validate_name(key)
+        check_bytes("blob", data, MAX_BLOB_BYTES)
+        await self._db.blob_put(key, bytes(data))
+
+    async def get(self, key: str) -> bytes:
+        validate_name(key)
+        return await self._db.blob_get(key)
+
+    async def delete(self, key: str) -> None:
+        validate_name(key)
+        await self._db.blob_delete(key)
+
+    async def list(self, prefix: str = "") -> list[str]:
+        bounds = _prefix_bounds(prefix)
+        if bounds is None:
+            self._db.check_open()
+            return []
+        return await self._db.blob_list(*bounds)
+
+
+class PostgresLedger:
+    def __init__(self, db: _Database) -> None:
+        self._db = db
+
+    async def append(
+        self,
+        name: str,
+        records: Sequence[bytes],
+        *,
+        expected: int,
+        attachments: Mapping[str, bytes] | None = None,
+    ) -> int:
+        validate_name(name)
+        payloads, blobs = check_append(records, expected, attachments)
+        if expected + len(payloads) > _MAX_BIGINT:
+            # No log ever gets there (and the new tip would not fit in a bigint).
+            raise LedgerConflictError(name, expected, await self._db.ledger_tip(name))
+        return await self._db.ledger_append(name, payloads, expected, blobs)
+
+    async def read(self, name: str, *, after: int = 0, limit: int = 100) -> list[Record]:
+        validate_name(name)
+        check_read(after, limit)
+        return await self._db.ledger_read(name, min(after, _MAX_BIGINT), limit)
+
+    async def tip(self, name: str) -> int:
+        validate_name(name)
+        return await self._db.ledger_tip(name)
+
+    async def names(self, prefix: str = "") -> list[str]:
+        bounds = _prefix_bounds(prefix)
+        if bounds is None:
+            self._db.check_open()
+            return []
+        return await self._db.ledger_names(*bounds)
+
+    async def attachments(self, digests: Iterable[str]) -> dict[str, bytes]:
+        wanted = check_digests(digests)
+        return await self._db.ledger_attachments(wanted)
+
+
+class PostgresLeaseBackend:
+    """`LeaseBackend` over the ``leases`` table, on the database's clock so machines agree."""
+
+    def __init__(self, db: _Database) -> None:
+        self._db = db
+
+    async def try_acquire(self, name: str, holder: str, ttl: float) -> int:
+        return await self._db.lease_acquire(name, holder, float(ttl))
+
+    async def renew(self, name: str, epoch: int, holder: str, ttl: float) -> RenewStatus:
+        return await self._db.lease_renew(name, epoch, holder, float(ttl))
+
+    async def release(self, name: str, epoch: int, holder: str) -> None:
+        await self._db.lease_release(name, epoch, holder)
+
+
+async def connect_postgres(url: str) -> Store:
+    """Open the PostgreSQL store named by ``url``, creating or migrating its schema."""
+    settings = parse_postgres_url(url)
+    db = _Database(settings)
+    await db.open()
+    return Store(
+        url,
+        PostgresKV(db),
+        PostgresBlobs(db),
+        PostgresLedger(db),
+        Leaser(PostgresLeaseBackend(db)),
+        _close_backend=db.close,
+    )
