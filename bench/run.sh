@@ -1,0 +1,32 @@
+#!/usr/bin/env bash
+# Compare flowledger with LangGraph (SqliteSaver) and DBOS: bash bench/run.sh [compare.py options]
+#
+# The peers live in their own virtual environment (bench/.venv, git-ignored) so the product
+# never depends on them. It is created on first use, and refreshed when
+# bench/requirements-peers.txt or pyproject.toml changes; flowledger is installed editable
+# from this checkout. Options are passed to bench/compare.py (see --help), for example:
+#
+#   bash bench/run.sh --out docs/benchmarks.md --plot docs/benchmarks.png
+#   bash bench/run.sh --quick --only flowledger
+#   bash bench/run.sh --profile chain
+#
+# Environment: PYTHON (the interpreter that creates the venv, default python3),
+# BENCH_VENV (default bench/.venv).
+set -euo pipefail
+
+here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+root="$(dirname "$here")"
+venv="${BENCH_VENV:-$here/.venv}"
+stamp="$venv/.flowledger-bench-installed"
+
+if [ ! -x "$venv/bin/python" ]; then
+    "${PYTHON:-python3}" -m venv "$venv"
+fi
+if [ ! -f "$stamp" ] || [ "$here/requirements-peers.txt" -nt "$stamp" ] \
+    || [ "$root/pyproject.toml" -nt "$stamp" ]; then
+    echo "installing flowledger and the peers into $venv ..." >&2
+    "$venv/bin/python" -m pip install --quiet --disable-pip-version-check \
+        -e "$root" -r "$here/requirements-peers.txt"
+    touch "$stamp"
+fi
+exec "$venv/bin/python" "$here/compare.py" "$@"

@@ -1,0 +1,65 @@
+"""The side-by-side benchmark runs in quick mode with only flowledger (CI has no peers)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+COMPARE = Path(__file__).resolve().parents[2] / "bench" / "compare.py"
+WORKLOADS = ("a)", "b)", "c)", "d)", "e)", "f)")
+
+
+def test_quick_flowledger_and_floor(tmp_path: Path) -> None:
+    out = tmp_path / "b.md"
+    started = time.monotonic()
+    proc = subprocess.run(
+        [
+            sys.executable,
+            str(COMPARE),
+            "--quick",
+            "--only",
+            "flowledger",
+            "--quiet",
+            "--out",
+            str(out),
+            "--dir",
+            str(tmp_path),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    elapsed = time.monotonic() - started
+    assert proc.returncode == 0, proc.stderr
+    assert elapsed < 20, f"quick mode took {elapsed:.1f} s"
+
+    rows = [line for line in proc.stdout.splitlines() if line.startswith("| ")]
+    for key in WORKLOADS:
+        matching = [row for row in rows if row.startswith(f"| {key} ")]
+        assert matching, f"no table line for workload {key}:\n{proc.stdout}"
+        for row in matching:
+            cells = [cell.strip() for cell in row.strip("|").split("|")]
+            # the flowledger column (or the floor's, for f) holds a number
+            column = cells[3] if key == "f)" else cells[2]
+            assert column.split(" ")[0].replace(".", "", 1).isdigit(), row
+    assert "flowledger / sqlite" in proc.stdout
+    assert "synchronous=FULL journal_mode=wal" in proc.stdout
+
+    written = out.read_text()
+    assert "<!-- results:begin -->" in written and "<!-- results:end -->" in written
+    assert all(f"| {key} " in written for key in WORKLOADS)
+
+
+def test_out_keeps_the_text_around_the_results(tmp_path: Path) -> None:
+    sys.path.insert(0, str(COMPARE.parent))
+    try:
+        import compare
+    finally:
+        sys.path.remove(str(COMPARE.parent))
+    doc = tmp_path / "doc.md"
+    around = "# Title\n\nbefore\n\n{}\n{}{}\n\nafter\n"
+    doc.write_text(around.format(compare.BEGIN, "old\n", compare.END))
+    compare.write_out(str(doc), "new\n")
+    assert doc.read_text() == around.format(compare.BEGIN, "new\n", compare.END)
