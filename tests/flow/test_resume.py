@@ -564,7 +564,13 @@ async def test_finish_ran_latch_survives_resume(store: Any) -> None:
 
 
 async def test_crash_during_resumed_step(store: Any) -> None:
-    """§8.154 crash mid resumed step, second resume completes, no double work."""
+    """§8.154 crash mid resumed step, second resume completes, no double work.
+
+    (ours) A step's vertex checkpoints and its boundary are one commit, so a crash during
+    the resumed step leaves the paused checkpoint as the latest: nothing of the step is
+    half-written, the second resume re-runs exactly the paused vertices, and the DONE
+    sibling never runs again. (Resuming from a mid-step STEP_RUNNING checkpoint, as older
+    or foreign histories may hold, is covered by §8.151-152.)"""
     calls = Calls()
 
     def build(target: Any) -> flow.Runner[Cnt]:
@@ -582,16 +588,16 @@ async def test_crash_during_resumed_step(store: Any) -> None:
     runner = build(store)
     paused = await runner.run(Cnt())
     run_id = paused.run.graph_run_id
-    crashing = build(FaultyStore(store, fail_append=2))
+    before = await runner.latest(run_id)
+    crashing = build(FaultyStore(store, fail_append=1))
     with pytest.raises(flow.StoreError):
         await crashing.resume(run_id, "go")
     latest = await runner.latest(run_id)
-    assert latest.phase is StepPhase.RUNNING
-    statuses = {v.vertex: v.status for v in latest.vertices}
-    assert statuses == {"a": VertexStatus.DONE, "b": VertexStatus.DONE, "c": VertexStatus.RUNNING}
+    assert latest.revision == before.revision
+    assert latest.phase is StepPhase.PAUSED
     result = await runner.resume(run_id, "go")
     assert result.run.status is RunStatus.COMPLETED
-    assert calls.count == {"v": 1, "a": 1, "b": 2, "c": 3, "fin": 1}
+    assert calls.count == {"v": 1, "a": 1, "b": 3, "c": 3, "fin": 1}
     assert result.state.vals == ["v", "a", "b", "c", "fin"]
     history = await runner.history(run_id)
     assert [cp.revision for cp in history] == list(range(len(history)))

@@ -228,13 +228,14 @@ async def test_worked_example_revisions(store: Any) -> None:
     assert per_step.run.revision == 3 and per_step.run.step == 2
 
 
-async def test_last_vertex_and_boundary_share_one_append(store: Any) -> None:
-    """§8.84 (ours) a step's last vertex checkpoint and its boundary are one append."""
+async def test_a_steps_checkpoints_share_one_append(store: Any) -> None:
+    """§8.84 (ours) a step's vertex checkpoints and its boundary are one append: they
+    are ready together, since vertices are classified after the barrier."""
     faulty = FaultyStore(store)
     _, runner = fan(faulty)
     await runner.run(Cnt())
-    # seed; v + boundary; a; b + boundary; fin + completion
-    assert faulty.batches == [[0], [1, 2], [3], [4, 5], [6, 7]]
+    # seed; v + boundary; a + b + boundary; fin + completion
+    assert faulty.batches == [[0], [1, 2], [3, 4, 5], [6, 7]]
     faulty = FaultyStore(store)
     _, runner = fan(faulty)
     await runner.run(Cnt(), checkpoint=flow.Granularity.PER_STEP)

@@ -33,6 +33,7 @@ __all__ = [
     "MAX_DOCUMENT_DEPTH",
     "JsonObject",
     "StateCodec",
+    "copy_json",
     "dumps",
     "loads",
     "to_json_value",
@@ -165,6 +166,16 @@ def _parts(value: Any) -> dict[str, Any] | None:
     return None
 
 
+def copy_json(value: Any) -> Any:
+    """An independent copy of JSON data: new dicts and lists, the same immutable scalars
+    (a long string is shared, not copied)."""
+    if type(value) is dict:
+        return {key: copy_json(item) for key, item in value.items()}
+    if type(value) is list:
+        return [copy_json(item) for item in value]
+    return value
+
+
 class StateCodec(Generic[S]):
     """Converts states of one type to JSON objects and back (fresh objects every time)."""
 
@@ -198,8 +209,8 @@ class StateCodec(Generic[S]):
         if not isinstance(doc, dict):
             raise CodecError("decode", "state", "a state must be a JSON object")
         if self._adapter is None:
-            result: Any = json.loads(json.dumps(doc))
-            return result  # type: ignore[no-any-return]
+            copied: S = copy_json(doc)
+            return copied
         try:
             return self._adapter.validate_python(doc)  # type: ignore[no-any-return]
         except pydantic.ValidationError as exc:
@@ -211,3 +222,8 @@ class StateCodec(Generic[S]):
 
     def clone(self, state: S) -> S:
         return self.load(self.dump(state))
+
+    @property
+    def typed(self) -> bool:
+        """Whether states go through a pydantic adapter (else they are plain dicts)."""
+        return self._adapter is not None

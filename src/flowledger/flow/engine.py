@@ -8,9 +8,10 @@ copy of the accumulated state, which replaces it only on success. Finally the
 step pauses, halts, completes, or routes to the next frontier.
 
 Durability: every transition is a checkpoint appended under compare-and-append.
-Checkpoints that become ready together (the last vertex checkpoint of a step
-and the step's boundary) are committed in one append. Hooks describing a
-checkpoint fire only after it is durable. If an append loses a race, the
+Checkpoints that become ready together - a step's vertex checkpoints (vertices
+are classified after the barrier, with no I/O in between) and the step's
+boundary - are committed in one append (up to 63 at a time). Hooks describing
+a checkpoint fire only after it is durable. If an append loses a race, the
 coordinator looks at the winner: a cancellation ends the run gracefully,
 anything else is a `RevisionConflictError`.
 """
@@ -62,6 +63,9 @@ __all__ = ["Coordinator", "Granularity", "RunOptions"]
 
 
 _NO_CONTINUATION: Final[Any] = absent()
+# Checkpoints committed in one append: a step's vertex checkpoints and its boundary are
+# ready together (classification does no I/O), so they share one commit up to this many.
+_MAX_BATCH: Final = 63
 
 
 class Granularity(Enum):
@@ -353,7 +357,7 @@ class Coordinator:
     ) -> None:
         per_vertex = self.options.checkpoint is Granularity.PER_VERTEX
         ordered = sorted(executions, key=lambda e: e.record.vertex)
-        for index, execution in enumerate(ordered):
+        for execution in ordered:
             self._classify(execution)
             if per_vertex:
                 # The records name every vertex of the step (running ones too), so the
@@ -367,7 +371,7 @@ class Coordinator:
                 self._later("on_vertex_finish", replace(execution.record))
             if execution.interruption is not None:
                 self._later("on_interrupt", execution.interruption)
-            if per_vertex and index < len(ordered) - 1:
+            if len(self._pending) >= _MAX_BATCH:
                 await self._flush()
 
     def _classify(self, execution: _Execution) -> None:
@@ -439,7 +443,8 @@ class Coordinator:
             update = None if error_record else value
         new_state = apply_update(copy, update, self.codec.state_type)
         doc = self.codec.dump(new_state)
-        self.codec.load(doc)  # what we commit must decode again, or resume would fail later
+        if self.codec.typed:
+            self.codec.load(doc)  # what we commit must decode again, or resume would fail
         return doc
 
     # -- step end --------------------------------------------------------------------------

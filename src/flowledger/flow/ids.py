@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
+import os
 import re
-import uuid
 from typing import Final
 
 from .errors import BuildError
@@ -29,7 +29,11 @@ def validate_graph_id(graph_id: object) -> str:
 
 def new_run_id() -> str:
     """A fresh random (version 4) UUID in canonical lowercase form."""
-    return str(uuid.uuid4())
+    raw = bytearray(os.urandom(16))
+    raw[6] = (raw[6] & 0x0F) | 0x40  # version 4
+    raw[8] = (raw[8] & 0x3F) | 0x80  # RFC 4122 variant
+    text = raw.hex()
+    return f"{text[:8]}-{text[8:12]}-{text[12:16]}-{text[16:20]}-{text[20:]}"
 
 
 def is_run_id(text: object) -> bool:
