@@ -21,9 +21,17 @@ from .workflows import Catalog
 from .workflows.run import is_id
 from .workflows.session import WorkflowSession, default_session_id
 
-__all__ = ["DEFAULT_DATABASE", "AppLoadError", "database_url", "load_catalog", "open_session"]
+__all__ = [
+    "DEFAULT_DATABASE",
+    "OWNER_POLL_INTERVAL",
+    "AppLoadError",
+    "database_url",
+    "load_catalog",
+    "open_session",
+]
 
 DEFAULT_DATABASE: Final = "sqlite:///flowledger.db"
+OWNER_POLL_INTERVAL: Final = 1.0  # seconds between an owner's looks for front-door requests
 
 
 class AppLoadError(ValueError):
@@ -71,14 +79,18 @@ async def open_session(
     *,
     activate: bool = True,
     lease_ttl: float | None = None,
+    poll_interval: float | None = OWNER_POLL_INTERVAL,
 ) -> AsyncIterator[WorkflowSession]:
     """Open the store and the session; with ``activate``, own it (adopting its unfinished
-    runs) until the block ends, then shut the supervisor down."""
+    runs, and acting on front doors' requests every ``poll_interval`` seconds) until the
+    block ends, then shut the supervisor down."""
     if session_id is not None and not is_id(session_id):
         raise ValueError(f"--session must be a UUID, not {session_id!r}")
     async with open_store(url) as store:
         sid = session_id or await default_session_id(store)
-        session = WorkflowSession.build(store, sid, catalog, lease_ttl=lease_ttl)
+        session = WorkflowSession.build(
+            store, sid, catalog, lease_ttl=lease_ttl, poll_interval=poll_interval
+        )
         if not activate:
             yield session
             return

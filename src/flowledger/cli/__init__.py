@@ -4,7 +4,10 @@ Reading commands (``definitions``, ``runs list``, ``runs show``, ``history``) ne
 execute anything and work while another process owns the session; with ``--json`` they
 print exactly the result of the matching ``workflow_*`` tool. ``start`` and ``resume``
 own the session and keep running until it is idle, because this process executes the
-run; ``cancel`` owns it just long enough to cancel. ``demo`` shows all of it.
+run; ``cancel`` owns it just long enough to cancel. With ``--no-execute`` the three are
+front doors instead: they only write the pending run or the request, and wait for a
+``flowledger worker`` to act on it. ``worker`` executes the runs of every session.
+``demo`` shows all of it.
 """
 
 from __future__ import annotations
@@ -18,6 +21,7 @@ from rich.text import Text
 
 from .. import __version__
 from ..tools import ToolError
+from ..workflows.worker import WorkerSettings
 from .demo import run_demo
 from .render import (
     Pause,
@@ -40,6 +44,7 @@ from .runtime import (
     stdout_console,
 )
 from .watch import Watch, load_pause
+from .worker import run_worker
 
 __all__ = ["app", "main"]
 
@@ -79,6 +84,14 @@ JsonOption = Annotated[
     bool, typer.Option("--json", help="Print the tool result as JSON (for scripts).")
 ]
 RunArgument = Annotated[str, typer.Argument(metavar="RUN", help="Run id (a UUID).")]
+NoExecuteOption = Annotated[
+    bool,
+    typer.Option(
+        "--no-execute",
+        help="Front door: do not own the session; a `flowledger worker` executes the run "
+        "(this command writes the request and waits for the worker).",
+    ),
+]
 
 app = typer.Typer(
     name="flowledger",
@@ -279,6 +292,7 @@ def start(
     app_ref: AppOption = None,
     session: SessionOption = None,
     json_output: JsonOption = False,
+    no_execute: NoExecuteOption = False,
 ) -> None:
     """Start a run and execute it here, with live progress, until it pauses or ends."""
     options = Options(db, app_ref, session)
@@ -286,6 +300,21 @@ def start(
     async def work() -> None:
         document = parse_json_option("--input", input_text)
         console = stdout_console()
+        if no_execute:
+            async with open_host(options, owner=False, front_door=True) as host:
+                result = await host.call(
+                    "workflow_run_start",
+                    {"definition_name": name, "definition_version": version, "input": document},
+                )
+            if json_output:
+                emit_json(result)
+                return
+            run_id = str(result["run_id"])
+            console.print(
+                Text.assemble(("started run ", "dim"), (run_id, "bold"), f"  {name} {version}")
+            )
+            _print_status(console, result, note="a worker executes it")
+            return
         async with open_host(options, owner=True) as host:
             async with Watch(host.session, console, quiet=json_output) as watch:
                 result = await host.call(
@@ -324,6 +353,7 @@ def resume(
     app_ref: AppOption = None,
     session: SessionOption = None,
     json_output: JsonOption = False,
+    no_execute: NoExecuteOption = False,
 ) -> None:
     """Resume a paused run here, with live progress, until it pauses again or ends."""
     options = Options(db, app_ref, session)
@@ -331,6 +361,18 @@ def resume(
     async def work() -> None:
         payload = parse_json_option("--payload", payload_text)
         console = stdout_console()
+        if no_execute:
+            async with open_host(options, owner=False, front_door=True) as host:
+                result = await host.call("workflow_run_resume", {"run_id": run, "resume": payload})
+                if json_output:
+                    emit_json(result)
+                    return
+                _print_status(console, result)
+                if result.get("run_status") == "interrupted":
+                    pause = await _pause_or_none(host, run)
+                    if pause is not None:
+                        render_pause(console, pause)
+            return
         async with open_host(options, owner=True) as host:
             try:
                 current = await host.call("workflow_run_get", {"run_id": run})
@@ -362,6 +404,7 @@ def cancel(
     app_ref: AppOption = None,
     session: SessionOption = None,
     json_output: JsonOption = False,
+    no_execute: NoExecuteOption = False,
 ) -> None:
     """Cancel a run that has not finished (cancelling a cancelled run is a no-op)."""
     options = Options(db, app_ref, session)
@@ -370,7 +413,7 @@ def cancel(
         arguments: dict[str, Any] = {"run_id": run}
         if reason is not None:
             arguments["reason"] = reason
-        async with open_host(options, owner=True) as host:
+        async with open_host(options, owner=not no_execute, front_door=no_execute) as host:
             result = await host.call("workflow_run_cancel", arguments)
         if json_output:
             emit_json(result)
@@ -418,6 +461,14 @@ def mcp(
     read_only: Annotated[
         bool, typer.Option("--read-only", help="Hide and refuse the tools that change runs.")
     ] = False,
+    no_execute: Annotated[
+        bool,
+        typer.Option(
+            "--no-execute",
+            help="Front door: never own the session; the tools write pending runs and "
+            "requests that `flowledger worker` processes execute.",
+        ),
+    ] = False,
     db: DbOption = None,
     app_ref: AppOption = None,
     session: SessionOption = None,
@@ -445,6 +496,7 @@ def mcp(
                 app=app_ref,
                 session=session,
                 read_only=read_only,
+                no_execute=no_execute,
                 http=http,
                 tokens_file=tokens_file,
                 **extra,
@@ -455,7 +507,76 @@ def mcp(
     run_command(work, quiet_logs=False)
 
 
+@app.command()
+def worker(
+    db: DbOption = None,
+    app_ref: AppOption = None,
+    lease_ttl: Annotated[
+        float,
+        typer.Option(
+            "--lease-ttl",
+            min=0.05,
+            max=3600,
+            metavar="S",
+            help="Session lease TTL: how long a dead worker's sessions wait for adoption.",
+        ),
+    ] = 15.0,
+    poll: Annotated[
+        float,
+        typer.Option(
+            "--poll", min=0.01, max=60, metavar="S", help="Seconds between looks for work."
+        ),
+    ] = 0.5,
+    max_sessions: Annotated[
+        int,
+        typer.Option("--max-sessions", min=1, max=10_000, help="Sessions owned at most."),
+    ] = 100,
+    runs_per_session: Annotated[
+        int,
+        typer.Option(
+            "--runs-per-session", min=1, max=64, help="Runs of one session executed at once."
+        ),
+    ] = 4,
+    rebuild_index: Annotated[
+        bool,
+        typer.Option(
+            "--reindex",
+            help="First index the unfinished runs of every session (for runs written by "
+            "older versions, which workers cannot find otherwise).",
+        ),
+    ] = False,
+) -> None:
+    """Execute the runs of every session: claim sessions with unfinished runs, adopt
+    the runs of workers that died, and act on front doors' requests.
+
+    Run as many as you like against one PostgreSQL database. SIGTERM or Ctrl-C stops a
+    worker cleanly (its sessions are released at once)."""
+    options = Options(db, app_ref, None)
+    settings = WorkerSettings(
+        lease_ttl=lease_ttl,
+        poll=poll,
+        max_sessions=max_sessions,
+        runs_per_session=runs_per_session,
+    )
+
+    async def work() -> None:
+        await run_worker(options, settings, rebuild_index=rebuild_index)
+
+    run_command(work, quiet_logs=False)
+
+
 # -- shared -----------------------------------------------------------------------------
+
+
+def _print_status(console: Console, result: dict[str, Any], *, note: str = "") -> None:
+    run_id = str(result.get("run_id", ""))
+    status = str(result.get("run_status", ""))
+    line = Text.assemble(("run ", "dim"), (run_id, "bold"), " is ", status_text(status))
+    if result.get("status_summary"):
+        line.append(f" ({result['status_summary']})", style="dim")
+    if note and status in ("pending", "running"):
+        line.append(f"; {note}", style="dim")
+    console.print(line)
 
 
 async def _pause_or_none(host: Host, run_id: str) -> Pause | None:

@@ -1,10 +1,13 @@
 """What every command shares: options, the session and its tools, and error handling.
 
 A command opens the session either as its *owner* (``start``, ``resume``, ``cancel``,
-``demo``: the process holds the session lease and executes runs) or as a *reader*
+``demo``: the process holds the session lease and executes runs), as a *reader*
 (``definitions``, ``runs``, ``history``: nothing is executed, another process may own
-the session meanwhile). Readers get the tool bundle with `ReadOnlyControl` in place of
-the supervisor, which answers history pages straight from the activity journal.
+the session meanwhile), or as a *front door* (``start``, ``resume`` and ``cancel`` with
+``--no-execute``: pending runs and requests are written for ``flowledger worker``
+processes to execute). Readers get the tool bundle with `ReadOnlyControl` in place of
+the supervisor, which answers history pages straight from the activity journal; front
+doors get a `FrontDoor`.
 
 Every failure becomes one line on stderr (``error: ...``) and exit code 1; usage errors
 are typer's (exit code 2). ``FLOWLEDGER_DEBUG=1`` lets unexpected exceptions through with
@@ -34,6 +37,7 @@ from ..host import DEFAULT_DATABASE, database_url, load_catalog, open_session
 from ..storage import StorageError
 from ..tools import StartTicketPort, SupervisorPort, ToolError, WorkflowTools
 from ..workflows import HistoryPage, SessionOwnedError, WorkflowError
+from ..workflows.frontdoor import FrontDoor
 from ..workflows.session import WorkflowSession
 
 __all__ = [
@@ -166,24 +170,33 @@ class Host:
         return make_tools(self.session, owner=False)
 
 
-def make_tools(session: WorkflowSession, *, owner: bool) -> WorkflowTools:
+def make_tools(session: WorkflowSession, *, owner: bool, front_door: bool = False) -> WorkflowTools:
     control: SupervisorPort = session.supervisor if owner else ReadOnlyControl(session)
+    start_timeout = 30.0
+    if front_door and not owner:
+        door = FrontDoor.for_session(session)
+        control = door
+        start_timeout = door.start_timeout + 5  # the front door's own timeout speaks first
     return WorkflowTools(
         session.session_id,
         catalog=session.catalog,
         registry=session.registry,
         inputs=session.inputs,
         supervisor=control,
+        start_timeout=start_timeout,
     )
 
 
 @asynccontextmanager
-async def open_host(options: Options, *, owner: bool) -> AsyncIterator[Host]:
+async def open_host(
+    options: Options, *, owner: bool, front_door: bool = False
+) -> AsyncIterator[Host]:
     """Open the database and the session; as ``owner``, hold the session (and execute its
-    unfinished runs) until the block ends."""
+    unfinished runs) until the block ends; as a ``front_door``, write pending runs and
+    requests for workers without owning it."""
     catalog = load_catalog(options.app)
     async with open_session(options.url, catalog, options.session, activate=owner) as session:
-        yield Host(options, session, make_tools(session, owner=owner), owner)
+        yield Host(options, session, make_tools(session, owner=owner, front_door=front_door), owner)
 
 
 # -- arguments --------------------------------------------------------------------------

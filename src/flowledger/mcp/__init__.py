@@ -41,17 +41,21 @@ async def serve(
     app: str | None = None,
     session: str | None = None,
     read_only: bool = False,
+    no_execute: bool = False,
     http: bool = False,
     host: str = DEFAULT_HOST,
     port: int = DEFAULT_PORT,
     tokens_file: str | None = None,
 ) -> None:
     """What ``flowledger mcp`` does with its options: stdio, or (``http``) streamable HTTP
-    with the tokens of ``tokens_file`` or ``$FLOWLEDGER_MCP_TOKENS``."""
+    with the tokens of ``tokens_file`` or ``$FLOWLEDGER_MCP_TOKENS``. With ``no_execute`` the
+    server is a front door: it never owns a session, and workers execute the runs."""
     if not http:
         if tokens_file is not None:
             raise McpStartupError("--tokens-file needs --http")
-        await serve_stdio(db_url, app=app, session=session, read_only=read_only)
+        await serve_stdio(
+            db_url, app=app, session=session, read_only=read_only, no_execute=no_execute
+        )
         return
     tokens = load_tokens(tokens_file)
     await serve_http(
@@ -61,5 +65,6 @@ async def serve(
         port=port,
         tokens=tokens,
         read_only=read_only,
+        no_execute=no_execute,
         session=session,
     )

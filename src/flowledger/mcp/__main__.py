@@ -20,6 +20,11 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--app", help="module:attribute naming a Catalog (default: built-in examples)")
     p.add_argument("--session", help="session UUID (default: the database's default session)")
     p.add_argument("--read-only", action="store_true", help="hide and refuse the mutating tools")
+    p.add_argument(
+        "--no-execute",
+        action="store_true",
+        help="front door: never own the session; `flowledger worker` processes execute runs",
+    )
     p.add_argument("--http", action="store_true", help="serve streamable HTTP instead of stdio")
     p.add_argument("--host", default=DEFAULT_HOST, help=f"HTTP address (default {DEFAULT_HOST})")
     p.add_argument("--port", type=int, default=DEFAULT_PORT, help=f"HTTP port ({DEFAULT_PORT})")
@@ -39,6 +44,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 app=args.app,
                 session=args.session,
                 read_only=args.read_only,
+                no_execute=args.no_execute,
                 http=args.http,
                 host=args.host,
                 port=args.port,

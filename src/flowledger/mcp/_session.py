@@ -15,9 +15,10 @@ from urllib.parse import urlsplit, urlunsplit
 
 from ..host import AppLoadError, load_catalog
 from ..host import open_session as open_workflow_session
-from ..tools import WorkflowTools
+from ..tools import SupervisorPort, WorkflowTools
 from ..workflows import Catalog
 from ..workflows.errors import SessionOwnedError
+from ..workflows.frontdoor import FrontDoor
 from ..workflows.session import WorkflowSession
 from .errors import McpStartupError
 
@@ -68,16 +69,24 @@ class ServedSession:
 
 @asynccontextmanager
 async def open_served_session(
-    url: str, catalog: Catalog, session_id: str | None = None, *, read_only: bool = False
+    url: str,
+    catalog: Catalog,
+    session_id: str | None = None,
+    *,
+    read_only: bool = False,
+    no_execute: bool = False,
 ) -> AsyncIterator[ServedSession]:
     """Open the store, own the session (``session_id`` or the database's default one,
     adopting its unfinished runs) and build its tools; shut the supervisor down on exit.
     A read-only server only reads, so it does not own the session: it can run beside the
-    process that does."""
+    process that does. A ``no_execute`` server (a front door) does not own it either: its
+    tools write pending runs and requests that ``flowledger worker`` processes execute."""
     async with AsyncExitStack() as stack:
         try:
             session = await stack.enter_async_context(
-                open_workflow_session(url, catalog, session_id, activate=not read_only)
+                open_workflow_session(
+                    url, catalog, session_id, activate=not (read_only or no_execute)
+                )
             )
         except SessionOwnedError as exc:
             raise McpStartupError(
@@ -91,11 +100,18 @@ async def open_served_session(
                 f"cannot open the workflow session on {redact_url(url)}: "
                 f"{type(exc).__name__}: {exc}"
             ) from exc
+        control: SupervisorPort = session.supervisor
+        start_timeout = 30.0
+        if no_execute and not read_only:
+            door = FrontDoor.for_session(session)
+            control = door
+            start_timeout = door.start_timeout + 5  # the front door's own timeout speaks
         tools = WorkflowTools(
             session.session_id,
             catalog=session.catalog,
             registry=session.registry,
             inputs=session.inputs,
-            supervisor=session.supervisor,
+            supervisor=control,
+            start_timeout=start_timeout,
         )
         yield ServedSession(session, tools)

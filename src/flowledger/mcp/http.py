@@ -120,6 +120,7 @@ class _SessionHost:
     session_id: str | None
     read_only: bool
     security: TransportSecuritySettings | None
+    no_execute: bool = False
     ready: asyncio.Future[StreamableHTTPSessionManager] = field(init=False)
     task: asyncio.Task[None] = field(init=False)
 
@@ -140,7 +141,11 @@ class _SessionHost:
     async def _run(self) -> None:
         try:
             async with open_served_session(
-                self.url, self.catalog, self.session_id, read_only=self.read_only
+                self.url,
+                self.catalog,
+                self.session_id,
+                read_only=self.read_only,
+                no_execute=self.no_execute,
             ) as served:
                 mcp = WorkflowMcpServer(
                     served.tools,
@@ -191,6 +196,7 @@ class HttpMcpServer:
         tokens: Mapping[str, str] | None = None,
         read_only: bool = False,
         session: str | None = None,
+        no_execute: bool = False,
     ) -> None:
         tokens = dict(tokens or {})
         if not tokens and not is_loopback(host):
@@ -213,6 +219,7 @@ class HttpMcpServer:
         self.host = host
         self.port = port
         self.read_only = read_only
+        self.no_execute = no_execute
         self.session = session
         self._sessions = {_digest(token): sid for token, sid in tokens.items()}
         self._security: TransportSecuritySettings | None = None
@@ -241,7 +248,12 @@ class HttpMcpServer:
         host = self._hosts.get(session_id)
         if host is None or host.failed:
             host = _SessionHost(
-                self.db_url, self._catalog, session_id, self.read_only, self._security
+                self.db_url,
+                self._catalog,
+                session_id,
+                self.read_only,
+                self._security,
+                self.no_execute,
             )
             self._hosts[session_id] = host
         return host
@@ -391,6 +403,7 @@ async def serve_http(
     tokens: Mapping[str, str],
     read_only: bool,
     session: str | None = None,
+    no_execute: bool = False,
 ) -> None:
     """Serve streamable HTTP on ``host:port`` until interrupted; see the module doc."""
     server = HttpMcpServer(
@@ -401,6 +414,7 @@ async def serve_http(
         tokens=tokens,
         read_only=read_only,
         session=session,
+        no_execute=no_execute,
     )
     count = len(set(tokens))
     await server.run(ready=lambda url: _announce(url, count))

@@ -138,7 +138,12 @@ def _stop_on_sigterm() -> Iterator[asyncio.Event]:
 
 
 async def serve_stdio(
-    db_url: str, *, app: str | None, session: str | None, read_only: bool
+    db_url: str,
+    *,
+    app: str | None,
+    session: str | None,
+    read_only: bool,
+    no_execute: bool = False,
 ) -> None:
     """Serve the session ``session`` (default: the database's default session) of the
     store at ``db_url``, with the catalog named by ``app`` (default: the built-in
@@ -146,7 +151,9 @@ async def serve_stdio(
     catalog = load_app(app)
     with _stop_on_sigterm() as stopped:
         try:
-            async with open_served_session(db_url, catalog, session, read_only=read_only) as served:
+            async with open_served_session(
+                db_url, catalog, session, read_only=read_only, no_execute=no_execute
+            ) as served:
                 mcp = WorkflowMcpServer(
                     served.tools,
                     journal=served.session.journal,

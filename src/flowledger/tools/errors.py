@@ -18,6 +18,7 @@ from flowledger.workflows.errors import (
     AdoptionError,
     ConflictError,
     CorruptRecordError,
+    FrontDoorTimeoutError,
     InvalidInputError,
     NotFoundError,
     ReconciliationError,
@@ -133,7 +134,9 @@ def translate(
     if isinstance(error, ToolError):
         return error
     subject = f"{subject} {run_id}" if run_id else f"the {subject}"
-    if isinstance(error, InvalidInputError):
+    if isinstance(error, FrontDoorTimeoutError):
+        message = error.describe()  # names the public run ID only
+    elif isinstance(error, InvalidInputError):
         field = "resume" if error.field == "resume" else "input"
         message = f"invalid {field}: {_input_reason(error)}"
     elif isinstance(error, UnknownDefinitionError):

@@ -333,8 +333,14 @@ class TypedDefinition(Generic[S]):
         if self._summarizer is not None:
             try:
                 text = self._summarizer(result.state)
-            except Exception:
-                log.exception("summarizer of %s raised; summary left empty", self._label())
+            except Exception as exc:
+                # The type only: an exception's message may quote the state, which logs
+                # must never carry.
+                log.error(
+                    "summarizer of %s raised %s; summary left empty",
+                    self._label(),
+                    type(exc).__name__,
+                )
             else:
                 if isinstance(text, str):
                     summary = bound_summary(text)

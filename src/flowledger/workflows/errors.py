@@ -13,6 +13,7 @@ __all__ = [
     "ConflictError",
     "CorruptRecordError",
     "DuplicateDefinitionError",
+    "FrontDoorTimeoutError",
     "InvalidInputError",
     "InvalidSchemaError",
     "NotFoundError",
@@ -172,3 +173,31 @@ class ReconciliationError(WorkflowError):
         super().__init__(f"workflow activity reconciliation failed for run {run_id}: {op}")
         if isinstance(cause, BaseException):
             self.__cause__ = cause
+
+
+class FrontDoorTimeoutError(WorkflowError, TimeoutError):
+    """A front door wrote a durable request (a pending run, a resume or cancel request) but
+    did not see it acted on in time. ``picked_up`` says whether a worker had taken it on;
+    the request itself stays durable (a resume request that nobody took is withdrawn)."""
+
+    def __init__(self, action: str, run_id: str, seconds: float, *, picked_up: bool) -> None:
+        self.action = action
+        self.run_id = run_id
+        self.seconds = seconds
+        self.picked_up = picked_up
+        super().__init__(self.describe())
+
+    def describe(self) -> str:
+        """The message a tool shows (it names the public run ID only)."""
+        if self.picked_up:
+            return (
+                f"a worker took on the {self.action} of run {self.run_id}, but it did not "
+                f"finish within {self.seconds:g} s; check it with workflow_run_get"
+            )
+        verb = {"start": "started", "resume": "resumed", "cancel": "cancelled"}.get(
+            self.action, f"acted on ({self.action})"
+        )
+        return (
+            f"no worker {verb} run {self.run_id} within {self.seconds:g} s; is a "
+            "`flowledger worker` running against this database?"
+        )

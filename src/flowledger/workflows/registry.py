@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import bisect
 import dataclasses
+import logging
 from dataclasses import dataclass
 
 from flowledger import storage
@@ -29,8 +30,11 @@ from .run import (
     run_key,
     runs_prefix,
 )
+from .unfinished import UnfinishedIndex
 
 __all__ = ["RunPage", "RunRegistry"]
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -87,12 +91,25 @@ def _with_default_namespace(run: Run) -> Run:
 
 
 class RunRegistry:
-    """Create, read, update (CAS) and page through run records of any session."""
+    """Create, read, update (CAS) and page through run records of any session.
 
-    def __init__(self, kv: storage.KV) -> None:
+    With an ``index`` (`UnfinishedIndex`), the registry keeps it: `create` writes the
+    run's entry before the record, and a compare-and-swap that makes a run terminal
+    deletes it afterwards (a failed delete is only logged; workers remove stale entries).
+    """
+
+    def __init__(self, kv: storage.KV, *, index: UnfinishedIndex | None = None) -> None:
         if not isinstance(kv, storage.KV):
             raise TypeError("RunRegistry requires a storage.KV")
+        if index is not None and not isinstance(index, UnfinishedIndex):
+            raise TypeError("RunRegistry index must be an UnfinishedIndex")
         self._kv = kv
+        self._index = index
+
+    @property
+    def index(self) -> UnfinishedIndex | None:
+        """The unfinished-run index this registry keeps, if any."""
+        return self._index
 
     async def create(self, run: Run) -> Run:
         """Store a new run record; return it with its KV revision (workflows-spec §3.7).
@@ -111,6 +128,12 @@ class RunRegistry:
         run = _with_default_namespace(run)
         key = run_key(run.session_id, run.id)
         data = encode_run(run)
+        if self._index is not None and not run.status.terminal:
+            try:
+                await self._index.add(run.session_id, run.id)
+            except Exception as exc:
+                exc.add_note("index unfinished run")
+                raise
         try:
             revision = await self._kv.put(key, data, expected=0)
         except storage.ConflictError as exc:
@@ -196,6 +219,11 @@ class RunRegistry:
         except Exception as exc:
             exc.add_note("update run metadata")
             raise
+        if self._index is not None and next.status.terminal and not current.status.terminal:
+            try:
+                await self._index.remove(next.session_id, next.id)
+            except Exception as exc:  # the transition stands; a worker removes the entry
+                log.warning("run %s is %s; unindexing it failed: %s", next.id, next.status, exc)
         return dataclasses.replace(next, revision=revision)
 
     async def list(self, session_id: str, *, after: str = "", limit: int = 0) -> RunPage:

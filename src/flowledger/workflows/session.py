@@ -19,8 +19,10 @@ from .catalog import Catalog
 from .inputs import InputStore
 from .journal import ActivityJournal
 from .registry import RunRegistry
+from .requests import RunRequests
 from .run import is_id
 from .supervisor import Supervisor
+from .unfinished import UnfinishedIndex
 
 __all__ = ["DEFAULT_SESSION_KEY", "WorkflowSession", "default_session_id"]
 
@@ -54,6 +56,7 @@ class WorkflowSession:
     inputs: InputStore
     journal: ActivityJournal
     supervisor: Supervisor
+    requests: RunRequests
 
     @classmethod
     def build(
@@ -64,14 +67,23 @@ class WorkflowSession:
         *,
         lease_ttl: float | None = None,
         max_workers: int = 4,
+        poll_interval: float | None = None,
+        adopt_from_index: bool = False,
     ) -> WorkflowSession:
         """Bind ``catalog`` to ``store``'s checkpoints and assemble the session's parts.
-        Nothing is activated: call ``session.supervisor.activate()`` to own the session."""
+        Nothing is activated: call ``session.supervisor.activate()`` to own the session.
+
+        The registry keeps the unfinished-run index (which workers read to find work).
+        ``poll_interval`` makes the owning supervisor look for front-door requests on
+        its own every so many seconds (a worker drives `Supervisor.poll` itself);
+        ``adopt_from_index`` makes activation adopt the indexed runs instead of listing
+        every run of the session."""
         checkpoints = flow.LedgerCheckpointStore(store.ledger)
         bound = catalog.bound(checkpoints)
-        registry = RunRegistry(store.kv)
+        registry = RunRegistry(store.kv, index=UnfinishedIndex(store.kv))
         inputs = InputStore(store.blobs)
         journal = ActivityJournal(store.ledger)
+        requests = RunRequests(store.kv)
         supervisor = Supervisor(
             session_id,
             catalog=bound,
@@ -81,5 +93,10 @@ class WorkflowSession:
             publisher=journal,
             lease_ttl=lease_ttl,
             max_workers=max_workers,
+            requests=requests,
+            poll_interval=poll_interval,
+            adopt_from_index=adopt_from_index,
         )
-        return cls(store, session_id, bound, checkpoints, registry, inputs, journal, supervisor)
+        return cls(
+            store, session_id, bound, checkpoints, registry, inputs, journal, supervisor, requests
+        )

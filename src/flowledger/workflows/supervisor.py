@@ -29,13 +29,25 @@ belongs to another graph). Lease loss, cancellation and ambiguous storage
 errors never fail a run: they leave the record as it is for the next owner,
 and surface as `AdoptionError` in `last_error`. After the lease is lost
 nothing more is written.
+
+Requests from front doors (`poll`): a session owned by a worker is changed by
+processes that do not own it through durable requests (`RunRequests`): new
+pending runs (found through the `UnfinishedIndex`), resume requests and cancel
+requests. `poll` is one pass over them; a worker calls it on every tick, and a
+standalone owner gets a loop that calls it every ``poll_interval`` seconds. A
+pass starts pending runs, re-adopts running runs nobody is executing (after an
+error; with backoff), cancels runs whose cancellation was requested (at once,
+even mid-segment), carries out resume requests, and removes index entries of
+terminal runs.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import inspect
 import logging
+import time
 from collections.abc import Awaitable, Callable, Coroutine, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
@@ -64,7 +76,9 @@ from .inputs import InputStore
 from .journal import ActivityJournal
 from .metadata import bound_summary
 from .registry import RunRegistry
+from .requests import ResumeRequest, RunRequests
 from .run import Run, RunStatus, owner_lease_name
+from .unfinished import UnfinishedIndex
 
 __all__ = ["ActivityPublisher", "StartTicket", "Supervisor"]
 
@@ -74,6 +88,11 @@ T = TypeVar("T")
 
 MAX_CANCEL_ATTEMPTS: Final = 8
 LIVE_INTERVAL: Final = 0.1  # seconds between live publications of a running segment
+START_SUMMARY: Final = "workflow running"
+INTERRUPTED_RECHECK: Final = 30.0  # seconds between re-reads of an idle interrupted run
+MAX_RETRY_DELAY: Final = 30.0  # the longest backoff before re-adopting a stuck run
+REQUEST_RESCAN: Final = 10.0  # seconds between request reads without a bell (a safety net)
+FAILED_REQUEST_TTL: Final = 600.0  # seconds a refused resume request is kept for its caller
 
 _FLOW_STATUS: Final = {
     flow.RunStatus.RUNNING: RunStatus.RUNNING,
@@ -105,6 +124,31 @@ def _definite(error: BaseException) -> bool:
     if isinstance(error, _DEFINITE):
         return True
     return isinstance(error, flow.StoreError) and isinstance(error.cause, flow.FlowError)
+
+
+def _start_cut_short(run: Run) -> bool:
+    """The run was moved to running by a start (`_start_with_seed`) whose owner died before
+    the seed became durable: nothing ran yet, so it is started again rather than failed as
+    "checkpoint missing" (the start's record is running, summary ``workflow running``,
+    checkpoint revision and activity cursor 0)."""
+    return (
+        run.status is RunStatus.RUNNING
+        and run.status_summary == START_SUMMARY
+        and run.checkpoint_revision == 0
+        and run.activity_cursor == 0
+    )
+
+
+def _only_intent_added(before: Run, after: Run) -> bool:
+    """``after`` differs from ``before`` only by a (front door's) cancellation intent."""
+    return (
+        after.cancel_requested
+        and not before.cancel_requested
+        and after.status is before.status
+        and after.checkpoint_revision == before.checkpoint_revision
+        and after.activity_cursor == before.activity_cursor
+        and after.artifacts == before.artifacts
+    )
 
 
 class _OwnershipLost(Exception):
@@ -139,6 +183,16 @@ class StartTicket:
 class _Controller:
     lock: asyncio.Lock = field(default_factory=asyncio.Lock)
     execution: asyncio.Task[Any] | None = None
+    cancels: int = 0  # cancellations waiting for the lock
+
+
+@dataclass(eq=False)
+class _Watch:
+    """What `Supervisor.poll` remembers about one unfinished run between passes."""
+
+    revision: int = 0
+    attempts: int = 0
+    next_check: float = 0.0
 
 
 class _LiveActivities:
@@ -202,10 +256,15 @@ class Supervisor:
         shutdown_timeout: float = 5.0,
         max_workers: int = 4,
         lease_ttl: float | None = None,
+        requests: RunRequests | None = None,
+        poll_interval: float | None = None,
+        adopt_from_index: bool = False,
     ) -> None:
         owner_lease_name(session_id)  # validates the session id
         if not 1 <= max_workers <= 64:
             raise ValueError(f"max_workers must be in 1..64, not {max_workers}")
+        if poll_interval is not None and not 0.01 <= poll_interval <= 3600:
+            raise ValueError(f"poll_interval must be in 0.01..3600 seconds, not {poll_interval}")
         self._session_id = session_id
         self.catalog = catalog
         self.registry = registry
@@ -225,6 +284,24 @@ class Supervisor:
         self._last_error: BaseException | None = None
         self._shutdown_result: BaseException | None = None
         self._shutdown_done = False
+        self.requests = requests
+        self._poll_interval = poll_interval
+        self._adopt_from_index = adopt_from_index
+        self._poll_task: asyncio.Task[None] | None = None
+        self._polling = asyncio.Lock()
+        self._queued: dict[str, int] = {}
+        self._handling: set[str] = set()  # request handlers in flight ("resume:<id>" etc.)
+        self._watch: dict[str, _Watch] = {}
+        self._auto_started: set[str] = set()
+        self._requests_open = False  # the last read found requests still to be settled
+        self._requests_next = 0.0  # when to read the requests even without a bell
+        self._refused: set[str] = set()  # resume requests refused, left for their callers
+
+    @property
+    def index(self) -> UnfinishedIndex | None:
+        """The unfinished-run index (the registry's), if it keeps one."""
+        index = getattr(self.registry, "index", None)
+        return index if isinstance(index, UnfinishedIndex) else None
 
     @property
     def session_id(self) -> str:
@@ -238,6 +315,11 @@ class Supervisor:
     @property
     def active(self) -> bool:
         return self._state == "active" and not self._ownership_lost()
+
+    @property
+    def idle(self) -> bool:
+        """No start, adoption or request worker is queued or running."""
+        return self._idle.is_set()
 
     # -- lifecycle -------------------------------------------------------------------------
 
@@ -255,18 +337,32 @@ class Supervisor:
         self._lease = lease
         self._state = "active"
         lease.on_lost(self._on_lease_lost)
+        index = self.index
         try:
-            runs = await self._all_runs()
+            if self._adopt_from_index and index is not None:
+                run_ids = await index.runs(self._session_id)
+            else:
+                runs = await self._all_runs()
+                run_ids = [
+                    run.id
+                    for run in runs
+                    if run.status not in (RunStatus.COMPLETED, RunStatus.CANCELLED)
+                ]
+                if index is not None:  # backfill runs created before the index existed
+                    indexed = set(await index.runs(self._session_id))
+                    for run in runs:
+                        if not run.status.terminal and run.id not in indexed:
+                            await index.add(self._session_id, run.id)
         except BaseException as exc:
             self._state = "inactive"
             self._lease = None
             with contextlib.suppress(Exception):
                 await asyncio.wait_for(lease.release(), self._shutdown_timeout)
             raise RuntimeError(f"list runs for activation: {exc}") from exc
-        for run in runs:
-            if run.status in (RunStatus.COMPLETED, RunStatus.CANCELLED):
-                continue
-            self._spawn(self._reconcile_worker(run.id))
+        for run_id in run_ids:
+            self._spawn(self._reconcile_worker(run_id), run_id=run_id)
+        if self._poll_interval is not None:
+            self._poll_task = asyncio.ensure_future(self._poll_loop(self._poll_interval))
 
     async def _all_runs(self) -> list[Run]:
         runs: list[Run] = []
@@ -285,6 +381,8 @@ class Supervisor:
         self._cancel_everything()
 
     def _cancel_everything(self) -> None:
+        if self._poll_task is not None:
+            self._poll_task.cancel()
         for task in list(self._workers):
             task.cancel()
         for controller in self._controllers.values():
@@ -313,6 +411,10 @@ class Supervisor:
             await asyncio.wait_for(self._idle.wait(), self._shutdown_timeout)
         except TimeoutError:
             result = ShutdownTimeoutError()
+        poll_task, self._poll_task = self._poll_task, None
+        if poll_task is not None:
+            with contextlib.suppress(BaseException):
+                await asyncio.wait_for(poll_task, self._shutdown_timeout)
         lease, self._lease = self._lease, None
         if lease is not None:
             try:
@@ -327,16 +429,43 @@ class Supervisor:
 
     # -- workers and controllers -----------------------------------------------------------
 
-    def _spawn(self, work: Coroutine[Any, Any, None]) -> None:
-        task = asyncio.ensure_future(self._in_slot(work))
+    def _spawn(
+        self, work: Coroutine[Any, Any, None], *, run_id: str | None = None, slot: bool = True
+    ) -> None:
+        """Run ``work`` as a background worker (in a slot of ``max_workers`` unless
+        ``slot`` is false); while it is queued or running, ``run_id`` counts as busy."""
+        task = asyncio.ensure_future(self._in_slot(work) if slot else self._contained(work))
         self._workers.add(task)
         self._idle.clear()
+        if run_id is not None:
+            self._queued[run_id] = self._queued.get(run_id, 0) + 1
 
         def done(task: asyncio.Task[Any]) -> None:
             work.close()  # a worker cancelled before it began never awaited its work
+            if run_id is not None:
+                left = self._queued.get(run_id, 1) - 1
+                if left > 0:
+                    self._queued[run_id] = left
+                else:
+                    self._queued.pop(run_id, None)
             self._worker_done(task)
 
         task.add_done_callback(done)
+
+    def _busy(self, run_id: str) -> bool:
+        """A worker for the run is queued or running, or an operation holds its lock."""
+        if self._queued.get(run_id, 0) > 0:
+            return True
+        controller = self._controllers.get(run_id)
+        return controller is not None and controller.lock.locked()
+
+    async def _contained(self, work: Coroutine[Any, Any, None]) -> None:
+        try:
+            await work
+        except asyncio.CancelledError:
+            pass
+        except Exception as exc:
+            log.warning("session %s: request handler failed: %s", self._session_id, exc)
 
     async def _in_slot(self, work: Coroutine[Any, Any, None]) -> None:
         try:
@@ -371,7 +500,12 @@ class Supervisor:
 
     async def _execute(self, controller: _Controller, work: Awaitable[T]) -> T | None:
         """Run one Flow segment as the run's cancellable execution; None if it was cancelled
-        (by `cancel`, lease loss or shutdown) rather than finished."""
+        (by `cancel`, lease loss or shutdown) rather than finished, or not begun because a
+        cancellation is waiting."""
+        if controller.cancels:
+            if inspect.iscoroutine(work):
+                work.close()
+            return None
         task: asyncio.Task[T] = asyncio.ensure_future(work)
         controller.execution = task
         try:
@@ -392,7 +526,7 @@ class Supervisor:
         controller = self._controller(run_id)
         loop = asyncio.get_running_loop()
         ticket = StartTicket(loop.create_future(), loop.create_future())
-        self._spawn(self._start_worker(controller, run_id, ticket))
+        self._spawn(self._start_worker(controller, run_id, ticket), run_id=run_id)
         return ticket
 
     async def _start_worker(
@@ -402,6 +536,14 @@ class Supervisor:
             async with controller.lock:
                 try:
                     run = await self.registry.get(self._session_id, run_id)
+                    if run_id in self._auto_started and run.status in (
+                        RunStatus.RUNNING,
+                        RunStatus.INTERRUPTED,
+                        RunStatus.COMPLETED,
+                        RunStatus.CANCELLED,
+                    ):
+                        ticket._seed()  # `poll` started it first: its seed is durable
+                        return
                     if run.status is not RunStatus.PENDING:
                         raise ConflictError(self._session_id, run_id, "run is not pending")
                     definition = self.catalog.resolve(run.definition_name, run.definition_version)
@@ -436,9 +578,11 @@ class Supervisor:
             token = definition.validate_input(raw)
         except InvalidInputError:
             return await self._fail_definite(definition, run, "workflow input invalid")
+        if controller.cancels:
+            return None  # a cancellation waits for the lock: it cancels the run unstarted
         try:
             running = await self._transition(
-                run, RunStatus.RUNNING, "workflow running", run.checkpoint_revision
+                run, RunStatus.RUNNING, START_SUMMARY, run.checkpoint_revision
             )
         except _OwnershipLost:
             return None
@@ -469,7 +613,19 @@ class Supervisor:
             await self._reconcile(controller, run_id)
 
     async def _reconcile(self, controller: _Controller, run_id: str) -> None:
-        run = await self.registry.get(self._session_id, run_id)
+        try:
+            run = await self.registry.get(self._session_id, run_id)
+        except NotFoundError:
+            # Only an index entry names it: an orphan (or a record being written now).
+            index = self.index
+            if index is not None:
+                await index.remove_orphan(self._session_id, run_id)
+            self._forget_if_idle(run_id)
+            return
+        if run.status.terminal:
+            index = self.index
+            if index is not None:  # a stale entry: the run became terminal before a crash
+                await index.remove(self._session_id, run_id)
         try:
             definition = self.catalog.resolve(run.definition_name, run.definition_version)
         except UnknownDefinitionError as exc:
@@ -490,8 +646,9 @@ class Supervisor:
         except Exception as exc:
             await self._checkpoint_read_error(definition, run, "load history", exc)
             return
-        if status is RunStatus.PENDING:
+        if status is RunStatus.PENDING or (not history and _start_cut_short(run)):
             if not history:
+                self._auto_started.add(run.id)
                 await self._start_with_seed(controller, definition, run, None)
                 return
             try:
@@ -558,40 +715,46 @@ class Supervisor:
                     )
                 definition = self.catalog.resolve(run.definition_name, run.definition_version)
                 token = definition.validate_resume(payload)
-                try:
-                    running = await self._transition(
-                        run, RunStatus.RUNNING, RESUMING_SUMMARY, run.checkpoint_revision
-                    )
-                except _OwnershipLost:
-                    return None
-                live = _LiveActivities(self, definition, running)
-                try:
-                    try:
-                        result = await self._execute(
-                            controller,
-                            definition.resume(run.graph_run_id, token, hooks=[live.hook]),
-                        )
-                    finally:
-                        running = await live.finish()
-                except Exception as exc:
-                    if self._ownership_lost():
-                        return None
-                    if _definite(exc):
-                        await self._checkpoint_read_error(definition, running, "resume", exc)
-                        return await self.registry.get(self._session_id, run_id)
-                    raise AdoptionError(run.id, "resume", exc) from exc
-                if result is None:
-                    return await self.registry.get(self._session_id, run_id)
-                return await self._apply_result(definition, running, result)
+                return await self._resume_locked(controller, definition, run, token)
         except NotFoundError:
             self._forget_if_idle(run_id)
             raise
+
+    async def _resume_locked(
+        self, controller: _Controller, definition: Definition, run: Run, token: Any
+    ) -> Run | None:
+        try:
+            running = await self._transition(
+                run, RunStatus.RUNNING, RESUMING_SUMMARY, run.checkpoint_revision
+            )
+        except _OwnershipLost:
+            return None
+        live = _LiveActivities(self, definition, running)
+        try:
+            try:
+                result = await self._execute(
+                    controller,
+                    definition.resume(run.graph_run_id, token, hooks=[live.hook]),
+                )
+            finally:
+                running = await live.finish()
+        except Exception as exc:
+            if self._ownership_lost():
+                return None
+            if _definite(exc):
+                await self._checkpoint_read_error(definition, running, "resume", exc)
+                return await self.registry.get(self._session_id, run.id)
+            raise AdoptionError(run.id, "resume", exc) from exc
+        if result is None:
+            return await self.registry.get(self._session_id, run.id)
+        return await self._apply_result(definition, running, result)
 
     # -- cancel ----------------------------------------------------------------------------
 
     async def cancel(self, run_id: str, reason: str = "") -> Run | None:
         """Cancel a run (idempotent for an already cancelled one); return its record."""
         controller = self._controller(run_id)
+        controller.cancels += 1  # an execution about to begin does not begin
         if controller.execution is not None:
             controller.execution.cancel()  # let the cancellation reach Flow without waiting
         try:
@@ -602,6 +765,24 @@ class Supervisor:
         except NotFoundError:
             self._forget_if_idle(run_id)
             raise
+        finally:
+            controller.cancels -= 1
+
+    async def _never_seeded(self, definition: Definition, run: Run) -> bool:
+        """A running run whose start was cut short before its seed: Flow has nothing to
+        cancel (it is cancelled like a pending run)."""
+        if not (
+            run.status is RunStatus.RUNNING
+            and run.checkpoint_revision == 0
+            and run.activity_cursor == 0
+        ):
+            return False
+        try:
+            return not await definition.history(run.graph_run_id)
+        except flow.CheckpointNotFoundError:
+            return True
+        except Exception:
+            return False  # Flow's own cancellation decides
 
     async def _cancel_locked(self, definition: Definition, run: Run, reason: str) -> Run | None:
         if run.status is RunStatus.CANCELLED:
@@ -621,7 +802,7 @@ class Supervisor:
                 run = await self.registry.compare_and_swap(run.revision, intent)
             except Exception as exc:
                 raise RuntimeError(f"persist cancellation intent: {exc}") from exc
-        if run.status is RunStatus.PENDING:
+        if run.status is RunStatus.PENDING or await self._never_seeded(definition, run):
             try:
                 return await self._transition(
                     run, RunStatus.CANCELLED, "workflow cancelled", run.checkpoint_revision
@@ -660,6 +841,220 @@ class Supervisor:
             run.id, "cancel", f"revision conflict retry limit {MAX_CANCEL_ATTEMPTS} reached"
         )
 
+    # -- requests and polling --------------------------------------------------------------
+
+    async def _poll_loop(self, interval: float) -> None:
+        while self.active:
+            await asyncio.sleep(interval)
+            try:
+                await self.poll()
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:
+                log.warning("session %s: polling for requests failed: %s", self._session_id, exc)
+
+    async def poll(
+        self, unfinished: Sequence[str] | None = None, bells: Sequence[str] | None = None
+    ) -> None:
+        """One pass over the session's durable requests and unfinished runs (see the module
+        documentation). ``unfinished`` and ``bells`` are the session's parts of the
+        unfinished-run index and of the request bells if the caller has just read them
+        (a worker lists both at once for all its sessions); otherwise they are read here
+        (without an index, every run is listed). Does nothing unless the supervisor is
+        active."""
+        if not self.active:
+            return
+        async with self._polling:
+            await self._poll_once(unfinished, bells)
+
+    async def _requests_due(self, bells: Sequence[str] | None) -> bool:
+        """Whether to read the request records now: a bell rings (it is silenced first),
+        requests seen last time are still being worked on, or the safety net is due."""
+        assert self.requests is not None
+        if bells is None:
+            bells = await self.requests.bells(self._session_id)
+        if bells:
+            await self.requests.silence(self._session_id, bells)
+            return True
+        return self._requests_open or time.monotonic() >= self._requests_next
+
+    async def _poll_once(
+        self, unfinished: Sequence[str] | None, bells: Sequence[str] | None
+    ) -> None:
+        sid = self._session_id
+        index = self.index
+        if unfinished is None:
+            if index is not None:
+                unfinished = await index.runs(sid)
+            else:
+                unfinished = [run.id for run in await self._all_runs() if not run.status.terminal]
+        cancels: list[str] = []
+        resumes: list[str] = []
+        if self.requests is not None and await self._requests_due(bells):
+            cancels = await self.requests.cancel_ids(sid)
+            resumes = await self.requests.resume_ids(sid)
+            self._requests_open = bool(cancels) or any(r not in self._refused for r in resumes)
+            self._requests_next = time.monotonic() + REQUEST_RESCAN
+            self._refused &= set(resumes)
+        for run_id in cancels:
+            self._handle(f"cancel:{run_id}", self._cancel_request(run_id))
+        cancelling = set(cancels)
+        for run_id in resumes:
+            if run_id not in cancelling:
+                self._handle(f"resume:{run_id}", self._resume_request(run_id))
+        now = time.monotonic()
+        for run_id in unfinished:
+            if not self.active:
+                return
+            if self._busy(run_id) or self._handling & {f"cancel:{run_id}", f"resume:{run_id}"}:
+                continue
+            watch = self._watch.get(run_id)
+            if watch is not None and now < watch.next_check:
+                continue
+            try:
+                run = await self.registry.get(sid, run_id)
+            except NotFoundError:
+                if index is not None:
+                    await index.remove_orphan(sid, run_id)
+                continue
+            if run.status.terminal:
+                self._watch.pop(run_id, None)
+                self._auto_started.discard(run_id)
+                if index is not None:
+                    await index.remove(sid, run_id)
+                continue
+            if self._busy(run_id):
+                continue
+            if watch is None or watch.revision != run.revision:
+                watch = self._watch[run_id] = _Watch(revision=run.revision)
+            if run.status is RunStatus.INTERRUPTED and not run.cancel_requested:
+                watch.next_check = now + INTERRUPTED_RECHECK
+                continue
+            # Pending, running with nobody executing it (an earlier attempt failed, or the
+            # record fell behind), or cancellation requested: reconcile, with backoff.
+            watch.next_check = now + min(MAX_RETRY_DELAY, 0.5 * 2**watch.attempts)
+            watch.attempts += 1
+            self._spawn(self._reconcile_worker(run_id), run_id=run_id)
+        self._forget_finished(set(unfinished))
+
+    def _forget_finished(self, unfinished: set[str]) -> None:
+        """Drop what is kept per run for runs that are finished and idle (a worker owns a
+        session for a long time)."""
+        for run_id in [r for r in self._watch if r not in unfinished]:
+            del self._watch[run_id]
+        self._auto_started &= unfinished | set(self._queued)
+        for run_id, controller in list(self._controllers.items()):
+            if (
+                run_id not in unfinished
+                and not self._busy(run_id)
+                and controller.execution is None
+                and not controller.cancels
+            ):
+                del self._controllers[run_id]
+
+    def _handle(self, key: str, work: Coroutine[Any, Any, None]) -> None:
+        """Run a request handler unless one for the same request is in flight."""
+        if key in self._handling or not self.active:
+            work.close()
+            return
+        self._handling.add(key)
+
+        async def handled() -> None:
+            try:
+                await work
+            finally:
+                self._handling.discard(key)
+
+        self._spawn(handled(), slot=False)
+
+    async def _cancel_request(self, run_id: str) -> None:
+        assert self.requests is not None
+        request = await self.requests.cancel_request(self._session_id, run_id)
+        if request is None:
+            return
+        try:
+            run = await self.cancel(run_id, request.reason)
+        except NotFoundError:
+            run = None
+            await self.requests.delete_cancel(self._session_id, run_id)
+            return
+        except ConflictError:
+            pass  # terminal before it could be cancelled: the caller reads the outcome
+        else:
+            if run is None:
+                return  # ownership lost: the next owner finds the doorbell
+        await self.requests.delete_cancel(self._session_id, run_id)
+
+    async def _resume_request(self, run_id: str) -> None:
+        requests = self.requests
+        assert requests is not None
+        request = await requests.resume_request(self._session_id, run_id)
+        if request is None:
+            return
+        if request.state == "failed":
+            self._refused.add(run_id)
+            if time.time() - request.requested_at > FAILED_REQUEST_TTL:
+                await requests.delete_resume(self._session_id, run_id)
+            return
+        self._refused.discard(run_id)
+        controller = self._controller(run_id)
+        async with controller.lock:
+            try:
+                run = await self.registry.get(self._session_id, run_id)
+            except NotFoundError:
+                await requests.delete_resume(self._session_id, run_id)
+                return
+            verdict = self._resume_verdict(request, run)
+            if verdict == "wait":
+                return
+            if verdict == "done":
+                await requests.delete_resume(self._session_id, run_id)
+                return
+            if verdict != "resume":
+                with contextlib.suppress(ConflictError):
+                    await requests.refuse_resume(request, verdict)
+                    self._refused.add(run_id)
+                return
+            try:
+                definition = self.catalog.resolve(run.definition_name, run.definition_version)
+                token = definition.validate_resume(request.payload)
+            except (InvalidInputError, UnknownDefinitionError):
+                # Still interrupted at the same checkpoint: nothing took effect, so even an
+                # accepted request can be refused.
+                with contextlib.suppress(ConflictError):
+                    await requests.refuse_resume(request, "invalid")
+                    self._refused.add(run_id)
+                return
+            if self._ownership_lost():
+                return
+            if request.state != "accepted":
+                try:
+                    request = await requests.accept_resume(request)
+                except ConflictError:
+                    return  # withdrawn or replaced meanwhile: look again next time
+            after = await self._resume_locked(controller, definition, run, token)
+            if after is None:
+                return  # ownership lost: the next owner carries the accepted request out
+            await requests.delete_resume(self._session_id, run_id)
+
+    @staticmethod
+    def _resume_verdict(request: ResumeRequest, run: Run) -> str:
+        """What to do with a resume request given the run: ``resume``, ``wait`` (a resume
+        is under way or must be reconciled first), ``done`` (an accepted request took
+        effect), or the error code to refuse it with."""
+        moved = run.checkpoint_revision > request.checkpoint_revision
+        if moved:
+            return "done" if request.state == "accepted" else "stale"
+        if run.checkpoint_revision < request.checkpoint_revision:
+            return "stale"
+        if run.status is RunStatus.INTERRUPTED and not run.cancel_requested:
+            return "resume"
+        if run.status is RunStatus.RUNNING:
+            return "wait"
+        if run.status is RunStatus.FAILED and request.state == "accepted":
+            return "failed"
+        return "not_interrupted"
+
     # -- history ---------------------------------------------------------------------------
 
     async def history(
@@ -696,17 +1091,32 @@ class Supervisor:
     async def _transition(self, run: Run, status: RunStatus, summary: str, checkpoint: int) -> Run:
         if self._ownership_lost():
             raise _OwnershipLost()
-        updated = replace(
-            run,
-            status=status,
-            status_summary=bound_summary(summary),
-            checkpoint_revision=max(checkpoint, run.checkpoint_revision),
-            updated_at=self._stamp(run),
-        )
+
+        def change(current: Run) -> Run:
+            return replace(
+                current,
+                status=status,
+                status_summary=bound_summary(summary),
+                checkpoint_revision=max(checkpoint, current.checkpoint_revision),
+                updated_at=self._stamp(current),
+            )
+
         try:
-            return await self.registry.compare_and_swap(run.revision, updated)
+            return await self._swap(run, change)
         except Exception as exc:
             raise RuntimeError(f"persist run transition: {exc}") from exc
+
+    async def _swap(self, run: Run, change: Callable[[Run], Run]) -> Run:
+        """Compare-and-swap ``change(run)``. If the record moved on only because a front
+        door recorded a cancellation intent meanwhile, apply the change to that record
+        instead (the intent is kept; the cancel request is handled next)."""
+        try:
+            return await self.registry.compare_and_swap(run.revision, change(run))
+        except ConflictError:
+            fresh = await self.registry.get(self._session_id, run.id)
+            if not _only_intent_added(run, fresh) or self._ownership_lost():
+                raise
+            return await self.registry.compare_and_swap(fresh.revision, change(fresh))
 
     async def _fail_definite(self, definition: Definition, run: Run, summary: str) -> Run | None:
         if self._ownership_lost():
@@ -765,8 +1175,6 @@ class Supervisor:
         if self._ownership_lost():
             return run
         try:
-            return await self.registry.compare_and_swap(
-                run.revision, replace(run, activity_cursor=end)
-            )
+            return await self._swap(run, lambda current: replace(current, activity_cursor=end))
         except Exception as exc:
             raise ReconciliationError(run.id, "advance activity cursor", exc) from exc
