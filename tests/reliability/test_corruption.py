@@ -202,12 +202,6 @@ async def test_corrupt_checkpoint_record_fails_the_run_instead_of_resuming(db: D
     assert await db.store.ledger.tip(log) == tip
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="BUG: Supervisor.resume of a run whose checkpoint is corrupt fails the run but then "
-    "raises ReconciliationError (publishing run_failed needs the unreadable history) instead "
-    "of returning the failed record",
-)
 async def test_resume_of_a_corrupt_checkpoint_returns_the_failed_run(db: Db) -> None:
     run = await interrupted_asker(db)
     log = f"flow/runs/{run.graph_run_id}"
@@ -236,12 +230,6 @@ async def test_corrupt_state_attachment_fails_the_run_on_adoption(db: Db) -> Non
         await tools.call("workflow_run_resume", {"run_id": run.id, "resume": {"increment": 1}})
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="BUG: a run failed because its checkpoint is corrupt never gets its run_failed "
-    "activity: _reconcile_activities tolerates only CheckpointNotFoundError for failed runs, "
-    "so it raises ReconciliationError on this and every later activation (last_error set)",
-)
 async def test_run_failed_for_a_corrupt_checkpoint_publishes_run_failed(db: Db) -> None:
     run = await interrupted_asker(db)
     for digest in db.bytes.digests():

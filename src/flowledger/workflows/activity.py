@@ -521,9 +521,17 @@ def _should_project_resume(run: RunView, history: Sequence[Checkpoint], index: i
 
 
 def project(
-    run: RunView, metadata: MetadataView, history: Sequence[Checkpoint]
+    run: RunView,
+    metadata: MetadataView,
+    history: Sequence[Checkpoint],
+    *,
+    failure_revision: int | None = None,
 ) -> list[ProjectedActivity]:
     """The activities of a run, in order, each with its revision (§6.3).
+
+    A failed run's ``run_failed`` goes one past the history, or at ``failure_revision``
+    when given (a failed run whose history cannot be read any more records its failure at
+    the first revision not yet published).
 
     Pure and byte-deterministic: the same inputs give equal records with the same event
     IDs. Only identities, counters, fixed messages, bounded labels and timestamps are
@@ -630,5 +638,6 @@ def project(
             terminal = True
 
     if run.status == "failed" and not terminal:
-        emit(len(history), ActivityKind.RUN_FAILED, _when(run.updated_at))
+        at = len(history) if failure_revision is None else failure_revision
+        emit(at, ActivityKind.RUN_FAILED, _when(run.updated_at))
     return out

@@ -1149,16 +1149,20 @@ class Supervisor:
     async def _reconcile_activities(self, definition: Definition, run: Run) -> Run:
         """Publish the activities of every durable checkpoint past the cursor, then advance
         the cursor (one journal append and one registry write for the whole batch)."""
+        failure_revision = None
         try:
             history = await definition.checkpoint_history(run.graph_run_id)
-        except flow.CheckpointNotFoundError:
-            if run.status is not RunStatus.FAILED:
-                raise ReconciliationError(run.id, "read checkpoint history") from None
-            history = []
         except Exception as exc:
-            raise ReconciliationError(run.id, "read checkpoint history", exc) from exc
+            # A failed run whose checkpoints are missing or corrupt (that is why it failed)
+            # still records its failure, at the first revision not yet published.
+            if run.status is not RunStatus.FAILED or not _definite(exc):
+                raise ReconciliationError(run.id, "read checkpoint history", exc) from exc
+            history = []
+            failure_revision = run.activity_cursor
         try:
-            projected = project(run, definition.metadata(), history)
+            projected = project(
+                run, definition.metadata(), history, failure_revision=failure_revision
+            )
         except Exception as exc:
             raise ReconciliationError(run.id, "project durable history", exc) from exc
         end = max([len(history), *(item.revision + 1 for item in projected)])
