@@ -10,7 +10,7 @@ time until every run has completed (the unfinished-run index is empty). The cloc
 before the first start call, so front-door latency is included. The workers are then
 stopped with SIGTERM and the schema dropped.
 
-    /work/venv/bin/python bench/workers.py --db postgresql://postgres@127.0.0.1:5432/test
+    python bench/workers.py --db postgresql://postgres@127.0.0.1:5432/test
 
 Each configuration is measured ``--repeat`` times; the table shows the median (and the
 range). Everything - workers, the front door and PostgreSQL - shares this machine.
