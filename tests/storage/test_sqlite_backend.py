@@ -20,6 +20,7 @@ from typing import Any
 
 import pytest
 
+from flowledger import storage
 from flowledger.storage import (
     AttachmentNotFoundError,
     BlobConflictError,
@@ -238,6 +239,7 @@ async def test_newer_or_unknown_schema_is_refused(tmp_path: Path, stored: str) -
         await open_store(url_for(path))
     assert caught.value.supported == SCHEMA_VERSION
     assert caught.value.path == str(path)
+    assert isinstance(caught.value, storage.SchemaVersionError)  # one family for all backends
     assert str(caught.value.found) == stored
 
     conn = sqlite3.connect(path)

@@ -11,6 +11,7 @@ __all__ = [
     "KeyNotFoundError",
     "LeaseHeldError",
     "LedgerConflictError",
+    "SchemaVersionError",
     "StorageError",
     "StoreClosedError",
     "ValueTooLargeError",
@@ -19,6 +20,14 @@ __all__ = [
 
 class StorageError(Exception):
     """Base class of every storage error."""
+
+
+class SchemaVersionError(StorageError):
+    """The database was written by a newer (or unknown) schema; nothing was changed.
+    Each backend raises its own subclass, naming where (a file, a Postgres schema)."""
+
+    found: object
+    supported: int
 
 
 class StoreClosedError(StorageError):

@@ -119,6 +119,7 @@ from .errors import (
     StorageError,
     StoreClosedError,
 )
+from .errors import SchemaVersionError as BaseSchemaVersionError
 from .kv import Entry
 from .lease import Leaser, RenewStatus
 from .ledger import Record, check_append, check_digests, check_read
@@ -153,7 +154,7 @@ _MAX_CONNECT_TIMEOUT: Final = 3600
 _MAX_BIGINT: Final = 2**63 - 1
 
 
-class SchemaVersionError(StorageError):
+class SchemaVersionError(BaseSchemaVersionError):
     """The database's schema is newer than this code knows; nothing was changed."""
 
     def __init__(self, schema: str, found: int, supported: int) -> None:

@@ -71,6 +71,7 @@ from .errors import (
     StorageError,
     StoreClosedError,
 )
+from .errors import SchemaVersionError as BaseSchemaVersionError
 from .kv import Entry
 from .lease import Leaser, RenewStatus
 from .ledger import Record, check_append, check_digests, check_read
@@ -102,7 +103,7 @@ _MAX_BUSY_TIMEOUT_MS: Final = 2**31 - 1  # sqlite3_busy_timeout takes a C int
 _MAX_SQL_INT: Final = 2**63 - 1
 
 
-class SchemaVersionError(StorageError):
+class SchemaVersionError(BaseSchemaVersionError):
     """The database was written by a newer (or unknown) schema; nothing was changed."""
 
     def __init__(self, path: str, found: object, supported: int) -> None:
