@@ -74,6 +74,7 @@ from .errors import (
 from .history import HistoryPage
 from .inputs import InputStore
 from .journal import ActivityJournal
+from .live import LiveActivities
 from .metadata import bound_summary
 from .registry import RunRegistry
 from .requests import ResumeRequest, RunRequests
@@ -87,7 +88,6 @@ log = logging.getLogger(__name__)
 T = TypeVar("T")
 
 MAX_CANCEL_ATTEMPTS: Final = 8
-LIVE_INTERVAL: Final = 0.1  # seconds between live publications of a running segment
 START_SUMMARY: Final = "workflow running"
 INTERRUPTED_RECHECK: Final = 30.0  # seconds between re-reads of an idle interrupted run
 MAX_RETRY_DELAY: Final = 30.0  # the longest backoff before re-adopting a stuck run
@@ -193,53 +193,6 @@ class _Watch:
     revision: int = 0
     attempts: int = 0
     next_check: float = 0.0
-
-
-class _LiveActivities:
-    """Publishes a running segment's activities while it runs, as its checkpoints become
-    durable (at most every `LIVE_INTERVAL` seconds), and keeps the run record current.
-
-    It only ever runs between the segment's start and `finish`, under the run's lock;
-    `finish` lets a publication in progress complete, so the record it returns is the
-    latest. A failed live publication is only logged: the segment's end publishes again.
-    """
-
-    def __init__(self, supervisor: Supervisor, definition: Definition, run: Run) -> None:
-        self.run = run
-        self._supervisor = supervisor
-        self._definition = definition
-        self._due = asyncio.Event()
-        self._busy = asyncio.Lock()
-        self._task: asyncio.Task[None] | None = None
-        self.hook = flow.Hooks(on_checkpoint=self._on_checkpoint)
-
-    def _on_checkpoint(self, _run_id: str, _revision: int, _step: int) -> None:
-        self._due.set()
-        if self._task is None:
-            self._task = asyncio.ensure_future(self._publish_while_running())
-
-    async def _publish_while_running(self) -> None:
-        while True:
-            await self._due.wait()
-            self._due.clear()
-            async with self._busy:
-                try:
-                    self.run = await self._supervisor._reconcile_activities(
-                        self._definition, self.run
-                    )
-                except Exception as exc:
-                    log.debug("live activity publication failed: %s", exc)
-                    return
-            await asyncio.sleep(LIVE_INTERVAL)
-
-    async def finish(self) -> Run:
-        task, self._task = self._task, None
-        if task is not None:
-            async with self._busy:
-                task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
-        return self.run
 
 
 class Supervisor:
@@ -586,7 +539,9 @@ class Supervisor:
             )
         except _OwnershipLost:
             return None
-        live = _LiveActivities(self, definition, running)
+        live = LiveActivities(
+            lambda current: self._reconcile_activities(definition, current), running
+        )
         hooks = [live.hook]
         if ack is not None:
             hooks.append(flow.Hooks(on_run_start=lambda _record: ack()))
@@ -676,7 +631,9 @@ class Supervisor:
             return
         assert result is not None
         if run.status is RunStatus.RUNNING and result.run.status is flow.RunStatus.RUNNING:
-            live = _LiveActivities(self, definition, run)
+            live = LiveActivities(
+                lambda current: self._reconcile_activities(definition, current), run
+            )
             try:
                 try:
                     result = await self._execute(
@@ -729,7 +686,9 @@ class Supervisor:
             )
         except _OwnershipLost:
             return None
-        live = _LiveActivities(self, definition, running)
+        live = LiveActivities(
+            lambda current: self._reconcile_activities(definition, current), running
+        )
         try:
             try:
                 result = await self._execute(
