@@ -11,6 +11,7 @@ resumes with a wrong state.
 from __future__ import annotations
 
 import contextlib
+import uuid
 from collections import Counter
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
@@ -24,9 +25,13 @@ from flowledger.flow.checkpoint import to_document
 from flowledger.storage import Store, open_store
 from flowledger.tools import ToolError
 from flowledger.workflows.errors import CorruptRecordError, ReconciliationError
+from flowledger.workflows.journal import journal_name
 from flowledger.workflows.registry import RunRegistry
+from flowledger.workflows.requests import RunRequests, cancel_request_key, resume_request_key
 from flowledger.workflows.run import Run, RunStatus, run_key
 from flowledger.workflows.supervisor import Supervisor
+from flowledger.workflows.unfinished import UnfinishedIndex, unfinished_key
+from flowledger.workflows.worker import WorkerRecord, read_workers, worker_key
 from tests.workflows.conftest import Session, build_session
 
 from ._harness import check_consistent, tools_for
@@ -159,16 +164,12 @@ async def test_flipped_checkpoint_records_never_change_state_or_crash(db: Db) ->
     assert outcomes["error"] > 0
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="BUG: checkpoint ledger records carry no checksum; about a quarter of single-byte "
-    "flips decode silently to a different checkpoint (frontier vertex ids, interrupt info, "
-    "step, timestamps) instead of raising a decode error",
-)
 async def test_flipped_checkpoint_records_are_always_detected(db: Db) -> None:
+    """The backend's per-record CRC-32 turns every single-byte flip into a decode error:
+    none decodes, not even to an equal checkpoint."""
     run = await interrupted_asker(db)
     outcomes = await _flip_every_record_byte(db, run)
-    assert outcomes["different"] == 0, outcomes
+    assert set(outcomes) == {"error"}, outcomes
 
 
 async def test_every_flipped_attachment_byte_is_detected(db: Db) -> None:
@@ -270,15 +271,12 @@ async def test_flipped_run_records_raise_only_corrupt_record_errors(db: Db) -> N
     assert outcomes["error"] > 0
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="BUG: run records in KV carry no checksum; about a fifth of single-byte flips "
-    "decode silently to a different Run (ids, timestamps, cursors, summary)",
-)
 async def test_flipped_run_records_are_always_detected(db: Db) -> None:
+    """The backend's per-value CRC-32 turns every single-byte flip of a run record into a
+    `CorruptRecordError`."""
     run = await interrupted_asker(db)
     outcomes = await _flip_every_run_record_byte(db, run)
-    assert outcomes["different"] == 0, outcomes
+    assert set(outcomes) == {"error"}, outcomes
 
 
 async def test_corrupt_run_record_is_a_typed_tool_error_and_blocks_nothing_else(
@@ -327,3 +325,64 @@ async def test_corrupt_run_record_refuses_activation_with_its_cause(db: Db) -> N
     with pytest.raises(RuntimeError):
         await again.activate()
     db.supervisor = again  # the fixture shuts it down
+
+
+# -- the other workflow records -------------------------------------------------------------
+
+
+async def test_a_flipped_activity_record_is_a_corrupt_record(db: Db) -> None:
+    """Activity journal records are checked like checkpoints: a damaged one makes the
+    run's history a `CorruptRecordError` (a `ToolError` through the tools), never a
+    shortened or altered history."""
+    run = await interrupted_asker(db)
+    log = journal_name(db.session.session_id, run.id)
+    original = db.bytes.read_record(log, 1)
+    tools = tools_for(db.session, db.supervisor)
+    for position in range(0, len(original), max(1, len(original) // 32)):
+        db.bytes.write_record(log, 1, flip(original, position))
+        with pytest.raises(CorruptRecordError):
+            await db.session.journal.records(db.session.session_id, run.id)
+        with pytest.raises(CorruptRecordError):
+            await db.session.journal.page(db.session.session_id, run.id)
+        with pytest.raises(ToolError):
+            await tools.call("workflow_run_history", {"run_id": run.id})
+    db.bytes.write_record(log, 1, original)
+    assert (await db.session.kinds(run.id))[0] == "run_started"
+
+
+async def test_flipped_resume_and_cancel_requests_are_corrupt_records(db: Db) -> None:
+    run = await interrupted_asker(db)
+    requests = RunRequests(db.store.kv)
+    session_id = db.session.session_id
+    await requests.request_resume(session_id, run.id, b'{"increment": 1}', 1)
+    await requests.request_cancel(session_id, run.id, "no longer needed")
+    reads = {
+        resume_request_key(session_id, run.id): requests.resume_request,
+        cancel_request_key(session_id, run.id): requests.cancel_request,
+    }
+    for key, read in reads.items():
+        original = db.bytes.read("kv", key)
+        for position in range(len(original)):
+            db.bytes.write("kv", key, flip(original, position))
+            with pytest.raises(CorruptRecordError):
+                await read(session_id, run.id)
+        db.bytes.write("kv", key, original)
+        assert await read(session_id, run.id) is not None
+
+
+async def test_flipped_index_and_heartbeat_records_count_as_unreadable(db: Db) -> None:
+    """Hints that are rewritten whole by their owner: a damaged unfinished-run entry is
+    infinitely old (so it is re-checked against the run record), a damaged worker
+    heartbeat is skipped."""
+    session_id, run_id = db.session.session_id, str(uuid.uuid4())
+    index = UnfinishedIndex(db.store.kv)
+    await index.add(session_id, run_id)
+    key = unfinished_key(session_id, run_id)
+    db.bytes.write("kv", key, flip(db.bytes.read("kv", key), 2))
+    assert await index.age(session_id, run_id) == float("inf")
+    worker_id = str(uuid.uuid4())
+    heartbeat = WorkerRecord(worker_id, "host", 1, 5.0, (session_id,), 1.0, 2.0)
+    await db.store.kv.put(worker_key(worker_id), heartbeat.encode(), expected=0)
+    assert [w.worker_id for w in await read_workers(db.store)] == [worker_id]
+    db.bytes.write("kv", worker_key(worker_id), flip(heartbeat.encode(), 3))
+    assert await read_workers(db.store) == []

@@ -29,7 +29,8 @@ De-duplication, so that bytes written per step grow with what changed:
 Reading is strict: size and depth bounds before parsing, unknown fields
 rejected, the envelope's revision must equal the ledger sequence - 1, the run
 id must be the one asked for, and attachment bytes must hash to their digest.
-Any such failure is a `StoreError` wrapping a `CheckpointDecodeError`.
+Any such failure, and a record that fails the backend's checksum
+(`CorruptDataError`), is a `StoreError` wrapping a `CheckpointDecodeError`.
 """
 
 from __future__ import annotations
@@ -39,7 +40,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 
-from ..storage import Ledger, LedgerConflictError, Record, digest_of
+from ..storage import CorruptDataError, Ledger, LedgerConflictError, Record, digest_of
 from ..storage import StorageError as _StorageError
 from .checkpoint import Checkpoint, from_document, to_document
 from .codec import JsonObject, check_readable, dumps, loads
@@ -222,7 +223,7 @@ class LedgerCheckpointStore:
             tip = await self.ledger.tip(name)
             if tip == 0:
                 raise CheckpointNotFoundError(run_id)
-            records = await self.ledger.read(name, after=tip - 1, limit=1)
+            records = await self._read(name, tip - 1, 1)
             if len(records) != 1:
                 raise CheckpointDecodeError("checkpoint", f"record {tip} is missing")
             return (await self._decode(run_id, records))[0]
@@ -245,7 +246,7 @@ class LedgerCheckpointStore:
             end = tip if limit is None else min(tip, seq + max(limit, 0))
             result: list[Checkpoint] = []
             while seq < end:
-                page = await self.ledger.read(name, after=seq, limit=min(_PAGE, end - seq))
+                page = await self._read(name, seq, min(_PAGE, end - seq))
                 if not page:
                     raise CheckpointDecodeError("checkpoint", f"record {seq + 1} is missing")
                 result.extend(await self._decode(run_id, page))
@@ -262,11 +263,17 @@ class LedgerCheckpointStore:
         except ValueError:
             raise CheckpointNotFoundError(str(run_id)) from None  # no run has such an id
 
+    async def _read(self, name: str, after: int, limit: int) -> list[Record]:
+        try:
+            return await self.ledger.read(name, after=after, limit=limit)
+        except CorruptDataError as exc:  # damaged bytes never heal: a definite decode failure
+            raise CheckpointDecodeError("record", str(exc)) from exc
+
     async def _run_fixed(self, run_id: str) -> dict[str, Any]:
         """The fixed part of the run record, from revision 0 (cached: it never changes)."""
         known: dict[str, Any] | None = self._fixed.get(run_id)
         if known is None:
-            seed = await self.ledger.read(self.log_name(run_id), after=0, limit=1)
+            seed = await self._read(self.log_name(run_id), 0, 1)
             if not seed:
                 raise CheckpointDecodeError("checkpoint", "revision 0 is missing")
             known = _parse(seed[0], None).fixed
@@ -277,9 +284,7 @@ class LedgerCheckpointStore:
     async def _decode(self, run_id: str, records: Sequence[Record]) -> list[Checkpoint]:
         previous: _Parsed | None = None
         if records[0].seq > 1 and b'"same"' in records[0].payload:
-            before = await self.ledger.read(
-                self.log_name(run_id), after=records[0].seq - 2, limit=1
-            )
+            before = await self._read(self.log_name(run_id), records[0].seq - 2, 1)
             if not before:
                 raise CheckpointDecodeError("checkpoint", "the referenced record is missing")
             previous = _parse(before[0], None)

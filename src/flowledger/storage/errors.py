@@ -7,6 +7,7 @@ __all__ = [
     "BlobConflictError",
     "BlobNotFoundError",
     "ConflictError",
+    "CorruptDataError",
     "InvalidValueError",
     "KeyNotFoundError",
     "LeaseHeldError",
@@ -28,6 +29,16 @@ class SchemaVersionError(StorageError):
 
     found: object
     supported: int
+
+
+class CorruptDataError(StorageError):
+    """A stored value failed its checksum: the bytes on disk are not the bytes written.
+    Nothing is returned and nothing is changed; ``what`` names the value (its key, or
+    its log and sequence number), never its contents."""
+
+    def __init__(self, what: str) -> None:
+        self.what = what
+        super().__init__(f"{what} is corrupt: it does not match its stored checksum")
 
 
 class StoreClosedError(StorageError):

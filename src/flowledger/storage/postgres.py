@@ -82,13 +82,20 @@ pool after the store's leases are freed; calls already holding a connection
 finish, later calls raise `StoreClosedError`. Database errors other than the
 contract's propagate as ``psycopg.Error``.
 
+Checksums. Every KV value, blob and ledger record is stored with its CRC-32 and
+checked on every read: damaged bytes raise `CorruptDataError` (naming the key,
+or the log and sequence number) instead of being returned. Attachments are
+checked by their reader against their SHA-256.
+
 Schema. The tables live in the URL's schema, next to
 ``flowledger_migrations(version, applied_at)``, one row per applied migration.
 Opening a store reads the highest version (one query when up to date); a
 missing or older schema is migrated in one transaction under a
 transaction-scoped advisory lock (``pg_advisory_xact_lock``), so processes
-opening a fresh database together are safe. A database whose version is newer
-than this code knows raises `SchemaVersionError` before anything is written.
+opening a fresh database together are safe. Version 2 adds the checksums and
+computes them for the rows already there (reading every value once). A
+database whose version is newer than this code knows raises
+`SchemaVersionError` before anything is written.
 """
 
 from __future__ import annotations
@@ -108,6 +115,7 @@ import psycopg.errors
 from psycopg import sql
 from psycopg_pool import AsyncConnectionPool, PoolClosed
 
+from .checksum import checksum, verified
 from .errors import (
     AttachmentNotFoundError,
     BlobConflictError,
@@ -139,7 +147,7 @@ __all__ = [
     "parse_postgres_url",
 ]
 
-SCHEMA_VERSION: Final = 1
+SCHEMA_VERSION: Final = 2
 
 _T = TypeVar("_T")
 _Conn = psycopg.AsyncConnection[tuple[Any, ...]]
@@ -280,7 +288,44 @@ def parse_postgres_url(url: str) -> PostgresSettings:
 
 # ``{s}`` is the store's schema (a quoted identifier). Text keys are COLLATE "C": byte
 # order for ORDER BY and for the prefix range scans, whatever the database's locale.
-_MIGRATIONS: Final[tuple[tuple[LiteralString, ...], ...]] = (
+# (table, primary key, value column) of every checksummed table
+_CHECKSUMMED: Final = (
+    ("kv", ("key",), "value"),
+    ("blobs", ("key",), "data"),
+    ("ledger_records", ("log_id", "seq"), "payload"),
+)
+
+
+async def _add_checksums(conn: _Conn, schema: str) -> None:
+    """Migration 2: a ``crc`` column on every table of values, filled for existing rows."""
+    for table, keys, data in _CHECKSUMMED:
+        names = {
+            "s": sql.Identifier(schema),
+            "t": sql.Identifier(table),
+            "data": sql.Identifier(data),
+            "keys": sql.SQL(", ").join(map(sql.Identifier, keys)),
+        }
+        await conn.execute(sql.SQL("ALTER TABLE {s}.{t} ADD COLUMN crc integer").format(**names))
+        update = sql.SQL("UPDATE {s}.{t} SET crc = %s WHERE ({keys}) = ({params})").format(
+            params=sql.SQL(", ").join(sql.Placeholder() * len(keys)), **names
+        )
+        select = sql.SQL("SELECT {keys}, {data} FROM {s}.{t}").format(**names)
+        async with conn.cursor(name="flowledger_add_checksums") as rows:
+            await rows.execute(select)
+            while batch := await rows.fetchmany(1000):
+                async with conn.cursor() as writer:
+                    await writer.executemany(
+                        update, [(checksum(row[-1]), *row[:-1]) for row in batch]
+                    )
+        await conn.execute(
+            sql.SQL("ALTER TABLE {s}.{t} ALTER COLUMN crc SET NOT NULL").format(**names)
+        )
+
+
+# A migration step is a statement (with ``{s}`` for the schema) or a coroutine function.
+_Step = LiteralString | Callable[[_Conn, str], Awaitable[None]]
+
+_MIGRATIONS: Final[tuple[tuple[_Step, ...], ...]] = (
     # version 1
     (
         """CREATE TABLE {s}.kv (
@@ -317,6 +362,8 @@ _MIGRATIONS: Final[tuple[tuple[LiteralString, ...], ...]] = (
             expires_at timestamptz NOT NULL
         )""",
     ),
+    # version 2: a CRC-32 beside every value, blob and record (see `checksum`)
+    (_add_checksums,),
 )
 assert len(_MIGRATIONS) == SCHEMA_VERSION
 
@@ -335,14 +382,14 @@ _MIGRATION_LOCK: Final = "SELECT pg_advisory_xact_lock(%s)"
 class _Queries:
     """Every statement, rendered once per store for its schema."""
 
-    kv_get: bytes = b"SELECT value, revision FROM {s}.kv WHERE key = %s"
+    kv_get: bytes = b"SELECT value, revision, crc FROM {s}.kv WHERE key = %s"
     kv_revision: bytes = b"SELECT revision FROM {s}.kv WHERE key = %s"
     kv_create: bytes = (
-        b"INSERT INTO {s}.kv (key, revision, value) VALUES (%s, 1, %s) "
+        b"INSERT INTO {s}.kv (key, revision, value, crc) VALUES (%s, 1, %s, %s) "
         b"ON CONFLICT (key) DO NOTHING RETURNING revision"
     )
     kv_update: bytes = (
-        b"UPDATE {s}.kv SET revision = revision + 1, value = %s "
+        b"UPDATE {s}.kv SET revision = revision + 1, value = %s, crc = %s "
         b"WHERE key = %s AND revision = %s RETURNING revision"
     )
     kv_delete: bytes = b"DELETE FROM {s}.kv WHERE key = %s"
@@ -350,14 +397,15 @@ class _Queries:
     kv_keys: bytes = b"SELECT key FROM {s}.kv WHERE key >= %s AND key < %s ORDER BY key"
 
     blob_insert: bytes = (
-        b"INSERT INTO {s}.blobs (key, data) VALUES (%s, %s) ON CONFLICT (key) DO NOTHING "
+        b"INSERT INTO {s}.blobs (key, data, crc) VALUES (%s, %s, %s) "
+        b"ON CONFLICT (key) DO NOTHING "
         b"RETURNING 1"
     )
     # Compare by length and SHA-256 so a big blob crosses the network once, not twice.
     blob_same: bytes = (
         b"SELECT length(data) = %s AND sha256(data) = %s FROM {s}.blobs WHERE key = %s"
     )
-    blob_get: bytes = b"SELECT data FROM {s}.blobs WHERE key = %s"
+    blob_get: bytes = b"SELECT data, crc FROM {s}.blobs WHERE key = %s"
     blob_exists: bytes = b"SELECT 1 FROM {s}.blobs WHERE key = %s"
     blob_delete: bytes = b"DELETE FROM {s}.blobs WHERE key = %s"
     blob_list: bytes = b"SELECT key FROM {s}.blobs WHERE key >= %s AND key < %s ORDER BY key"
@@ -375,16 +423,16 @@ class _Queries:
     # inserted in digest order, so concurrent appends sharing some never deadlock.
     ledger_insert: bytes = (
         b"WITH records AS ("
-        b"INSERT INTO {s}.ledger_records (log_id, seq, payload) "
-        b"SELECT %s, %s + r.ord, r.payload FROM unnest(%s::bytea[]) WITH ORDINALITY "
-        b"AS r(payload, ord)"
+        b"INSERT INTO {s}.ledger_records (log_id, seq, payload, crc) "
+        b"SELECT %s, %s + r.ord, r.payload, r.crc "
+        b"FROM unnest(%s::bytea[], %s::integer[]) WITH ORDINALITY AS r(payload, crc, ord)"
         b") INSERT INTO {s}.attachments (digest, data) "
         b"SELECT a.digest, a.data FROM unnest(%s::bytea[], %s::bytea[]) AS a(digest, data) "
         b"ORDER BY a.digest ON CONFLICT (digest) DO NOTHING"
     )
     ledger_tip: bytes = b"SELECT tip FROM {s}.ledger_logs WHERE name = %s"
     ledger_read: bytes = (
-        b"SELECT r.seq, r.payload FROM {s}.ledger_records r "
+        b"SELECT r.seq, r.payload, r.crc FROM {s}.ledger_records r "
         b"JOIN {s}.ledger_logs l ON r.log_id = l.id "
         b"WHERE l.name = %s AND r.seq > %s ORDER BY r.seq LIMIT %s"
     )
@@ -506,8 +554,11 @@ class _Database:
             await conn.execute(_render(_CREATE_MIGRATIONS, schema))
             version = await self._version(conn) or 0
             for number in range(version + 1, SCHEMA_VERSION + 1):
-                for statement in _MIGRATIONS[number - 1]:
-                    await conn.execute(_render(statement, schema))
+                for step in _MIGRATIONS[number - 1]:
+                    if isinstance(step, str):
+                        await conn.execute(_render(step, schema))
+                    else:
+                        await step(conn, schema)
                 await conn.execute(_render(_SET_VERSION, schema), (number,))
 
     async def _version(self, conn: _Conn) -> int | None:
@@ -616,17 +667,19 @@ class _Database:
             row = await _one(conn, self.q.kv_get, (key,))
             if row is None:
                 raise KeyNotFoundError(key)
-            return Entry(row[0], row[1])
+            return Entry(verified(row[0], row[2], f"value of key {key!r}"), row[1])
 
         return await self.read(body)
 
     async def kv_put(self, key: str, value: bytes, expected: int) -> int:
+        crc = checksum(value)
+
         async def body(conn: _Conn) -> int:
             while True:
                 if expected == 0:
-                    row = await _one(conn, self.q.kv_create, (key, value))
+                    row = await _one(conn, self.q.kv_create, (key, value, crc))
                 else:
-                    row = await _one(conn, self.q.kv_update, (value, key, expected))
+                    row = await _one(conn, self.q.kv_update, (value, crc, key, expected))
                 if row is not None:
                     return int(row[0])
                 current = await _one(conn, self.q.kv_revision, (key,))
@@ -667,10 +720,11 @@ class _Database:
 
     async def blob_put(self, key: str, data: bytes) -> None:
         digest = hashlib.sha256(data).digest()
+        crc = checksum(data)
 
         async def body(conn: _Conn) -> None:
             while True:
-                if await _one(conn, self.q.blob_insert, (key, data)) is not None:
+                if await _one(conn, self.q.blob_insert, (key, data, crc)) is not None:
                     return
                 row = await _one(conn, self.q.blob_same, (len(data), digest, key))
                 if row is None:
@@ -694,8 +748,7 @@ class _Database:
         row = await self.read(lambda conn: _one(conn, self.q.blob_get, (key,)))
         if row is None:
             raise BlobNotFoundError(key)
-        data: bytes = row[0]
-        return data
+        return verified(row[0], row[1], f"blob {key!r}")
 
     async def blob_delete(self, key: str) -> None:
         await self._delete(self.q.blob_delete, self.q.blob_exists, key)
@@ -709,6 +762,7 @@ class _Database:
         self, name: str, payloads: list[bytes], expected: int, blobs: dict[str, bytes]
     ) -> int:
         tip = expected + len(payloads)
+        crcs = [checksum(payload) for payload in payloads]
         digests = [bytes.fromhex(d) for d in blobs]
         datas = list(blobs.values())
 
@@ -724,7 +778,9 @@ class _Database:
                 actual = 0 if current is None else int(current[0])
                 if actual != expected:
                     raise LedgerConflictError(name, expected, actual)
-            await conn.execute(self.q.ledger_insert, (row[0], expected, payloads, digests, datas))
+            await conn.execute(
+                self.q.ledger_insert, (row[0], expected, payloads, crcs, digests, datas)
+            )
             return tip
 
         async def resolve(lost: psycopg.OperationalError) -> int:
@@ -733,7 +789,7 @@ class _Database:
                 count = await _one(conn, self.q.attachments_count, (digests,))
                 current = await _one(conn, self.q.ledger_tip, (name,))
                 return (
-                    [payload for _seq, payload in rows],
+                    [payload for _seq, payload, _crc in rows],
                     0 if count is None else int(count[0]),
                     0 if current is None else int(current[0]),
                 )
@@ -749,7 +805,10 @@ class _Database:
 
     async def ledger_read(self, name: str, after: int, limit: int) -> list[Record]:
         rows = await self.read(lambda conn: _rows(conn, self.q.ledger_read, (name, after, limit)))
-        return [Record(int(seq), payload) for seq, payload in rows]
+        return [
+            Record(int(seq), verified(payload, crc, f"record {seq} of log {name!r}"))
+            for seq, payload, crc in rows
+        ]
 
     async def ledger_tip(self, name: str) -> int:
         row = await self.read(lambda conn: _one(conn, self.q.ledger_tip, (name,)))

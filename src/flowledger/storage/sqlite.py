@@ -42,8 +42,15 @@ completion. `Store.close` closes the connection; later calls raise
 ``database is locked`` after ``busy_timeout``, or a full disk) propagate as
 `sqlite3.Error` after the transaction is rolled back.
 
-The schema version is kept in ``flowledger_meta``; opening a database written
-by a newer schema raises `SchemaVersionError` before anything is written.
+Every KV value, blob and ledger record is stored with its CRC-32 and checked on
+every read: damaged bytes raise `CorruptDataError` (naming the key, or the log
+and sequence number) instead of being returned. Attachments are checked by
+their reader against their SHA-256.
+
+The schema version is kept in ``flowledger_meta``. Opening a database of an
+older version migrates it in one transaction (version 2 adds the checksums and
+computes them for the rows already there); opening one written by a newer
+schema raises `SchemaVersionError` before anything is written.
 """
 
 from __future__ import annotations
@@ -60,6 +67,7 @@ from dataclasses import dataclass
 from typing import Any, Final, Literal, TypeVar
 from urllib.parse import parse_qsl, unquote, urlsplit
 
+from .checksum import checksum, verified
 from .errors import (
     AttachmentNotFoundError,
     BlobConflictError,
@@ -91,7 +99,7 @@ __all__ = [
     "parse_sqlite_url",
 ]
 
-SCHEMA_VERSION: Final = 1
+SCHEMA_VERSION: Final = 2
 
 Synchronous = Literal["FULL", "NORMAL", "OFF"]
 
@@ -193,38 +201,55 @@ def parse_sqlite_url(url: str) -> SQLiteSettings:
 # (with 4 KiB pages) spills into a mostly empty overflow page, which tripled the
 # file size for 1.2 KiB ledger records at no gain in append latency. Tables of
 # small rows with text keys are WITHOUT ROWID, so each is a single b-tree.
-_SCHEMA: Final = (
-    """CREATE TABLE IF NOT EXISTS kv (
-        key TEXT PRIMARY KEY NOT NULL,
-        revision INTEGER NOT NULL,
-        value BLOB NOT NULL
-    )""",
-    """CREATE TABLE IF NOT EXISTS blobs (
-        key TEXT PRIMARY KEY NOT NULL,
-        data BLOB NOT NULL
-    )""",
-    # A log's records live under rowid (log id << 32 | seq): the table is its own index,
-    # and a record's key costs a few bytes instead of repeating the log's name.
-    """CREATE TABLE IF NOT EXISTS ledger_logs (
-        id INTEGER PRIMARY KEY,
-        name TEXT NOT NULL UNIQUE
-    )""",
-    """CREATE TABLE IF NOT EXISTS ledger_records (
-        key INTEGER PRIMARY KEY,
-        payload BLOB NOT NULL
-    )""",
-    # Digests are stored as their 32 raw bytes, not 64 hex characters.
-    """CREATE TABLE IF NOT EXISTS attachments (
-        digest BLOB PRIMARY KEY NOT NULL,
-        data BLOB NOT NULL
-    )""",
-    """CREATE TABLE IF NOT EXISTS leases (
-        name TEXT PRIMARY KEY NOT NULL,
-        epoch INTEGER NOT NULL,
-        holder TEXT,
-        expires_at REAL NOT NULL
-    ) WITHOUT ROWID""",
+#
+# Version ``n`` of the schema is reached by running ``_MIGRATIONS[n - 1]`` on version
+# ``n - 1``; a new file runs them all, so a migrated file and a new one are the same.
+_MIGRATIONS: Final[tuple[tuple[str, ...], ...]] = (
+    # version 1
+    (
+        """CREATE TABLE IF NOT EXISTS kv (
+            key TEXT PRIMARY KEY NOT NULL,
+            revision INTEGER NOT NULL,
+            value BLOB NOT NULL
+        )""",
+        """CREATE TABLE IF NOT EXISTS blobs (
+            key TEXT PRIMARY KEY NOT NULL,
+            data BLOB NOT NULL
+        )""",
+        # A log's records live under rowid (log id << 32 | seq): the table is its own index,
+        # and a record's key costs a few bytes instead of repeating the log's name.
+        """CREATE TABLE IF NOT EXISTS ledger_logs (
+            id INTEGER PRIMARY KEY,
+            name TEXT NOT NULL UNIQUE
+        )""",
+        """CREATE TABLE IF NOT EXISTS ledger_records (
+            key INTEGER PRIMARY KEY,
+            payload BLOB NOT NULL
+        )""",
+        # Digests are stored as their 32 raw bytes, not 64 hex characters.
+        """CREATE TABLE IF NOT EXISTS attachments (
+            digest BLOB PRIMARY KEY NOT NULL,
+            data BLOB NOT NULL
+        )""",
+        """CREATE TABLE IF NOT EXISTS leases (
+            name TEXT PRIMARY KEY NOT NULL,
+            epoch INTEGER NOT NULL,
+            holder TEXT,
+            expires_at REAL NOT NULL
+        ) WITHOUT ROWID""",
+    ),
+    # version 2: a CRC-32 beside every value, blob and record (see `checksum`)
+    (
+        "ALTER TABLE kv ADD COLUMN crc INTEGER NOT NULL DEFAULT 0",
+        "UPDATE kv SET crc = flowledger_crc32(value)",
+        "ALTER TABLE blobs ADD COLUMN crc INTEGER NOT NULL DEFAULT 0",
+        "UPDATE blobs SET crc = flowledger_crc32(data)",
+        "ALTER TABLE ledger_records ADD COLUMN crc INTEGER NOT NULL DEFAULT 0",
+        "UPDATE ledger_records SET crc = flowledger_crc32(payload)",
+    ),
 )
+assert len(_MIGRATIONS) == SCHEMA_VERSION
+
 _CREATE_META: Final = """CREATE TABLE IF NOT EXISTS flowledger_meta (
     key TEXT PRIMARY KEY NOT NULL,
     value TEXT NOT NULL
@@ -235,16 +260,18 @@ _SET_VERSION: Final = (
     "INSERT OR REPLACE INTO flowledger_meta (key, value) VALUES ('schema_version', ?)"
 )
 
-_KV_GET: Final = "SELECT value, revision FROM kv WHERE key = ?"
+_KV_GET: Final = "SELECT value, revision, crc FROM kv WHERE key = ?"
 _KV_REVISION: Final = "SELECT revision FROM kv WHERE key = ?"
-_KV_INSERT: Final = "INSERT INTO kv (key, revision, value) VALUES (?, 1, ?)"
-_KV_UPDATE: Final = "UPDATE kv SET revision = ?, value = ? WHERE key = ?"
+_KV_INSERT: Final = "INSERT INTO kv (key, revision, value, crc) VALUES (?, 1, ?, ?)"
+_KV_UPDATE: Final = "UPDATE kv SET revision = ?, value = ?, crc = ? WHERE key = ?"
 _KV_DELETE: Final = "DELETE FROM kv WHERE key = ?"
 _KV_KEYS: Final = "SELECT key FROM kv WHERE key >= ? AND key < ? ORDER BY key"
 
-_BLOB_INSERT: Final = "INSERT INTO blobs (key, data) VALUES (?, ?) ON CONFLICT (key) DO NOTHING"
+_BLOB_INSERT: Final = (
+    "INSERT INTO blobs (key, data, crc) VALUES (?, ?, ?) ON CONFLICT (key) DO NOTHING"
+)
 _BLOB_SAME: Final = "SELECT data = ? FROM blobs WHERE key = ?"
-_BLOB_GET: Final = "SELECT data FROM blobs WHERE key = ?"
+_BLOB_GET: Final = "SELECT data, crc FROM blobs WHERE key = ?"
 _BLOB_DELETE: Final = "DELETE FROM blobs WHERE key = ?"
 _BLOB_LIST: Final = "SELECT key FROM blobs WHERE key >= ? AND key < ? ORDER BY key"
 
@@ -253,9 +280,9 @@ MAX_SEQ: Final = (1 << _SEQ_BITS) - 1
 _LOG_ID: Final = "SELECT id FROM ledger_logs WHERE name = ?"
 _LOG_INSERT: Final = "INSERT INTO ledger_logs (name) VALUES (?)"
 _LEDGER_TIP: Final = "SELECT max(key) FROM ledger_records WHERE key BETWEEN ? AND ?"
-_LEDGER_INSERT: Final = "INSERT INTO ledger_records (key, payload) VALUES (?, ?)"
+_LEDGER_INSERT: Final = "INSERT INTO ledger_records (key, payload, crc) VALUES (?, ?, ?)"
 _LEDGER_READ: Final = (
-    "SELECT key, payload FROM ledger_records WHERE key BETWEEN ? AND ? ORDER BY key LIMIT ?"
+    "SELECT key, payload, crc FROM ledger_records WHERE key BETWEEN ? AND ? ORDER BY key LIMIT ?"
 )
 _LEDGER_NAMES: Final = "SELECT name FROM ledger_logs WHERE name >= ? AND name < ? ORDER BY name"
 _ATTACHMENT_INSERT: Final = "INSERT OR IGNORE INTO attachments (digest, data) VALUES (?, ?)"
@@ -352,14 +379,16 @@ class _Database:
     def _ensure_schema(self, conn: sqlite3.Connection) -> None:
         if self._check_version(conn) == SCHEMA_VERSION:
             return  # the common case: no write lock needed to open
+        conn.create_function("flowledger_crc32", 1, checksum, deterministic=True)
         conn.execute("BEGIN IMMEDIATE")
         try:
             conn.execute(_CREATE_META)
-            # Re-read under the write lock: another process may have created it meanwhile.
-            if self._check_version(conn) is None:
-                for statement in _SCHEMA:
+            # Re-read under the write lock: another process may have migrated meanwhile.
+            version = self._check_version(conn) or 0
+            for number in range(version + 1, SCHEMA_VERSION + 1):
+                for statement in _MIGRATIONS[number - 1]:
                     conn.execute(statement)
-                conn.execute(_SET_VERSION, (str(SCHEMA_VERSION),))
+            conn.execute(_SET_VERSION, (str(SCHEMA_VERSION),))
             conn.execute("COMMIT")
         except BaseException:
             _rollback(conn)
@@ -376,7 +405,7 @@ class _Database:
         if not isinstance(raw, str) or not _DIGITS.fullmatch(raw):
             raise SchemaVersionError(self.path, raw, SCHEMA_VERSION)
         version = int(raw)
-        # Older versions would be migrated here once there are any; 0 was never written.
+        # 0 was never written.
         if not 1 <= version <= SCHEMA_VERSION:
             raise SchemaVersionError(self.path, version, SCHEMA_VERSION)
         return version
@@ -396,7 +425,7 @@ class _Database:
         row = self.conn.execute(_KV_GET, (key,)).fetchone()
         if row is None:
             raise KeyNotFoundError(key)
-        return Entry(row[0], row[1])
+        return Entry(verified(row[0], row[2], f"value of key {key!r}"), row[1])
 
     def kv_put(self, key: str, value: bytes, expected: int) -> int:
         conn = self.conn
@@ -407,9 +436,9 @@ class _Database:
             if actual != expected:
                 raise ConflictError(key, expected, actual)
             if actual == 0:
-                conn.execute(_KV_INSERT, (key, value))
+                conn.execute(_KV_INSERT, (key, value, checksum(value)))
             else:
-                conn.execute(_KV_UPDATE, (actual + 1, value, key))
+                conn.execute(_KV_UPDATE, (actual + 1, value, checksum(value), key))
             conn.execute("COMMIT")
         except BaseException:
             _rollback(conn)
@@ -428,7 +457,7 @@ class _Database:
         conn = self.conn
         conn.execute("BEGIN IMMEDIATE")
         try:
-            if conn.execute(_BLOB_INSERT, (key, data)).rowcount == 0:
+            if conn.execute(_BLOB_INSERT, (key, data, checksum(data))).rowcount == 0:
                 (same,) = conn.execute(_BLOB_SAME, (data, key)).fetchone()
                 if not same:
                     raise BlobConflictError(key)
@@ -441,8 +470,7 @@ class _Database:
         row = self.conn.execute(_BLOB_GET, (key,)).fetchone()
         if row is None:
             raise BlobNotFoundError(key)
-        data: bytes = row[0]
-        return data
+        return verified(row[0], row[1], f"blob {key!r}")
 
     def blob_delete(self, key: str) -> None:
         self._write_one(_BLOB_DELETE, (key,))
@@ -481,10 +509,11 @@ class _Database:
             if log is None:
                 log = int(conn.execute(_LOG_INSERT, (name,)).lastrowid or 0)
             base = (log << _SEQ_BITS) + actual
-            if len(payloads) == 1:
-                conn.execute(_LEDGER_INSERT, (base + 1, payloads[0]))
+            rows = [(base + i, p, checksum(p)) for i, p in enumerate(payloads, 1)]
+            if len(rows) == 1:
+                conn.execute(_LEDGER_INSERT, rows[0])
             else:
-                conn.executemany(_LEDGER_INSERT, [(base + i, p) for i, p in enumerate(payloads, 1)])
+                conn.executemany(_LEDGER_INSERT, rows)
             if blobs:
                 conn.executemany(
                     _ATTACHMENT_INSERT, [(bytes.fromhex(d), data) for d, data in blobs.items()]
@@ -503,7 +532,10 @@ class _Database:
             return []
         base = log << _SEQ_BITS
         rows = self.conn.execute(_LEDGER_READ, (base + after + 1, base | MAX_SEQ, limit))
-        return [Record(key - base, payload) for key, payload in rows]
+        return [
+            Record(key - base, verified(payload, crc, f"record {key - base} of log {name!r}"))
+            for key, payload, crc in rows
+        ]
 
     def ledger_tip(self, name: str) -> int:
         log = self._log_id(name)

@@ -274,6 +274,8 @@ class InputStore:
             data = await self._blobs.get(key)
         except storage.BlobNotFoundError:
             raise NotFoundError("input", session_id, digest=ref.digest) from None
+        except storage.CorruptDataError as exc:
+            raise CorruptRecordError(key, exc) from exc
         except Exception as exc:
             exc.add_note("read workflow input")
             raise

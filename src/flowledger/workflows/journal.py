@@ -40,7 +40,14 @@ from collections.abc import Sequence
 from types import TracebackType
 from typing import Any, Final
 
-from ..storage import MAX_READ_LIMIT, MAX_RECORDS_PER_APPEND, Ledger, LedgerConflictError, Record
+from ..storage import (
+    MAX_READ_LIMIT,
+    MAX_RECORDS_PER_APPEND,
+    CorruptDataError,
+    Ledger,
+    LedgerConflictError,
+    Record,
+)
 from .activity import ActivityRecord, ProjectedActivity
 from .errors import ActivityValidationError, CorruptRecordError
 from .history import HistoryPage, PageBuilder, check_page_args
@@ -320,13 +327,17 @@ class ActivityJournal:
             last_revision = item.revision
         return tip, known, last_revision
 
+    async def _read(self, name: str, after: int, limit: int) -> list[Record]:
+        try:
+            return await self._ledger.read(name, after=after, limit=limit)
+        except CorruptDataError as exc:
+            raise CorruptRecordError(name, exc) from exc
+
     async def _read_range(self, name: str, after: int, upto: int) -> list[Record]:
         """Records with ``after < seq <= upto``."""
         out: list[Record] = []
         while after < upto:
-            chunk = await self._ledger.read(
-                name, after=after, limit=min(upto - after, MAX_READ_LIMIT)
-            )
+            chunk = await self._read(name, after, min(upto - after, MAX_READ_LIMIT))
             if not chunk:
                 raise CorruptRecordError(name, f"records {after + 1}..{upto} are missing")
             out.extend(chunk)
@@ -399,7 +410,7 @@ class ActivityJournal:
         previous = -1
         size = limit + 1
         while after < tip:
-            chunk = await self._ledger.read(name, after=after, limit=min(tip - after, size))
+            chunk = await self._read(name, after, min(tip - after, size))
             if not chunk:
                 raise CorruptRecordError(name, f"records {after + 1}..{tip} are missing")
             for record in chunk:
@@ -422,7 +433,7 @@ class ActivityJournal:
             return lo
         while lo < hi:
             mid = (lo + hi) // 2
-            chunk = await self._ledger.read(name, after=mid - 1, limit=1)
+            chunk = await self._read(name, mid - 1, 1)
             if not chunk:
                 raise CorruptRecordError(name, f"record {mid} is missing")
             if _decode(name, chunk[0], session_id, run_id).revision >= revision:

@@ -150,14 +150,16 @@ class RunRegistry:
 
         `ValueError` for a missing/malformed ID; `NotFoundError` (kind ``run``)
         if this session has no such run, so another session's run is not
-        found; `CorruptRecordError` if the value fails `decode_run` or names
-        another session or run than its key.
+        found; `CorruptRecordError` if the value fails its storage checksum or
+        `decode_run`, or names another session or run than its key.
         """
         key = run_key(session_id, run_id)
         try:
             entry = await self._kv.get(key)
         except storage.KeyNotFoundError:
             raise NotFoundError("run", session_id, run_id=run_id) from None
+        except storage.CorruptDataError as exc:
+            raise CorruptRecordError(key, exc) from exc
         except Exception as exc:
             exc.add_note("read run metadata")
             raise

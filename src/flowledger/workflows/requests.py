@@ -40,7 +40,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, replace
 from typing import Any, Final, Literal
 
-from ..storage import KV, KeyNotFoundError, validate_name
+from ..storage import KV, CorruptDataError, KeyNotFoundError, validate_name
 from ..storage import ConflictError as StorageConflictError
 from .errors import ConflictError, CorruptRecordError
 from .run import is_id
@@ -225,6 +225,8 @@ class RunRequests:
             entry = await self.kv.get(key)
         except KeyNotFoundError:
             return None
+        except CorruptDataError as exc:
+            raise CorruptRecordError(key, exc) from exc
         return _decode_resume(session_id, run_id, key, entry.value, entry.revision)
 
     async def resume_ids(self, session_id: str) -> list[str]:
@@ -288,6 +290,8 @@ class RunRequests:
             entry = await self.kv.get(key)
         except KeyNotFoundError:
             return None
+        except CorruptDataError as exc:
+            raise CorruptRecordError(key, exc) from exc
         document = _load(key, entry.value)
         reason = document.get("reason", "")
         at = document.get("requested_at", 0.0)

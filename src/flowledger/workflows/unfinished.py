@@ -26,7 +26,7 @@ import time
 from collections.abc import Callable
 from typing import Final
 
-from ..storage import KV, ConflictError, KeyNotFoundError, validate_name
+from ..storage import KV, ConflictError, CorruptDataError, KeyNotFoundError, validate_name
 from .run import is_id
 
 __all__ = ["ORPHAN_GRACE", "UNFINISHED_PREFIX", "UnfinishedIndex", "unfinished_key"]
@@ -83,6 +83,8 @@ class UnfinishedIndex:
             entry = await self.kv.get(unfinished_key(session_id, run_id))
         except KeyNotFoundError:
             return None
+        except CorruptDataError:
+            return float("inf")
         try:
             written = float(json.loads(entry.value)["at"])
         except (ValueError, KeyError, TypeError):

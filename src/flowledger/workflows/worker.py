@@ -53,7 +53,7 @@ from dataclasses import dataclass, field
 from typing import Any, Final
 
 from ..storage import ConflictError as StorageConflictError
-from ..storage import KeyNotFoundError, Store, validate_name
+from ..storage import CorruptDataError, KeyNotFoundError, Store, validate_name
 from .catalog import Catalog
 from .errors import SessionOwnedError
 from .registry import RunRegistry
@@ -173,7 +173,7 @@ async def read_workers(store: Store) -> list[WorkerRecord]:
             continue
         try:
             entry = await store.kv.get(key)
-        except KeyNotFoundError:
+        except (KeyNotFoundError, CorruptDataError):
             continue
         record = WorkerRecord.decode(worker_id, entry.value, entry.revision)
         if record is not None:
@@ -303,8 +303,8 @@ class Worker:
                 continue
             try:
                 entry = await self.store.kv.get(worker_key(worker_id))
-            except KeyNotFoundError:
-                continue
+            except (KeyNotFoundError, CorruptDataError):
+                continue  # a damaged heartbeat is rewritten whole by its worker
             seen.add(worker_id)
             peer = self._peers.get(worker_id)
             if peer is not None and peer.revision == entry.revision:
