@@ -29,7 +29,6 @@ from flowledger.storage import (
     LeaseHeldError,
     LedgerConflictError,
     Store,
-    StoreClosedError,
     UnsupportedURLError,
     digest_of,
     open_store,
@@ -399,35 +398,6 @@ async def test_lease_backend_semantics(tmp_path: Path) -> None:
 
 
 # --- lifecycle --------------------------------------------------------------------------
-
-
-async def test_use_after_close_raises(tmp_path: Path) -> None:
-    store = await open_store(url_for(tmp_path / "s.db"))
-    await store.kv.put("k", b"v", expected=0)
-    await store.close()
-    await store.close()  # idempotent
-
-    digest = digest_of(b"")
-    calls = [
-        store.kv.get("k"),
-        store.kv.put("k", b"v", expected=1),
-        store.kv.delete("k"),
-        store.kv.keys(),
-        store.kv.keys("é"),
-        store.blobs.put("b", b""),
-        store.blobs.get("b"),
-        store.blobs.delete("b"),
-        store.blobs.list(),
-        store.ledger.append("l", [b"r"], expected=0),
-        store.ledger.read("l"),
-        store.ledger.tip("l"),
-        store.ledger.names(),
-        store.ledger.attachments([digest]),
-        store.leases.acquire("lease"),
-    ]
-    for call in calls:
-        with pytest.raises(StoreClosedError, match="store is closed"):
-            await call
 
 
 async def test_close_lets_started_calls_finish(tmp_path: Path) -> None:

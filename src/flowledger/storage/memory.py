@@ -4,6 +4,8 @@ Everything lives in dictionaries guarded by one lock, so each call is atomic
 even when several threads (each with its own event loop) share the store.
 KV revisions count 1, 2, 3, ... per key and restart at 1 after a delete.
 Leases use the monotonic clock and honour TTLs like the durable backends.
+The four primitives of one store share a `MemoryGate`: once the store is
+closed, every call raises `StoreClosedError`, as with the durable backends.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from .errors import (
     KeyNotFoundError,
     LeaseHeldError,
     LedgerConflictError,
+    StoreClosedError,
 )
 from .kv import Entry
 from .lease import RenewStatus
@@ -28,7 +31,21 @@ from .ledger import Record, check_append, check_digests, check_read
 from .limits import MAX_BLOB_BYTES, MAX_KV_VALUE_BYTES, check_bytes, check_revision
 from .names import validate_name
 
-__all__ = ["MemoryBlobs", "MemoryKV", "MemoryLeaseBackend", "MemoryLedger"]
+__all__ = ["MemoryBlobs", "MemoryGate", "MemoryKV", "MemoryLeaseBackend", "MemoryLedger"]
+
+
+class MemoryGate:
+    """Whether a memory store is still open; shared by its four primitives."""
+
+    def __init__(self) -> None:
+        self.closed = False
+
+    def check(self) -> None:
+        if self.closed:
+            raise StoreClosedError()
+
+    async def close(self) -> None:
+        self.closed = True
 
 
 @dataclass(slots=True)
@@ -39,12 +56,14 @@ class _LeaseRow:
 
 
 class MemoryKV:
-    def __init__(self) -> None:
+    def __init__(self, gate: MemoryGate | None = None) -> None:
+        self._gate = MemoryGate() if gate is None else gate
         self._lock = threading.Lock()
         self._kv: dict[str, Entry] = {}
 
     async def get(self, key: str) -> Entry:
         validate_name(key)
+        self._gate.check()
         with self._lock:
             entry = self._kv.get(key)
         if entry is None:
@@ -55,6 +74,7 @@ class MemoryKV:
         validate_name(key)
         check_revision("expected", expected)
         check_bytes("value", value, MAX_KV_VALUE_BYTES)
+        self._gate.check()
         with self._lock:
             current = self._kv.get(key)
             actual = 0 if current is None else current.revision
@@ -65,22 +85,26 @@ class MemoryKV:
 
     async def delete(self, key: str) -> None:
         validate_name(key)
+        self._gate.check()
         with self._lock:
             self._kv.pop(key, None)
 
     async def keys(self, prefix: str = "") -> list[str]:
+        self._gate.check()
         with self._lock:
             return sorted(k for k in self._kv if k.startswith(prefix))
 
 
 class MemoryBlobs:
-    def __init__(self) -> None:
+    def __init__(self, gate: MemoryGate | None = None) -> None:
+        self._gate = MemoryGate() if gate is None else gate
         self._lock = threading.Lock()
         self._blobs: dict[str, bytes] = {}
 
     async def put(self, key: str, data: bytes) -> None:
         validate_name(key)
         check_bytes("blob", data, MAX_BLOB_BYTES)
+        self._gate.check()
         with self._lock:
             existing = self._blobs.get(key)
             if existing is None:
@@ -90,6 +114,7 @@ class MemoryBlobs:
 
     async def get(self, key: str) -> bytes:
         validate_name(key)
+        self._gate.check()
         with self._lock:
             data = self._blobs.get(key)
         if data is None:
@@ -98,16 +123,19 @@ class MemoryBlobs:
 
     async def delete(self, key: str) -> None:
         validate_name(key)
+        self._gate.check()
         with self._lock:
             self._blobs.pop(key, None)
 
     async def list(self, prefix: str = "") -> list[str]:
+        self._gate.check()
         with self._lock:
             return sorted(k for k in self._blobs if k.startswith(prefix))
 
 
 class MemoryLedger:
-    def __init__(self) -> None:
+    def __init__(self, gate: MemoryGate | None = None) -> None:
+        self._gate = MemoryGate() if gate is None else gate
         self._lock = threading.Lock()
         self._logs: dict[str, list[bytes]] = {}
         self._attachments: dict[str, bytes] = {}
@@ -122,6 +150,7 @@ class MemoryLedger:
     ) -> int:
         validate_name(name)
         payloads, blobs = check_append(records, expected, attachments)
+        self._gate.check()
         with self._lock:
             log = self._logs.get(name, [])
             if len(log) != expected:
@@ -135,6 +164,7 @@ class MemoryLedger:
     async def read(self, name: str, *, after: int = 0, limit: int = 100) -> list[Record]:
         validate_name(name)
         check_read(after, limit)
+        self._gate.check()
         with self._lock:
             log = self._logs.get(name, [])
             chunk = log[after : after + limit]
@@ -142,16 +172,19 @@ class MemoryLedger:
 
     async def tip(self, name: str) -> int:
         validate_name(name)
+        self._gate.check()
         with self._lock:
             return len(self._logs.get(name, ()))
 
     async def names(self, prefix: str = "") -> list[str]:
+        self._gate.check()
         with self._lock:
             return sorted(n for n in self._logs if n.startswith(prefix))
 
     async def attachments(self, digests: Iterable[str]) -> dict[str, bytes]:
         wanted = check_digests(digests)
         found: dict[str, bytes] = {}
+        self._gate.check()
         with self._lock:
             for digest in wanted:
                 data = self._attachments.get(digest)
@@ -162,12 +195,14 @@ class MemoryLedger:
 
 
 class MemoryLeaseBackend:
-    def __init__(self) -> None:
+    def __init__(self, gate: MemoryGate | None = None) -> None:
+        self._gate = MemoryGate() if gate is None else gate
         self._lock = threading.Lock()
         self._leases: dict[str, _LeaseRow] = {}
 
     async def try_acquire(self, name: str, holder: str, ttl: float) -> int:
         now = time.monotonic()
+        self._gate.check()
         with self._lock:
             row = self._leases.get(name)
             if row is None:
@@ -181,6 +216,7 @@ class MemoryLeaseBackend:
 
     async def renew(self, name: str, epoch: int, holder: str, ttl: float) -> RenewStatus:
         now = time.monotonic()
+        self._gate.check()
         with self._lock:
             row = self._leases.get(name)
             if row is None or row.epoch != epoch or row.holder != holder:
@@ -191,6 +227,7 @@ class MemoryLeaseBackend:
             return "renewed"
 
     async def release(self, name: str, epoch: int, holder: str) -> None:
+        self._gate.check()
         with self._lock:
             row = self._leases.get(name)
             if row is not None and row.epoch == epoch and row.holder == holder:

@@ -28,7 +28,7 @@ from .blobs import Blobs
 from .kv import KV
 from .lease import Leaser
 from .ledger import Ledger
-from .memory import MemoryBlobs, MemoryKV, MemoryLeaseBackend, MemoryLedger
+from .memory import MemoryBlobs, MemoryGate, MemoryKV, MemoryLeaseBackend, MemoryLedger
 
 __all__ = ["Store", "StoreOpener", "UnsupportedURLError", "open_store"]
 
@@ -138,7 +138,10 @@ async def _connect(url: str) -> Store:
     if scheme == "memory":
         if url.rstrip("/") != "memory:":
             raise UnsupportedURLError(url, "memory:// takes no path or options")
-        return Store(url, MemoryKV(), MemoryBlobs(), MemoryLedger(), Leaser(MemoryLeaseBackend()))
+        gate = MemoryGate()
+        leases = Leaser(MemoryLeaseBackend(gate))
+        primitives = (MemoryKV(gate), MemoryBlobs(gate), MemoryLedger(gate), leases)
+        return Store(url, *primitives, _close_backend=gate.close)
     if scheme == "sqlite":
         from .sqlite import connect_sqlite
 
