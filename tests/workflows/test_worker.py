@@ -22,6 +22,7 @@ from flowledger.workflows.inputs import canonical_json
 from flowledger.workflows.registry import RunRegistry
 from flowledger.workflows.run import Run, RunStatus
 from flowledger.workflows.session import WorkflowSession
+from flowledger.workflows.supervisor import Supervisor
 from flowledger.workflows.unfinished import UnfinishedIndex
 from flowledger.workflows.worker import (
     WORKERS_PREFIX,
@@ -67,6 +68,12 @@ async def create_run(
         updated_at=now,
     )
     return await session.registry.create(run)
+
+
+async def settle(worker: Worker) -> None:
+    """Wait until every session the worker owns has finished adopting its runs."""
+    for session_id in worker.sessions:
+        await worker._owned[session_id].session.supervisor.wait_idle()
 
 
 async def status(store: Store, run: Run) -> RunStatus:
@@ -259,3 +266,72 @@ async def test_the_sessions_of_a_silent_worker_are_adopted(shared_url: str) -> N
             assert heir.ticks > 0
         with contextlib.suppress(Exception):
             await silent.close()
+
+
+async def test_a_worker_that_joins_later_gets_its_share(store: Store) -> None:
+    """A worker alone with six sessions owns them all; a second one that joins later gets
+    half of them, handed over one idle session per tick: nothing runs again, and every
+    handed-over run is still there to be resumed."""
+    gates = Gates()
+    catalog = app(gates)
+    sessions = [str(uuid.uuid4()) for _ in range(6)]
+    runs = [await create_run(store, catalog, sid, "asker", 1) for sid in sessions]
+    first = Worker(store, catalog, FAST)
+    for _ in range(8):
+        await first.tick()
+    assert sorted(first.sessions) == sorted(sessions)
+    await settle(first)
+    executed = dict(gates.runs)
+    second = Worker(store, catalog, FAST)
+    for _ in range(12):
+        await second.tick()
+        await first.tick()
+    assert len(first.sessions) == len(second.sessions) == 3
+    assert sorted(first.sessions + second.sessions) == sorted(sessions)
+    for _ in range(6):  # and it stays that way
+        await second.tick()
+        await first.tick()
+    assert len(first.sessions) == len(second.sessions) == 3
+    assert gates.runs == executed
+    assert {await status(store, r) for r in runs} == {RunStatus.INTERRUPTED}
+    door_of = {sid: WorkflowSession.build(store, sid, catalog) for sid in sessions}
+    moved = runs[sessions.index(second.sessions[0])]
+    door = FrontDoor.for_session(door_of[moved.session_id], start_timeout=10, request_timeout=10)
+    async with running(first), running(second):
+        resumed = await door.resume(moved.id, b'{"increment":2}')
+    assert resumed.status is RunStatus.COMPLETED
+
+
+async def test_busy_sessions_and_full_peers_are_not_handed_over(
+    store: Store, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Only idle sessions move, and only to a peer with room under its own
+    ``max_sessions``."""
+    catalog = app(Gates())
+    sessions = [str(uuid.uuid4()) for _ in range(4)]
+    for sid in sessions:
+        await create_run(store, catalog, sid, "asker", 1)
+    first = Worker(store, catalog, FAST)
+    for _ in range(6):
+        await first.tick()
+    await settle(first)
+    full = Worker(store, catalog, WorkerSettings(lease_ttl=0.5, poll=0.02, max_sessions=1))
+    for _ in range(10):
+        await first.tick()
+        await full.tick()
+    assert len(full.sessions) == 1
+    assert len(first.sessions) == 3
+    working = set(first.sessions)  # pretend every session of the first worker is busy
+    idle = vars(Supervisor)["idle"]
+    monkeypatch.setattr(
+        Supervisor, "idle", property(lambda s: s.session_id not in working and idle.fget(s))
+    )
+    busy = Worker(store, catalog, FAST)
+    for _ in range(10):
+        await first.tick()
+        await busy.tick()
+    assert busy.sessions == []
+    assert len(first.sessions) == 3
+    working.clear()
+    for worker in (first, full, busy):
+        await worker.close()

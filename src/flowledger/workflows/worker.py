@@ -12,19 +12,26 @@ Front doors only write pending runs and requests; workers do the work. Every
    stuck runs, drop stale index entries). A session whose lease was lost is let go; one
    without unfinished runs for ``idle_release`` seconds is released. An idle tick costs
    one listing and one read per other worker, however many sessions there are.
-3. It claims sessions that have unfinished runs and no live owner: a `Supervisor` per
-   session (`WorkflowSession.build` + `Supervisor.activate`, which takes the session
-   lease and adopts every indexed run). `SessionOwnedError` only means someone else
-   holds it (the claim is retried after a short backoff).
+3. If it owns more than its fair share while a live peer has room, it hands one idle
+   session over (see below). Then it claims sessions that have unfinished runs and no
+   live owner: a `Supervisor` per session (`WorkflowSession.build` +
+   `Supervisor.activate`, which takes the session lease and adopts every indexed run).
+   `SessionOwnedError` only means someone else holds it (the claim is retried after a
+   short backoff).
 4. It rewrites its own heartbeat record when what it owns changed, and at least every
    ``lease_ttl / 3`` seconds.
 
 Sharing the work. A worker claims at most its fair share, ``ceil(sessions with
 unfinished runs / live workers)`` (and at most ``max_sessions``), and at most half of
 what is left of it per tick, so workers that start together converge on even shares; a
-session left unclaimed for two ticks may be claimed beyond the share. A worker is *live* while its
-heartbeat record keeps changing: each worker measures that on its own clock (how long
-since it saw the record's revision change), so wall clocks that disagree do not matter.
+session left unclaimed for two ticks may be claimed beyond the share. A worker that owns
+more than its share (one that was alone when the others joined) releases one *idle*
+session per tick - no start, adoption or request of it in progress, so no work is
+interrupted and redone - as long as some live peer owns fewer than the share (and fewer
+than its ``max_sessions``); that peer claims it on its next tick. A busy session is
+never handed over. A worker is *live* while its heartbeat record keeps changing: each
+worker measures that on its own clock (how long since it saw the record's revision
+change), so wall clocks that disagree do not matter.
 Sessions named by a live worker's record are not tried; when a worker dies, its record
 stops changing, and after its lease TTL both its leases and its record have expired,
 so the others claim its sessions and adopt its runs from their last durable checkpoint.
@@ -128,6 +135,7 @@ class WorkerRecord:
     started_at: float
     written_at: float
     revision: int = 0
+    max_sessions: int | None = None  # None in records of workers that did not say
 
     def encode(self) -> bytes:
         return json.dumps(
@@ -139,6 +147,7 @@ class WorkerRecord:
                 "sessions": list(self.sessions),
                 "started_at": self.started_at,
                 "written_at": self.written_at,
+                "max_sessions": self.max_sessions,
             },
             separators=(",", ":"),
         ).encode()
@@ -150,6 +159,7 @@ class WorkerRecord:
             if doc.get("version") != RECORD_VERSION:
                 return None
             sessions = tuple(s for s in doc["sessions"] if is_id(s))
+            limit = doc.get("max_sessions")
             return cls(
                 worker_id,
                 str(doc["host"]),
@@ -159,6 +169,7 @@ class WorkerRecord:
                 float(doc["started_at"]),
                 float(doc["written_at"]),
                 revision,
+                int(limit) if limit is not None else None,
             )
         except (ValueError, KeyError, TypeError, AttributeError):
             return None
@@ -214,6 +225,7 @@ class _Peer:
     changed_at: float  # our monotonic clock when we saw the revision change
     ttl: float
     sessions: frozenset[str] = field(default_factory=frozenset)
+    max_sessions: int | None = None
 
 
 class Worker:
@@ -289,6 +301,7 @@ class Worker:
                         found.setdefault(session_id, []).append(run_id)
         live = await self._read_peers(peers)
         await self._serve(view, bells)
+        await self._shed(view, live)
         await self._claim(view, live)
         await self._beat()
 
@@ -312,7 +325,8 @@ class Worker:
             record = WorkerRecord.decode(worker_id, entry.value, entry.revision)
             ttl = record.lease_ttl if record is not None else self.settings.lease_ttl
             sessions = frozenset(record.sessions) if record is not None else frozenset()
-            self._peers[worker_id] = _Peer(entry.revision, now, ttl, sessions)
+            limit = record.max_sessions if record is not None else None
+            self._peers[worker_id] = _Peer(entry.revision, now, ttl, sessions, limit)
         for worker_id in [w for w in self._peers if w not in seen]:
             del self._peers[worker_id]
         live: dict[str, _Peer] = {}
@@ -338,6 +352,7 @@ class Worker:
             sessions,
             self._started_at,
             time.time(),
+            max_sessions=self.settings.max_sessions,
         )
         key = worker_key(self.worker_id)
         try:
@@ -383,6 +398,28 @@ class Worker:
             await owned.session.supervisor.shutdown()
         except Exception as exc:
             log.warning("worker %s: shutting session %s down: %s", self.worker_id, session_id, exc)
+
+    async def _shed(self, view: Mapping[str, list[str]], live: Mapping[str, _Peer]) -> None:
+        """Release one idle session if this worker owns more than its fair share and a live
+        peer has room for it (see the module documentation)."""
+        if not live:
+            return
+        share = math.ceil(len(view) / (len(live) + 1))
+        mine = [s for s in self._owned if s in view]
+        if len(mine) <= share:
+            return
+
+        def has_room(peer: _Peer) -> bool:
+            owned = sum(1 for s in peer.sessions if s in view)
+            return owned < share and (peer.max_sessions is None or owned < peer.max_sessions)
+
+        if not any(has_room(peer) for peer in live.values()):
+            return
+        for session_id in mine:
+            if self._owned[session_id].session.supervisor.idle:
+                log.info("worker %s: handed over session %s", self.worker_id, session_id)
+                await self._let_go(session_id)
+                return
 
     # -- claims ----------------------------------------------------------------------------
 
