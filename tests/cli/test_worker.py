@@ -70,6 +70,9 @@ def test_front_door_commands_and_a_worker_process(cli: Cli, worker: subprocess.P
     resumed = cli("resume", run_id, "--payload", '{"approved": true}', "--no-execute")
     assert resumed.exit_code == 0, resumed.output
     assert f"run {run_id} is completed" in resumed.stdout
+    # the worker's activities, read back from the journal while the front door waited
+    shown = [line.split()[:2] for line in resumed.stdout.splitlines() if line.startswith("  ")]
+    assert shown == [["↻", "resumed"], ["✓", "approval"], ["✓", "finalize"], ["✔", "completed"]]
 
     doomed = cli.json(
         "start", "document_review", "v1", "--input", json.dumps(REVIEW_INPUT), "--no-execute"

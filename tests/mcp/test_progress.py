@@ -5,6 +5,9 @@ Nothing private (state, input, resume payload, interrupt info) is ever in them."
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 import warnings
 from pathlib import Path
 from typing import Any
@@ -13,7 +16,15 @@ import mcp_types as types
 import pytest
 from mcp import Client
 
-from .conftest import APP, http_client, http_server, payload, stdio_params, wait_status
+from .conftest import (
+    APP,
+    REPO,
+    http_client,
+    http_server,
+    payload,
+    stdio_params,
+    wait_status,
+)
 
 SECRET = "sentinel-secret-4f1c"
 NOTE = "sentinel-note-9b2e"
@@ -44,7 +55,11 @@ def assert_private_data_absent(*seen: Any) -> None:
     assert SECRET not in text and NOTE not in text and "deliver?" not in text
 
 
-async def run_relay(client: Client, on_progress: Progress | None = None) -> str:
+async def run_relay(
+    client: Client, on_progress: Progress | None = None, on_resume: Progress | None = None
+) -> str:
+    """Start the relay, wait for its pause, resume it; ``on_resume`` (default
+    ``on_progress``) receives the resume call's progress."""
     started = payload(
         await client.call_tool("workflow_run_start", START, progress_callback=on_progress)
     )
@@ -54,7 +69,7 @@ async def run_relay(client: Client, on_progress: Progress | None = None) -> str:
         await client.call_tool(
             "workflow_run_resume",
             {"run_id": run_id, "resume": RESUME},
-            progress_callback=on_progress,
+            progress_callback=on_resume or on_progress,
         )
     )
     assert resumed["run_status"] == "completed"
@@ -156,3 +171,41 @@ async def test_no_log_notifications_unless_allowed(tmp_path: Path) -> None:
                 await client.set_logging_level("warning")
             await run_relay(client)
         assert filtered.entries == []
+
+
+async def test_progress_notifications_from_a_front_door(tmp_path: Path) -> None:
+    """A ``--no-execute`` server executes nothing: a worker process runs the relay. The
+    front door follows the run's durable journal while a call waits, so the client sees
+    the same progress as from an executing server: every journal entry of the resume
+    that advances progress, in order, each once."""
+    db = f"sqlite:///{tmp_path}/p.db"
+    env = {k: v for k, v in os.environ.items() if k != "FLOWLEDGER_DB"}
+    options = ["--db", db, "--app", APP, "--lease-ttl", "2", "--poll", "0.05"]
+    worker = subprocess.Popen(  # noqa: ASYNC220 - started once, stopped in finally
+        [sys.executable, "-m", "flowledger", "worker", *options],
+        cwd=REPO,
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        async with Client(stdio_params(db, "--app", APP, "--no-execute")) as client:
+            start_progress, resume_progress = Progress(), Progress()
+            run_id = await run_relay(client, start_progress, resume_progress)
+            history = payload(await client.call_tool("workflow_run_history", {"run_id": run_id}))
+    finally:
+        worker.terminate()
+        worker.wait(timeout=30)
+    assert start_progress.updates[:1] == [(0.0, 4.0, "run_started")]
+    check_progress(resume_progress.updates)
+    entries = history["entries"]
+    kinds = [e["kind"] for e in entries]
+    expected, last = [], -1
+    for entry in entries[kinds.index("run_resumed") :]:
+        done = entry.get("completed_vertices", 0)
+        if done > last:
+            message = f"{entry['kind']} {entry.get('vertex_label', '')}".strip()
+            expected.append((float(done), 4.0, message))
+            last = done
+    assert resume_progress.updates == expected
+    assert_private_data_absent(start_progress.updates, resume_progress.updates)

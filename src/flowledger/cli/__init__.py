@@ -337,6 +337,18 @@ def start(
     run_command(work)
 
 
+async def _title(host: Host, run: str) -> str:
+    """``"<definition> <version>"`` of an interrupted run, else ``""`` (the resume tool
+    says what is wrong, in its own words)."""
+    try:
+        current = await host.call("workflow_run_get", {"run_id": run})
+    except ToolError:
+        return ""
+    if current.get("run_status") != "interrupted":
+        return ""
+    return f"{current.get('definition_name', '')} {current.get('definition_version', '')}"
+
+
 @app.command()
 def resume(
     run: RunArgument,
@@ -363,7 +375,13 @@ def resume(
         console = stdout_console()
         if no_execute:
             async with open_host(options, owner=False, front_door=True) as host:
-                result = await host.call("workflow_run_resume", {"run_id": run, "resume": payload})
+                title = await _title(host, run)
+                # a worker executes it; its activities are read back from the journal
+                async with Watch(host.session, console, quiet=json_output, from_journal=True) as w:
+                    await w.follow(run, title)
+                    result = await host.call(
+                        "workflow_run_resume", {"run_id": run, "resume": payload}
+                    )
                 if json_output:
                     emit_json(result)
                     return
@@ -374,13 +392,9 @@ def resume(
                         render_pause(console, pause)
             return
         async with open_host(options, owner=True) as host:
-            try:
-                current = await host.call("workflow_run_get", {"run_id": run})
-            except ToolError:
-                current = {}  # the resume tool says what is wrong, in its own words
-            title = f"{current.get('definition_name', '')} {current.get('definition_version', '')}"
+            title = await _title(host, run)
             async with Watch(host.session, console, quiet=json_output) as watch:
-                if not json_output and current.get("run_status") == "interrupted":
+                if not json_output and title:
                     console.print(
                         Text.assemble(("resuming run ", "dim"), (run, "bold"), f"  {title}")
                     )

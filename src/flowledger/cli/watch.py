@@ -1,10 +1,12 @@
 """Watching a run execute in this process: live activity lines and a progress bar, and
 what a paused run waits for.
 
-`Watch` reads the session's live activity subscription (`ActivityJournal.subscribe`):
-one line per activity of the watched run, and on a terminal a progress bar of completed
-vertices. For a completed vertex it also reads that revision's checkpoint to say
-whether the vertex needed more than one attempt (a retry is not an activity).
+`Watch` reads the session's live activity subscription (`ActivityJournal.subscribe`),
+or, when a worker executes the run elsewhere (``from_journal``), follows the run's
+durable journal (`JournalFollower`): one line per activity of the watched run, and on a
+terminal a progress bar of completed vertices. For a completed vertex it also reads that
+revision's checkpoint to say whether the vertex needed more than one attempt (a retry is
+not an activity).
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ from rich.text import Text
 
 from .. import flow
 from ..workflows import ActivityKind, ActivityRecord, ActivitySubscription
+from ..workflows.follow import JournalFollower
 from ..workflows.session import WorkflowSession
 from .render import KIND_ICONS, Pause
 
@@ -51,7 +54,8 @@ class Watch:
     """Shows one run's activities as they are published, until `stop`.
 
     Use as an async context manager around the work; call `follow` once the run id is
-    known (activities published before that wait in the subscription)."""
+    known (activities published before that wait in the subscription). With
+    ``from_journal`` only activities stored after `follow` are shown."""
 
     def __init__(
         self,
@@ -60,12 +64,14 @@ class Watch:
         *,
         quiet: bool = False,
         indent: str = "  ",
+        from_journal: bool = False,
     ) -> None:
         self._session = session
         self._console = console
         self._quiet = quiet
         self._indent = indent
-        self._subscription: ActivitySubscription | None = None
+        self._from_journal = from_journal
+        self._subscription: ActivitySubscription | JournalFollower | None = None
         self._task: asyncio.Task[None] | None = None
         self._progress: Progress | None = None
         self._bar: TaskID | None = None
@@ -77,7 +83,8 @@ class Watch:
         self.seen = 0
 
     async def __aenter__(self) -> Watch:
-        self._subscription = self._session.journal.subscribe(self._session.session_id)
+        if not self._from_journal:
+            self._subscription = self._session.journal.subscribe(self._session.session_id)
         return self
 
     async def __aexit__(
@@ -94,6 +101,12 @@ class Watch:
         with contextlib.suppress(Exception):
             run = await self._session.registry.get(self._session.session_id, run_id)
             self._graph_run_id = run.graph_run_id
+        if self._from_journal:
+            try:
+                follower = JournalFollower(self._session.journal, self._session.session_id, run_id)
+                self._subscription = await follower.start()
+            except Exception:
+                return  # no such run (the call says so), or the database is away
         if not self._quiet and self._console.is_terminal:
             self._progress = Progress(
                 SpinnerColumn(),

@@ -61,6 +61,7 @@ class ServedSession:
 
     session: WorkflowSession
     tools: WorkflowTools
+    executes: bool  # runs execute here (else a worker or the owner elsewhere does)
 
     @property
     def session_id(self) -> str:
@@ -114,4 +115,4 @@ async def open_served_session(
             supervisor=control,
             start_timeout=start_timeout,
         )
-        yield ServedSession(session, tools)
+        yield ServedSession(session, tools, executes=not (read_only or no_execute))

@@ -152,6 +152,7 @@ class _SessionHost:
                     journal=served.session.journal,
                     session_id=served.session_id,
                     read_only=self.read_only,
+                    executes=served.executes,
                 )
                 manager = StreamableHTTPSessionManager(
                     app=mcp.server,

@@ -23,6 +23,12 @@ sent once the run ID is known) - and, for a call about no particular run, every
 activity of the session. Progress must increase within a request, so an activity that
 would not advance it (a terminal or paused activity after the last completed vertex) is
 not sent as progress. Everything is sent before the call's result.
+
+Where they come from: a server that executes the session's runs hears them live, as
+its supervisor publishes them. A server that does not (``executes=False``: a front door
+whose runs a worker executes, or a read-only server beside the owner) follows the run's
+durable journal while the call waits (`JournalFollower`, a read every 0.1 s); a call
+about no particular run then forwards nothing.
 """
 
 from __future__ import annotations
@@ -30,7 +36,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import uuid
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Final, Protocol
 
@@ -44,7 +50,8 @@ from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from .. import __version__
 from ..tools import ToolError, ToolInfo, result_text
 from ..workflows.activity import ActivityRecord
-from ..workflows.journal import ActivityJournal, ActivitySubscription
+from ..workflows.follow import JournalFollower
+from ..workflows.journal import ActivityJournal
 
 __all__ = [
     "LOGGER_NAME",
@@ -123,18 +130,30 @@ def _canonical_run_id(value: object) -> str | None:
 Sender = Callable[[ActivityRecord], Awaitable[None]]
 
 
+class _Source(Protocol):
+    """Where a call's activities come from: a live `ActivitySubscription` or a
+    `JournalFollower`. ``close`` ends the iteration once what is pending is delivered."""
+
+    def close(self) -> None: ...
+
+    def __aiter__(self) -> AsyncIterator[ActivityRecord]: ...
+
+
 @dataclass(eq=False)
 class _Forwarder:
-    """Forwards the activities of one call's subscription through ``send``.
+    """Forwards the activities of one call's source through ``send``.
 
     ``target`` is the run the call is about (``None``: every run). With ``deferred``
     (the run is only known from the result) activities are collected and sent by
-    `finish`. A send that fails stops forwarding for this call; the call goes on."""
+    `finish`; without a ``subscription`` then, ``follow`` makes the source from the
+    run's ID at the end. A send that fails stops forwarding for this call; the call goes
+    on."""
 
-    subscription: ActivitySubscription
+    subscription: _Source | None
     send: Sender
     target: str | None
     deferred: bool
+    follow: Callable[[str], _Source] | None = None
 
     def __post_init__(self) -> None:
         self._collected: list[ActivityRecord] = []
@@ -153,11 +172,16 @@ class _Forwarder:
             log.debug("activity notification not sent: %s", exc)
 
     async def _run(self) -> None:
+        assert self.subscription is not None
         async for record in self.subscription:
             await self._deliver(record)
 
     async def finish(self, run_id: str | None) -> None:
         """The call returned (``run_id``: the run its result names): deliver what is left."""
+        if self.subscription is None:
+            if run_id is None or self.follow is None:
+                return
+            self.subscription = self.follow(run_id)
         self.subscription.close()  # queued records are still delivered, then iteration ends
         if self._pump is not None:
             try:
@@ -174,7 +198,8 @@ class _Forwarder:
             await self._deliver(record)
 
     def abort(self) -> None:
-        self.subscription.close()
+        if self.subscription is not None:
+            self.subscription.close()
         if self._pump is not None:
             self._pump.cancel()
 
@@ -219,6 +244,7 @@ class WorkflowMcpServer:
         journal: ActivityJournal | None = None,
         session_id: str | None = None,
         read_only: bool = False,
+        executes: bool = True,
         name: str = SERVER_NAME,
     ) -> None:
         if journal is not None and session_id is None:
@@ -227,6 +253,7 @@ class WorkflowMcpServer:
         self.journal = journal
         self.session_id = session_id
         self.read_only = read_only
+        self.executes = executes
         infos = tools.infos()
         self._hidden = frozenset(i.name for i in infos if read_only and i.mutating)
         self._visible: dict[str, ToolInfo] = {
@@ -252,11 +279,13 @@ class WorkflowMcpServer:
         )
 
     async def drain(self) -> None:
-        """Wait until no request is being handled, after a short grace for requests
-        received but not dispatched yet (bound it with `asyncio.timeout`)."""
+        """Wait until no request is being handled and a short grace has passed since: for
+        requests received but not dispatched yet, and for the last responses to be written
+        (a handler counts as done before its response is sent). Bound it with
+        `asyncio.timeout`."""
         while True:
-            await asyncio.sleep(_DISPATCH_GRACE)
             await self._inflight.idle.wait()
+            await asyncio.sleep(_DISPATCH_GRACE)
             if not self._inflight.count:
                 return
 
@@ -296,7 +325,7 @@ class WorkflowMcpServer:
         if name not in self._visible:
             return _text_result(f"workflow tools: unknown tool {name[:64]!r}", error=True)
         arguments = params.arguments
-        forwarder = self._forwarder(ctx, name, arguments)
+        forwarder = await self._forwarder(ctx, name, arguments)
         run_id: str | None = None
         try:
             try:
@@ -318,21 +347,32 @@ class WorkflowMcpServer:
             await forwarder.finish(run_id)
         return outcome
 
-    def _forwarder(
+    async def _forwarder(
         self, ctx: ServerRequestContext[Any], name: str, arguments: Mapping[str, Any] | None
     ) -> _Forwarder | None:
-        if self.journal is None or self.session_id is None:
+        journal, session_id = self.journal, self.session_id
+        if journal is None or session_id is None:
             return None
         send = self._sender(ctx)
         if send is None:
             return None
         target = _canonical_run_id(arguments.get("run_id")) if arguments else None
-        return _Forwarder(
-            self.journal.subscribe(self.session_id),
-            send,
-            target=target,
-            deferred=name == START_TOOL and target is None,
-        )
+        deferred = name == START_TOOL and target is None
+        if self.executes:
+            return _Forwarder(journal.subscribe(session_id), send, target, deferred)
+
+        def follow(run_id: str) -> JournalFollower:  # from the journal's beginning
+            return JournalFollower(journal, session_id, run_id)
+
+        if deferred:
+            return _Forwarder(None, send, None, deferred, follow=follow)
+        if target is None:
+            return None
+        try:
+            source = await JournalFollower(journal, session_id, target).start()
+        except Exception:  # no such run here, or the database is away: nothing to follow
+            return None
+        return _Forwarder(source, send, target, deferred)
 
     def _sender(self, ctx: ServerRequestContext[Any]) -> Sender | None:
         """How this request's activities reach the client, or None if they cannot."""
@@ -401,9 +441,10 @@ def build_server(
     journal: ActivityJournal | None = None,
     session_id: str | None = None,
     read_only: bool = False,
+    executes: bool = True,
 ) -> Server[Any]:
     """The MCP server over ``tools``; with ``journal`` and ``session_id`` it forwards the
-    session's activities during calls."""
+    session's activities during calls (live if ``executes``, else from the journal)."""
     return WorkflowMcpServer(
-        tools, journal=journal, session_id=session_id, read_only=read_only
+        tools, journal=journal, session_id=session_id, read_only=read_only, executes=executes
     ).server

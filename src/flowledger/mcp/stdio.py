@@ -159,6 +159,7 @@ async def serve_stdio(
                     journal=served.session.journal,
                     session_id=served.session_id,
                     read_only=read_only,
+                    executes=served.executes,
                 )
                 with _claim_stdin() as fd:
                     # stdio_server only iterates its stdin (``async for line in stdin``).

@@ -373,6 +373,19 @@ class ActivityJournal:
 
     # -- reading --------------------------------------------------------------------------
 
+    async def position(self, session_id: str, run_id: str) -> int:
+        """How many activities of the run are stored: a position for `read_after`."""
+        return await self._ledger.tip(journal_name(session_id, run_id))
+
+    async def read_after(
+        self, session_id: str, run_id: str, position: int, *, limit: int = MAX_READ_LIMIT
+    ) -> list[ProjectedActivity]:
+        """The run's activities stored after ``position`` (at most ``limit``), in order:
+        the next position is ``position + len(result)``. Whoever published them."""
+        name = journal_name(session_id, run_id)
+        records = await self._read(name, position, limit)
+        return [_decode(name, record, session_id, run_id) for record in records]
+
     async def records(self, session_id: str, run_id: str) -> list[ProjectedActivity]:
         """The whole journal of one run, in order (for tests and small runs)."""
         name = journal_name(session_id, run_id)
