@@ -42,6 +42,29 @@ async def open_in(thread: LoopThread, store: Store, url: str) -> Store:
     return await thread.arun(opener())
 
 
+async def test_lease_backend_semantics(store: Store) -> None:
+    """The backend contract under `Leaser`, the same on every backend: grants, expiry,
+    takeover, stale renewals and releases."""
+    backend = store.leases._backend
+    assert await backend.try_acquire("l", "h1", 10) == 1
+    with pytest.raises(LeaseHeldError) as held:
+        await backend.try_acquire("l", "h2", 10)
+    assert held.value.holder_epoch == 1
+    assert await backend.renew("l", 1, "h1", 0.05) == "renewed"  # now due in 50 ms
+    await asyncio.sleep(0.1)
+    assert await backend.renew("l", 1, "h1", 10) == "expired"
+    assert await backend.try_acquire("l", "h2", 10) == 2  # free after expiry
+    assert await backend.renew("l", 1, "h1", 10) == "taken over"
+    await backend.release("l", 1, "h1")  # a stale release frees nothing
+    with pytest.raises(LeaseHeldError):
+        await backend.try_acquire("l", "h3", 10)
+    await backend.release("l", 2, "h2")
+    await backend.release("l", 2, "h2")
+    assert await backend.renew("l", 2, "h2", 10) == "taken over"
+    assert await backend.try_acquire("l", "h3", 10) == 3
+    assert await backend.try_acquire("other", "h3", 10) == 1
+
+
 async def test_acquire_grants_a_live_lease(store: Store) -> None:
     """acquire returns an unlost Lease with the name, a positive int epoch and the ttl."""
     lease = await store.leases.acquire("job", ttl=5)

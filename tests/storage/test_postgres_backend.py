@@ -734,27 +734,6 @@ async def test_leases_use_the_database_clock(
     assert row == (lease.epoch, None)  # release keeps the epoch
 
 
-async def test_lease_backend_semantics(store: Store) -> None:
-    backend = pg.PostgresLeaseBackend(db_of(store))
-    assert await backend.try_acquire("l", "h1", 10) == 1
-    with pytest.raises(LeaseHeldError) as held:
-        await backend.try_acquire("l", "h2", 10)
-    assert held.value.holder_epoch == 1
-    assert await backend.renew("l", 1, "h1", 0.05) == "renewed"  # now due in 50 ms
-    await asyncio.sleep(0.1)
-    assert await backend.renew("l", 1, "h1", 10) == "expired"
-    assert await backend.try_acquire("l", "h2", 10) == 2  # free after expiry
-    assert await backend.renew("l", 1, "h1", 10) == "taken over"
-    await backend.release("l", 1, "h1")  # a stale release frees nothing
-    with pytest.raises(LeaseHeldError):
-        await backend.try_acquire("l", "h3", 10)
-    await backend.release("l", 2, "h2")
-    await backend.release("l", 2, "h2")
-    assert await backend.renew("l", 2, "h2", 10) == "taken over"
-    assert await backend.try_acquire("l", "h3", 10) == 3
-    assert await backend.try_acquire("other", "h3", 10) == 1
-
-
 @pytest.mark.slow
 async def test_lease_across_processes_and_takeover_after_sigkill(pg_url: str) -> None:
     """A child process holds a lease (renewing past its TTL); the parent is refused with its

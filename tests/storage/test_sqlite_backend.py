@@ -36,7 +36,6 @@ from flowledger.storage import (
 from flowledger.storage.sqlite import (
     SCHEMA_VERSION,
     SchemaVersionError,
-    SQLiteLeaseBackend,
     SQLiteSettings,
     parse_sqlite_url,
 )
@@ -373,28 +372,6 @@ async def test_empty_values_stay_empty_bytes(tmp_path: Path) -> None:
         await store.ledger.append("l", [b""], expected=0, attachments={digest_of(b""): b""})
         assert (await store.ledger.read("l"))[0].payload == b""
         assert await store.ledger.attachments([digest_of(b"")]) == {digest_of(b""): b""}
-
-
-async def test_lease_backend_semantics(tmp_path: Path) -> None:
-    async with open_store(url_for(tmp_path / "s.db")) as store:
-        backend = SQLiteLeaseBackend(store.kv._worker)  # type: ignore[attr-defined]
-        assert await backend.try_acquire("l", "h1", 10) == 1
-        with pytest.raises(LeaseHeldError) as held:
-            await backend.try_acquire("l", "h2", 10)
-        assert held.value.holder_epoch == 1
-        assert await backend.renew("l", 1, "h1", 0.05) == "renewed"  # now due in 50 ms
-        await asyncio.sleep(0.1)
-        assert await backend.renew("l", 1, "h1", 10) == "expired"
-        assert await backend.try_acquire("l", "h2", 10) == 2  # free after expiry
-        assert await backend.renew("l", 1, "h1", 10) == "taken over"
-        await backend.release("l", 1, "h1")  # a stale release frees nothing
-        with pytest.raises(LeaseHeldError):
-            await backend.try_acquire("l", "h3", 10)
-        await backend.release("l", 2, "h2")
-        await backend.release("l", 2, "h2")
-        assert await backend.renew("l", 2, "h2", 10) == "taken over"
-        assert await backend.try_acquire("l", "h3", 10) == 3
-        assert await backend.try_acquire("other", "h3", 10) == 1
 
 
 # --- lifecycle --------------------------------------------------------------------------
