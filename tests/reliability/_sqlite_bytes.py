@@ -17,10 +17,8 @@ class SqliteBytes:
 
     def _where(self, table: str, name: str) -> tuple[str, str, object]:
         """(value column, where clause, parameter) of one stored value."""
-        if table == "kv":
-            return "value", "key = ?", name
-        if table == "blobs":
-            return "data", "key = ?", name
+        if table in ("kv", "blobs"):
+            return "content", "key = ?", name
         if table == "attachments":
             return "data", "digest = ?", bytes.fromhex(name)
         raise ValueError(table)
@@ -46,14 +44,14 @@ class SqliteBytes:
     def read_record(self, log: str, seq: int) -> bytes:
         key = self.record_key(log, seq)
         with self._connect() as db:
-            row = db.execute("SELECT payload FROM ledger_records WHERE key = ?", (key,)).fetchone()
+            row = db.execute("SELECT content FROM ledger_records WHERE key = ?", (key,)).fetchone()
         assert row is not None
         return bytes(row[0])
 
     def write_record(self, log: str, seq: int, data: bytes) -> None:
         key = self.record_key(log, seq)
         with self._connect() as db:
-            db.execute("UPDATE ledger_records SET payload = ? WHERE key = ?", (data, key))
+            db.execute("UPDATE ledger_records SET content = ? WHERE key = ?", (data, key))
 
     def digests(self) -> list[str]:
         with self._connect() as db:

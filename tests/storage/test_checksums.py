@@ -31,12 +31,8 @@ from .._postgres import postgres_url, require_postgres
 
 SENTINEL = b"sentinel-7f3a9c: never in an error message"
 
-# (table, value column) per kind of stored value
-COLUMNS = {
-    "kv": ("kv", "value"),
-    "blob": ("blobs", "data"),
-    "record": ("ledger_records", "payload"),
-}
+# the table per kind of stored value (its bytes are in ``content``, next to ``crc``)
+TABLES = {"kv": "kv", "blob": "blobs", "record": "ledger_records"}
 
 
 class Raw(Protocol):
@@ -61,19 +57,19 @@ class SqliteRaw:
         return "key = ?", (log_id << 32 | seq,)
 
     def read(self, kind: str, name: Any) -> tuple[bytes, int]:
-        table, column = COLUMNS[kind]
+        table = TABLES[kind]
         where, params = self._where(kind, name)
         with sqlite3.connect(self.path) as conn:
-            row = conn.execute(f"SELECT {column}, crc FROM {table} WHERE {where}", params)
+            row = conn.execute(f"SELECT content, crc FROM {table} WHERE {where}", params)
             data, crc = row.fetchone()
         return bytes(data), int(crc)
 
     def write(self, kind: str, name: Any, data: bytes, crc: int) -> None:
-        table, column = COLUMNS[kind]
+        table = TABLES[kind]
         where, params = self._where(kind, name)
         conn = sqlite3.connect(self.path, isolation_level=None)
         try:
-            query = f"UPDATE {table} SET {column} = ?, crc = ? WHERE {where}"
+            query = f"UPDATE {table} SET content = ?, crc = ? WHERE {where}"
             assert conn.execute(query, (data, crc, *params)).rowcount == 1
         finally:
             conn.close()
@@ -103,16 +99,16 @@ class PostgresRaw:
         return cursor.fetchall() if cursor.description else cursor.rowcount
 
     def read(self, kind: str, name: Any) -> tuple[bytes, int]:
-        table, column = COLUMNS[kind]
+        table = TABLES[kind]
         where, params = self._where(kind, name)
-        query = f'SELECT {column}, crc FROM "{self.schema}".{table} WHERE {where}'
+        query = f'SELECT content, crc FROM "{self.schema}".{table} WHERE {where}'
         ((data, crc),) = self._execute(query, params)
         return bytes(data), int(crc)
 
     def write(self, kind: str, name: Any, data: bytes, crc: int) -> None:
-        table, column = COLUMNS[kind]
+        table = TABLES[kind]
         where, params = self._where(kind, name)
-        query = f'UPDATE "{self.schema}".{table} SET {column} = %s, crc = %s WHERE {where}'
+        query = f'UPDATE "{self.schema}".{table} SET content = %s, crc = %s WHERE {where}'
         assert self._execute(query, (data, crc, *params)) == 1
 
 
@@ -292,6 +288,25 @@ V1_BLOBS = [("b/one", b"blob bytes"), ("b/empty", b"")]
 V1_RECORDS = [b"r1", b"r2" * 100, b""]
 
 
+# What version 1 ran on values (a process of that version may still be running).
+V1_STATEMENTS_SQLITE = [
+    ("SELECT value, revision FROM kv WHERE key = ?", ("k/00000",)),
+    ("UPDATE kv SET revision = ?, value = ? WHERE key = ?", (2, b"x", "k/00000")),
+    ("INSERT INTO kv (key, revision, value) VALUES (?, 1, ?)", ("k/old", b"x")),
+    ("INSERT INTO blobs (key, data) VALUES (?, ?)", ("b/old", b"x")),
+    ("SELECT data FROM blobs WHERE key = ?", ("b/one",)),
+    ("INSERT INTO ledger_records (key, payload) VALUES (?, ?)", (7 << 32 | 9, b"x")),
+    ("SELECT key, payload FROM ledger_records WHERE key > ?", (0,)),
+]
+V1_STATEMENTS_POSTGRES = [
+    "SELECT value, revision FROM {s}.kv",
+    "UPDATE {s}.kv SET revision = revision + 1, value = 'x'",
+    "INSERT INTO {s}.kv (key, revision, value) VALUES ('k/old', 1, 'x')",
+    "INSERT INTO {s}.blobs (key, data) VALUES ('b/old', 'x')",
+    "SELECT r.seq, r.payload FROM {s}.ledger_records r",
+]
+
+
 async def check_migrated(store: Store, raw: Raw) -> None:
     for key, revision, value in V1_KV[::97] + V1_KV[-1:]:
         entry = await store.kv.get(key)
@@ -338,6 +353,15 @@ async def test_a_version_1_sqlite_file_gains_checksums(tmp_path: Path) -> None:
     finally:
         conn.close()
     assert version == str(sqlite_backend.SCHEMA_VERSION) == "2"
+    # A version-1 process still running against the file fails loudly on every value
+    # statement instead of writing a value without (or with a stale) checksum.
+    conn = sqlite3.connect(path, isolation_level=None)
+    try:
+        for statement, params in V1_STATEMENTS_SQLITE:
+            with pytest.raises(sqlite3.OperationalError, match=r"no such column|has no column"):
+                conn.execute(statement, params)
+    finally:
+        conn.close()
 
 
 async def test_a_version_1_postgres_schema_gains_checksums() -> None:
@@ -389,3 +413,7 @@ async def test_a_version_1_postgres_schema_gains_checksums() -> None:
             ).fetchall()
         assert versions == [(1,), (2,)]
         assert nullable == [("blobs", "NO"), ("kv", "NO"), ("ledger_records", "NO")]
+        with psycopg.connect(require_postgres(), autocommit=True) as conn:
+            for statement in V1_STATEMENTS_POSTGRES:
+                with pytest.raises(psycopg.errors.UndefinedColumn):
+                    conn.execute(statement.replace("{s}", f'"{schema}"'))

@@ -288,7 +288,7 @@ def parse_postgres_url(url: str) -> PostgresSettings:
 
 # ``{s}`` is the store's schema (a quoted identifier). Text keys are COLLATE "C": byte
 # order for ORDER BY and for the prefix range scans, whatever the database's locale.
-# (table, primary key, value column) of every checksummed table
+# (table, primary key, value column before version 2) of every checksummed table
 _CHECKSUMMED: Final = (
     ("kv", ("key",), "value"),
     ("blobs", ("key",), "data"),
@@ -297,7 +297,10 @@ _CHECKSUMMED: Final = (
 
 
 async def _add_checksums(conn: _Conn, schema: str) -> None:
-    """Migration 2: a ``crc`` column on every table of values, filled for existing rows."""
+    """Migration 2: a ``crc`` column on every table of values, filled for existing rows.
+    The checksummed column is renamed to ``content``, so that a process of version 1 still
+    running against the schema fails loudly ("column does not exist") instead of writing
+    values without, or with a stale, checksum."""
     for table, keys, data in _CHECKSUMMED:
         names = {
             "s": sql.Identifier(schema),
@@ -305,11 +308,14 @@ async def _add_checksums(conn: _Conn, schema: str) -> None:
             "data": sql.Identifier(data),
             "keys": sql.SQL(", ").join(map(sql.Identifier, keys)),
         }
+        await conn.execute(
+            sql.SQL("ALTER TABLE {s}.{t} RENAME COLUMN {data} TO content").format(**names)
+        )
         await conn.execute(sql.SQL("ALTER TABLE {s}.{t} ADD COLUMN crc integer").format(**names))
         update = sql.SQL("UPDATE {s}.{t} SET crc = %s WHERE ({keys}) = ({params})").format(
             params=sql.SQL(", ").join(sql.Placeholder() * len(keys)), **names
         )
-        select = sql.SQL("SELECT {keys}, {data} FROM {s}.{t}").format(**names)
+        select = sql.SQL("SELECT {keys}, content FROM {s}.{t}").format(**names)
         async with conn.cursor(name="flowledger_add_checksums") as rows:
             await rows.execute(select)
             while batch := await rows.fetchmany(1000):
@@ -382,14 +388,14 @@ _MIGRATION_LOCK: Final = "SELECT pg_advisory_xact_lock(%s)"
 class _Queries:
     """Every statement, rendered once per store for its schema."""
 
-    kv_get: bytes = b"SELECT value, revision, crc FROM {s}.kv WHERE key = %s"
+    kv_get: bytes = b"SELECT content, revision, crc FROM {s}.kv WHERE key = %s"
     kv_revision: bytes = b"SELECT revision FROM {s}.kv WHERE key = %s"
     kv_create: bytes = (
-        b"INSERT INTO {s}.kv (key, revision, value, crc) VALUES (%s, 1, %s, %s) "
+        b"INSERT INTO {s}.kv (key, revision, content, crc) VALUES (%s, 1, %s, %s) "
         b"ON CONFLICT (key) DO NOTHING RETURNING revision"
     )
     kv_update: bytes = (
-        b"UPDATE {s}.kv SET revision = revision + 1, value = %s, crc = %s "
+        b"UPDATE {s}.kv SET revision = revision + 1, content = %s, crc = %s "
         b"WHERE key = %s AND revision = %s RETURNING revision"
     )
     kv_delete: bytes = b"DELETE FROM {s}.kv WHERE key = %s"
@@ -397,15 +403,15 @@ class _Queries:
     kv_keys: bytes = b"SELECT key FROM {s}.kv WHERE key >= %s AND key < %s ORDER BY key"
 
     blob_insert: bytes = (
-        b"INSERT INTO {s}.blobs (key, data, crc) VALUES (%s, %s, %s) "
+        b"INSERT INTO {s}.blobs (key, content, crc) VALUES (%s, %s, %s) "
         b"ON CONFLICT (key) DO NOTHING "
         b"RETURNING 1"
     )
     # Compare by length and SHA-256 so a big blob crosses the network once, not twice.
     blob_same: bytes = (
-        b"SELECT length(data) = %s AND sha256(data) = %s FROM {s}.blobs WHERE key = %s"
+        b"SELECT length(content) = %s AND sha256(content) = %s FROM {s}.blobs WHERE key = %s"
     )
-    blob_get: bytes = b"SELECT data, crc FROM {s}.blobs WHERE key = %s"
+    blob_get: bytes = b"SELECT content, crc FROM {s}.blobs WHERE key = %s"
     blob_exists: bytes = b"SELECT 1 FROM {s}.blobs WHERE key = %s"
     blob_delete: bytes = b"DELETE FROM {s}.blobs WHERE key = %s"
     blob_list: bytes = b"SELECT key FROM {s}.blobs WHERE key >= %s AND key < %s ORDER BY key"
@@ -423,7 +429,7 @@ class _Queries:
     # inserted in digest order, so concurrent appends sharing some never deadlock.
     ledger_insert: bytes = (
         b"WITH records AS ("
-        b"INSERT INTO {s}.ledger_records (log_id, seq, payload, crc) "
+        b"INSERT INTO {s}.ledger_records (log_id, seq, content, crc) "
         b"SELECT %s, %s + r.ord, r.payload, r.crc "
         b"FROM unnest(%s::bytea[], %s::integer[]) WITH ORDINALITY AS r(payload, crc, ord)"
         b") INSERT INTO {s}.attachments (digest, data) "
@@ -432,7 +438,7 @@ class _Queries:
     )
     ledger_tip: bytes = b"SELECT tip FROM {s}.ledger_logs WHERE name = %s"
     ledger_read: bytes = (
-        b"SELECT r.seq, r.payload, r.crc FROM {s}.ledger_records r "
+        b"SELECT r.seq, r.content, r.crc FROM {s}.ledger_records r "
         b"JOIN {s}.ledger_logs l ON r.log_id = l.id "
         b"WHERE l.name = %s AND r.seq > %s ORDER BY r.seq LIMIT %s"
     )

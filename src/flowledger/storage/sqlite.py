@@ -238,14 +238,20 @@ _MIGRATIONS: Final[tuple[tuple[str, ...], ...]] = (
             expires_at REAL NOT NULL
         ) WITHOUT ROWID""",
     ),
-    # version 2: a CRC-32 beside every value, blob and record (see `checksum`)
+    # version 2: a CRC-32 beside every value, blob and record (see `checksum`). The
+    # checksummed column is renamed to ``content`` so that a process of version 1 still
+    # running against the file fails loudly ("no such column") instead of writing values
+    # without, or with a stale, checksum.
     (
+        "ALTER TABLE kv RENAME COLUMN value TO content",
         "ALTER TABLE kv ADD COLUMN crc INTEGER NOT NULL DEFAULT 0",
-        "UPDATE kv SET crc = flowledger_crc32(value)",
+        "UPDATE kv SET crc = flowledger_crc32(content)",
+        "ALTER TABLE blobs RENAME COLUMN data TO content",
         "ALTER TABLE blobs ADD COLUMN crc INTEGER NOT NULL DEFAULT 0",
-        "UPDATE blobs SET crc = flowledger_crc32(data)",
+        "UPDATE blobs SET crc = flowledger_crc32(content)",
+        "ALTER TABLE ledger_records RENAME COLUMN payload TO content",
         "ALTER TABLE ledger_records ADD COLUMN crc INTEGER NOT NULL DEFAULT 0",
-        "UPDATE ledger_records SET crc = flowledger_crc32(payload)",
+        "UPDATE ledger_records SET crc = flowledger_crc32(content)",
     ),
 )
 assert len(_MIGRATIONS) == SCHEMA_VERSION
@@ -260,18 +266,18 @@ _SET_VERSION: Final = (
     "INSERT OR REPLACE INTO flowledger_meta (key, value) VALUES ('schema_version', ?)"
 )
 
-_KV_GET: Final = "SELECT value, revision, crc FROM kv WHERE key = ?"
+_KV_GET: Final = "SELECT content, revision, crc FROM kv WHERE key = ?"
 _KV_REVISION: Final = "SELECT revision FROM kv WHERE key = ?"
-_KV_INSERT: Final = "INSERT INTO kv (key, revision, value, crc) VALUES (?, 1, ?, ?)"
-_KV_UPDATE: Final = "UPDATE kv SET revision = ?, value = ?, crc = ? WHERE key = ?"
+_KV_INSERT: Final = "INSERT INTO kv (key, revision, content, crc) VALUES (?, 1, ?, ?)"
+_KV_UPDATE: Final = "UPDATE kv SET revision = ?, content = ?, crc = ? WHERE key = ?"
 _KV_DELETE: Final = "DELETE FROM kv WHERE key = ?"
 _KV_KEYS: Final = "SELECT key FROM kv WHERE key >= ? AND key < ? ORDER BY key"
 
 _BLOB_INSERT: Final = (
-    "INSERT INTO blobs (key, data, crc) VALUES (?, ?, ?) ON CONFLICT (key) DO NOTHING"
+    "INSERT INTO blobs (key, content, crc) VALUES (?, ?, ?) ON CONFLICT (key) DO NOTHING"
 )
-_BLOB_SAME: Final = "SELECT data = ? FROM blobs WHERE key = ?"
-_BLOB_GET: Final = "SELECT data, crc FROM blobs WHERE key = ?"
+_BLOB_SAME: Final = "SELECT content = ? FROM blobs WHERE key = ?"
+_BLOB_GET: Final = "SELECT content, crc FROM blobs WHERE key = ?"
 _BLOB_DELETE: Final = "DELETE FROM blobs WHERE key = ?"
 _BLOB_LIST: Final = "SELECT key FROM blobs WHERE key >= ? AND key < ? ORDER BY key"
 
@@ -280,9 +286,9 @@ MAX_SEQ: Final = (1 << _SEQ_BITS) - 1
 _LOG_ID: Final = "SELECT id FROM ledger_logs WHERE name = ?"
 _LOG_INSERT: Final = "INSERT INTO ledger_logs (name) VALUES (?)"
 _LEDGER_TIP: Final = "SELECT max(key) FROM ledger_records WHERE key BETWEEN ? AND ?"
-_LEDGER_INSERT: Final = "INSERT INTO ledger_records (key, payload, crc) VALUES (?, ?, ?)"
+_LEDGER_INSERT: Final = "INSERT INTO ledger_records (key, content, crc) VALUES (?, ?, ?)"
 _LEDGER_READ: Final = (
-    "SELECT key, payload, crc FROM ledger_records WHERE key BETWEEN ? AND ? ORDER BY key LIMIT ?"
+    "SELECT key, content, crc FROM ledger_records WHERE key BETWEEN ? AND ? ORDER BY key LIMIT ?"
 )
 _LEDGER_NAMES: Final = "SELECT name FROM ledger_logs WHERE name >= ? AND name < ? ORDER BY name"
 _ATTACHMENT_INSERT: Final = "INSERT OR IGNORE INTO attachments (digest, data) VALUES (?, ?)"
