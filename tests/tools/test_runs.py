@@ -243,18 +243,18 @@ async def test_resume_unknown_run_and_unregistered_definition(env: Env) -> None:
     )
 
 
-async def test_resume_of_definition_without_resume_schema(env: Env) -> None:
-    """§7.6 step 4: a definition without a resume schema refuses every payload (here the
-    run's checkpoint cannot even be read, which refuses it first); nothing reaches the
-    supervisor."""
+async def test_resume_of_a_run_whose_checkpoint_is_missing_fails_it(env: Env) -> None:
+    """An interrupted record without any checkpoint is a definite problem: the resume goes
+    to the supervisor, which fails the run ("workflow checkpoint missing"); the tool
+    returns the failed record."""
     interrupted = await env.session.create_run("counter", status=RunStatus.INTERRUPTED)
-    error = await refused(
-        env.tools.call(
-            "workflow_run_resume", {"run_id": interrupted.id, "resume": {"increment": 1}}
-        )
+    result = await env.call(
+        "workflow_run_resume", {"run_id": interrupted.id, "resume": {"increment": 1}}
     )
-    assert str(error).startswith("workflow tools: resume run failed for run ")
-    assert [c for c in env.recorder.calls if c[0] == "resume"] == []
+    assert (result["run_status"], result["status_summary"]) == (
+        "failed",
+        "workflow checkpoint missing",
+    )
 
 
 # -- cancel (§7.7) -----------------------------------------------------------------------------

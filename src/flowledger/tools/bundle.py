@@ -22,7 +22,12 @@ from datetime import UTC, datetime
 from typing import Any, Final, Protocol
 
 from flowledger.workflows.definition import Definition
-from flowledger.workflows.errors import ConflictError, InvalidInputError, UnknownDefinitionError
+from flowledger.workflows.errors import (
+    ConflictError,
+    InvalidInputError,
+    ResumeBlockedError,
+    UnknownDefinitionError,
+)
 from flowledger.workflows.history import HistoryPage
 from flowledger.workflows.inputs import canonical_json
 from flowledger.workflows.metadata import Metadata
@@ -690,12 +695,15 @@ class WorkflowTools:
         payload = arguments.get("resume")
         canonical = None if payload is None else self._canonical(payload, "resume")
         try:
-            # Checked here too, so a refused resume never reaches the supervisor.
+            # Checked here too, so a refused resume never reaches the supervisor. Anything
+            # else (a checkpoint that cannot be read) is the supervisor's to act on.
             await prepare_resume(definition, run, canonical)
         except InvalidInputError as exc:
             raise translate(exc, action="validate resume") from exc
-        except Exception as exc:
+        except ResumeBlockedError as exc:
             raise translate(exc, action=action, run_id=run_id) from exc
+        except Exception:
+            pass
         try:
             await self._supervisor.resume(run_id, canonical)
         except InvalidInputError as exc:

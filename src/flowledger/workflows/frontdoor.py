@@ -38,6 +38,7 @@ from .errors import (
     ConflictError,
     FrontDoorTimeoutError,
     InvalidInputError,
+    ResumeBlockedError,
 )
 from .history import HistoryPage
 from .journal import ActivityJournal
@@ -197,7 +198,12 @@ class FrontDoor:
                 self._session_id, run_id, "run is not interrupted", actual=run.revision
             )
         definition = self.catalog.resolve(run.definition_name, run.definition_version)
-        await prepare_resume(definition, run, payload)
+        try:
+            await prepare_resume(definition, run, payload)
+        except (InvalidInputError, ResumeBlockedError):
+            raise
+        except Exception:
+            pass  # an unreadable checkpoint is the owner's to act on (it fails the run)
         mine = await self.requests.request_resume(
             self._session_id, run_id, raw, run.checkpoint_revision
         )

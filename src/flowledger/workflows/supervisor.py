@@ -729,7 +729,14 @@ class Supervisor:
                         self._session_id, run_id, "run is not interrupted", actual=run.revision
                     )
                 definition = self.catalog.resolve(run.definition_name, run.definition_version)
-                token = await prepare_resume(definition, run, payload)
+                try:
+                    token = await prepare_resume(definition, run, payload)
+                except Exception as exc:
+                    if not _definite(exc):
+                        raise
+                    # Its checkpoint cannot be read: that fails the run, as a resume would.
+                    await self._checkpoint_read_error(definition, run, "resume", exc)
+                    return await self.registry.get(self._session_id, run.id)
                 return await self._resume_locked(controller, definition, run, token)
         except NotFoundError:
             self._forget_if_idle(run_id)
