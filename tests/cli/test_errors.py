@@ -79,7 +79,6 @@ def test_flowledger_db_environment_variable(cli: Cli, monkeypatch: pytest.Monkey
     [
         ["start"],
         ["start", "document_review"],
-        ["resume", UNKNOWN_RUN],
         ["runs", "list", "--limit", "many"],
         ["no-such-command"],
         ["mcp", "--tokens-file", "tokens.txt"],

@@ -67,6 +67,7 @@ def tools_for(session: Session, supervisor: Supervisor) -> WorkflowTools:
         inputs=session.inputs,
         supervisor=supervisor,
         start_timeout=5.0,
+        pending=session.pending,
     )
 
 

@@ -187,7 +187,7 @@ async def test_every_flipped_attachment_byte_is_detected(db: Db) -> None:
 
 async def test_corrupt_checkpoint_record_fails_the_run_instead_of_resuming(db: Db) -> None:
     """Resuming a run whose latest checkpoint record does not decode marks it failed
-    ("workflow checkpoint unavailable"), runs no task and appends no checkpoint."""
+    ("workflow checkpoint corrupt"), runs no task and appends no checkpoint."""
     run = await interrupted_asker(db)
     log = f"flow/runs/{run.graph_run_id}"
     tip = await db.store.ledger.tip(log)
@@ -198,7 +198,7 @@ async def test_corrupt_checkpoint_record_fails_the_run_instead_of_resuming(db: D
     with contextlib.suppress(ReconciliationError):
         await db.supervisor.resume(run.id, b'{"increment": 3}')
     after = await db.session.registry.get(db.session.session_id, run.id)
-    assert_bounded_failure(after, "workflow checkpoint unavailable")
+    assert_bounded_failure(after, "workflow checkpoint corrupt")
     assert db.session.gates.runs == runs_before  # the task never ran again
     assert await db.store.ledger.tip(log) == tip
 
@@ -223,7 +223,7 @@ async def test_corrupt_state_attachment_fails_the_run_on_adoption(db: Db) -> Non
         db.bytes.write("attachments", digest, flip(db.bytes.read("attachments", digest), 0))
     db = await restart(db, clean=False)
     after = await db.session.registry.get(db.session.session_id, run.id)
-    assert_bounded_failure(after, "workflow checkpoint unavailable")
+    assert_bounded_failure(after, "workflow checkpoint corrupt")
     assert db.session.gates.runs == {}
     assert await db.store.ledger.tip(log) == tip
     tools = tools_for(db.session, db.supervisor)

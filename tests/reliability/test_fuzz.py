@@ -12,7 +12,7 @@ import math
 from typing import Any
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from flowledger import flow
@@ -92,6 +92,13 @@ def mangled_records(draw: st.DrawFn) -> bytes:
 
 @SETTINGS
 @given(mangled_records())
+# Found by this test: a list inside "same" raised TypeError (unhashable) from the decoder.
+@example(
+    b'\x04{"checkpoint": {"frontier": ["ask"], "interrupts": [{"info": {"question": "more?"}, '
+    b'"kind": 0, "vertex": "ask"}], "phase": 1, "run": {"interrupted_at": 1796152342792713, '
+    b'"status": 2, "step": 1, "updated_at": 1796152342792715}}, "revision": 4, '
+    b'"same": [[], "step_base", "vertices"]}'
+)
 def test_checkpoint_log_decode_raises_only_flow_errors(data: bytes) -> None:
     """Arbitrary or mangled checkpoint records, alone or inside a real run's log, decode or
     raise a flow error (`StoreError` wrapping the decode error, `CheckpointDecodeError`,

@@ -277,6 +277,11 @@ async def test_private_values_never_leak(pair: Pair, caplog: pytest.LogCaptureFi
     )
     results += [noted, erring]
     assert await pair.sup_a.wait_idle() is None
+    # The one place the error text goes: workflow_run_get's pending, for the session that
+    # owns the run (and whoever resumes it), never history, listings or logs.
+    paused = await tools.call("workflow_run_get", {"run_id": erring["run_id"]})
+    assert ERROR_SENTINEL in paused.pop("pending")["error"]["message"]
+    results.append(paused)
     results.append(
         await tools.call(
             "workflow_run_resume", {"run_id": noted["run_id"], "resume": {"memo": RESUME_SENTINEL}}
@@ -284,12 +289,15 @@ async def test_private_values_never_leak(pair: Pair, caplog: pytest.LogCaptureFi
     )
     results.append(
         await tools.call(
-            "workflow_run_resume", {"run_id": erring["run_id"], "resume": {"memo": RESUME_SENTINEL}}
+            "workflow_run_resume",
+            {"run_id": erring["run_id"]},  # a retry takes no payload
         )
     )
     results.append(
         await tools.call("workflow_run_cancel", {"run_id": erring["run_id"], "reason": "done"})
     )
+    retried = results[-2]
+    assert retried.pop("pending")["kind"] == "error"  # it raised again: still paused
     for run_id in (noted["run_id"], erring["run_id"]):
         results.append(await tools.call("workflow_run_get", {"run_id": run_id}))
         results.append(await tools.call("workflow_run_history", {"run_id": run_id}))

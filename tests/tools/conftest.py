@@ -211,6 +211,7 @@ class Env:
             "supervisor": self.recorder,
             "now": lambda: CLOCK,
             "new_id": self.ids,
+            "pending": self.session.pending,
         }
         kwargs.update(options)
         return WorkflowTools(self.session.session_id, **kwargs)
@@ -278,6 +279,7 @@ async def env(store_url: str) -> AsyncIterator[Env]:
             supervisor=recorder,
             now=lambda: CLOCK,
             new_id=ids,
+            pending=session.pending,
         )
         built = Env(session, supervisor, recorder, registry, ids, tools)
         try:

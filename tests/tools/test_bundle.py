@@ -55,10 +55,12 @@ SCHEMAS: dict[str, dict[str, Any]] = {
         },
         "additionalProperties": False,
     },
+    # Divergence from the reference: resume is optional, because an errored pause is
+    # resumed (retried) without a payload.
     "workflow_run_resume": {
         "type": "object",
         "properties": {"run_id": {"type": "string"}, "resume": {"type": "object"}},
-        "required": ["run_id", "resume"],
+        "required": ["run_id"],
         "additionalProperties": False,
     },
     "workflow_run_cancel": {

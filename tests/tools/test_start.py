@@ -23,7 +23,7 @@ from flowledger.workflows.errors import (
 from flowledger.workflows.run import ArtifactReference, InputReference, Run, RunStatus
 from flowledger.workflows.supervisor import StartTicket
 
-from .conftest import CLOCK, CLOCK_TEXT, FORBIDDEN, SENTINEL, Env, refused
+from .conftest import CLOCK, CLOCK_TEXT, FORBIDDEN, SENTINEL, STATE_SENTINEL, Env, refused
 
 RUN_KEYS = {
     "run_id",
@@ -37,6 +37,7 @@ RUN_KEYS = {
     "artifacts",
     "created_at",
     "updated_at",
+    "resume_readiness",  # workflow_run_get and workflow_run_resume only
 }
 ID2 = "00000000-0000-0000-0000-000000000002"
 ID3 = "00000000-0000-0000-0000-000000000003"
@@ -115,11 +116,18 @@ async def test_run_result_omits_private_fields(env: Env) -> None:
     await env.settle()
     got = await env.call("workflow_run_get", {"run_id": started["run_id"]})
     listed = await env.call("workflow_run_list", {})
+    # What the run waits for is addressed to whoever resumes it: workflow_run_get shows
+    # the interrupt's info (here it carries the state sentinel) and nothing else private.
+    pending = got.pop("pending")
+    assert pending["info"] == {"question": STATE_SENTINEL}
+    assert pending["kind"] == "request" and pending["vertex_label"] == "hold the note"
     for result in (started, got, *listed["runs"]):
         assert set(result) <= RUN_KEYS
         text = json.dumps(result)
         for marker in FORBIDDEN:
             assert marker not in text, marker
+    assert "resume_readiness" not in started and "resume_readiness" not in listed["runs"][0]
+    assert got["resume_readiness"] == {"status": "ready"}
     assert got["run_status"] == "interrupted"
     assert got["status_summary"] == "count=1"
     record = await env.record(started["run_id"])

@@ -19,6 +19,7 @@ from flowledger.workflows.definition import TypedDefinition
 from flowledger.workflows.inputs import InputStore, canonical_json
 from flowledger.workflows.journal import ActivityJournal
 from flowledger.workflows.metadata import Metadata, VertexMetadata
+from flowledger.workflows.pending import PendingStore
 from flowledger.workflows.registry import RunRegistry
 from flowledger.workflows.run import Run
 from flowledger.workflows.supervisor import Supervisor
@@ -130,6 +131,7 @@ class Session:
     checkpoints: flow.CheckpointStore
 
     def supervisor(self, **options: Any) -> Supervisor:
+        options.setdefault("pending", self.pending)
         return Supervisor(
             self.session_id,
             catalog=self.catalog,
@@ -139,6 +141,10 @@ class Session:
             publisher=self.journal,
             **options,
         )
+
+    @property
+    def pending(self) -> PendingStore:
+        return PendingStore(self.store.kv)
 
     async def create_run(
         self, name: str = "counter", document: dict[str, Any] | None = None, **fields: Any

@@ -219,9 +219,7 @@ def runs_show(
             if json_output:
                 emit_json(result)
                 return
-            pause = None
-            if result.get("run_status") == "interrupted":
-                pause = await _pause_or_none(host, run)
+            pause = Pause.from_run(result, options.flags())
         render_run(stdout_console(), result, pause)
 
     run_command(work)
@@ -353,14 +351,15 @@ async def _title(host: Host, run: str) -> str:
 def resume(
     run: RunArgument,
     payload_text: Annotated[
-        str,
+        str | None,
         typer.Option(
             "--payload",
             "-p",
             metavar="JSON",
-            help="The answer the run waits for: a JSON object, @file.json, or - for stdin.",
+            help="The answer the run waits for: a JSON object, @file.json, or - for stdin. "
+            "Leave it out to retry a run paused by an error.",
         ),
-    ],
+    ] = None,
     db: DbOption = None,
     app_ref: AppOption = None,
     session: SessionOption = None,
@@ -371,7 +370,10 @@ def resume(
     options = Options(db, app_ref, session)
 
     async def work() -> None:
-        payload = parse_json_option("--payload", payload_text)
+        payload = None if payload_text is None else parse_json_option("--payload", payload_text)
+        arguments: dict[str, Any] = {"run_id": run}
+        if payload is not None:
+            arguments["resume"] = payload
         console = stdout_console()
         if no_execute:
             async with open_host(options, owner=False, front_door=True) as host:
@@ -379,9 +381,7 @@ def resume(
                 # a worker executes it; its activities are read back from the journal
                 async with Watch(host.session, console, quiet=json_output, from_journal=True) as w:
                     await w.follow(run, title)
-                    result = await host.call(
-                        "workflow_run_resume", {"run_id": run, "resume": payload}
-                    )
+                    result = await host.call("workflow_run_resume", arguments)
                 if json_output:
                     emit_json(result)
                     return
@@ -399,7 +399,7 @@ def resume(
                         Text.assemble(("resuming run ", "dim"), (run, "bold"), f"  {title}")
                     )
                 await watch.follow(run, title)
-                result = await host.call("workflow_run_resume", {"run_id": run, "resume": payload})
+                result = await host.call("workflow_run_resume", arguments)
                 if json_output:
                     emit_json(result)
                 error = await host.session.supervisor.wait_idle()
@@ -596,7 +596,7 @@ def _print_status(console: Console, result: dict[str, Any], *, note: str = "") -
 async def _pause_or_none(host: Host, run_id: str) -> Pause | None:
     try:
         return await load_pause(host.session, run_id, host.options.flags())
-    except Exception:  # the record says interrupted; the checkpoint is the extra detail
+    except Exception:  # the record says interrupted; what it waits for is the extra detail
         return None
 
 

@@ -184,6 +184,16 @@ def render_run(console: Console, run: Mapping[str, Any], pause: Pause | None) ->
     grid.add_row("status", status_text(str(run.get("run_status", ""))))
     if run.get("status_summary"):
         grid.add_row("summary", str(run["status_summary"]))
+    readiness = run.get("resume_readiness")
+    if isinstance(readiness, Mapping) and readiness.get("status") in ("ready", "blocked"):
+        ready = readiness["status"] == "ready"
+        grid.add_row(
+            "resume",
+            Text("ready", "green") if ready else Text("blocked (see below)", "bold red"),
+        )
+    error = run.get("error")
+    if isinstance(error, Mapping):
+        grid.add_row("error", Text(f"{error.get('type', '')}: {error.get('message', '')}", "red"))
     grid.add_row("checkpoint", f"revision {run.get('checkpoint_revision', 0)}")
     grid.add_row("activity cursor", str(run.get("activity_cursor", 0)))
     if run.get("parent_run_id"):
@@ -247,14 +257,67 @@ def render_history(console: Console, result: Mapping[str, Any], flags: Sequence[
 
 @dataclass(frozen=True)
 class Pause:
-    """What a paused run waits for: the vertex, the interrupt's info and how to resume."""
+    """What a paused run waits for (from ``workflow_run_get``'s ``pending``), and whether
+    it can be resumed now (its ``resume_readiness``)."""
 
     run_id: str
+    kind: str  # "request" (resume with a payload) or "error" (resume retries, no payload)
     vertex: str
+    label: str
     info: Any
-    errored: bool
+    error_type: str
+    error_message: str
     resume_schema: Mapping[str, Any] | None
+    blocked: str = ""  # why a resume would be refused now, or ""
     flags: Sequence[str] = ()
+
+    @property
+    def errored(self) -> bool:
+        return self.kind == "error"
+
+    @property
+    def where(self) -> str:
+        return self.label or self.vertex or "routing"
+
+    @classmethod
+    def from_run(cls, run: Mapping[str, Any], flags: Sequence[str] = ()) -> Pause | None:
+        """The pause a ``workflow_run_get`` result describes, or None if it shows none."""
+        pending = run.get("pending")
+        if not isinstance(pending, Mapping):
+            return None
+        found = pending.get("error")
+        error: Mapping[str, Any] = found if isinstance(found, Mapping) else {}
+        readiness = run.get("resume_readiness")
+        blocked = ""
+        if isinstance(readiness, Mapping) and readiness.get("status") == "blocked":
+            errors = [
+                item
+                for item in readiness.get("diagnostics", [])
+                if isinstance(item, Mapping) and item.get("severity") == "error"
+            ]
+            # This process not knowing the definition is no reason to call the run blocked:
+            # the command to resume it just needs the app that registers it.
+            if any(item.get("code") != "definition_missing" for item in errors):
+                blocked = "; ".join(
+                    f"{item.get('message', '')}"
+                    + (f" ({item['hint']})" if item.get("hint") else "")
+                    for item in errors
+                )
+            elif "--app" not in flags:
+                flags = (*flags, "--app", "MODULE:CATALOG")
+        schema = pending.get("resume_schema")
+        return cls(
+            run_id=str(run.get("run_id", "")),
+            kind=str(pending.get("kind", "")),
+            vertex=str(pending.get("vertex_id", "")),
+            label=str(pending.get("vertex_label", "")),
+            info=pending.get("info"),
+            error_type=str(error.get("type", "")),
+            error_message=str(error.get("message", "")),
+            resume_schema=schema if isinstance(schema, Mapping) else None,
+            blocked=blocked,
+            flags=tuple(flags),
+        )
 
 
 _EXAMPLES: Final[Mapping[str, Any]] = {
@@ -290,10 +353,11 @@ def example_payload(schema: Mapping[str, Any] | None) -> dict[str, Any]:
 
 
 def resume_command(pause: Pause, payload: Mapping[str, Any] | None = None) -> str:
-    body = json.dumps(
-        dict(payload) if payload is not None else example_payload(pause.resume_schema)
-    )
-    return shlex.join(["flowledger", "resume", pause.run_id, "--payload", body, *pause.flags])
+    command = ["flowledger", "resume", pause.run_id]
+    if not pause.errored:
+        body = dict(payload) if payload is not None else example_payload(pause.resume_schema)
+        command += ["--payload", json.dumps(body)]
+    return shlex.join([*command, *pause.flags])
 
 
 def render_pause(
@@ -306,16 +370,15 @@ def render_pause(
 ) -> None:
     body: list[Any] = []
     info = pause.info
+    details: list[tuple[str, Any]] = []
     if pause.errored:
-        body.append(Text(f"The vertex {pause.vertex!r} failed and paused the run.", "yellow"))
-    if isinstance(info, Mapping) and isinstance(info.get("question"), str):
+        body.append(Text.assemble((f"{pause.error_type}: ", "bold red"), pause.error_message))
+        body.append(Text("Resuming retries the step; it takes no payload.", style="dim"))
+    elif isinstance(info, Mapping) and isinstance(info.get("question"), str):
         body.append(Text(info["question"], style="bold"))
         details = [(str(k), v) for k, v in info.items() if k != "question"]
     elif info is not None:
         body.append(Text(json.dumps(info, ensure_ascii=False), style="bold"))
-        details = []
-    else:
-        details = []
     if details:
         line = Text()
         for index, (key, value) in enumerate(details):
@@ -326,15 +389,25 @@ def render_pause(
         body.append(line)
     if not body:
         body.append(Text("The run is waiting for input."))
+    title = (
+        f"[red]✖ failed at {pause.where}, paused[/]"
+        if pause.errored
+        else f"[yellow]⏸ waiting at {pause.where}[/]"
+    )
     panel = Panel(
         Group(*body),
-        title=f"[yellow]⏸ waiting at {pause.vertex}[/]",
+        title=title,
         title_align="left",
-        border_style="yellow",
+        border_style="red" if pause.errored else "yellow",
         expand=False,
     )
     console.print(Padding(panel, (0, 0, 0, indent), expand=False))
-    if hint:
+    if not hint:
+        return
+    if pause.blocked:
         console.print(
-            Text.assemble(("resume with: ", "dim"), resume_command(pause, payload)), soft_wrap=True
+            Text.assemble(("resume is blocked: ", "bold red"), pause.blocked), soft_wrap=True
         )
+        return
+    label = "retry with: " if pause.errored else "resume with: "
+    console.print(Text.assemble((label, "dim"), resume_command(pause, payload)), soft_wrap=True)

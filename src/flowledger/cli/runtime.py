@@ -148,7 +148,7 @@ class ReadOnlyControl:
     async def start(self, run_id: str) -> StartTicketPort:
         raise NotOwnedError()
 
-    async def resume(self, run_id: str, payload: bytes) -> object:
+    async def resume(self, run_id: str, payload: bytes | None) -> object:
         raise NotOwnedError()
 
     async def cancel(self, run_id: str, reason: str) -> object:
@@ -184,6 +184,7 @@ def make_tools(session: WorkflowSession, *, owner: bool, front_door: bool = Fals
         inputs=session.inputs,
         supervisor=control,
         start_timeout=start_timeout,
+        pending=session.pending,
     )
 
 

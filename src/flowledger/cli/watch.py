@@ -15,7 +15,7 @@ import asyncio
 import contextlib
 from datetime import datetime
 from types import TracebackType
-from typing import Any, Final
+from typing import Final
 
 from rich.console import Console
 from rich.progress import (
@@ -34,6 +34,7 @@ from ..workflows import ActivityKind, ActivityRecord, ActivitySubscription
 from ..workflows.follow import JournalFollower
 from ..workflows.session import WorkflowSession
 from .render import KIND_ICONS, Pause
+from .runtime import make_tools
 
 __all__ = ["Watch", "load_pause"]
 
@@ -206,19 +207,7 @@ class Watch:
 async def load_pause(
     session: WorkflowSession, run_id: str, flags: list[str] | tuple[str, ...] = ()
 ) -> Pause | None:
-    """What an interrupted run waits for, from its latest checkpoint (None if nothing)."""
-    run = await session.registry.get(session.session_id, run_id)
-    definition = session.catalog.resolve(run.definition_name, run.definition_version)
-    result = await definition.get(run.graph_run_id)
-    if not result.interrupts:
-        return None
-    first = result.interrupts[0]
-    schema: Any = definition.metadata().resume_schema
-    return Pause(
-        run_id=run_id,
-        vertex=first.vertex,
-        info=first.info,
-        errored=first.kind is flow.InterruptKind.ERRORED,
-        resume_schema=schema,
-        flags=tuple(flags),
-    )
+    """What an interrupted run waits for (None if it waits for nothing it recorded): read
+    through the tools, so it needs no definition loaded."""
+    result = await make_tools(session, owner=False).call("workflow_run_get", {"run_id": run_id})
+    return Pause.from_run(result, flags)

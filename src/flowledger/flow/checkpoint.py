@@ -136,7 +136,8 @@ class RouteRecord:
 
 @dataclass(frozen=True, slots=True)
 class InterruptRecord:
-    """A paused vertex. ``info`` and ``continuation`` are JSON data."""
+    """A paused vertex. ``info`` and ``continuation`` are JSON data. An errored pause keeps
+    its failure as ``cause`` (one line) and ``error_type`` (the exception's class name)."""
 
     vertex: str
     kind: InterruptKind
@@ -144,6 +145,7 @@ class InterruptRecord:
     cause: str = ""
     stateful: bool = False  # whether ``continuation`` was given (it may be None)
     continuation: Any = None
+    error_type: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -272,6 +274,8 @@ def _interrupt_to_document(record: InterruptRecord) -> dict[str, Any]:
     doc: dict[str, Any] = {"vertex": record.vertex, "kind": int(record.kind), "info": record.info}
     if record.cause:
         doc["cause"] = record.cause
+    if record.error_type:
+        doc["error_type"] = record.error_type
     if record.stateful:
         doc["continuation"] = record.continuation
     return doc
@@ -413,6 +417,7 @@ def _interrupt_from_document(doc: Any, path: str) -> InterruptRecord:
         cause=f.typed("cause", str, optional=True, default=""),
         stateful=stateful,
         continuation=f.raw("continuation", None, optional=True),
+        error_type=f.typed("error_type", str, optional=True, default=""),
     )
     f.done()
     return record

@@ -421,7 +421,13 @@ class Coordinator:
                 return
         self._pause(
             execution,
-            InterruptRecord(record.vertex, InterruptKind.ERRORED, None, describe(failure)),
+            InterruptRecord(
+                record.vertex,
+                InterruptKind.ERRORED,
+                None,
+                describe(failure),
+                error_type=_error_type(failure),
+            ),
             Interruption(
                 self.run.graph_run_id, record.vertex, InterruptKind.ERRORED, None, failure
             ),
@@ -566,6 +572,13 @@ def _targets(picked: Any) -> tuple[str, ...]:
         if not isinstance(target, str):
             raise TypeError(f"a route's pick returned {target!r}, not a vertex id")
     return targets
+
+
+def _error_type(failure: BaseException) -> str:
+    """The class name of what a task raised (a `VertexError` names its cause's)."""
+    if isinstance(failure, VertexError):
+        failure = failure.cause
+    return type(failure).__name__
 
 
 def _terminal(record: VertexRecord, paused: set[str]) -> bool:

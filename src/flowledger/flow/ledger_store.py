@@ -366,7 +366,12 @@ def _parse(record: Record, previous: _Parsed | None) -> _Parsed:
     if not isinstance(body, dict) or not isinstance(body.get("run"), dict):
         raise CheckpointDecodeError("checkpoint", "expected an object with a run")
     same = doc.get("same", [])
-    if not isinstance(same, list) or not set(same) <= set(_SHARABLE) or len(set(same)) != len(same):
+    if (
+        not isinstance(same, list)
+        or not all(isinstance(name, str) for name in same)  # set() of a list would raise
+        or not set(same) <= set(_SHARABLE)
+        or len(set(same)) != len(same)
+    ):
         raise CheckpointDecodeError("envelope.same", f"invalid {same!r}")
     if same and (previous is None or previous.seq != record.seq - 1 or previous.shares):
         raise CheckpointDecodeError("envelope.same", "no previous record to refer to")

@@ -13,7 +13,12 @@ S = TypeVar("S")
 
 
 class StoredError(Exception):
-    """An error known only by the text a checkpoint stored (results rebuilt by `get`)."""
+    """An error known only by the text a checkpoint stored (results rebuilt by `get`).
+    ``type_name`` is the class name of the original exception when it was stored."""
+
+    def __init__(self, message: str, type_name: str = "") -> None:
+        super().__init__(message)
+        self.type_name = type_name
 
 
 @dataclass(frozen=True, slots=True)

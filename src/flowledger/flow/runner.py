@@ -187,7 +187,11 @@ class Runner(Generic[S]):
         elif cp.phase is StepPhase.PAUSED:
             interrupts = [
                 Interruption(
-                    run_id, i.vertex, i.kind, i.info, StoredError(i.cause) if i.cause else None
+                    run_id,
+                    i.vertex,
+                    i.kind,
+                    i.info,
+                    StoredError(i.cause, i.error_type) if i.cause else None,
                 )
                 for i in cp.interrupts
             ]
@@ -202,6 +206,15 @@ class Runner(Generic[S]):
         self, run_id: str, *, after: int = -1, limit: int | None = None
     ) -> list[Checkpoint]:
         return await self.store.history(run_id, after=after, limit=limit)
+
+    async def check_resumable(self, run_id: str) -> Checkpoint:
+        """The latest checkpoint, after the checks `resume` makes before running anything:
+        raises `GraphMismatchError`, `GraphVersionMismatchError` or `UnknownVertexError`
+        when the checkpoint belongs to another graph than this runner's, and the errors of
+        an unusable checkpoint (`CheckpointDecodeError`, `ResumeTerminalError`, ...)."""
+        cp = await self.store.latest(run_id)
+        self._check_resumable(run_id, cp)
+        return cp
 
     # -- validation ------------------------------------------------------------------------
 

@@ -114,5 +114,6 @@ async def open_served_session(
             inputs=session.inputs,
             supervisor=control,
             start_timeout=start_timeout,
+            pending=session.pending,
         )
         yield ServedSession(session, tools, executes=not (read_only or no_execute))

@@ -22,11 +22,18 @@ from datetime import UTC, datetime
 from typing import Any, Final, Protocol
 
 from flowledger.workflows.definition import Definition
-from flowledger.workflows.errors import ConflictError, InvalidInputError, UnknownDefinitionError
+from flowledger.workflows.errors import (
+    ConflictError,
+    InvalidInputError,
+    ResumeBlockedError,
+    UnknownDefinitionError,
+)
 from flowledger.workflows.history import HistoryPage
 from flowledger.workflows.inputs import canonical_json
 from flowledger.workflows.metadata import Metadata
+from flowledger.workflows.pending import Pending
 from flowledger.workflows.registry import RunPage
+from flowledger.workflows.resumption import assess, prepare_resume
 from flowledger.workflows.run import (
     DEFAULT_RUN_PAGE_SIZE,
     MAX_RUN_PAGE_SIZE,
@@ -54,6 +61,7 @@ __all__ = [
     "TOOL_NAMES",
     "CatalogPort",
     "InputsPort",
+    "PendingPort",
     "RegistryPort",
     "StartTicketPort",
     "SupervisorPort",
@@ -107,6 +115,10 @@ _PROTECTED: Final = (
 # -- the ports the bundle needs ------------------------------------------------------------------
 
 
+class PendingPort(Protocol):
+    async def get(self, session_id: str, run_id: str) -> Pending | None: ...
+
+
 class CatalogPort(Protocol):
     def resolve(self, name: str, version: str) -> Definition: ...
 
@@ -137,7 +149,7 @@ class SupervisorPort(Protocol):
 
     async def start(self, run_id: str) -> StartTicketPort: ...
 
-    async def resume(self, run_id: str, payload: bytes) -> object: ...
+    async def resume(self, run_id: str, payload: bytes | None) -> object: ...
 
     async def cancel(self, run_id: str, reason: str) -> object: ...
 
@@ -184,8 +196,8 @@ _LIMIT: Final = {"type": "integer", "minimum": 1, "maximum": 100}
 _TOOLS: Final = (
     _Tool(
         "workflow_definition_list",
-        "List the registered workflow definitions: name, version, description, input "
-        "schema and whether resume is supported. Takes no arguments.",
+        "List the registered workflow definitions: name, version, description, input and "
+        "resume schemas, and on_error (what a task error does). Takes no arguments.",
         {"type": "object", "additionalProperties": False},
         (),
     ),
@@ -214,8 +226,9 @@ _TOOLS: Final = (
     ),
     _Tool(
         "workflow_run_get",
-        "Get one workflow run by run_id: its status, summary, checkpoint revision, activity "
-        "cursor and timestamps.",
+        "Get one workflow run by run_id: status, summary, revisions, timestamps, "
+        "resume_readiness, and for an interrupted run pending: a request (info and the "
+        "resume schema to answer) or an error (resume without payload retries it).",
         {
             "type": "object",
             "properties": {"run_id": _STRING},
@@ -237,17 +250,18 @@ _TOOLS: Final = (
     ),
     _Tool(
         "workflow_run_resume",
-        "Resume an interrupted workflow run with a payload matching its definition's resume "
-        "schema. Returns when the run pauses again or finishes.",
+        "Resume an interrupted run: a request pause needs resume matching "
+        "pending.resume_schema; an error pause takes no resume and is retried. Refused, "
+        "changing nothing, when blocked. Returns when the run pauses again or ends.",
         {
             "type": "object",
             "properties": {"run_id": _STRING, "resume": {"type": "object"}},
-            "required": ["run_id", "resume"],
+            "required": ["run_id"],
             "additionalProperties": False,
         },
         (
             ArgumentField("run_id", "string", required=True),
-            ArgumentField("resume", "object", required=True),
+            ArgumentField("resume", "object"),
         ),
     ),
     _Tool(
@@ -359,6 +373,7 @@ class WorkflowTools:
         new_id: Callable[[], str] = new_uuid,
         prepare_run: Callable[[Run], Awaitable[Run] | Run] | None = None,
         start_timeout: float = DEFAULT_START_TIMEOUT,
+        pending: PendingPort | None = None,
     ) -> None:
         if (
             not session_id
@@ -414,6 +429,7 @@ class WorkflowTools:
         self._new_id = new_id
         self._prepare_run = prepare_run
         self._start_timeout = float(start_timeout)
+        self._pending = pending
         self._handlers: dict[str, Callable[[dict[str, Any]], Awaitable[dict[str, Any]]]] = {
             "workflow_definition_list": self._definition_list,
             "workflow_run_start": self._run_start,
@@ -510,9 +526,13 @@ class WorkflowTools:
     async def _definition_list(self, arguments: dict[str, Any]) -> dict[str, Any]:
         try:
             metadata = builtins.list(self._catalog.list())
+            policies = {
+                (item.name, item.version): self._catalog.resolve(item.name, item.version).on_error
+                for item in metadata[:MAX_DEFINITIONS]
+            }
         except Exception as exc:
             raise translate(exc, action="list definitions") from exc
-        return definitions_result(metadata, limit=MAX_DEFINITIONS)
+        return definitions_result(metadata, limit=MAX_DEFINITIONS, on_error=policies)
 
     # -- workflow_run_start (§7.3) ---------------------------------------------------------
 
@@ -606,7 +626,35 @@ class WorkflowTools:
 
     async def _run_get(self, arguments: dict[str, Any]) -> dict[str, Any]:
         run_id = parse_id("run_id", arguments["run_id"])
-        return run_result(await self._get(run_id, action="get run"))
+        return await self._described(await self._get(run_id, action="get run"), "get run")
+
+    async def _described(self, run: Run, action: str) -> dict[str, Any]:
+        """``run_result`` with what the owning session may know beyond it: the run's resume
+        readiness and, for a stopped run, what it waits for (or the error that failed it)."""
+        result = run_result(run)
+        try:
+            definition: Definition | None = self._catalog.resolve(
+                run.definition_name, run.definition_version
+            )
+        except UnknownDefinitionError:
+            definition = None
+        try:
+            readiness = await assess(definition, run)
+            pending = None
+            if self._pending is not None and run.status in (
+                RunStatus.INTERRUPTED,
+                RunStatus.FAILED,
+            ):
+                pending = await self._pending.get(self._session_id, run.id)
+        except Exception as exc:
+            raise translate(exc, action=action, run_id=run.id) from exc
+        result["resume_readiness"] = readiness.to_json()
+        if pending is not None and pending.checkpoint_revision == run.checkpoint_revision:
+            if run.status is RunStatus.INTERRUPTED and not pending.failed:
+                result["pending"] = pending.to_json()
+            elif run.status is RunStatus.FAILED and pending.failed:
+                result["error"] = pending.to_json()["error"]
+        return result
 
     # -- workflow_run_list (§7.5) ----------------------------------------------------------
 
@@ -644,16 +692,25 @@ class WorkflowTools:
                 cause=conflict,
             )
         definition = self._resolve(run.definition_name, run.definition_version, action=action)
-        canonical = self._canonical(arguments["resume"], "resume")
+        payload = arguments.get("resume")
+        canonical = None if payload is None else self._canonical(payload, "resume")
         try:
-            definition.validate_resume(canonical)
-        except Exception as exc:
+            # Checked here too, so a refused resume never reaches the supervisor. Anything
+            # else (a checkpoint that cannot be read) is the supervisor's to act on.
+            await prepare_resume(definition, run, canonical)
+        except InvalidInputError as exc:
             raise translate(exc, action="validate resume") from exc
+        except ResumeBlockedError as exc:
+            raise translate(exc, action=action, run_id=run_id) from exc
+        except Exception:
+            pass
         try:
             await self._supervisor.resume(run_id, canonical)
+        except InvalidInputError as exc:
+            raise translate(exc, action="validate resume") from exc
         except Exception as exc:
             raise translate(exc, action=action, run_id=run_id) from exc
-        return run_result(await self._get(run_id, action=action))
+        return await self._described(await self._get(run_id, action=action), action)
 
     # -- workflow_run_cancel (§7.7) --------------------------------------------------------
 

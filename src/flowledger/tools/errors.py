@@ -22,12 +22,14 @@ from flowledger.workflows.errors import (
     InvalidInputError,
     NotFoundError,
     ReconciliationError,
+    ResumeBlockedError,
     SessionOwnedError,
     ShutdownTimeoutError,
     SupervisorClosedError,
     UnknownDefinitionError,
 )
 from flowledger.workflows.inputs import MAX_INPUT_BYTES, MAX_INPUT_DEPTH, MAX_INPUT_PROPERTIES
+from flowledger.workflows.resumption import NO_PAYLOAD_FOR_ERROR, PAYLOAD_REQUIRED
 from flowledger.workflows.schema import BoundedJSONError, SchemaValidationError
 
 __all__ = [
@@ -104,7 +106,13 @@ def _input_reason(error: InvalidInputError) -> str:
         return "the document is not one bounded JSON object"
     if not isinstance(cause, str):
         return f"the definition's {field} decoder refused the document"
-    if cause in (NOT_REGISTERED, RESUME_NOT_SUPPORTED, FOREIGN_TOKEN):
+    if cause in (
+        NOT_REGISTERED,
+        RESUME_NOT_SUPPORTED,
+        FOREIGN_TOKEN,
+        PAYLOAD_REQUIRED,
+        NO_PAYLOAD_FOR_ERROR,
+    ):
         return cause
     # The refusals of canonical_json; their paths and numbers quote the document.
     if "must be a JSON object" in cause:
@@ -152,6 +160,9 @@ def translate(
         )
     elif isinstance(error, ConflictError):
         message = f"{action}: conflict for {subject}: {error.reason}"
+    elif isinstance(error, ResumeBlockedError):
+        # Diagnostics are control-plane text built from graph and definition names only.
+        message = f"{action}: {subject} is blocked: {error.readiness_text}"
     elif isinstance(error, CorruptRecordError):
         message = f"{action}: a stored record of {subject} is corrupt"
     elif isinstance(error, AdoptionError | ReconciliationError):

@@ -15,6 +15,7 @@ from typing import Any
 from flowledger.workflows.activity import ProjectedActivity, format_time
 from flowledger.workflows.history import HistoryPage
 from flowledger.workflows.metadata import Metadata
+from flowledger.workflows.pending import MAX_SCHEMA_BYTES
 from flowledger.workflows.registry import RunPage
 from flowledger.workflows.run import Run, RunStatus
 
@@ -106,23 +107,40 @@ def history_result(run_id: str, page: HistoryPage) -> dict[str, Any]:
     return result
 
 
-def definition_entry(metadata: Metadata) -> dict[str, Any]:
-    """One definition (§7.9): the input schema as JSON; the resume schema itself is not
-    exposed, only whether there is one."""
-    return {
+def definition_entry(metadata: Metadata, *, on_error: str = "pause") -> dict[str, Any]:
+    """One definition (§7.9), with what a caller needs to resume its runs: the resume
+    schema (omitted when the definition takes no resume payload, or when it is larger
+    than `MAX_SCHEMA_BYTES`; ``resume_supported`` says whether there is one) and
+    ``on_error``."""
+    entry: dict[str, Any] = {
         "name": metadata.name,
         "version": metadata.version,
         "description": metadata.description,
         "input_schema": metadata.input_schema,
         "resume_supported": metadata.resume_schema_bytes is not None,
     }
+    resume = metadata.resume_schema_bytes
+    if resume is not None and len(resume) <= MAX_SCHEMA_BYTES:
+        entry["resume_schema"] = metadata.resume_schema
+    entry["on_error"] = on_error
+    return entry
 
 
-def definitions_result(metadata: Sequence[Metadata], *, limit: int) -> dict[str, Any]:
-    """The first ``limit`` definitions (catalog order) and whether more exist."""
+def definitions_result(
+    metadata: Sequence[Metadata],
+    *,
+    limit: int,
+    on_error: Mapping[tuple[str, str], str] | None = None,
+) -> dict[str, Any]:
+    """The first ``limit`` definitions (catalog order) and whether more exist; ``on_error``
+    maps ``(name, version)`` to each definition's error policy (default ``"pause"``)."""
     shown = list(metadata[:limit])
+    policies = on_error or {}
     return {
-        "definitions": [definition_entry(item) for item in shown],
+        "definitions": [
+            definition_entry(item, on_error=policies.get((item.name, item.version), "pause"))
+            for item in shown
+        ],
         "truncated": len(metadata) > limit,
     }
 

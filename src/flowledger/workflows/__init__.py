@@ -11,6 +11,7 @@ from .activity import ActivityKind, ActivityRecord, ProjectedActivity, event_id,
 from .catalog import Catalog
 from .definition import (
     Definition,
+    ErrorPolicy,
     TypedDefinition,
     ValidatedInput,
     ValidatedResume,
@@ -26,6 +27,7 @@ from .errors import (
     InvalidSchemaError,
     NotFoundError,
     ReconciliationError,
+    ResumeBlockedError,
     SessionOwnedError,
     ShutdownTimeoutError,
     SupervisorActiveError,
@@ -37,6 +39,8 @@ from .history import HistoryPage, page_history
 from .inputs import InputStore, canonical_json
 from .journal import ActivityJournal, ActivitySubscription
 from .metadata import Metadata, VertexMetadata, bound_summary, bound_text
+from .pending import PausedVertex, PauseKind, Pending, PendingStore
+from .readiness import Diagnostic, ReadinessStatus, ResumeReadiness
 from .registry import RunPage, RunRegistry
 from .run import ArtifactReference, InputReference, Run, RunStatus
 from .supervisor import StartTicket, Supervisor
@@ -53,7 +57,9 @@ __all__ = [
     "ConflictError",
     "CorruptRecordError",
     "Definition",
+    "Diagnostic",
     "DuplicateDefinitionError",
+    "ErrorPolicy",
     "HistoryPage",
     "InputReference",
     "InputStore",
@@ -61,8 +67,15 @@ __all__ = [
     "InvalidSchemaError",
     "Metadata",
     "NotFoundError",
+    "PauseKind",
+    "PausedVertex",
+    "Pending",
+    "PendingStore",
     "ProjectedActivity",
+    "ReadinessStatus",
     "ReconciliationError",
+    "ResumeBlockedError",
+    "ResumeReadiness",
     "Run",
     "RunPage",
     "RunRegistry",

@@ -531,7 +531,9 @@ def project(
 
     A failed run's ``run_failed`` goes one past the history, or at ``failure_revision``
     when given (a failed run whose history cannot be read any more records its failure at
-    the first revision not yet published).
+    the first revision not yet published; a run failed by a task error under
+    ``on_error="fail"`` at its paused checkpoint, which then projects no
+    ``run_interrupted``).
 
     Pure and byte-deterministic: the same inputs give equal records with the same event
     IDs. Only identities, counters, fixed messages, bounded labels and timestamps are
@@ -620,7 +622,10 @@ def project(
                 label=label,
             )
         status = record.status
-        if status is RunStatus.INTERRUPTED:
+        failed_here = (
+            run.status == "failed" and failure_revision is not None and revision >= failure_revision
+        )
+        if status is RunStatus.INTERRUPTED and not failed_here:
             emit(
                 revision,
                 ActivityKind.RUN_INTERRUPTED,

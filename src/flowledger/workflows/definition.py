@@ -18,16 +18,18 @@ import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from decimal import Decimal
-from typing import Any, Generic, Protocol, TypeVar, runtime_checkable
+from typing import Any, Generic, Literal, Protocol, TypeVar, runtime_checkable
 
 from flowledger import flow
 
 from .errors import InvalidInputError, InvalidSchemaError
 from .metadata import Metadata, bound_summary
+from .readiness import GRAPH_CHANGED, Diagnostic
 from .schema import BoundedJSONError, CompiledSchema, compile_schema, decode_document
 
 __all__ = [
     "Definition",
+    "ErrorPolicy",
     "TypedDefinition",
     "ValidatedInput",
     "ValidatedResume",
@@ -37,6 +39,8 @@ __all__ = [
 log = logging.getLogger("flowledger.workflows.definition")
 
 S = TypeVar("S")
+
+ErrorPolicy = Literal["pause", "fail"]
 
 NOT_REGISTERED = "definition is not registered"
 RESUME_NOT_SUPPORTED = "resume is not supported"
@@ -92,6 +96,12 @@ class Definition(Protocol):
         """The definition's metadata (immutable)."""
         ...
 
+    @property
+    def on_error(self) -> ErrorPolicy:
+        """What a task that raises (after its retries, with no error route) does to the
+        run: ``"pause"`` (an errored pause, resumable by retrying) or ``"fail"``."""
+        ...
+
     def validate_input(self, raw: bytes | str) -> ValidatedInput:
         """Check and decode an input document; `InvalidInputError` (field ``input``)."""
         ...
@@ -106,10 +116,21 @@ class Definition(Protocol):
         """Run a new graph execution with the given graph run id."""
         ...
 
+    async def check_resume(self, graph_run_id: str) -> tuple[Diagnostic, ...]:
+        """Why the interrupted run cannot be continued by this definition now (empty when
+        it can): a checkpoint written by another graph, and whatever a subclass adds.
+        Errors of an unusable checkpoint (missing, corrupt) pass through."""
+        ...
+
     async def resume(
-        self, graph_run_id: str, token: ValidatedResume, *, hooks: Sequence[flow.Hooks] = ()
+        self,
+        graph_run_id: str,
+        token: ValidatedResume | None,
+        *,
+        hooks: Sequence[flow.Hooks] = (),
     ) -> WorkflowResult:
-        """Continue an interrupted (or halted) execution with a user payload."""
+        """Continue an interrupted (or halted) execution: with a validated payload for a
+        request pause, with ``None`` to retry an errored pause."""
         ...
 
     async def adopt(self, graph_run_id: str, *, hooks: Sequence[flow.Hooks] = ()) -> WorkflowResult:
@@ -175,6 +196,7 @@ class TypedDefinition(Generic[S]):
 
     __slots__ = (
         "_metadata",
+        "_on_error",
         "_registration",
         "_resume_decoder",
         "_runner",
@@ -190,7 +212,10 @@ class TypedDefinition(Generic[S]):
         state_decoder: Callable[[dict[str, Any]], S] | None = None,
         resume_decoder: Callable[[dict[str, Any]], Any] | None = None,
         summarizer: Callable[[S], str] | None = None,
+        on_error: ErrorPolicy = "pause",
     ) -> None:
+        if on_error not in ("pause", "fail"):
+            raise InvalidSchemaError("definition", 'on_error must be "pause" or "fail"')
         if not isinstance(metadata, Metadata):
             raise InvalidSchemaError("definition", "metadata must be a workflows.Metadata")
         if not isinstance(runner, flow.Runner):
@@ -216,11 +241,16 @@ class TypedDefinition(Generic[S]):
             _identity if resume_decoder is None else resume_decoder
         )
         self._summarizer = summarizer
+        self._on_error: ErrorPolicy = on_error
         self._registration: _Registration | None = None
 
     @property
     def runner(self) -> flow.Runner[S]:
         return self._runner
+
+    @property
+    def on_error(self) -> ErrorPolicy:
+        return self._on_error
 
     def with_checkpoints(self, checkpoints: flow.CheckpointStore) -> TypedDefinition[S]:
         """An unregistered copy whose runner keeps its checkpoints in ``checkpoints``."""
@@ -303,10 +333,44 @@ class TypedDefinition(Generic[S]):
         result = await self._runner.run(state, run_id=graph_run_id, hooks=tuple(hooks))
         return self._result(result)
 
+    async def check_resume(self, graph_run_id: str) -> tuple[Diagnostic, ...]:
+        try:
+            await self._runner.check_resumable(graph_run_id)
+        except (
+            flow.GraphMismatchError,
+            flow.GraphVersionMismatchError,
+            flow.UnknownVertexError,
+        ) as exc:
+            return (self._graph_changed(exc),)
+        return ()
+
+    def _graph_changed(self, error: flow.FlowError) -> Diagnostic:
+        label = self._label()
+        if isinstance(error, flow.GraphVersionMismatchError):
+            stored, current = _version_text(error.actual), _version_text(error.expected)
+            detail = (
+                f"its checkpoint was written by graph version {stored}; {label} is now {current}"
+            )
+        elif isinstance(error, flow.GraphMismatchError):
+            detail = f"its checkpoint belongs to graph {error.actual!r}, not {error.expected!r}"
+        else:
+            detail = f"its checkpoint names a vertex the registered graph does not have ({error})"
+        return Diagnostic(
+            GRAPH_CHANGED,
+            f"the graph of {label} changed since this run started: {detail}",
+            "register the graph this run started with under its own definition version "
+            "(keep the old code for these runs, register the changed graph as a new "
+            "version for new runs), or start a new run",
+        )
+
     async def resume(
-        self, graph_run_id: str, token: ValidatedResume, *, hooks: Sequence[flow.Hooks] = ()
+        self,
+        graph_run_id: str,
+        token: ValidatedResume | None,
+        *,
+        hooks: Sequence[flow.Hooks] = (),
     ) -> WorkflowResult:
-        payload = self._owned(token, ValidatedResume, "resume")
+        payload = None if token is None else self._owned(token, ValidatedResume, "resume")
         result = await self._runner.resume(graph_run_id, payload, hooks=tuple(hooks))
         return self._result(result)
 
@@ -358,6 +422,12 @@ class TypedDefinition(Generic[S]):
     def __repr__(self) -> str:
         state = "registered" if self._registration is not None else "unregistered"
         return f"TypedDefinition({self._label()}, {state})"
+
+
+def _version_text(version: str) -> str:
+    """``"1 (topology 3fa9c2e1b0d4)"`` for a compiled graph version ``<sha256>:<version>``."""
+    fingerprint, _, declared = version.partition(":")
+    return f"{declared!r} (topology {fingerprint[:12]})" if declared else repr(version)
 
 
 def _check_document(raw: bytes | str, schema: CompiledSchema, field: str) -> dict[str, Any]:

@@ -18,6 +18,7 @@ __all__ = [
     "InvalidSchemaError",
     "NotFoundError",
     "ReconciliationError",
+    "ResumeBlockedError",
     "SessionOwnedError",
     "ShutdownTimeoutError",
     "SupervisorActiveError",
@@ -120,6 +121,19 @@ class CorruptRecordError(WorkflowError):
         super().__init__(f"corrupt workflow record {key}: {_cause(cause)}")
         if isinstance(cause, BaseException):
             self.__cause__ = cause
+
+
+class ResumeBlockedError(WorkflowError):
+    """A resume was refused because the run cannot be continued as things are (its
+    readiness is ``blocked``). Nothing was written: the run is still interrupted at the
+    same checkpoint and the payload was not consumed. ``readiness`` is a
+    `flowledger.workflows.readiness.ResumeReadiness` with the diagnostics."""
+
+    def __init__(self, run_id: str, readiness: object, explanation: str) -> None:
+        self.run_id = run_id
+        self.readiness = readiness
+        self.readiness_text = explanation
+        super().__init__(f"run {run_id} cannot be resumed now: {explanation}")
 
 
 class SupervisorActiveError(WorkflowError):

@@ -38,11 +38,13 @@ from .errors import (
     ConflictError,
     FrontDoorTimeoutError,
     InvalidInputError,
+    ResumeBlockedError,
 )
 from .history import HistoryPage
 from .journal import ActivityJournal
 from .registry import RunRegistry
 from .requests import ResumeRequest, RunRequests
+from .resumption import prepare_resume
 from .run import Run, RunStatus, owner_lease_name
 
 if TYPE_CHECKING:
@@ -185,17 +187,23 @@ class FrontDoor:
 
     # -- resume ----------------------------------------------------------------------------
 
-    async def resume(self, run_id: str, payload: bytes | str) -> Run:
-        """Request a resume of the interrupted run and wait for the resumed segment to end;
-        return the run record then."""
-        raw = payload.encode() if isinstance(payload, str) else bytes(payload)
+    async def resume(self, run_id: str, payload: bytes | str | None) -> Run:
+        """Request a resume of the interrupted run (``None``: retry an errored pause) and
+        wait for the resumed segment to end; return the run record then. The checks of
+        `prepare_resume` run here first, and again by the owner."""
+        raw = b"" if payload is None else payload.encode() if isinstance(payload, str) else payload
         run = await self.registry.get(self._session_id, run_id)
         if run.status is not RunStatus.INTERRUPTED:
             raise ConflictError(
                 self._session_id, run_id, "run is not interrupted", actual=run.revision
             )
         definition = self.catalog.resolve(run.definition_name, run.definition_version)
-        definition.validate_resume(raw)
+        try:
+            await prepare_resume(definition, run, payload)
+        except (InvalidInputError, ResumeBlockedError):
+            raise
+        except Exception:
+            pass  # an unreadable checkpoint is the owner's to act on (it fails the run)
         mine = await self.requests.request_resume(
             self._session_id, run_id, raw, run.checkpoint_revision
         )
@@ -226,6 +234,10 @@ class FrontDoor:
         run_id = request.run_id
         if request.error == "invalid":
             return InvalidInputError("resume", "the owner's definition refused the payload")
+        if request.error == "blocked":
+            return ConflictError(
+                self._session_id, run_id, "the owner found the run cannot be resumed now"
+            )
         if request.error == "failed":
             return AdoptionError(run_id, "resume", "the resumed run failed")
         if request.error == "withdrawn":

@@ -6,7 +6,8 @@ acts on it. Both kinds live in the session's KV namespace:
 
 * ``sessions/<sid>/workflows/resume-requests/<run>`` - one resume of one interrupted
   run, bound to the run's checkpoint revision at the time of the request (the
-  interrupt it answers). JSON ``{"version":1,"payload":<canonical resume JSON text>,
+  interrupt it answers). JSON ``{"version":1,"payload":<canonical resume JSON text, or
+  "" for the retry of an errored pause, which takes no payload>,
   "checkpoint_revision":R,"requested_at":T,"state":S,"error":E}``; ``state`` is
   ``requested`` (waiting), ``accepted`` (the owner is executing it: from then on it
   may only be carried out, never refused or withdrawn) or ``failed`` (refused, with an
@@ -68,6 +69,7 @@ RESUME_ERRORS: Final = {
     "not_interrupted": "run is not interrupted",
     "stale": "the run moved past the interrupt this resume answers",
     "invalid": "the owner's definition refused the resume payload",
+    "blocked": "the run cannot be resumed now (its readiness is blocked)",
     "failed": "the resume failed",
     "withdrawn": "the request was withdrawn",
 }

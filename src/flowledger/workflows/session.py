@@ -18,6 +18,7 @@ from ..storage import KeyNotFoundError, Store
 from .catalog import Catalog
 from .inputs import InputStore
 from .journal import ActivityJournal
+from .pending import PendingStore
 from .registry import RunRegistry
 from .requests import RunRequests
 from .run import is_id
@@ -57,6 +58,7 @@ class WorkflowSession:
     journal: ActivityJournal
     supervisor: Supervisor
     requests: RunRequests
+    pending: PendingStore
 
     @classmethod
     def build(
@@ -84,6 +86,7 @@ class WorkflowSession:
         inputs = InputStore(store.blobs)
         journal = ActivityJournal(store.ledger)
         requests = RunRequests(store.kv)
+        pending = PendingStore(store.kv)
         supervisor = Supervisor(
             session_id,
             catalog=bound,
@@ -96,7 +99,17 @@ class WorkflowSession:
             requests=requests,
             poll_interval=poll_interval,
             adopt_from_index=adopt_from_index,
+            pending=pending,
         )
         return cls(
-            store, session_id, bound, checkpoints, registry, inputs, journal, supervisor, requests
+            store,
+            session_id,
+            bound,
+            checkpoints,
+            registry,
+            inputs,
+            journal,
+            supervisor,
+            requests,
+            pending,
         )

@@ -25,10 +25,22 @@ Ordering and atomicity:
 
 Failure semantics: a run becomes ``failed`` only for definite problems (its
 input is missing, corrupt or invalid; its checkpoint is missing, corrupt or
-belongs to another graph). Lease loss, cancellation and ambiguous storage
-errors never fail a run: they leave the record as it is for the next owner,
-and surface as `AdoptionError` in `last_error`. After the lease is lost
-nothing more is written.
+belongs to another run), and, for a definition with ``on_error="fail"``, when a
+task raises. The summary says which. A checkpoint written by another graph than
+the registered one is never a failure: the run keeps its status, its readiness is
+``blocked`` (see `resumption`), and registering the old graph lets it continue.
+Lease loss, cancellation and ambiguous storage errors never fail a run: they
+leave the record as it is for the next owner, and surface as `AdoptionError` in
+`last_error`. After the lease is lost nothing more is written.
+
+Every resume - `resume`, or a front door's request carried out by `poll` - is
+checked by `resumption.prepare_resume` first: a blocked run, a request pause
+without a valid payload, or an errored pause sent a payload is refused before
+anything is written.
+
+When a run pauses (or fails under ``on_error="fail"``), the owner stores what it
+waits for in the `PendingStore` before the registry records the status, so a
+reader sees the question of every interrupted run without loading its definition.
 
 Requests from front doors (`poll`): a session owned by a worker is changed by
 processes that do not own it through durable requests (`RunRequests`): new
@@ -65,6 +77,7 @@ from .errors import (
     InvalidInputError,
     NotFoundError,
     ReconciliationError,
+    ResumeBlockedError,
     SessionOwnedError,
     ShutdownTimeoutError,
     SupervisorActiveError,
@@ -76,8 +89,10 @@ from .inputs import InputStore
 from .journal import ActivityJournal
 from .live import LiveActivities
 from .metadata import bound_summary
+from .pending import PauseKind, PendingStore, describe_pause
 from .registry import RunRegistry
 from .requests import ResumeRequest, RunRequests
+from .resumption import prepare_resume
 from .run import Run, RunStatus, owner_lease_name
 from .unfinished import UnfinishedIndex
 
@@ -103,9 +118,13 @@ _FLOW_STATUS: Final = {
 _DEFINITE: Final = (
     flow.CheckpointNotFoundError,
     flow.CheckpointDecodeError,
+    flow.GraphRunMismatchError,
+)
+# A checkpoint of another graph blocks a run; it never fails it.
+_GRAPH_CHANGED: Final = (
     flow.GraphMismatchError,
     flow.GraphVersionMismatchError,
-    flow.GraphRunMismatchError,
+    flow.UnknownVertexError,
 )
 
 
@@ -120,10 +139,28 @@ def _utcnow() -> datetime:
 
 
 def _definite(error: BaseException) -> bool:
-    """A checkpoint problem that retrying cannot cure (missing, corrupt, foreign)."""
+    """A checkpoint problem that retrying cannot cure (missing, corrupt, another run's)."""
     if isinstance(error, _DEFINITE):
         return True
     return isinstance(error, flow.StoreError) and isinstance(error.cause, flow.FlowError)
+
+
+def _failure_summary(error: BaseException) -> str:
+    """Which definite checkpoint problem failed a run, for its status summary."""
+    if isinstance(error, flow.CheckpointNotFoundError):
+        return "workflow checkpoint missing"
+    if isinstance(error, flow.GraphRunMismatchError):
+        return "workflow checkpoint belongs to another run"
+    return "workflow checkpoint corrupt"
+
+
+def _paused_by_error(cp: flow.Checkpoint) -> bool:
+    """The checkpoint pauses the run for a task error (or a halt), not for a request."""
+    if cp.phase is flow.StepPhase.HALTED:
+        return True
+    return cp.phase is flow.StepPhase.PAUSED and any(
+        item.kind is flow.InterruptKind.ERRORED for item in cp.interrupts
+    )
 
 
 def _start_cut_short(run: Run) -> bool:
@@ -212,6 +249,7 @@ class Supervisor:
         requests: RunRequests | None = None,
         poll_interval: float | None = None,
         adopt_from_index: bool = False,
+        pending: PendingStore | None = None,
     ) -> None:
         owner_lease_name(session_id)  # validates the session id
         if not 1 <= max_workers <= 64:
@@ -238,6 +276,7 @@ class Supervisor:
         self._shutdown_result: BaseException | None = None
         self._shutdown_done = False
         self.requests = requests
+        self.pending = pending
         self._poll_interval = poll_interval
         self._adopt_from_index = adopt_from_index
         self._poll_task: asyncio.Task[None] | None = None
@@ -631,6 +670,10 @@ class Supervisor:
             return
         assert result is not None
         if run.status is RunStatus.RUNNING and result.run.status is flow.RunStatus.RUNNING:
+            blocked = await definition.check_resume(run.graph_run_id)
+            if blocked:
+                await self._adoption_blocked(run, blocked[0].message)
+                return
             live = LiveActivities(
                 lambda current: self._reconcile_activities(definition, current), run
             )
@@ -648,20 +691,35 @@ class Supervisor:
                 return
         await self._apply_result(definition, run, result)
 
+    async def _adoption_blocked(self, run: Run, reason: str) -> None:
+        """Leave a running run whose checkpoint this definition cannot continue as it is,
+        saying why; it continues once an owner has the right graph registered."""
+        summary = f"workflow adoption blocked: {reason}"
+        if run.status_summary == bound_summary(summary):
+            return
+        with contextlib.suppress(_OwnershipLost):
+            await self._transition(run, RunStatus.RUNNING, summary, run.checkpoint_revision)
+
     async def _checkpoint_read_error(
         self, definition: Definition, run: Run, op: str, error: BaseException
     ) -> None:
         if self._ownership_lost():
             return
+        if isinstance(error, _GRAPH_CHANGED) and run.status is RunStatus.RUNNING:
+            await self._adoption_blocked(run, str(error))
+            return
         if not _definite(error):
             raise AdoptionError(run.id, op, error) from error
-        await self._fail_definite(definition, run, "workflow checkpoint unavailable")
+        await self._fail_definite(definition, run, _failure_summary(error))
 
     # -- resume ----------------------------------------------------------------------------
 
-    async def resume(self, run_id: str, payload: bytes | str) -> Run | None:
-        """Continue an interrupted run with a payload the resume schema accepts; return the
-        run record after the segment (None if ownership was lost on the way)."""
+    async def resume(self, run_id: str, payload: bytes | str | None) -> Run | None:
+        """Continue an interrupted run - a request pause with a payload the resume schema
+        accepts, an errored pause with ``None`` (a retry) - and return the run record after
+        the segment (None if ownership was lost on the way). `ResumeBlockedError` when the
+        run cannot be continued now (see `resumption.prepare_resume`); nothing is written
+        then."""
         controller = self._controller(run_id)
         try:
             async with controller.lock:
@@ -671,14 +729,21 @@ class Supervisor:
                         self._session_id, run_id, "run is not interrupted", actual=run.revision
                     )
                 definition = self.catalog.resolve(run.definition_name, run.definition_version)
-                token = definition.validate_resume(payload)
+                try:
+                    token = await prepare_resume(definition, run, payload)
+                except Exception as exc:
+                    if not _definite(exc):
+                        raise
+                    # Its checkpoint cannot be read: that fails the run, as a resume would.
+                    await self._checkpoint_read_error(definition, run, "resume", exc)
+                    return await self.registry.get(self._session_id, run.id)
                 return await self._resume_locked(controller, definition, run, token)
         except NotFoundError:
             self._forget_if_idle(run_id)
             raise
 
     async def _resume_locked(
-        self, controller: _Controller, definition: Definition, run: Run, token: Any
+        self, controller: _Controller, definition: Definition, run: Run, token: Any | None
     ) -> Run | None:
         try:
             running = await self._transition(
@@ -976,12 +1041,14 @@ class Supervisor:
                 return
             try:
                 definition = self.catalog.resolve(run.definition_name, run.definition_version)
-                token = definition.validate_resume(request.payload)
-            except (InvalidInputError, UnknownDefinitionError):
+                payload = request.payload or None  # empty: the retry of an errored pause
+                token = await prepare_resume(definition, run, payload)
+            except (InvalidInputError, UnknownDefinitionError, ResumeBlockedError) as exc:
                 # Still interrupted at the same checkpoint: nothing took effect, so even an
                 # accepted request can be refused.
+                code = "blocked" if isinstance(exc, ResumeBlockedError) else "invalid"
                 with contextlib.suppress(ConflictError):
-                    await requests.refuse_resume(request, "invalid")
+                    await requests.refuse_resume(request, code)
                     self._refused.add(run_id)
                 return
             if self._ownership_lost():
@@ -1098,12 +1165,27 @@ class Supervisor:
         status = _FLOW_STATUS.get(result.run.status)
         if status is None:
             return await self._fail_definite(definition, run, "workflow checkpoint status invalid")
-        run = await self._reconcile_activities(definition, run)
         summary = bound_summary(result.summary) or f"workflow {status}"
+        if status is RunStatus.INTERRUPTED and (result.interrupts or result.halt):
+            pending = describe_pause(
+                definition.metadata(), result.run.revision, result.interrupts, result.halt
+            )
+            if definition.on_error == "fail" and any(
+                item.kind is PauseKind.ERROR for item in pending.vertices
+            ):
+                pending = replace(pending, failed=True)
+                status, summary = RunStatus.FAILED, f"workflow failed: {pending.error_line()}"
+            if self.pending is not None and not self._ownership_lost():
+                await self.pending.put(self._session_id, run.id, pending)
+        if status is not RunStatus.FAILED:
+            run = await self._reconcile_activities(definition, run)
         try:
-            return await self._transition(run, status, summary, result.run.revision)
+            run = await self._transition(run, status, summary, result.run.revision)
         except _OwnershipLost:
             return None
+        if status is RunStatus.FAILED:
+            return await self._reconcile_activities(definition, run)
+        return run
 
     async def _reconcile_activities(self, definition: Definition, run: Run) -> Run:
         """Publish the activities of every durable checkpoint past the cursor, then advance
@@ -1118,6 +1200,15 @@ class Supervisor:
                 raise ReconciliationError(run.id, "read checkpoint history", exc) from exc
             history = []
             failure_revision = run.activity_cursor
+        if (
+            failure_revision is None
+            and run.status is RunStatus.FAILED
+            and definition.on_error == "fail"
+            and history
+            and _paused_by_error(history[-1])
+        ):
+            # Failed by a task error: the pause its checkpoint records is the failure.
+            failure_revision = history[-1].revision
         try:
             projected = project(
                 run, definition.metadata(), history, failure_revision=failure_revision
