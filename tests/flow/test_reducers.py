@@ -292,6 +292,22 @@ async def test_custom_reducer_sees_the_accumulated_state() -> None:
     assert (cause.vertex, cause.earlier) == ("b", ("a",))
 
 
+async def test_custom_reducer_result_is_not_reduced_again() -> None:
+    """A custom reducer's mapping sets a reduced field to the value it computed from the
+    accumulated state: field reducers do not apply to it a second time."""
+
+    def extend(state: DataReduced, out: str) -> dict[str, Any]:
+        return {"items": [*state.items, out], "count": state.count + 1}
+
+    graph: flow.Graph[DataReduced] = flow.Graph("custom", state=DataReduced)
+    fan_in(graph, {"a": append_one("a")})
+    graph.add_vertex("b", lambda s: "b", reduce=extend)
+    graph.add_edge("start", "b")
+    graph.add_edge("b", "fin")
+    result = await graph.compile(entry="start", finish="fin").run(DataReduced(["seed"]))
+    assert result.state == DataReduced(["seed", "a", "b"], 2)
+
+
 async def test_decorator_takes_reduce_and_select() -> None:
     graph: flow.Graph[DataPlain] = flow.Graph("deco", state=DataPlain)
 
@@ -476,9 +492,17 @@ def build_dag(kind: str, reduced: bool, size: int, edges: Any) -> flow.Runner[An
 
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(dag=dags(), kind=st.sampled_from(KINDS), reduced=st.booleans())
+@given(
+    dag=dags(),
+    kind=st.sampled_from(KINDS),
+    reduced=st.booleans(),
+    mode=st.sampled_from(list(flow.Granularity)),
+)
 def test_random_fan_ins_match_the_sequential_oracle(
-    dag: tuple[int, tuple[tuple[int, int], ...]], kind: str, reduced: bool
+    dag: tuple[int, tuple[tuple[int, int], ...]],
+    kind: str,
+    reduced: bool,
+    mode: flow.Granularity,
 ) -> None:
     """Reduced: the state is every vertex execution, step by step, in id order - what
     applying the updates one after another gives. Unreduced: the run completes the same
@@ -486,7 +510,8 @@ def test_random_fan_ins_match_the_sequential_oracle(
     the lowest with a conflict, and keeps exactly the lowest one's write."""
     size, edges = dag
     steps = oracle_steps(size, edges)
-    result = asyncio.run(build_dag(kind, reduced, size, edges).run(initial(kind, reduced=reduced)))
+    runner = build_dag(kind, reduced, size, edges)
+    result = asyncio.run(runner.run(initial(kind, reduced=reduced), checkpoint=mode))
     crowded = next((n for n, step in enumerate(steps) if len(step) > 1), None)
     if reduced or crowded is None:
         expected = [vertex for step in steps for vertex in step]
@@ -506,3 +531,19 @@ def test_random_fan_ins_match_the_sequential_oracle(
         cause = interruption.cause
         assert isinstance(cause, flow.ConflictingUpdateError)
         assert (cause.field, cause.earlier) == ("items", (lowest,))
+
+
+def test_unresolvable_reducer_annotation_is_refused() -> None:
+    """A local type under postponed annotations cannot be resolved from the module: the
+    graph says so instead of silently having no reducer."""
+
+    @dataclass
+    class Inner:
+        x: int = 0
+
+    @dataclass
+    class Local:
+        inner: Annotated[list[Inner], flow.append] = field(default_factory=list)
+
+    with pytest.raises(flow.BuildError, match="cannot resolve the annotation of field 'inner'"):
+        flow.Graph("g", state=Local)

@@ -187,7 +187,8 @@ class FieldUpdateError(FlowError):
         self.vertex = vertex
         self.detail = detail
         self.cause = cause
-        super().__init__(f"update of field {field!r} by vertex {vertex}: {detail}")
+        reason = detail if cause is None else f"{detail}: {describe(cause)}"
+        super().__init__(f"update of field {field!r} by vertex {vertex}: {reason}")
         if cause is not None:
             self.__cause__ = cause
 

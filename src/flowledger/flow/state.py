@@ -17,7 +17,7 @@ fields it changes still count as written, so a later blind write of them conflic
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import fields, is_dataclass
 from typing import Any
 
@@ -74,7 +74,7 @@ class StepMerge:
     def __init__(self, reducers: Mapping[str, FieldReducer], state_type: Any) -> None:
         self._reducers = reducers
         self._state_type = state_type
-        self._writers: dict[str, tuple[str, ...]] = {}
+        self._writers: dict[Any, tuple[str, ...]] = {}
 
     def assume_written(self, names: Iterable[str], vertices: tuple[str, ...]) -> None:
         """Fields written earlier in the step by one of ``vertices`` (a resumed step knows
@@ -83,15 +83,20 @@ class StepMerge:
             for name in names:
                 self._writers.setdefault(name, vertices)
 
-    def record(self, vertex: str, names: Iterable[str]) -> None:
+    def record(self, vertex: str, names: Iterable[Any]) -> None:
         """``vertex``'s update of ``names`` is now part of the accumulated state."""
         for name in names:
             if name not in self._reducers:
                 self._writers[name] = (*self._writers.get(name, ()), vertex)
 
     def merge(
-        self, vertex: str, state: Any, update: Any, step_base: JsonObject, dump: Any
-    ) -> tuple[Any, list[str]]:
+        self,
+        vertex: str,
+        state: Any,
+        update: Any,
+        step_base: JsonObject,
+        dump: Callable[[Any], JsonObject],
+    ) -> tuple[Any, list[Any]]:
         """Fold a vertex's blind ``update`` into ``state`` (a private copy of the accumulated
         state); return the new state and the fields it writes. ``dump`` encodes a state
         (to compare a whole state's fields with the step base).
@@ -127,7 +132,7 @@ class StepMerge:
             if reducer is not None:
                 items[name] = self._reduce(vertex, state, name, reducer, items[name])
         _set_fields(state, items, self._state_type)
-        return state, sorted(items)
+        return state, list(items)
 
     def _reduce(
         self, vertex: str, state: Any, name: str, reducer: FieldReducer, update: Any
@@ -146,9 +151,7 @@ class StepMerge:
         try:
             return reducer(current, update)
         except Exception as exc:
-            raise FieldUpdateError(
-                name, vertex, f"its reducer failed: {type(exc).__name__}: {exc}", exc
-            ) from exc
+            raise FieldUpdateError(name, vertex, "its reducer failed", exc) from exc
 
 
 def _check_names(state: Any, update: Mapping[Any, Any], state_type: Any) -> None:
