@@ -22,7 +22,7 @@ from typing import Annotated, Any
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from pydantic import BaseModel
+from pydantic import AfterValidator, BaseModel, Field
 from typing_extensions import TypedDict
 
 from flowledger import flow
@@ -419,6 +419,11 @@ class TwoReducers:
     items: Annotated[list[str], flow.append, operator.add] = field(default_factory=list)
 
 
+class ModelWithConstraints(BaseModel):
+    items: Annotated[list[str], Field(max_length=5), flow.append] = []
+    checked: Annotated[int, Field(ge=0), AfterValidator(abs)] = 0
+
+
 @dataclass
 class MarkerOnly:
     items: Annotated[list[str], "doc", DataPlain] = field(default_factory=list)
@@ -430,6 +435,8 @@ def test_declared_reducers_per_state_kind() -> None:
         assert dict(graph.reducers) == {"items": flow.append, "count": operator.add}, kind
     assert dict(new_graph("dict", reduced=True).reducers) == DICT_REDUCERS
     assert dict(flow.Graph("m", state=MarkerOnly).reducers) == {}  # strings, classes: markers
+    # pydantic's constraints and validators are metadata too, but not callables
+    assert dict(flow.Graph("c", state=ModelWithConstraints).reducers) == {"items": flow.append}
     extra = flow.Graph("x", state=DataPlain, reducers={"note": operator.add})
     assert dict(extra.reducers) == {"note": operator.add}
 
