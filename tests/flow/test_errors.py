@@ -94,6 +94,16 @@ CASES: dict[type[errors.FlowError], Case] = {
         {"source": "pick", "cause": CAUSE},
         ("vertex pick", "failed", "disk on fire"),
     ),
+    errors.ConflictingUpdateError: Case(
+        lambda: errors.ConflictingUpdateError("items", "c", ("a",)),
+        {"field": "items", "vertex": "c", "earlier": ("a",)},
+        ("conflicting update of field 'items'", "vertex c", "vertex a", "reducer"),
+    ),
+    errors.FieldUpdateError: Case(
+        lambda: errors.FieldUpdateError("items", "c", "its reducer failed", CAUSE),
+        {"field": "items", "vertex": "c", "detail": "its reducer failed", "cause": CAUSE},
+        ("update of field 'items' by vertex c: its reducer failed: disk on fire",),
+    ),
     errors.VertexError: Case(
         lambda: errors.VertexError("draft", VRUN, 3, CAUSE),
         {"vertex": "draft", "vertex_run_id": VRUN, "attempt": 3, "cause": CAUSE},
@@ -196,8 +206,9 @@ def test_undeclared_target_empty_set_message() -> None:
         lambda cause: errors.ConditionError("pick", cause),
         lambda cause: errors.VertexError("draft", VRUN, 1, cause),
         lambda cause: errors.StoreError("append", cause),
+        lambda cause: errors.FieldUpdateError("items", "c", "its reducer failed", cause),
     ],
-    ids=["ConditionError", "VertexError", "StoreError"],
+    ids=["ConditionError", "VertexError", "StoreError", "FieldUpdateError"],
 )
 def test_cause_carrying_errors_unwrap(make: Callable[[BaseException], Exception]) -> None:
     """§8.92: cause-carrying errors expose .cause and __cause__, also under another wrap."""
@@ -221,8 +232,9 @@ def test_cause_carrying_errors_unwrap(make: Callable[[BaseException], Exception]
         lambda cause: errors.ConditionError("pick", cause),
         lambda cause: errors.VertexError("draft", VRUN, 1, cause),
         lambda cause: errors.StoreError("append", cause),
+        lambda cause: errors.FieldUpdateError("items", "c", "its reducer failed", cause),
     ],
-    ids=["ConditionError", "VertexError", "StoreError"],
+    ids=["ConditionError", "VertexError", "StoreError", "FieldUpdateError"],
 )
 def test_cause_without_message_is_named_by_type(make: Callable[[BaseException], Any]) -> None:
     """§8.91: a cause with an empty message still shows up (by its type name)."""

@@ -622,8 +622,10 @@ async def test_failed_reducer_leaves_state_unchanged(store: Any, initial: Cnt) -
     assert latest.state == {"vals": expected.vals, "n": expected.n}
 
 
-async def test_same_field_higher_id_wins(store: Any) -> None:
-    """§8.58 two siblings writing one field: the higher vertex id wins."""
+async def test_same_field_higher_id_conflicts(store: Any) -> None:
+    """§8.58 (ours, DESIGN "Decisions") two siblings writing one field without a reducer:
+    not last-writer-wins but a ConflictingUpdateError of the higher vertex id, whose
+    update is not committed (tests/flow/test_reducers.py covers the rest)."""
     graph: flow.Graph[dict[str, Any]] = flow.Graph("g")
     graph.add_vertex("v", lambda s: None)
     graph.add_vertex("fin", lambda s: None)
@@ -632,7 +634,11 @@ async def test_same_field_higher_id_wins(store: Any) -> None:
         graph.add_edge("v", name)
         graph.add_edge(name, "fin")
     result = await graph.compile(entry="v", finish="fin", store=store).run({"x": None})
-    assert result.state == {"x": "zed"}
+    assert result.state == {"x": "alpha"}
+    assert result.interrupts is not None and [i.vertex for i in result.interrupts] == ["zed"]
+    cause = result.interrupts[0].cause
+    assert isinstance(cause, flow.ConflictingUpdateError)
+    assert (cause.field, cause.vertex, cause.earlier) == ("x", "zed", ("alpha",))
 
 
 async def test_disjoint_fields_both_land(store: Any) -> None:

@@ -2,7 +2,8 @@
 
 Two definitions:
 
-* ``chaos_chain`` v1: ``a`` -> (``b``, ``c`` in parallel) -> ``d`` -> ``e``; each adds 1;
+* ``chaos_chain`` v1: ``a`` -> (``b``, ``c`` in parallel) -> ``d`` -> ``e``; each adds 1
+  (``count`` is summed by a field reducer, so the parallel ``b`` and ``c`` both count);
 * ``chaos_approval`` v1: ``a`` -> ``ask`` (pauses for ``{"approved": bool}``) -> ``b``.
 
 Every task execution appends one JSON line to ``$FLOWLEDGER_CHAOS_LOG/tasks-<pid>.jsonl``
@@ -16,11 +17,12 @@ from __future__ import annotations
 
 import asyncio
 import json
+import operator
 import os
 import random
 import time
 from dataclasses import dataclass
-from typing import Any
+from typing import Annotated, Any
 
 from flowledger import flow
 from flowledger.workflows import Catalog, Metadata, TypedDefinition, VertexMetadata
@@ -45,7 +47,7 @@ RESUME_SCHEMA = {
 @dataclass
 class ChaosState:
     label: str = ""
-    count: int = 0
+    count: Annotated[int, operator.add] = 0
     approved: bool | None = None
 
 
@@ -81,13 +83,13 @@ async def _pause() -> None:
 async def _add_one(state: ChaosState) -> dict[str, Any]:
     _log_start()
     await _pause()
-    return {"count": state.count + 1}
+    return {"count": 1}
 
 
 async def _ask(state: ChaosState) -> dict[str, Any]:
     _log_start()
     answer = flow.interrupt({"question": f"approve {state.label}?"})
-    return {"approved": bool(answer["approved"]), "count": state.count + 1}
+    return {"approved": bool(answer["approved"]), "count": 1}
 
 
 def chain_definition() -> TypedDefinition[ChaosState]:

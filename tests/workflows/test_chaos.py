@@ -406,7 +406,7 @@ async def _check_histories(sessions: dict[str, WorkflowSession], plan: list[Plan
         assert final == item.outcome, f"{item.run_id}: checkpoint says {final}"
         if item.outcome == "completed":
             state = history[-1].state or {}
-            expected = 4 if item.definition == "chaos_chain" else 3  # b and c both add 1 to 1
+            expected = 5 if item.definition == "chaos_chain" else 3  # one per vertex
             assert state.get("count") == expected, f"{item.run_id}: state {state}"
         done: dict[tuple[str, int, str], set[str]] = defaultdict(set)
         for cp in history:

@@ -2,7 +2,9 @@
 
 Build a `Graph`, `compile` it over a `CheckpointStore`, and drive runs with
 the `Runner`. Inside a task, `interrupt` pauses the vertex for a person or a
-model; `run_info` gives the idempotency key for side effects.
+model; `run_info` gives the idempotency key for side effects. Field reducers
+(`append`, or any ``(current, update) -> new`` callable in ``Annotated``) say
+how parallel updates of one state field combine.
 """
 
 from .checkpoint import (
@@ -28,10 +30,12 @@ from .errors import (
     CheckpointNotFoundError,
     CodecError,
     ConditionError,
+    ConflictingUpdateError,
     DeadEndError,
     DuplicateEdgeError,
     DuplicateRouteError,
     DuplicateVertexError,
+    FieldUpdateError,
     FlowError,
     GraphBuildError,
     GraphMismatchError,
@@ -52,6 +56,7 @@ from .graph import CompiledGraph, Graph
 from .hooks import Hooks
 from .ledger_store import LedgerCheckpointStore
 from .policy import ErrorRoute, Retry
+from .reducers import FieldReducer, append
 from .result import Halt, Interruption, Result, StoredError
 from .runner import Runner
 from .store import CheckpointStore, MemoryCheckpointStore
@@ -66,11 +71,14 @@ __all__ = [
     "CodecError",
     "CompiledGraph",
     "ConditionError",
+    "ConflictingUpdateError",
     "DeadEndError",
     "DuplicateEdgeError",
     "DuplicateRouteError",
     "DuplicateVertexError",
     "ErrorRoute",
+    "FieldReducer",
+    "FieldUpdateError",
     "FlowError",
     "Granularity",
     "Graph",
@@ -110,6 +118,7 @@ __all__ = [
     "VertexError",
     "VertexRecord",
     "VertexStatus",
+    "append",
     "continuation",
     "interrupt",
     "run_info",

@@ -56,7 +56,7 @@ from .graph import CompiledGraph, Vertex
 from .hooks import Hooks, fire
 from .ids import new_run_id
 from .result import Halt, Interruption, Result
-from .state import apply_update
+from .state import StepMerge, apply_update, changed_fields
 from .store import CheckpointStore
 
 __all__ = ["Coordinator", "Granularity", "RunOptions"]
@@ -115,6 +115,8 @@ class Coordinator:
         self._pending: list[Checkpoint] = []
         self._events: list[tuple[str, tuple[Any, ...]]] = []
         self._interrupts: dict[str, InterruptRecord] = {}
+        self._merge = StepMerge(graph.reducers, graph.codec.state_type)
+        self._step_base: JsonObject = state_doc
 
     # -- durability ------------------------------------------------------------------------
 
@@ -357,6 +359,13 @@ class Coordinator:
     ) -> None:
         per_vertex = self.options.checkpoint is Granularity.PER_VERTEX
         ordered = sorted(executions, key=lambda e: e.record.vertex)
+        self._step_base = base
+        self._merge = StepMerge(self.graph.reducers, self.codec.state_type)
+        # A resumed step's carried vertices were reduced before the pause; the state
+        # records what they changed together, not which of them changed what.
+        self._merge.assume_written(
+            changed_fields(base, self.state_doc), tuple(sorted(e.record.vertex for e in carry))
+        )
         for execution in ordered:
             self._classify(execution)
             if per_vertex:
@@ -378,7 +387,9 @@ class Coordinator:
         record = execution.record
         if execution.signal is None and execution.failure is None:
             try:
-                self.state_doc = self._reduce(execution.vertex.reduce, execution.output)
+                self.state_doc = self._reduce(
+                    record.vertex, execution.vertex.reduce, execution.output
+                )
             except InterruptSignal as raised:
                 execution.signal = raised
             except Exception as exc:
@@ -413,7 +424,9 @@ class Coordinator:
         route = execution.vertex.on_error
         if route is not None:
             try:
-                self.state_doc = self._reduce(route.record, failure, error_record=True)
+                self.state_doc = self._reduce(
+                    record.vertex, route.record, failure, error_record=True
+                )
             except (Exception, InterruptSignal):
                 pass  # no recursive routing: the vertex pauses as errored below
             else:
@@ -438,17 +451,32 @@ class Coordinator:
         execution.interruption = live
         self._interrupts[stored.vertex] = stored
 
-    def _reduce(self, reducer: Any, value: Any, *, error_record: bool = False) -> JsonObject:
+    def _reduce(
+        self, vertex: str, reducer: Any, value: Any, *, error_record: bool = False
+    ) -> JsonObject:
         """Fold ``value`` into a fresh copy of the accumulated state; return the new document.
 
-        Raises whatever the reducer raises; the committed state is untouched then."""
+        Without a custom reducer, ``value`` is the task's blind update and goes through
+        the step's field reducers and conflict check (`StepMerge`). Raises whatever fails;
+        the committed state is untouched then."""
         copy = self.codec.load(self.state_doc)
         if reducer is not None:
-            update = reducer(copy, value)
-        else:  # the default reducer merges a task's output; an error folds into nothing
-            update = None if error_record else value
-        new_state = apply_update(copy, update, self.codec.state_type)
-        doc = self.codec.dump(new_state)
+            # A custom reducer sees the accumulated state: what it returns is final.
+            new_state = apply_update(copy, reducer(copy, value), self.codec.state_type)
+            doc = self._encode(new_state)
+            written = changed_fields(self.state_doc, doc)
+        elif error_record:  # an error route without a record reducer folds nothing
+            return self.state_doc
+        else:
+            new_state, written = self._merge.merge(
+                vertex, copy, value, self._step_base, self.codec.dump
+            )
+            doc = self._encode(new_state)
+        self._merge.record(vertex, written)
+        return doc
+
+    def _encode(self, state: Any) -> JsonObject:
+        doc = self.codec.dump(state)
         if self.codec.typed:
             self.codec.load(doc)  # what we commit must decode again, or resume would fail
         return doc

@@ -17,10 +17,12 @@ __all__ = [
     "CheckpointNotFoundError",
     "CodecError",
     "ConditionError",
+    "ConflictingUpdateError",
     "DeadEndError",
     "DuplicateEdgeError",
     "DuplicateRouteError",
     "DuplicateVertexError",
+    "FieldUpdateError",
     "FlowError",
     "GraphBuildError",
     "GraphMismatchError",
@@ -152,6 +154,43 @@ class VertexError(FlowError):
             f"vertex {vertex} (run {vertex_run_id}, attempt {attempt}) failed: {describe(cause)}"
         )
         self.__cause__ = cause
+
+
+class ConflictingUpdateError(FlowError):
+    """Two vertices of one super-step updated the same state field, which has no reducer.
+
+    ``vertex`` is the later writer in vertex-id order (it fails; the earlier writes stay);
+    ``earlier`` names the vertices whose write it would have overwritten. On a resumed step
+    the carried vertices' writes are known only together, so ``earlier`` may name several.
+    """
+
+    def __init__(self, field: str, vertex: str, earlier: tuple[str, ...]) -> None:
+        self.field = field
+        self.vertex = vertex
+        self.earlier = earlier
+        writers = " or ".join(earlier)
+        super().__init__(
+            f"conflicting update of field {field!r} in one step: vertex {vertex} would "
+            f"overwrite the update of vertex {writers}; declare a reducer for {field!r} "
+            "(for example Annotated[list[...], flow.append]) or let one vertex write it"
+        )
+
+
+class FieldUpdateError(FlowError):
+    """A vertex's update of one state field could not be applied: its field reducer failed
+    (``cause``), or the update does not fit a field that has a reducer."""
+
+    def __init__(
+        self, field: str, vertex: str, detail: str, cause: BaseException | None = None
+    ) -> None:
+        self.field = field
+        self.vertex = vertex
+        self.detail = detail
+        self.cause = cause
+        reason = detail if cause is None else f"{detail}: {describe(cause)}"
+        super().__init__(f"update of field {field!r} by vertex {vertex}: {reason}")
+        if cause is not None:
+            self.__cause__ = cause
 
 
 # -- engine errors ---------------------------------------------------------------------------

@@ -8,7 +8,10 @@ A vertex binds a *task* to the state with a *selector* and a *reducer*:
   run in a worker thread);
 * ``reduce(state, output)`` folds the output into a copy of the accumulated
   state: it may mutate the copy, or return a new state. The default reducer
-  takes a mapping of field updates, a whole new state, or ``None``.
+  takes a mapping of field updates, a whole new state, or ``None``; field
+  reducers (`flowledger.flow.reducers`) combine updates of the same field, and
+  two blind writes of a field without one are a `ConflictingUpdateError`
+  (`flowledger.flow.state`).
 
 The builder is not thread-safe. `compile` validates the graph (first failure
 wins, in a fixed order) and freezes a snapshot: later changes to the builder
@@ -19,8 +22,9 @@ from __future__ import annotations
 
 import hashlib
 import math
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from .codec import StateCodec
@@ -36,6 +40,7 @@ from .errors import (
 )
 from .ids import GRAPH_ID, validate_graph_id, validate_vertex_id
 from .policy import ErrorRoute, Retry
+from .reducers import FieldReducer, declared_reducers
 
 if TYPE_CHECKING:
     from .runner import Runner
@@ -68,12 +73,26 @@ class Route:
 
 
 class Graph(Generic[S]):
-    """A mutable graph builder; ``state`` is the state type (default: plain ``dict``)."""
+    """A mutable graph builder; ``state`` is the state type (default: plain ``dict``).
 
-    def __init__(self, graph_id: str, *, state: type[S] | None = None) -> None:
+    Field reducers come from the state type's ``Annotated`` fields; ``reducers`` adds
+    more by field name (the way to declare them for a plain ``dict`` state)."""
+
+    def __init__(
+        self,
+        graph_id: str,
+        *,
+        state: type[S] | None = None,
+        reducers: Mapping[str, FieldReducer] | None = None,
+    ) -> None:
         self.graph_id = validate_graph_id(graph_id)
         self.state_type = state
         self._codec: StateCodec[S] = StateCodec(state)  # refuses unusable state types now
+        if reducers is not None and not isinstance(reducers, Mapping):
+            raise BuildError("Graph", "reducers must be a mapping of field name to reducer")
+        self.reducers: Mapping[str, FieldReducer] = MappingProxyType(
+            declared_reducers(self._codec.state_type, reducers)
+        )
         self._vertices: dict[str, Vertex] = {}
         self._edges: dict[str, list[str]] = {}
         self._routes: dict[str, Route] = {}
@@ -124,15 +143,26 @@ class Graph(Generic[S]):
         self,
         vertex_id: str,
         *,
+        select: Callable[[S], Any] | None = None,
+        reduce: Callable[[S, Any], Any] | None = None,
         retry: Retry | None = None,
         timeout: float | None = None,
         on_error: ErrorRoute | None = None,
     ) -> Callable[[F], F]:
-        """Decorator form: the function takes (a copy of) the state and returns a partial
-        update, a new state, or ``None``."""
+        """Decorator form: the function takes (a copy of) the state, or what ``select``
+        derives from it, and returns a partial update, a new state, or ``None`` (or what
+        ``reduce`` folds into the state). The options are those of `add_vertex`."""
 
         def register(fn: F) -> F:
-            self.add_vertex(vertex_id, fn, retry=retry, timeout=timeout, on_error=on_error)
+            self.add_vertex(
+                vertex_id,
+                fn,
+                select=select,
+                reduce=reduce,
+                retry=retry,
+                timeout=timeout,
+                on_error=on_error,
+            )
             return fn
 
         return register
@@ -196,6 +226,7 @@ class CompiledGraph:
     edges: dict[str, tuple[str, ...]]
     routes: dict[str, Route]
     codec: StateCodec[Any] = field(repr=False)
+    reducers: Mapping[str, FieldReducer] = field(default_factory=dict, repr=False)
 
     @staticmethod
     def build(graph: Graph[Any], entry: str, finish: str, version: str) -> CompiledGraph:
@@ -249,6 +280,7 @@ class CompiledGraph:
             edges,
             routes,
             graph._codec,
+            graph.reducers,
         )
 
     def successors(self, vertex: str) -> tuple[str, ...]:
