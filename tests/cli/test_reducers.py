@@ -57,7 +57,9 @@ def test_lost_update_is_reported_not_lost(cli: Cli) -> None:
     started = cli.process("start", "branches_plain", "v1", "--input", TOPIC, *APP, "--db", cli.db)
     assert started.returncode == 0, started.stderr
     assert "is interrupted" in started.stdout
-    assert "The vertex 'beta' failed and paused the run." in started.stdout
+    assert "failed at beta, paused" in started.stdout
+    screen = " ".join(started.stdout.replace("│", " ").split())
+    assert "ConflictingUpdateError: conflicting update of field 'notes'" in screen
     assert "Traceback" not in started.stdout + started.stderr
 
     run = only_run(cli)
@@ -70,6 +72,14 @@ def test_lost_update_is_reported_not_lost(cli: Cli) -> None:
         if e["kind"] == "vertex_completed"
     ]
     assert completed == ["split", "alpha"]  # beta and gamma did not overwrite alpha's note
+
+    shown = cli.process("runs", "show", run["run_id"], "--json", "--db", cli.db)
+    pending = json.loads(shown.stdout)["pending"]
+    assert pending["kind"] == "error"
+    assert [(v["vertex_id"], v["error"]["type"]) for v in pending["vertices"]] == [
+        ("beta", "ConflictingUpdateError"),
+        ("gamma", "ConflictingUpdateError"),
+    ]
 
     pauses = stored_pause(cli, run["run_id"])
     assert [vertex for vertex, _ in pauses] == ["beta", "gamma"]

@@ -160,7 +160,7 @@ def _message(error: BaseException | None) -> tuple[str, str]:
     else:
         type_name = type(error).__name__
         text = str(error) or type_name
-    text = _CONTROL.sub(" ", text)
+    text = _CONTROL.sub(" ", text.removeprefix("flow: "))
     return type_name or "Error", bound_text(text, MAX_ERROR_MESSAGE_BYTES)
 
 
