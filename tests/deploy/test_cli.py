@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -92,3 +93,10 @@ def test_validate_reports_duplicate_yaml_keys_and_unreadable_files(tmp_path: Pat
     assert done.stderr.startswith("error: cannot read")
     done = flowledger("artifact", "validate", str(path), "--format", "toml", cwd=tmp_path)
     assert done.returncode == 1 and "--format must be yaml or json" in done.stderr
+
+
+def test_the_docs_show_the_tested_examples() -> None:
+    """docs/deploy.md embeds exactly the example files these tests validate and save."""
+    page = (Path(__file__).resolve().parents[2] / "docs" / "deploy.md").read_text()
+    blocks = re.findall(r"```yaml\n(format: flowledger\.artifact/v1\n.*?)```", page, re.S)
+    assert blocks == [APPROVAL, BRIEFING]

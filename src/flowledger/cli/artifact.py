@@ -29,14 +29,20 @@ artifact_app = typer.Typer(
 _FORMATS = {".json": "json", ".yaml": "yaml", ".yml": "yaml"}
 
 
-@artifact_app.command("schema")
+@artifact_app.command(
+    "schema",
+    help="Print the JSON Schema of the artifact format (its structure; `validate` checks "
+    "the rest).",
+)
 def schema() -> None:
-    """Print the JSON Schema of the artifact format (structure only; `validate` checks
-    the rest)."""
     sys.stdout.write(json.dumps(artifact_json_schema(), indent=2, ensure_ascii=False) + "\n")
 
 
-@artifact_app.command("validate")
+@artifact_app.command(
+    "validate",
+    help="Check an artifact file without saving it: every problem, each with its place. "
+    "Exit code 0 when it is valid, 1 when it is not.",
+)
 def validate(
     file: Annotated[Path, typer.Argument(metavar="FILE", help="An artifact in YAML or JSON.")],
     format: Annotated[
@@ -52,8 +58,6 @@ def validate(
         bool, typer.Option("--json", help="Print the result as JSON (for scripts).")
     ] = False,
 ) -> None:
-    """Check an artifact file without saving it: every problem, each with its place.
-    Exit code 0 when it is valid, 1 when it is not."""
     if format not in (None, "yaml", "json"):
         fail(f"--format must be yaml or json, not {format!r}")
     chosen: SourceFormat | None = format or _FORMATS.get(file.suffix.lower())  # type: ignore[assignment]

@@ -278,6 +278,9 @@ def _expression(
     except jmespath.exceptions.LexerError as exc:
         issues.append(_syntax(place, exc.lex_position, exc.message, source))
         return None
+    except jmespath.exceptions.IncompleteExpressionError as exc:
+        issues.append(_syntax(place, exc.lex_position, "the expression ends too early", source))
+        return None
     except jmespath.exceptions.ParseError as exc:
         issues.append(_syntax(place, exc.lex_position, exc.msg, source))
         return None
