@@ -43,11 +43,32 @@ def test_a_raw_string_writes_literal_dollar_braces() -> None:
     assert template("${ '${not evaluated}' }").evaluate(SCOPE) == "${not evaluated}"
 
 
-def test_evaluating_twice_gives_equal_independent_values() -> None:
-    compiled = template({"names": "${ input.names }"})
+def test_results_share_nothing_with_the_scope_or_each_other() -> None:
+    compiled = template({"names": "${ input.names }", "fixed": [1, {"a": 2}]})
     first = compiled.evaluate(SCOPE)
     second = compiled.evaluate(SCOPE)
-    assert first == second
+    assert first == second == {"names": ["b", "a"], "fixed": [1, {"a": 2}]}
+    first["names"].append("c")
+    first["fixed"][1]["a"] = 3
+    assert second == {"names": ["b", "a"], "fixed": [1, {"a": 2}]}
+    assert SCOPE["input"]["names"] == ["b", "a"]
+    assert compiled.evaluate(SCOPE)["fixed"] == [1, {"a": 2}]
+    whole = template("${ input }").evaluate(SCOPE)
+    whole["n"] = 4
+    assert SCOPE["input"]["n"] == 3
+
+
+def test_deeply_nested_results_are_copied_without_recursion() -> None:
+    deep: object = 1
+    for _ in range(5000):
+        deep = [deep]
+    result = template("${ input.deep }").evaluate({"input": {"deep": deep}})
+    depth = 0
+    while isinstance(result, list):
+        assert result is not deep
+        (result,), (deep,) = result, deep  # type: ignore[misc]
+        depth += 1
+    assert (depth, result) == (5000, 1)
 
 
 def test_evaluation_failures_are_typed_and_placed() -> None:

@@ -23,7 +23,7 @@ from flowledger.deploy import (
     Referrer,
     load_artifact,
 )
-from flowledger.deploy.limits import MAX_CHILD_DEPTH
+from flowledger.deploy.limits import MAX_CHILD_DEPTH, MAX_CLOSURE_ARTIFACTS
 from flowledger.storage import Store
 
 from .conftest import APPROVAL, BRIEFING, approval_data, briefing_data, minimal
@@ -307,3 +307,57 @@ async def test_tampered_data_is_detected(store: Store) -> None:
     await store.kv.put(key, b'{"record": 1}', expected=entry.revision)
     with pytest.raises(ArtifactCorruptError):
         await artifacts.list(SESSION)
+
+
+async def test_the_closure_is_bounded(store: Store) -> None:
+    """A parent whose children's trees hold more than the bound is refused."""
+    artifacts = ArtifactStore.over(store)
+    per_child = 4  # each child: itself and a chain of three below it
+    count = -(-MAX_CLOSURE_ARTIFACTS // per_child)  # enough children to exceed the bound
+    names = []
+    for index in range(count):
+        below = None
+        for level in range(per_child):
+            name = f"c{index}_l{level}"
+            await artifacts.save(SESSION, chain_link(name, below))
+            below = name
+        names.append(below)
+    parent = minimal(
+        name="wide",
+        children=dict.fromkeys(names, "1"),
+        start=f"run_{names[0]}",
+        nodes={
+            **{
+                f"run_{name}": {
+                    "kind": "workflow",
+                    "workflow": name,
+                    "next": f"run_{names[i + 1]}" if i + 1 < len(names) else "done",
+                }
+                for i, name in enumerate(names)
+            },
+            "done": {"kind": "end", "outcome": "ok"},
+        },
+    )
+    before = await everything(store)
+    with pytest.raises(ArtifactValidationError) as caught:
+        await artifacts.save(SESSION, parent)
+    assert "closure_too_large" in {i.code for i in caught.value.issues}
+    assert await everything(store) == before
+
+
+async def test_referrers_of_the_longest_names_fit(store: Store) -> None:
+    artifacts = ArtifactStore.over(store)
+    long_name, long_version = "a" * 64, "9" * 64
+    await artifacts.save(SESSION, chain_link(long_name, None) | {"version": long_version})
+    parent = chain_link("b" * 64, long_name)
+    parent["children"] = {long_name: long_version}
+    parent["version"] = "v" * 64
+    record = await artifacts.save(SESSION, parent)
+    assert await artifacts.references(SESSION, long_name, long_version) == [
+        Referrer.artifact("b" * 64, "v" * 64, record.digest)
+    ]
+    assert (await artifacts.record(SESSION, "b" * 64, "v" * 64)) == record
+    with pytest.raises(ValueError, match="referrer id"):
+        Referrer("run", "Not/A/Segment")
+    with pytest.raises(ValueError, match="referrer kind"):
+        Referrer("user", "x")  # type: ignore[arg-type]

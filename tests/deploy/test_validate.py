@@ -19,7 +19,7 @@ from flowledger.deploy import (
     read_document,
     validate_artifact,
 )
-from flowledger.deploy.limits import MAX_EXPRESSION_CHARS, MAX_NODES
+from flowledger.deploy.limits import MAX_EXPRESSION_CHARS, MAX_EXPRESSIONS, MAX_NODES
 
 from .conftest import APPROVAL, BRIEFING, approval_data, briefing_data, minimal
 
@@ -309,6 +309,24 @@ def test_limits_are_enforced() -> None:
         )
     )
     assert ("$", "too_large") in found
+
+
+def test_the_expression_count_is_bounded() -> None:
+    closed = {"type": "object", "additionalProperties": False, "properties": {"a": {}}}
+    end = {"kind": "end", "outcome": "ok", "output": {"a": ["${ @ }"] * (MAX_EXPRESSIONS + 1)}}
+    found = refused(minimal(output_schema=closed, nodes={"done": end}))
+    assert ("nodes", "too_many_expressions") in found
+    end["output"] = {"a": ["${ @ }"] * MAX_EXPRESSIONS}
+    assert validate_artifact(minimal(output_schema=closed, nodes={"done": end}))
+
+
+def test_sum_fields_start_as_numbers() -> None:
+    found = refused(minimal(state={"n": {"reduce": "sum", "initial": True}}))
+    assert ("state.n.initial", "bad_initial") in found
+    found = refused(minimal(state={"m": {"reduce": "merge", "initial": []}}))
+    assert ("state.m.initial", "bad_initial") in found
+    ok = validate_artifact(minimal(state={"n": {"reduce": "sum", "initial": 2.5}}))
+    assert ok.initial_state() == {"n": 2.5}
 
 
 def test_python_data_that_is_not_json_is_refused_with_its_place() -> None:

@@ -26,7 +26,7 @@ from typing import Any, Final, Literal
 
 import yaml
 
-from .errors import ROOT_PLACE, ArtifactIssue, ArtifactValidationError, place_of
+from .errors import MAX_ISSUES, ROOT_PLACE, ArtifactIssue, ArtifactValidationError, place_of
 from .limits import MAX_DOCUMENT_DEPTH, MAX_SOURCE_BYTES
 
 __all__ = ["SourceFormat", "check_json_data", "read_document"]
@@ -36,8 +36,8 @@ SourceFormat = Literal["yaml", "json"]
 _SAFE_INT: Final = (1 << 53) - 1
 _CORE: Final = "tag:yaml.org,2002:"
 _NULL: Final = re.compile(r"null|Null|NULL|~|")
-_BOOL: Final = {"true": True, "True": True, "TRUE": True}
-_BOOL_FALSE: Final = frozenset({"false", "False", "FALSE"})
+_TRUE: Final = frozenset({"true", "True", "TRUE"})
+_FALSE: Final = frozenset({"false", "False", "FALSE"})
 _INT: Final = re.compile(r"[-+]?[0-9]+")
 _INT_OCT: Final = re.compile(r"0o[0-7]+")
 _INT_HEX: Final = re.compile(r"0x[0-9a-fA-F]+")
@@ -53,6 +53,7 @@ def _issue(place: str, code: str, message: str, hint: str = "") -> ArtifactIssue
 
 def _text(source: str | bytes) -> str:
     if isinstance(source, str):
+        # Each character is at least one UTF-8 byte: the length alone can rule text out.
         if len(source) > MAX_SOURCE_BYTES or len(source.encode("utf-8", "replace")) > (
             MAX_SOURCE_BYTES
         ):
@@ -204,9 +205,9 @@ def _scalar(event: Any, place: str, issues: list[ArtifactIssue]) -> Any:
 def _plain(value: str, place: str, event: Any, issues: list[ArtifactIssue]) -> Any:
     if _NULL.fullmatch(value):
         return None
-    if value in _BOOL:
+    if value in _TRUE:
         return True
-    if value in _BOOL_FALSE:
+    if value in _FALSE:
         return False
     if _INT.fullmatch(value):
         return int(value)
@@ -407,7 +408,7 @@ def check_json_data(value: Any) -> list[ArtifactIssue]:
     `MAX_DOCUMENT_DEPTH`."""
     issues: list[ArtifactIssue] = []
     pending: list[tuple[Any, tuple[str | int, ...]]] = [(value, ())]
-    while pending and len(issues) < 2 * 100:
+    while pending and len(issues) <= MAX_ISSUES:
         item, path = pending.pop()
         if item is None or isinstance(item, bool):
             continue

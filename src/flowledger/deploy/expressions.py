@@ -102,15 +102,18 @@ class Expression:
     references: tuple[tuple[str, ...], ...]
 
     def evaluate(self, scope: Mapping[str, Any]) -> Any:
-        """The expression's value over ``scope``; `ExpressionError` (with this place) for
-        a JMESPath type error, a non-finite number, or a result of more than
-        `MAX_RESULT_VALUES` JSON values."""
+        """The expression's value over ``scope``, as a fresh copy that shares nothing
+        with ``scope``; `ExpressionError` (with this place) for a JMESPath type error, a
+        non-finite number, or a result of more than `MAX_RESULT_VALUES` JSON values."""
+        return _checked_copy(self.search(scope), self.place)
+
+    def search(self, scope: Mapping[str, Any]) -> Any:
+        """The raw JMESPath value, which may share parts with ``scope`` (no bound, no
+        copy: `evaluate` is the safe form)."""
         try:
-            value = self.parsed.search(dict(scope), options=_OPTIONS)
+            return self.parsed.search(dict(scope), options=_OPTIONS)
         except jmespath.exceptions.JMESPathError as exc:
             raise ExpressionError(self.place, _one_line(str(exc))) from None
-        _check_result(value, self.place)
-        return value
 
 
 @dataclass(frozen=True, slots=True, eq=False)
@@ -126,16 +129,14 @@ class Template:
         return not self.expressions
 
     def evaluate(self, scope: Mapping[str, Any]) -> Any:
-        """The template's value: every expression evaluated over ``scope`` (see
-        `Expression.evaluate` for the failures)."""
-        value = _evaluate(self.tree, scope)
-        _check_result(value, self.place)
-        return value
+        """The template's value: every expression evaluated over ``scope``; a fresh copy,
+        literals included (see `Expression.evaluate` for the failures)."""
+        return _checked_copy(_evaluate(self.tree, scope), self.place)
 
 
 def _evaluate(tree: Any, scope: Mapping[str, Any]) -> Any:
     if isinstance(tree, Expression):
-        return tree.evaluate(scope)
+        return tree.search(scope)  # the template copies (and bounds) the whole value once
     if isinstance(tree, _Object):
         return {key: _evaluate(item, scope) for key, item in tree.items.items()}
     if isinstance(tree, _Array):
@@ -153,20 +154,41 @@ class _Array:
     items: list[Any]
 
 
-def _check_result(value: Any, place: str) -> None:
+def _checked_copy(value: Any, place: str) -> Any:
+    """A structural copy of a JSON result (so no result ever aliases the scope it was
+    read from), refusing non-finite numbers and more than `MAX_RESULT_VALUES` values.
+    Iterative: a result may nest as deep as the expression that built it."""
     count = 0
-    pending = [value]
-    while pending:
-        item = pending.pop()
+
+    def leaf(item: Any) -> Any:
+        nonlocal count
         count += 1
         if count > MAX_RESULT_VALUES:
             raise ExpressionError(place, f"the result has more than {MAX_RESULT_VALUES} values")
         if isinstance(item, float) and not math.isfinite(item):
             raise ExpressionError(place, f"the result holds {item}, which JSON cannot represent")
         if isinstance(item, dict):
-            pending.extend(item.values())
-        elif isinstance(item, list):
-            pending.extend(item)
+            return {}
+        if isinstance(item, list):
+            return []
+        return item
+
+    root = leaf(value)
+    pending: list[tuple[Any, Any]] = [(value, root)]
+    while pending:
+        source, target = pending.pop()
+        if isinstance(source, dict):
+            for key, item in source.items():
+                target[key] = copied = leaf(item)
+                if isinstance(copied, dict | list):
+                    pending.append((item, copied))
+        elif isinstance(source, list):
+            for item in source:
+                copied = leaf(item)
+                target.append(copied)
+                if isinstance(copied, dict | list):
+                    pending.append((item, copied))
+    return root
 
 
 def _one_line(text: str) -> str:

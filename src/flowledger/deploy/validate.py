@@ -13,6 +13,7 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from types import MappingProxyType
 from typing import Any, Final
 
 import rfc8785
@@ -143,10 +144,10 @@ def validate_artifact(document: Artifact | Mapping[str, Any] | Any) -> Validated
         artifact,
         canonical,
         hashlib.sha256(canonical).hexdigest(),
-        checker.templates,
-        checker.conditions,
-        checker.schemas,
-        checker.branches,
+        MappingProxyType(checker.templates),
+        MappingProxyType(checker.conditions),
+        MappingProxyType(checker.schemas),
+        MappingProxyType(checker.branches),
     )
 
 
