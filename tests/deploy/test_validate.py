@@ -86,7 +86,16 @@ def test_every_structure_problem_is_reported_at_once() -> None:
     assert ("nodes.forecast.timeot", "field_unknown") in found
     assert ("nodes.headlines", "bad_kind") in found
     assert ("nodes.compose.next", "field_missing") in found
-    assert ("nodes", "bad_key") in found or ('nodes["Bad-Id"]', "bad_key") in found
+    assert ('nodes["Bad-Id"]', "bad_key") in found
+
+
+def test_a_union_gets_one_issue_at_its_place() -> None:
+    data = briefing_data()
+    data["nodes"]["forecast"]["arguments"] = [1]
+    data["nodes"]["compose"]["assign"] = {"Bad": 1}
+    found = refused(data)
+    assert found.count(("nodes.forecast.arguments", "bad_value")) == 1
+    assert ("nodes.compose.assign.Bad", "bad_key") in found
 
 
 def _set(data: dict[str, Any], path: str, value: Any) -> None:

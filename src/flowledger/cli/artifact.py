@@ -10,13 +10,11 @@ from __future__ import annotations
 import json
 import sys
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Literal, cast
 
 import typer
 from rich.text import Text
 
-from ..deploy import ArtifactValidationError, SourceFormat, artifact_json_schema, load_artifact
-from ..deploy.limits import MAX_SOURCE_BYTES
 from .runtime import emit_json, fail, stdout_console
 
 __all__ = ["artifact_app"]
@@ -35,6 +33,9 @@ _FORMATS = {".json": "json", ".yaml": "yaml", ".yml": "yaml"}
     "the rest).",
 )
 def schema() -> None:
+    # Imported here, not at module level: every other command starts without the cost.
+    from ..deploy import artifact_json_schema
+
     sys.stdout.write(json.dumps(artifact_json_schema(), indent=2, ensure_ascii=False) + "\n")
 
 
@@ -58,9 +59,12 @@ def validate(
         bool, typer.Option("--json", help="Print the result as JSON (for scripts).")
     ] = False,
 ) -> None:
+    from ..deploy import ArtifactValidationError, load_artifact
+    from ..deploy.limits import MAX_SOURCE_BYTES
+
     if format not in (None, "yaml", "json"):
         fail(f"--format must be yaml or json, not {format!r}")
-    chosen: SourceFormat | None = format or _FORMATS.get(file.suffix.lower())  # type: ignore[assignment]
+    chosen = cast(Literal["yaml", "json"] | None, format or _FORMATS.get(file.suffix.lower()))
     try:
         if file.stat().st_size > MAX_SOURCE_BYTES:
             fail(f"{file} is over {MAX_SOURCE_BYTES} bytes, the limit of an artifact document")

@@ -164,18 +164,9 @@ _HINTS: Final[Mapping[str, str]] = {
 
 def _structure_issues(exc: ValidationError, document: Any) -> list[ArtifactIssue]:
     issues: list[ArtifactIssue] = []
+    union_members: dict[str, int] = {}  # place -> index of its merged issue
     for error in exc.errors(include_url=False):
-        path: list[str | int] = []
-        key_error = False
-        loc = error["loc"]
-        for index, part in enumerate(loc):
-            if part == "[key]":
-                key_error = True
-                continue
-            # A discriminated union puts the tag after the node id: not a place.
-            if index == 2 and loc[0] == "nodes" and part in NODE_KINDS:
-                continue
-            path.append(part)
+        path, key_error, union = _place_path(error["loc"], document)
         kind = error["type"]
         message = error["msg"]
         if key_error:
@@ -184,10 +175,42 @@ def _structure_issues(exc: ValidationError, document: Any) -> list[ArtifactIssue
             message = "unknown field"
         elif kind == "missing":
             message = "this field is required"
-        issues.append(
-            ArtifactIssue(place_of(*path), _code(kind, key_error), message, _HINTS.get(kind, ""))
-        )
+        place = place_of(*path)
+        if union and place in union_members:  # one issue for all members of a union
+            merged = issues[union_members[place]]
+            issues[union_members[place]] = ArtifactIssue(
+                place, merged.code, f"{merged.message}, or {message[0].lower()}{message[1:]}"
+            )
+            continue
+        if union:
+            union_members[place] = len(issues)
+        issues.append(ArtifactIssue(place, _code(kind, key_error), message, _HINTS.get(kind, "")))
     return issues
+
+
+def _place_path(loc: tuple[str | int, ...], document: Any) -> tuple[list[str | int], bool, bool]:
+    """The document path of a pydantic error location: the discriminator tag after a node
+    id and the member names of other unions are not places. Returns the path, whether the
+    error is about a key, and whether it came from a union member."""
+    path: list[str | int] = []
+    key_error = union = False
+    current: Any = document
+    for index, part in enumerate(loc):
+        if part == "[key]":
+            key_error = True
+            continue
+        if index == 2 and loc[0] == "nodes" and part in NODE_KINDS:
+            continue
+        present = (isinstance(current, dict) and part in current) or (
+            isinstance(current, list) and isinstance(part, int) and 0 <= part < len(current)
+        )
+        if present:
+            current = current[part]
+        elif index < len(loc) - 1 or not isinstance(current, dict):
+            union = True  # a union member's name (such as `str`), not a document key
+            continue
+        path.append(part)
+    return path, key_error, union
 
 
 def _code(kind: str, key_error: bool) -> str:
