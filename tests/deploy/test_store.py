@@ -4,6 +4,7 @@ pinned at save time, references that block deletion, and nothing written on refu
 from __future__ import annotations
 
 import asyncio
+import copy
 import hashlib
 import itertools
 import json
@@ -361,3 +362,23 @@ async def test_referrers_of_the_longest_names_fit(store: Store) -> None:
         Referrer("run", "Not/A/Segment")
     with pytest.raises(ValueError, match="referrer kind"):
         Referrer("user", "x")  # type: ignore[arg-type]
+
+
+async def test_concurrent_saves_of_the_same_content_keep_the_child_references(
+    store: Store,
+) -> None:
+    """Regression: the loser of a race between two identical saves took back the
+    references it had added, which were the winner's too, leaving the child deletable."""
+    artifacts = ArtifactStore.over(store)
+    await artifacts.save(SESSION, APPROVAL)
+    for round_ in range(4):
+        data = {**briefing_data(), "version": f"same{round_}"}
+        first, second = await asyncio.gather(
+            artifacts.save(SESSION, data), artifacts.save(SESSION, copy.deepcopy(data))
+        )
+        assert first == second
+        assert Referrer.artifact("city_briefing", f"same{round_}", first.digest) in (
+            await artifacts.references(SESSION, "approval", "1.0.0")
+        )
+    with pytest.raises(ArtifactInUseError):
+        await artifacts.delete(SESSION, "approval", "1.0.0")

@@ -268,7 +268,6 @@ class ArtifactStore:
         under this version, or a deleted version); nothing is written in either case."""
         validated = _validated(artifact)
         name, version = validated.name, validated.version
-        base = self._base(session_id)
         existing = await self._entry(session_id, name, version)
         if existing is not None:
             if existing.record.digest == validated.digest and not existing.deleted:
@@ -302,7 +301,7 @@ class ArtifactStore:
                 self._record_key(session_id, name, version), _encode_record(record), expected=0
             )
         except Exception as exc:
-            await self._undo_save(session_id, record, added, referrer, base)
+            winner = None
             if isinstance(exc, storage.ConflictError):
                 winner = await self._entry(session_id, name, version)
                 if (
@@ -310,12 +309,14 @@ class ArtifactStore:
                     and winner.record.digest == record.digest
                     and not (winner.deleted)
                 ):
+                    # The same content won: our references and blob are the winner's too.
                     return winner.record
-                stored = winner.record.digest if winner is not None else record.digest
+            await self._undo_save(session_id, record, added, referrer)
+            if isinstance(exc, storage.ConflictError):
                 raise ArtifactConflictError(
                     name,
                     version,
-                    stored,
+                    winner.record.digest if winner is not None else record.digest,
                     record.digest,
                     deleted=winner is not None and winner.deleted,
                 ) from None
@@ -338,10 +339,9 @@ class ArtifactStore:
         record: ArtifactRecord,
         added: list[ChildPin],
         referrer: Referrer,
-        base: str,
     ) -> None:
-        """Take back a save that did not happen: our references, and our blob unless the
-        winner of a race stored the same content."""
+        """Take back a save that did not happen: our references (their keys name our
+        digest, so they are no one else's), and our blob unless a record now names it."""
         for pin in added:
             await self._kv.delete(self._ref_key(session_id, pin.name, pin.version, referrer))
         current = await self._entry(session_id, record.name, record.version)
