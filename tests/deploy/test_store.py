@@ -382,3 +382,39 @@ async def test_concurrent_saves_of_the_same_content_keep_the_child_references(
         )
     with pytest.raises(ArtifactInUseError):
         await artifacts.delete(SESSION, "approval", "1.0.0")
+
+
+class _Contended:
+    """A KV whose version records always change between a read and a rewrite."""
+
+    def __init__(self, kv: Any) -> None:
+        self._kv = kv
+
+    async def get(self, key: str) -> Any:
+        return await self._kv.get(key)
+
+    async def put(self, key: str, value: bytes, *, expected: int) -> int:
+        if "/versions/" in key and expected:
+            current = await self._kv.get(key)
+            await self._kv.put(key, current.value, expected=current.revision)
+        return int(await self._kv.put(key, value, expected=expected))
+
+    async def delete(self, key: str) -> None:
+        await self._kv.delete(key)
+
+    async def keys(self, prefix: str = "") -> list[str]:
+        return list(await self._kv.keys(prefix))
+
+
+async def test_endless_contention_is_a_typed_error_that_leaves_no_reference(
+    store: Store,
+) -> None:
+    await ArtifactStore.over(store).save(SESSION, APPROVAL)
+    contended = ArtifactStore(_Contended(store.kv), store.blobs)  # type: ignore[arg-type]
+    referrer = Referrer("run", str(uuid.uuid4()))
+    with pytest.raises(ArtifactConflictError, match="concurrently"):
+        await contended.add_reference(SESSION, "approval", "1.0.0", referrer)
+    assert await contended.references(SESSION, "approval", "1.0.0") == []
+    with pytest.raises(ArtifactConflictError, match="concurrently"):
+        await contended.delete(SESSION, "approval", "1.0.0")
+    assert (await contended.get(SESSION, "approval", "1.0.0")).record.name == "approval"

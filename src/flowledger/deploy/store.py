@@ -535,12 +535,14 @@ class ArtifactStore:
         key = self._ref_key(session_id, name, version, referrer)
         record_key = self._record_key(session_id, name, version)
         value = rfc8785.dumps({"kind": referrer.kind, "id": referrer.id})
+        created = False  # whether this call wrote the key (so may take it back)
         for _ in range(_RETRIES):
             entry = await self._saved(session_id, name, version, "$")
             if digest is not None and entry.record.digest != digest:
                 raise ArtifactNotFoundError(name, version)
             with contextlib.suppress(storage.ConflictError):  # already there: idempotent
                 await self._kv.put(key, value, expected=0)
+                created = True
             try:
                 # Rewrite the record at the revision read: a delete that checked for
                 # references before our key existed must lose this race or we must.
@@ -551,6 +553,8 @@ class ArtifactStore:
                 if current is None or current.deleted:
                     await self._kv.delete(key)
                     raise ArtifactNotFoundError(name, version) from None
+        if created:
+            await self._kv.delete(key)
         raise ArtifactConflictError.contended(name, version)
 
     async def remove_reference(
