@@ -22,6 +22,7 @@ from rich.text import Text
 from .. import __version__
 from ..tools import ToolError
 from ..workflows.worker import WorkerSettings
+from .artifact import artifact_app
 from .demo import run_demo
 from .render import (
     Pause,
@@ -103,6 +104,7 @@ app = typer.Typer(
 )
 runs_app = typer.Typer(help="List and inspect runs.", no_args_is_help=True)
 app.add_typer(runs_app, name="runs")
+app.add_typer(artifact_app, name="artifact")
 
 
 def _version(value: bool) -> None:
