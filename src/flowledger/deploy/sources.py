@@ -26,6 +26,7 @@ import contextlib
 import logging
 import sys
 from collections.abc import AsyncIterator, Mapping
+from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
 from typing import Any, Final, TextIO
 
@@ -33,9 +34,12 @@ import anyio
 import httpx2
 import mcp_types as types
 from mcp import Client
+from mcp.client._transport import TransportStreams
 from mcp.client.stdio import StdioServerParameters, stdio_client
 from mcp.client.streamable_http import streamable_http_client
+from mcp.shared._stream_protocols import ReadStream
 from mcp.shared.exceptions import MCPError
+from mcp.shared.message import SessionMessage
 from mcp_types import CONNECTION_CLOSED, REQUEST_TIMEOUT
 from pydantic import ValidationError
 
@@ -148,6 +152,7 @@ class SourceSession:
         self._server_info: ServerInfo | None = None
         self._owner: asyncio.Task[None] | None = None
         self._stop = asyncio.Event()
+        self._ended = asyncio.Event()  # the server's side of the connection ended
         self._closed = False
         self._failure = ""
         self._tools: dict[str, ToolInfo] | None = None
@@ -169,6 +174,7 @@ class SourceSession:
         return (
             self._client is not None
             and not self._closed
+            and not self._ended.is_set()
             and self._owner is not None
             and not self._owner.done()
         )
@@ -271,15 +277,15 @@ class SourceSession:
                 cwd=source.cwd,
             )
             errlog = self._errlog if self._errlog is not None else sys.stderr
-            async with Client(stdio_client(params, errlog=errlog), **options) as client:
+            transport = _watched(stdio_client(params, errlog=errlog), self._ended)
+            async with Client(transport, **options) as client:
                 yield client
             return
         timeout = httpx2.Timeout(self._connect_timeout, read=HTTP_STREAM_READ_TIMEOUT)
-        async with (
-            httpx2.AsyncClient(headers=dict(source.headers), timeout=timeout) as http,
-            Client(streamable_http_client(source.url, http_client=http), **options) as client,
-        ):
-            yield client
+        async with httpx2.AsyncClient(headers=dict(source.headers), timeout=timeout) as http:
+            transport = _watched(streamable_http_client(source.url, http_client=http), self._ended)
+            async with Client(transport, **options) as client:
+                yield client
 
     def _why_unreachable(self, error: BaseException) -> str:
         leaf = _leaf(error)
@@ -318,10 +324,11 @@ class SourceSession:
         client = self._client
         if self._closed:
             raise SessionClosedError(self.label)
-        if client is None or self._owner is None or self._owner.done():
+        if client is None or self._owner is None or self._owner.done() or self._ended.is_set():
             if self._owner is None:
                 raise SessionClosedError(self.label)
-            raise ConnectionLostError(self.label, tool, self._failure, in_flight=False)
+            detail = self._failure or "the server ended the connection"
+            raise ConnectionLostError(self.label, tool, detail, in_flight=False)
         return client
 
     # A timeout parameter (ASYNC109): the bound is part of the call's contract (its expiry
@@ -453,6 +460,52 @@ class SourceSession:
         else:
             detail = clip(error.message)
         return ConnectionLostError(self.label, tool, detail)
+
+
+class _WatchedReadStream:
+    """A transport's read stream that reports its end (the server exited, the HTTP
+    stream closed) so the session knows the connection is gone before the next call."""
+
+    def __init__(self, inner: ReadStream[SessionMessage | Exception], ended: asyncio.Event) -> None:
+        self._inner = inner
+        self._ended = ended
+
+    @property
+    def last_context(self) -> Any:  # the SDK's HTTP transport carries sender contexts
+        return getattr(self._inner, "last_context", None)
+
+    async def receive(self) -> SessionMessage | Exception:
+        try:
+            return await self._inner.receive()
+        except (anyio.EndOfStream, anyio.ClosedResourceError, anyio.BrokenResourceError):
+            self._ended.set()
+            raise
+
+    async def aclose(self) -> None:
+        await self._inner.aclose()
+
+    def __aiter__(self) -> _WatchedReadStream:
+        return self
+
+    async def __anext__(self) -> SessionMessage | Exception:
+        try:
+            return await self.receive()
+        except anyio.EndOfStream:
+            raise StopAsyncIteration from None
+
+    async def __aenter__(self) -> _WatchedReadStream:
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.aclose()
+
+
+@contextlib.asynccontextmanager
+async def _watched(
+    transport: AbstractAsyncContextManager[TransportStreams], ended: asyncio.Event
+) -> AsyncIterator[TransportStreams]:
+    async with transport as (read_stream, write_stream):
+        yield _WatchedReadStream(read_stream, ended), write_stream
 
 
 def _leaf(error: BaseException) -> BaseException:
