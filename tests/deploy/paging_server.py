@@ -2,7 +2,8 @@
 in pages of three: ``python -m tests.deploy.paging_server [TOOLS] [--loop]``.
 
 It lists ``TOOLS`` tools (default 7) named ``tool-0``, ``tool-1``, ...; ``tool-i``
-answers with its own name. With ``--loop`` the last page points back at the first one
+answers with its own name, or, called with ``{"reject": CODE}``, with a JSON-RPC error
+of that code. With ``--loop`` the last page points back at the first one
 (a listing that never ends)."""
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ import mcp_types as types
 from mcp.server.context import ServerRequestContext
 from mcp.server.lowlevel import Server
 from mcp.server.stdio import stdio_server
+from mcp.shared.exceptions import MCPError
 
 PAGE = 3
 
@@ -43,6 +45,9 @@ def main() -> None:
     async def call_tool(
         ctx: ServerRequestContext[Any], params: types.CallToolRequestParams
     ) -> types.CallToolResult:
+        code = (params.arguments or {}).get("reject")
+        if isinstance(code, int):
+            raise MCPError(code, f"{params.name} rejects the call as asked")
         return types.CallToolResult(content=[types.TextContent(type="text", text=params.name)])
 
     server: Server[Any] = Server(

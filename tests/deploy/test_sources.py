@@ -22,6 +22,7 @@ from flowledger.deploy import (
     SourceSession,
     SourceUnreachableError,
     StdioSource,
+    ToolCallRejectedError,
     ToolCallTimeoutError,
     ToolNotFoundError,
 )
@@ -170,6 +171,18 @@ async def test_an_unknown_tool_is_refused_before_anything_is_sent(
             assert error.tool == "no_such_tool" and listed in error.available
             assert source.label in str(error) and "'no_such_tool'" in str(error)
             assert (await session.tool(listed)).name == listed
+
+
+@pytest.mark.parametrize(("code", "unknown"), [(-32602, False), (-32603, True)])
+async def test_a_json_rpc_error_is_a_rejected_call(code: int, unknown: bool) -> None:
+    async with SourceSession(paging(), errlog=DEVNULL) as session:
+        with pytest.raises(ToolCallRejectedError) as caught:
+            await session.call_tool("tool-2", {"reject": code})
+        error = caught.value
+        assert error.code == "tool_rejected" and error.error_code == code
+        assert error.outcome_unknown is unknown
+        assert "tool-2 rejects the call as asked" in str(error) and f"error {code}" in str(error)
+        assert (await session.call_tool("tool-2")).text == "tool-2"
 
 
 async def test_a_call_that_takes_too_long_times_out_and_the_session_goes_on(

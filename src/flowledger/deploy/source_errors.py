@@ -167,9 +167,16 @@ class ToolCallTimeoutError(ToolCallError):
         self.outcome_unknown = True
 
 
+REFUSED_BEFORE_RUNNING: Final = frozenset({-32700, -32600, -32601, -32602})
+"""JSON-RPC codes that say a request was refused before anything ran: parse error,
+invalid request, method not found, invalid params."""
+
+
 class ToolCallRejectedError(ToolCallError):
-    """The server answered the call with a JSON-RPC error (not a tool error result):
-    e.g. invalid parameters. ``error_code`` is the JSON-RPC code."""
+    """The server answered the call with a JSON-RPC error (not a tool error result).
+    ``error_code`` is the JSON-RPC code; for the codes that refuse a request before it
+    runs (`REFUSED_BEFORE_RUNNING`, e.g. invalid params) the call did not take effect,
+    for any other (an internal error) its effect is unknown."""
 
     code = "tool_rejected"
 
@@ -181,6 +188,7 @@ class ToolCallRejectedError(ToolCallError):
             f"(JSON-RPC error {error_code})",
         )
         self.error_code = error_code
+        self.outcome_unknown = error_code not in REFUSED_BEFORE_RUNNING
 
 
 class ToolResultInvalidError(ToolCallError):
