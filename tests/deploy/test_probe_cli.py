@@ -145,3 +145,12 @@ def test_bad_options_are_usage_errors(args: tuple[str, ...], fragment: str) -> N
     assert done.exit_code == 2, done.output
     assert fragment in " ".join(done.stderr.replace("│", " ").split())
     assert "hidden" not in done.stderr
+
+
+def test_probe_has_help() -> None:
+    done = CliRunner().invoke(app, ["source", "probe", "--help"], env={"COLUMNS": "200"})
+    assert done.exit_code == 0, done.output
+    for option in ("--stdio", "--url", "--header", "--env", "--cwd", "--timeout", "--json"):
+        assert option in done.stdout
+    listed = CliRunner().invoke(app, ["--help"], env={"COLUMNS": "200"})
+    assert "source" in listed.stdout

@@ -4,6 +4,7 @@ server-everything (stdio and streamable HTTP) and the SDK-built paging server.""
 from __future__ import annotations
 
 import asyncio
+import io
 import os
 import signal
 import subprocess
@@ -222,6 +223,13 @@ async def test_the_server_environment_is_the_sources_env_only(
         shown = (await session.call_tool("get-env", {})).text
     assert "FLOWLEDGER_GIVEN" in shown and "for the server" in shown
     assert "FLOWLEDGER_PARENT_ONLY" not in shown
+
+
+async def test_a_server_stderr_without_a_file_descriptor_is_discarded(
+    time_server: StdioSource,
+) -> None:
+    async with SourceSession(time_server, errlog=io.StringIO()) as session:
+        assert not (await session.call_tool("get_current_time", {"timezone": "UTC"})).is_error
 
 
 # -- failures -------------------------------------------------------------------------

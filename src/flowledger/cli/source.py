@@ -13,17 +13,19 @@ passes through to this command's stderr.
 from __future__ import annotations
 
 import shlex
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich.table import Table
 from rich.text import Text
 
-from ..deploy.fingerprint import short
-from ..deploy.source_errors import SourceError
-from ..deploy.source_spec import HttpSource, Source, StdioSource
-from ..deploy.sources import SourceSession
 from .runtime import CliError, emit_json, run_command, stdout_console
+
+if TYPE_CHECKING:
+    from ..deploy import Source
+
+# `flowledger.deploy` (and the MCP SDK under it) is imported inside the command, so
+# that every other command starts without it.
 
 __all__ = ["probe", "source_app"]
 
@@ -99,6 +101,9 @@ def probe(
 ) -> None:
     """List a server's tools with their hints and fingerprints (for writing an
     artifact's dependencies)."""
+    from ..deploy import SourceError, SourceSession
+    from ..deploy.fingerprint import short
+
     source = _source(stdio, url, header or [], env or [], cwd)
 
     async def work() -> None:
@@ -156,6 +161,8 @@ def probe(
 def _source(
     stdio: str | None, url: str | None, headers: list[str], env: list[str], cwd: str | None
 ) -> Source:
+    from ..deploy import HttpSource, SourceError, StdioSource
+
     if (stdio is None) == (url is None):
         raise typer.BadParameter(
             "give exactly one of --stdio and --url", param_hint="--stdio/--url"

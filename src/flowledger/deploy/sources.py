@@ -24,8 +24,9 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import os
 import sys
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Iterator, Mapping
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
 from typing import Any, Final, TextIO
@@ -132,7 +133,7 @@ class SourceSession:
 
     ``connect_timeout`` bounds `open`; ``call_timeout`` is the default bound of one call
     and of one listing. ``errlog`` receives a stdio server's stderr (default: this
-    process's stderr)."""
+    process's stderr; a stream without a file descriptor means the null device)."""
 
     def __init__(
         self,
@@ -277,9 +278,10 @@ class SourceSession:
                 cwd=source.cwd,
             )
             errlog = self._errlog if self._errlog is not None else sys.stderr
-            transport = _watched(stdio_client(params, errlog=errlog), self._ended)
-            async with Client(transport, **options) as client:
-                yield client
+            with _file_backed(errlog) as stderr:
+                transport = _watched(stdio_client(params, errlog=stderr), self._ended)
+                async with Client(transport, **options) as client:
+                    yield client
             return
         timeout = httpx2.Timeout(self._connect_timeout, read=HTTP_STREAM_READ_TIMEOUT)
         async with httpx2.AsyncClient(headers=dict(source.headers), timeout=timeout) as http:
@@ -460,6 +462,20 @@ class SourceSession:
         else:
             detail = clip(error.message)
         return ConnectionLostError(self.label, tool, detail)
+
+
+@contextlib.contextmanager
+def _file_backed(errlog: TextIO) -> Iterator[TextIO]:
+    """``errlog`` if a child process can write to it (it has a file descriptor), else the
+    null device: an in-memory stream (a test runner's captured stderr) cannot be a
+    child's stderr, and a server must not fail to start for that."""
+    try:
+        errlog.fileno()
+    except (AttributeError, OSError, ValueError):  # io.UnsupportedOperation is both
+        with open(os.devnull, "w") as sink:
+            yield sink
+        return
+    yield errlog
 
 
 class _WatchedReadStream:
