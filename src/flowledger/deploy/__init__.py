@@ -1,10 +1,14 @@
-"""L3 deploy: declarative workflow artifacts, and the store that keeps them.
+"""L3 deploy: declarative workflow artifacts over MCP tools.
 
-An artifact (``flowledger.artifact/v1``, docs/deploy.md) is an immutable, versioned,
-declarative graph whose nodes call tools of MCP sources, compute state, branch, run in
-parallel, pause for a person, or run a saved child artifact. `load_artifact` reads one
-from YAML or JSON and `validate_artifact` checks everything that can be checked before
-a run; `ArtifactStore` keeps artifacts per session, content-addressed and immutable.
+* Artifacts (``flowledger.artifact/v1``, docs/deploy.md): immutable, versioned,
+  declarative graphs whose nodes call tools of MCP sources, compute state, branch, run
+  in parallel, pause for a person, or run a saved child artifact. `load_artifact` reads
+  one from YAML or JSON, `validate_artifact` checks everything that can be checked before
+  a run, `ArtifactStore` keeps them per session, content-addressed and immutable.
+* Sources (docs/sources.md): specs (`StdioSource`, `HttpSource`), a session with one
+  source (`SourceSession`: bounded connect and call timeouts, every page of the tool
+  listing, typed errors), one session per source for a run (`SourcePool`), and tool
+  fingerprints (`contract_fingerprint`, `full_fingerprint`).
 
 This layer imports only storage, flow and workflows; it is transport neutral.
 """
@@ -37,8 +41,31 @@ from .errors import (
     ExpressionError,
 )
 from .expressions import Expression, Template, truthy
+from .fingerprint import (
+    FingerprintError,
+    contract_fingerprint,
+    full_fingerprint,
+    strip_annotations,
+)
 from .schema import artifact_json_schema
+from .source_errors import (
+    ConnectionLostError,
+    SessionClosedError,
+    SourceError,
+    SourceProtocolError,
+    SourceSpecError,
+    SourceUnreachableError,
+    ToolCallError,
+    ToolCallRejectedError,
+    ToolCallTimeoutError,
+    ToolNotFoundError,
+    ToolResultInvalidError,
+)
+from .source_pool import SourcePool
+from .source_spec import HttpSource, Source, StdioSource
+from .sources import ServerInfo, SourceSession, ToolResult
 from .store import ArtifactRecord, ArtifactStore, ChildPin, Referrer, StoredArtifact
+from .tool_info import ToolInfo
 from .validate import ValidatedArtifact, load_artifact, validate_artifact
 
 __all__ = [
@@ -56,26 +83,49 @@ __all__ = [
     "ArtifactValidationError",
     "Case",
     "ChildPin",
+    "ConnectionLostError",
     "Dependency",
     "EndNode",
     "Expression",
     "ExpressionError",
+    "FingerprintError",
+    "HttpSource",
     "InterruptNode",
     "Node",
     "ParallelNode",
     "Referrer",
+    "ServerInfo",
+    "SessionClosedError",
     "SetNode",
+    "Source",
+    "SourceError",
     "SourceFormat",
+    "SourcePool",
+    "SourceProtocolError",
+    "SourceSession",
+    "SourceSpecError",
+    "SourceUnreachableError",
     "StateField",
+    "StdioSource",
     "StoredArtifact",
     "SwitchNode",
     "Template",
+    "ToolCallError",
+    "ToolCallRejectedError",
+    "ToolCallTimeoutError",
+    "ToolInfo",
     "ToolNode",
+    "ToolNotFoundError",
+    "ToolResult",
+    "ToolResultInvalidError",
     "ValidatedArtifact",
     "WorkflowNode",
     "artifact_json_schema",
+    "contract_fingerprint",
+    "full_fingerprint",
     "load_artifact",
     "read_document",
+    "strip_annotations",
     "truthy",
     "validate_artifact",
 ]
