@@ -89,7 +89,7 @@ from .inputs import InputStore
 from .journal import ActivityJournal
 from .live import LiveActivities
 from .metadata import bound_summary
-from .pending import PauseKind, PendingStore, describe_pause
+from .pending import PauseKind, PendingStore, describe_pause, requests
 from .registry import RunRegistry
 from .requests import ResumeRequest, RunRequests
 from .resumption import prepare_resume
@@ -1168,7 +1168,11 @@ class Supervisor:
         summary = bound_summary(result.summary) or f"workflow {status}"
         if status is RunStatus.INTERRUPTED and (result.interrupts or result.halt):
             pending = describe_pause(
-                definition.metadata(), result.run.revision, result.interrupts, result.halt
+                definition.metadata(),
+                result.run.revision,
+                result.interrupts,
+                result.halt,
+                resume_schema=definition.resume_schema_for(requests(result.interrupts)),
             )
             if definition.on_error == "fail" and any(
                 item.kind is PauseKind.ERROR for item in pending.vertices
