@@ -48,7 +48,10 @@ def validate_artifact(document: Artifact | Mapping[str, Any] | Any) -> Validated
     """Validate JSON data (or an `Artifact`); `ArtifactValidationError` lists every
     problem found, each with its place."""
     if isinstance(document, Artifact):
-        artifact = document
+        artifact = document  # built in Python: its values may still be no JSON (NaN)
+        issues = check_json_data(artifact.model_dump(mode="python", exclude_defaults=True))
+        if issues:
+            raise ArtifactValidationError(issues)
     else:
         issues = check_json_data(document)
         if not issues and not isinstance(document, dict):
