@@ -47,6 +47,9 @@ def test_schema_prints_a_json_schema_the_examples_match(tmp_path: Path) -> None:
     bad = briefing_data()
     bad["nodes"]["compose"]["typo"] = 1
     assert not validator.is_valid(bad)
+    bad = briefing_data()
+    bad["nodes"]["Not-An-Id"] = {"kind": "end", "outcome": "ok"}
+    assert not validator.is_valid(bad)
     assert not list(tmp_path.iterdir())  # no database, no files
 
 

@@ -3,10 +3,24 @@ with their place, and every bound enforced before anything is built."""
 
 from __future__ import annotations
 
-import pytest
+from collections.abc import Iterator
 
-from flowledger.deploy import ArtifactValidationError, read_document
+import pytest
+import yaml
+
+from flowledger.deploy import ArtifactValidationError, document, read_document
 from flowledger.deploy.limits import MAX_DOCUMENT_DEPTH, MAX_SOURCE_BYTES
+
+
+@pytest.fixture(autouse=True, params=["libyaml", "pure-python"])
+def yaml_parser(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """Every test runs with both of PyYAML's parsers (they differ in details, such as
+    how they report a plain scalar's style)."""
+    if request.param == "pure-python":
+        monkeypatch.setattr(document, "_LOADER", yaml.SafeLoader)
+    elif not getattr(yaml, "__with_libyaml__", False):
+        pytest.skip("PyYAML was built without libyaml")
+    yield
 
 
 def issues(source: str | bytes, format: str | None = None) -> list[tuple[str, str]]:

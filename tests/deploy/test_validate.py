@@ -19,6 +19,7 @@ from flowledger.deploy import (
     read_document,
     validate_artifact,
 )
+from flowledger.deploy.errors import MAX_ISSUES
 from flowledger.deploy.limits import MAX_EXPRESSION_CHARS, MAX_EXPRESSIONS, MAX_NODES
 
 from .conftest import APPROVAL, BRIEFING, approval_data, briefing_data, minimal
@@ -70,6 +71,9 @@ def test_yaml_and_json_give_the_same_canonical_bytes() -> None:
 def test_a_model_validates_like_its_data() -> None:
     model = Artifact.model_validate(briefing_data())
     assert validate_artifact(model).digest == load_artifact(BRIEFING).digest
+    end = {"kind": "end", "outcome": "ok", "output": {"a": float("nan")}}
+    built = Artifact.model_validate(minimal(nodes={"done": end}))
+    assert refused(built) == [("nodes.done.output.a", "not_finite")]
 
 
 def test_every_structure_problem_is_reported_at_once() -> None:
@@ -310,6 +314,10 @@ def test_sum_and_merge_fields_may_be_written_by_every_branch() -> None:
 def test_limits_are_enforced() -> None:
     nodes = {f"n{i}": {"kind": "end", "outcome": "ok"} for i in range(MAX_NODES + 1)}
     assert ("nodes", "bad_value") in refused(minimal(start="n0", nodes=nodes))
+    del nodes[f"n{MAX_NODES}"]
+    with pytest.raises(ArtifactValidationError) as caught:  # 255 unreachable nodes
+        validate_artifact(minimal(start="n0", nodes=nodes))
+    assert len(caught.value.issues) == MAX_ISSUES and caught.value.truncated
     big = {"kind": "end", "outcome": "ok", "output": "${ '" + "x" * 2000 + "' }"}
     many = {f"n{i}": dict(big) for i in range(150)}
     found = refused(

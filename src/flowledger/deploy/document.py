@@ -34,6 +34,9 @@ __all__ = ["SourceFormat", "check_json_data", "read_document"]
 SourceFormat = Literal["yaml", "json"]
 
 _SAFE_INT: Final = (1 << 53) - 1
+# libyaml's parser when PyYAML was built with it (about ten times faster), else PyYAML's
+# own; both only parse here, the events are turned into data below.
+_LOADER: Final[Any] = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 _CORE: Final = "tag:yaml.org,2002:"
 _NULL: Final = re.compile(r"null|Null|NULL|~|")
 _TRUE: Final = frozenset({"true", "True", "TRUE"})
@@ -175,11 +178,17 @@ def _mark(event: Any) -> str:
     return f"line {mark.line + 1}, column {mark.column + 1}"
 
 
+def _plain_style(event: Any) -> bool:
+    """Whether a scalar was written plain (unquoted, not a block): PyYAML says ``None``,
+    libyaml ``""``."""
+    return not event.style
+
+
 def _scalar(event: Any, place: str, issues: list[ArtifactIssue]) -> Any:
     tag = event.tag
     value: str = event.value
     if tag in (None, "!"):
-        if tag == "!" or event.style is not None:  # quoted, block or non-specific: text
+        if tag == "!" or not _plain_style(event):  # quoted, block or non-specific: text
             return value
         return _plain(value, place, event, issues)
     if not isinstance(tag, str) or not tag.startswith(_CORE):
@@ -236,7 +245,7 @@ def _read_yaml(text: str) -> Any:
     root: list[Any] = []
     documents = 0
     try:
-        for event in yaml.parse(text, Loader=yaml.SafeLoader):
+        for event in yaml.parse(text, Loader=_LOADER):
             if isinstance(event, yaml.DocumentStartEvent):
                 documents += 1
                 if documents > 1:
@@ -348,14 +357,14 @@ def _value_path(stack: list[_Frame]) -> tuple[str | int, ...]:
 def _take_key(frame: _Frame, event: Any, issues: list[ArtifactIssue]) -> None:
     place = place_of(*frame.path)
     key: Any = event.value
-    if event.tag in (None, "!") and event.style is None:
+    if event.tag in (None, "!") and _plain_style(event):
         key = _plain(event.value, place, event, [])
     elif event.tag not in (None, "!", _CORE + "str"):
         key = None
     frame.key_given = True
     frame.skip_value = True
     frame.key = None
-    if event.value == "<<" and event.style is None:
+    if event.value == "<<" and _plain_style(event):
         issues.append(_issue(place, "yaml_alias", f"merge keys are not supported ({_mark(event)})"))
     elif not isinstance(key, str):
         issues.append(

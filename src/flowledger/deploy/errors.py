@@ -26,6 +26,7 @@ __all__ = [
     "ArtifactNotFoundError",
     "ArtifactValidationError",
     "ExpressionError",
+    "choices",
     "place_of",
 ]
 
@@ -190,3 +191,12 @@ class ExpressionError(ArtifactError):
             message,
             "check the types the expression reads; JMESPath functions refuse wrong types",
         )
+
+
+def choices(prefix: str, names: Iterable[str]) -> str:
+    """A hint listing ``names`` (sorted, at most 12 shown) after ``prefix``."""
+    shown = sorted(names)
+    if not shown:
+        return f"{prefix}: none"
+    listed = ", ".join(shown[:12]) + (", ..." if len(shown) > 12 else "")
+    return f"{prefix}: {listed}"

@@ -34,18 +34,16 @@ from __future__ import annotations
 import builtins
 import contextlib
 import hashlib
-import json
-import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any, Final, Literal
+from typing import Any, Final
 
 import rfc8785
 
 from flowledger import storage
 from flowledger.workflows.metadata import NAME_PATTERN, VERSION_PATTERN
-from flowledger.workflows.run import is_digest, is_id
+from flowledger.workflows.run import is_id
 
 from .artifact import Artifact
 from .errors import (
@@ -57,7 +55,16 @@ from .errors import (
     ArtifactValidationError,
     place_of,
 )
-from .limits import MAX_ARTIFACT_BYTES, MAX_CHILD_DEPTH, MAX_CLOSURE_ARTIFACTS
+from .limits import MAX_CHILD_DEPTH, MAX_CLOSURE_ARTIFACTS
+from .records import (
+    ArtifactRecord,
+    ChildPin,
+    Referrer,
+    ReferrerKind,
+    closure_digest,
+    decode_record,
+    encode_record,
+)
 from .validate import ValidatedArtifact, check_child_contracts, load_artifact, validate_artifact
 
 __all__ = [
@@ -71,81 +78,7 @@ __all__ = [
 ]
 
 MAX_LISTED_REFERRERS: Final = 10
-RECORD_VERSION: Final = 1
-ReferrerKind = Literal["artifact", "deployment", "run"]
-_KINDS: Final = ("artifact", "deployment", "run")
-_SEGMENT: Final = re.compile(r"[a-z0-9][a-z0-9_.-]{0,199}")
 _RETRIES: Final = 32  # compare-and-swap rounds before giving up on a contended record
-
-
-@dataclass(frozen=True, slots=True)
-class Referrer:
-    """Something that refers to a saved artifact: a parent artifact (id
-    ``<name>.<version>.<digest>``), a deployment or a run (ids chosen by their owners:
-    one storage-name segment, ``[a-z0-9][a-z0-9_.-]*``, at most 200 characters)."""
-
-    kind: ReferrerKind
-    id: str
-
-    def __post_init__(self) -> None:
-        if self.kind not in _KINDS:
-            raise ValueError(f"referrer kind must be one of {', '.join(_KINDS)}, not {self.kind!r}")
-        if not isinstance(self.id, str) or not _SEGMENT.fullmatch(self.id):
-            raise ValueError(f"referrer id {self.id!r} must match ^{_SEGMENT.pattern}$")
-
-    @staticmethod
-    def artifact(name: str, version: str, digest: str) -> Referrer:
-        return Referrer("artifact", f"{name}.{version}.{digest}")
-
-    def __str__(self) -> str:
-        return f"{self.kind} {self.id}"
-
-
-@dataclass(frozen=True, slots=True)
-class ChildPin:
-    """A child as resolved when its parent was saved."""
-
-    name: str
-    version: str
-    digest: str
-    closure_digest: str
-
-    def to_json(self) -> dict[str, str]:
-        return {
-            "name": self.name,
-            "version": self.version,
-            "digest": self.digest,
-            "closure_digest": self.closure_digest,
-        }
-
-
-@dataclass(frozen=True, slots=True)
-class ArtifactRecord:
-    """A saved version. ``closure_digest`` covers the artifact and, recursively, every
-    child (SHA-256 of the canonical JSON ``{"digest": ..., "children": [{"name",
-    "version", "closure_digest"}, ...]}``, children sorted by name); ``height`` is 0
-    without children, else one more than the highest child."""
-
-    name: str
-    version: str
-    digest: str
-    size: int
-    closure_digest: str
-    height: int
-    children: tuple[ChildPin, ...]
-    saved_at: datetime
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "name": self.name,
-            "version": self.version,
-            "digest": self.digest,
-            "size": self.size,
-            "closure_digest": self.closure_digest,
-            "height": self.height,
-            "children": [child.to_json() for child in self.children],
-            "saved_at": _format_time(self.saved_at),
-        }
 
 
 @dataclass(frozen=True, slots=True)
@@ -170,21 +103,6 @@ class _Entry:
     deleted: bool
     revision: int
     raw: bytes
-
-
-def _format_time(value: datetime) -> str:
-    return f"{value.astimezone(UTC):%Y-%m-%dT%H:%M:%S}.{value.microsecond:06d}Z"
-
-
-def _closure_digest(digest: str, children: tuple[ChildPin, ...]) -> str:
-    body: dict[str, Any] = {
-        "digest": digest,
-        "children": [
-            {"name": c.name, "version": c.version, "closure_digest": c.closure_digest}
-            for c in sorted(children, key=lambda c: c.name)
-        ],
-    }
-    return hashlib.sha256(rfc8785.dumps(body)).hexdigest()
 
 
 class ArtifactStore:
@@ -242,7 +160,7 @@ class ArtifactStore:
             return None
         except storage.CorruptDataError as exc:
             raise ArtifactCorruptError(key, str(exc)) from exc
-        record, deleted = _decode_record(key, entry.value, name, version)
+        record, deleted = decode_record(key, entry.value, name, version)
         return _Entry(record, deleted, entry.revision, entry.value)
 
     async def _saved(self, session_id: str, name: str, version: str, place: str) -> _Entry:
@@ -281,7 +199,7 @@ class ArtifactStore:
             version,
             validated.digest,
             len(validated.canonical),
-            _closure_digest(validated.digest, pins),
+            closure_digest(validated.digest, pins),
             height,
             pins,
             datetime.now(UTC),
@@ -298,7 +216,7 @@ class ArtifactStore:
                 await self._add_reference(session_id, pin.name, pin.version, referrer, pin.digest)
                 added.append(pin)
             await self._kv.put(
-                self._record_key(session_id, name, version), _encode_record(record), expected=0
+                self._record_key(session_id, name, version), encode_record(record), expected=0
             )
         except Exception as exc:
             winner = None
@@ -587,7 +505,7 @@ class ArtifactStore:
                 try:
                     await self._kv.put(
                         record_key,
-                        _encode_record(entry.record, deleted=True),
+                        encode_record(entry.record, deleted=True),
                         expected=entry.revision,
                     )
                 except storage.ConflictError:
@@ -606,80 +524,3 @@ def _validated(artifact: Any) -> ValidatedArtifact:
     if isinstance(artifact, str | bytes | bytearray | memoryview):
         return load_artifact(bytes(artifact) if not isinstance(artifact, str) else artifact)
     return validate_artifact(artifact)
-
-
-# -- the record codec --------------------------------------------------------------------
-
-
-def _encode_record(record: ArtifactRecord, *, deleted: bool = False) -> bytes:
-    body = {
-        "record": RECORD_VERSION,
-        "state": "deleted" if deleted else "saved",
-        "artifact": record.to_json(),
-    }
-    return rfc8785.dumps(body)
-
-
-def _decode_record(key: str, raw: bytes, name: str, version: str) -> tuple[ArtifactRecord, bool]:
-    def bad(reason: str) -> ArtifactCorruptError:
-        return ArtifactCorruptError(key, reason)
-
-    try:
-        body = json.loads(raw)
-    except (ValueError, RecursionError):
-        raise bad("the version record is not JSON") from None
-    if not isinstance(body, dict) or set(body) != {"record", "state", "artifact"}:
-        raise bad("the version record has unexpected fields")
-    if body["record"] != RECORD_VERSION or body["state"] not in ("saved", "deleted"):
-        raise bad("unsupported version record")
-    doc = body["artifact"]
-    fields = {"name", "version", "digest", "size", "closure_digest", "height", "children"}
-    if not isinstance(doc, dict) or set(doc) != fields | {"saved_at"}:
-        raise bad("the version record's artifact has unexpected fields")
-    if doc["name"] != name or doc["version"] != version:
-        raise bad("the version record names another artifact")
-    if not is_digest(doc["digest"]) or not is_digest(doc["closure_digest"]):
-        raise bad("malformed digest")
-    size, height = doc["size"], doc["height"]
-    for value, high in ((size, MAX_ARTIFACT_BYTES), (height, MAX_CHILD_DEPTH)):
-        if not isinstance(value, int) or isinstance(value, bool) or not 0 <= value <= high:
-            raise bad("size or height out of range")
-    children = doc["children"]
-    if not isinstance(children, list):
-        raise bad("children is not a list")
-    pins: list[ChildPin] = []
-    for child in children:
-        if not isinstance(child, dict) or set(child) != {
-            "name",
-            "version",
-            "digest",
-            "closure_digest",
-        }:
-            raise bad("malformed child pin")
-        if not (
-            isinstance(child["name"], str)
-            and NAME_PATTERN.fullmatch(child["name"])
-            and isinstance(child["version"], str)
-            and VERSION_PATTERN.fullmatch(child["version"])
-            and is_digest(child["digest"])
-            and is_digest(child["closure_digest"])
-        ):
-            raise bad("malformed child pin")
-        pins.append(
-            ChildPin(child["name"], child["version"], child["digest"], child["closure_digest"])
-        )
-    try:
-        saved_at = datetime.strptime(doc["saved_at"], "%Y-%m-%dT%H:%M:%S.%fZ").replace(tzinfo=UTC)
-    except (TypeError, ValueError):
-        raise bad("malformed saved_at") from None
-    record = ArtifactRecord(
-        name,
-        version,
-        doc["digest"],
-        size,
-        doc["closure_digest"],
-        height,
-        tuple(pins),
-        saved_at,
-    )
-    return record, body["state"] == "deleted"
