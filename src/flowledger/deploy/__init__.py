@@ -29,6 +29,7 @@ from .artifact import (
     ToolNode,
     WorkflowNode,
 )
+from .compile import ArtifactDefinition, artifact_outcome, closure_digest, compile_artifact
 from .document import SourceFormat, read_document
 from .errors import (
     ArtifactConflictError,
@@ -46,6 +47,16 @@ from .fingerprint import (
     contract_fingerprint,
     full_fingerprint,
     strip_annotations,
+)
+from .intents import Intent, ToolIntents
+from .run_errors import (
+    ArtifactCompileError,
+    NodeExecutionError,
+    NodeOutputError,
+    ToolArgumentsError,
+    ToolErrorResult,
+    ToolOutcomeUnknownError,
+    ToolResultTooLargeError,
 )
 from .schema import artifact_json_schema
 from .source_errors import (
@@ -66,14 +77,17 @@ from .source_spec import HttpSource, Source, StdioSource
 from .sources import ServerInfo, SourceSession, ToolResult
 from .store import ArtifactRecord, ArtifactStore, ChildPin, Referrer, StoredArtifact
 from .tool_info import ToolInfo
+from .trace import RunTrace, TraceEntry, TracePage
 from .validate import ValidatedArtifact, load_artifact, validate_artifact
 
 __all__ = [
     "ARTIFACT_FORMAT",
     "REDUCERS",
     "Artifact",
+    "ArtifactCompileError",
     "ArtifactConflictError",
     "ArtifactCorruptError",
+    "ArtifactDefinition",
     "ArtifactError",
     "ArtifactInUseError",
     "ArtifactIssue",
@@ -90,10 +104,14 @@ __all__ = [
     "ExpressionError",
     "FingerprintError",
     "HttpSource",
+    "Intent",
     "InterruptNode",
     "Node",
+    "NodeExecutionError",
+    "NodeOutputError",
     "ParallelNode",
     "Referrer",
+    "RunTrace",
     "ServerInfo",
     "SessionClosedError",
     "SetNode",
@@ -110,17 +128,27 @@ __all__ = [
     "StoredArtifact",
     "SwitchNode",
     "Template",
+    "ToolArgumentsError",
     "ToolCallError",
     "ToolCallRejectedError",
     "ToolCallTimeoutError",
+    "ToolErrorResult",
     "ToolInfo",
+    "ToolIntents",
     "ToolNode",
     "ToolNotFoundError",
+    "ToolOutcomeUnknownError",
     "ToolResult",
     "ToolResultInvalidError",
+    "ToolResultTooLargeError",
+    "TraceEntry",
+    "TracePage",
     "ValidatedArtifact",
     "WorkflowNode",
     "artifact_json_schema",
+    "artifact_outcome",
+    "closure_digest",
+    "compile_artifact",
     "contract_fingerprint",
     "full_fingerprint",
     "load_artifact",

@@ -45,17 +45,21 @@ input schema first, and keep a `ToolIntents` record around the call.
 from __future__ import annotations
 
 import copy
-import dataclasses
+import json
 import operator
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from contextlib import asynccontextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, Final
 
-import jsonschema
+import jsonschema  # type: ignore[import-untyped, unused-ignore]
+import jsonschema.validators  # type: ignore[import-untyped, unused-ignore]
 
 from .. import flow, storage
+from ..flow.ids import VERTEX_ID
+from ..storage.memory import MemoryLedger
 from ..workflows.definition import TypedDefinition, ValidatedInput, ValidatedResume, WorkflowResult
 from ..workflows.metadata import MAX_LABEL_BYTES, Metadata, VertexMetadata, bound_text
 from .artifact import (
@@ -69,6 +73,8 @@ from .artifact import (
 )
 from .expressions import truthy
 from .intents import MAX_RESULT_BYTES, ToolIntents
+from .records import ChildPin
+from .records import closure_digest as pinned_closure_digest
 from .run_errors import (
     ArtifactCompileError,
     NodeOutputError,
@@ -80,7 +86,6 @@ from .run_errors import (
 from .source_pool import SourcePool
 from .source_spec import Source
 from .sources import ToolResult
-from .store import _closure_digest, ChildPin
 from .trace import RunTrace, TraceEntry, preview, trace_error
 from .validate import ValidatedArtifact
 
@@ -151,24 +156,33 @@ class _Gate:
 
 
 class _Runtime:
-    """What tasks need at run time: sources, one pool per executing graph run, intents,
-    the trace."""
+    """What tasks need at run time: sources, one pool per executing graph run, and the
+    intents and trace, kept in the ledger of the run's checkpoints."""
 
-    def __init__(self, sources: Mapping[str, Source], store: storage.Store, timeout: float):
+    def __init__(self, sources: Mapping[str, Source], ledger: storage.Ledger, timeout: float):
         self.sources = dict(sources)
-        self.intents = ToolIntents(store.kv)
-        self.trace = RunTrace(store.ledger)
+        self.ledger = ledger
+        self.intents = ToolIntents(ledger)
+        self.trace = RunTrace(ledger)
         self.connect_timeout = timeout
         self.pools: dict[str, SourcePool] = {}
 
+    def over(self, ledger: storage.Ledger) -> _Runtime:
+        return _Runtime(self.sources, ledger, self.connect_timeout)
+
     @asynccontextmanager
     async def segment(self, graph_run_id: str) -> AsyncIterator[None]:
+        """While a segment of the run executes here: its source pool, and this runtime as
+        the one its tasks use (the tasks are shared by every copy of the definition)."""
         pool = SourcePool(connect_timeout=self.connect_timeout)
         self.pools[graph_run_id] = pool
+        token = _ACTIVE.set(self)
         try:
             yield
         finally:
+            _ACTIVE.reset(token)
             self.pools.pop(graph_run_id, None)
+            self.intents.forget(graph_run_id)
             await pool.close()
 
     def pool(self, graph_run_id: str) -> SourcePool:
@@ -176,6 +190,16 @@ class _Runtime:
         if pool is None:  # a task outside a segment: only if flow ran the graph directly
             pool = self.pools[graph_run_id] = SourcePool(connect_timeout=self.connect_timeout)
         return pool
+
+
+_ACTIVE: ContextVar[_Runtime] = ContextVar("flowledger_deploy_runtime")
+
+
+def _runtime() -> _Runtime:
+    try:
+        return _ACTIVE.get()
+    except LookupError:
+        raise RuntimeError("an artifact's nodes run only through its ArtifactDefinition") from None
 
 
 @dataclass
@@ -198,10 +222,10 @@ class _Compiler:
         self,
         root: ValidatedArtifact,
         children: Mapping[str, ValidatedArtifact],
-        runtime: _Runtime,
+        sources: Mapping[str, Source],
     ) -> None:
         self.children = children
-        self.runtime = runtime
+        self.sources = sources
         self.scopes: list[_Scope] = []
         self._collect(_Scope(root, "", "", ""), depth=0)
         reducers: dict[str, flow.FieldReducer] = {}
@@ -215,6 +239,9 @@ class _Compiler:
         self.labels: list[VertexMetadata] = []
         self.resume_schemas: dict[str, Mapping[str, Any]] = {}
         self.gates: dict[str, list[_Gate]] = {}  # join vertex -> its branches' gates
+        # per instance: (node inside a branch, its join) -> the gate of that edge
+        self.edge_gates: dict[str, dict[tuple[str, str], _Gate]] = {}
+        self.waits: set[str] = set()
 
     # -- the instances ---------------------------------------------------------------------
 
@@ -241,7 +268,7 @@ class _Compiler:
         for node_id in artifact.nodes:
             for suffix in ("", "__wait", "__return"):
                 vertex = scope.vertex(node_id) + suffix
-                if not flow.VERTEX_ID.fullmatch(vertex):
+                if not VERTEX_ID.fullmatch(vertex):
                     raise ArtifactCompileError(
                         f"{scope.label}nodes.{node_id}",
                         f"the vertex id {vertex!r} is too long: nest children less deeply "
@@ -275,11 +302,10 @@ class _Compiler:
                 gates.append(gate)
                 for member in region:
                     scope_gates[(member, node.join)] = gate
-        self._scope_gates = getattr(self, "_scope_gates", {})
-        self._scope_gates[scope.keys] = scope_gates
+        self.edge_gates[scope.keys] = scope_gates
 
     def _gate(self, scope: _Scope, source: str, target: str) -> _Gate | None:
-        return self._scope_gates[scope.keys].get((source, target))
+        return self.edge_gates[scope.keys].get((source, target))
 
     def _label(self, scope: _Scope, node_id: str, label: str | None, vertex: str) -> None:
         text = bound_text(f"{scope.label}{label or node_id}", MAX_LABEL_BYTES)
@@ -309,7 +335,8 @@ class _Compiler:
         )
 
     def _ensure_wait(self, wait: str) -> None:
-        if wait not in self.graph.vertices:
+        if wait not in self.waits:
+            self.waits.add(wait)
             self.graph.add_vertex(wait, _nothing)
 
     def _with_join_reset(self, vertex: str, task: Task) -> Task:
@@ -356,8 +383,6 @@ class _Compiler:
     def _traced(
         self, scope: _Scope, node_id: str, node: Any
     ) -> Callable[[Callable[[dict[str, Any], _Note], Awaitable[Update]]], Task]:
-        trace = self.runtime.trace
-
         def wrap(body: Callable[[dict[str, Any], _Note], Awaitable[Update]]) -> Task:
             async def task(state: dict[str, Any]) -> Update:
                 info = flow.run_info()
@@ -374,7 +399,7 @@ class _Compiler:
                     raise
                 finally:
                     error_type, message = trace_error(error) if error else ("", "")
-                    await trace.append(
+                    await _runtime().trace.append(
                         info.graph_run_id,
                         TraceEntry(
                             node=scope.keys + node_id,
@@ -425,24 +450,32 @@ class _Compiler:
     def _tool(self, scope: _Scope, node_id: str, node: ToolNode) -> Any:
         arguments_template = scope.validated.templates[f"nodes.{node_id}.arguments"]
         place = f"{scope.label}nodes.{node_id}.dependency"
-        source = self.runtime.sources.get(node.dependency)
+        source = self.sources.get(node.dependency)
         if source is None:
             raise ArtifactCompileError(
                 place, f"dependency {node.dependency!r} is not bound to a source"
             )
-        runtime = self.runtime
         name = scope.keys + node_id
 
         async def body(state: dict[str, Any], note: _Note) -> Update:
+            runtime = _runtime()
             view = scope.view(state)
             arguments = arguments_template.evaluate(view)
-            note.dependency, note.tool, note.arguments = node.dependency, node.tool, preview(arguments)
+            if not isinstance(arguments, dict):
+                raise ToolArgumentsError(
+                    name, f"the arguments are {type(arguments).__name__}, not an object"
+                )
+            note.dependency, note.tool, note.arguments = (
+                node.dependency,
+                node.tool,
+                preview(arguments),
+            )
             info = flow.run_info()
             session = await runtime.pool(info.graph_run_id).session(source)
             tool = await session.tool(node.tool)
             _check_arguments(name, node, tool.input_schema, arguments)
-            key = info.idempotency_key
-            intent = await runtime.intents.get(info.graph_run_id, key)
+            key, run = info.idempotency_key, info.graph_run_id
+            intent = await runtime.intents.get(run, key)
             if intent is not None and intent.state == "done" and intent.result is not None:
                 result = _stored_result(intent.result)
                 note.status = "reused"
@@ -454,26 +487,22 @@ class _Compiler:
                         "stopped, and the tool is not read-only or idempotent: it is not "
                         "called again",
                     )
-                revision = await runtime.intents.begin(
-                    info.graph_run_id, key, name, node.tool, intent
-                )
+                await runtime.intents.record(run, key, "started", node=name, tool=node.tool)
                 result = await session.call_tool(node.tool, arguments, timeout=node.timeout)
                 data = result.to_json()
-                size = len(preview_bytes(data))
                 if result.is_error:
-                    await runtime.intents.end(
-                        info.graph_run_id, key, name, node.tool, revision, result=None, failed=True
-                    )
+                    await runtime.intents.record(run, key, "failed", node=name, tool=node.tool)
                     text = bound_text(result.text or "no text", _ERROR_TEXT_BYTES)
                     raise ToolErrorResult(
                         name, f"{node.dependency}.{node.tool} answered with an error: {text}"
                     )
+                size = len(json.dumps(data, ensure_ascii=False, separators=(",", ":")).encode())
                 if size > MAX_RESULT_BYTES:
                     raise ToolResultTooLargeError(
                         name, f"the result is {size} bytes; the limit is {MAX_RESULT_BYTES}"
                     )
-                await runtime.intents.end(
-                    info.graph_run_id, key, name, node.tool, revision, result=data, failed=False
+                await runtime.intents.record(
+                    run, key, "done", node=name, tool=node.tool, result=data
                 )
             scope_result = {
                 "structured": None
@@ -520,7 +549,7 @@ class _Compiler:
                 targets += [gate.join, wait]
 
         def pick(state: dict[str, Any]) -> str:
-            target = state[route_key]
+            target = str(state[route_key])
             gate = gates[target]
             if gate is None:
                 return scope.vertex(target)
@@ -555,8 +584,13 @@ class _Compiler:
         returning = vertex + "__return"
 
         async def back(state: dict[str, Any]) -> Update:
-            result = {"outcome": state.get(child.key(OUTCOME)), "output": state.get(child.key(OUTPUT))}
-            return self._assign(scope, node_id, list(node.assign), {**scope.view(state), "result": result})
+            result = {
+                "outcome": state.get(child.key(OUTCOME)),
+                "output": state.get(child.key(OUTPUT)),
+            }
+            return self._assign(
+                scope, node_id, list(node.assign), {**scope.view(state), "result": result}
+            )
 
         self._exit(scope, returning, node_id, node.next, back)
 
@@ -591,9 +625,6 @@ class _Compiler:
         for gates in self.gates.values():
             for gate in gates:
                 state[gate.marker(gate.branch)] = False
-        for vertex in self.graph.vertices:
-            if f"$route/{vertex}" in state:
-                continue
         return state
 
 
@@ -619,12 +650,6 @@ def _reset_markers(gates: Mapping[str, list[_Gate]], scope: _Scope) -> Update:
     }
 
 
-def preview_bytes(value: Any) -> bytes:
-    import json
-
-    return json.dumps(value, ensure_ascii=False, separators=(",", ":")).encode()
-
-
 def _stored_result(data: Mapping[str, Any]) -> ToolResult:
     structured = data.get("structuredContent")
     return ToolResult(
@@ -634,11 +659,10 @@ def _stored_result(data: Mapping[str, Any]) -> ToolResult:
     )
 
 
-def _check_arguments(
-    name: str, node: ToolNode, schema: Mapping[str, Any], arguments: Any
-) -> None:
+def _check_arguments(name: str, node: ToolNode, schema: Mapping[str, Any], arguments: Any) -> None:
     try:
-        validator = jsonschema.Draft202012Validator(dict(schema))
+        cls = jsonschema.validators.validator_for(schema, default=jsonschema.Draft202012Validator)
+        validator = cls(dict(schema))
         errors = sorted(validator.iter_errors(arguments), key=lambda e: list(e.absolute_path))
     except jsonschema.exceptions.SchemaError as exc:
         raise ToolArgumentsError(
@@ -693,7 +717,17 @@ class ArtifactDefinition(TypedDefinition[dict[str, Any]]):
 
     @property
     def trace(self) -> RunTrace:
+        """The traces of this definition's runs (in the database it is bound to)."""
         return self.runtime.trace
+
+    def with_checkpoints(self, checkpoints: flow.CheckpointStore) -> ArtifactDefinition:
+        """Bound to ``checkpoints``; the tool intents and traces go to the same ledger."""
+        rebound = super().with_checkpoints(checkpoints)
+        assert isinstance(rebound, ArtifactDefinition)
+        ledger = getattr(checkpoints, "ledger", None)
+        if isinstance(ledger, storage.Ledger):
+            rebound.runtime = self.runtime.over(ledger)
+        return rebound
 
     async def start(
         self, token: ValidatedInput, *, graph_run_id: str, hooks: Sequence[flow.Hooks] = ()
@@ -726,23 +760,20 @@ def compile_artifact(
     *,
     children: Mapping[str, ValidatedArtifact] | None = None,
     sources: Mapping[str, Source],
-    store: storage.Store,
     connect_timeout: float = 10.0,
 ) -> ArtifactDefinition:
     """The definition of ``root``: ``children`` maps each child artifact name the closure
     uses (at any depth) to its validated artifact, ``sources`` each dependency the
-    closure's tool nodes name to a concrete source; ``store`` keeps the tool intents and
-    the trace (use the store the session's checkpoints are in). `ArtifactCompileError`
-    names the place of what cannot be compiled. Register the result in a `Catalog` like
-    any definition."""
+    closure's tool nodes name to a concrete source. `ArtifactCompileError` names the
+    place of what cannot be compiled. Register the result in a `Catalog` like any
+    definition; a host binding the catalog to its database (`Catalog.bound`) keeps the
+    runs' checkpoints, tool intents and traces there."""
     children = dict(children or {})
-    runtime = _Runtime(sources, store, connect_timeout)
-    compiler = _Compiler(root, children, runtime)
+    runtime = _Runtime(sources, MemoryLedger(), connect_timeout)
+    compiler = _Compiler(root, children, runtime.sources)
     compiler.build()
     digest = closure_digest(root, children)
-    runner = compiler.graph.compile(
-        entry=root.artifact.start, finish=FINISH, version=digest
-    )
+    runner = compiler.graph.compile(entry=root.artifact.start, finish=FINISH, version=digest)
     interrupts = [
         node
         for scope in compiler.scopes
@@ -776,9 +807,6 @@ def closure_digest(root: ValidatedArtifact, children: Mapping[str, ValidatedArti
             for name, version in validated.artifact.children.items()
             if name in children
         )
-        return _closure_digest(validated.digest, pins)
+        return pinned_closure_digest(validated.digest, pins)
 
     return of(root)
-
-
-_ = dataclasses  # kept for dataclass field helpers used above
