@@ -107,6 +107,23 @@ async def test_a_listing_that_never_ends_is_a_protocol_error() -> None:
         assert caught.value.code == "source_protocol"
 
 
+async def test_a_changed_listing_is_listed_again_before_the_next_call() -> None:
+    async with SourceSession(paging("3", "--legacy"), errlog=DEVNULL) as session:
+        assert [tool.name for tool in await session.list_tools()] == ["tool-0", "tool-1", "tool-2"]
+        assert (await session.call_tool("tool-2")).text == "tool-2"
+        # tool-0 removes tool-2 and sends notifications/tools/list_changed, which may
+        # be handled after the call's answer: the next calls are refused once it was
+        await session.call_tool("tool-0", {"shrink": True})
+        async with asyncio.timeout(30):
+            while True:
+                try:
+                    await session.call_tool("tool-2")
+                except ToolNotFoundError as refused:
+                    assert refused.available == ("tool-0", "tool-1")
+                    break
+                await asyncio.sleep(0.02)
+
+
 async def test_each_listing_asks_the_server_again(time_server: StdioSource) -> None:
     async with SourceSession(time_server, errlog=DEVNULL) as session:
         first = await session.list_tools()

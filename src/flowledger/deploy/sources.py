@@ -32,6 +32,7 @@ from dataclasses import dataclass
 from typing import Any, Final, TextIO
 
 import anyio
+import anyio.lowlevel
 import httpx2
 import mcp_types as types
 from mcp import Client
@@ -80,6 +81,7 @@ CLOSE_TIMEOUT: Final = 15.0
 (close stdin, then SIGTERM, then SIGKILL, about 6 s at worst)."""
 HTTP_STREAM_READ_TIMEOUT: Final = 300.0
 CLIENT_INFO: Final = types.Implementation(name="flowledger", version=__version__)
+TOOLS_CHANGED: Final = "notifications/tools/list_changed"
 
 
 @dataclass(frozen=True)
@@ -269,7 +271,11 @@ class SourceSession:
     @contextlib.asynccontextmanager
     async def _connection(self) -> AsyncIterator[Client]:
         source = self._source
-        options: dict[str, Any] = {"cache": None, "client_info": CLIENT_INFO}
+        options: dict[str, Any] = {
+            "cache": None,
+            "client_info": CLIENT_INFO,
+            "message_handler": self._on_message,
+        }
         if isinstance(source, StdioSource):
             params = StdioServerParameters(
                 command=source.command,
@@ -288,6 +294,13 @@ class SourceSession:
             transport = _watched(streamable_http_client(source.url, http_client=http), self._ended)
             async with Client(transport, **options) as client:
                 yield client
+
+    async def _on_message(self, message: types.ServerNotification | Exception) -> None:
+        """The server's notifications: a changed tool listing drops the one kept for
+        name checks (the next call lists again)."""
+        if getattr(message, "method", None) == TOOLS_CHANGED:
+            self._tools = None
+        await anyio.lowlevel.checkpoint()
 
     def _why_unreachable(self, error: BaseException) -> str:
         leaf = _leaf(error)
