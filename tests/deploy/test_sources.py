@@ -334,6 +334,30 @@ async def test_a_server_that_never_answers_hits_the_connect_timeout() -> None:
             assert not session.is_open
 
 
+async def test_http_headers_are_sent_with_every_request() -> None:
+    seen: list[bytes] = []
+
+    async def answer_404(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        seen.append(await reader.readuntil(b"\r\n\r\n"))
+        writer.write(b"HTTP/1.1 404 Not Found\r\ncontent-length: 0\r\nconnection: close\r\n\r\n")
+        await writer.drain()
+        writer.close()
+
+    listener = await asyncio.start_server(answer_404, "127.0.0.1", 0)
+    port = listener.sockets[0].getsockname()[1]
+    source = HttpSource(
+        f"http://127.0.0.1:{port}/mcp", {"Authorization": "Bearer t0k", "X-Probe": "1"}
+    )
+    async with listener:
+        with pytest.raises(SourceUnreachableError, match="the handshake failed: Not Found"):
+            await SourceSession(source, connect_timeout=10).open()
+    assert seen
+    for request in seen:
+        head = request.decode("latin-1").lower()
+        assert head.startswith("post /mcp ")
+        assert "authorization: bearer t0k\r\n" in head and "x-probe: 1\r\n" in head
+
+
 async def test_errors_and_reprs_never_show_secret_values() -> None:
     port = free_port()
     sources = [
@@ -357,6 +381,20 @@ async def test_errors_and_reprs_never_show_secret_values() -> None:
         "url": f"http://127.0.0.1:{port}/mcp?key={SECRET}",
         "headers": ["authorization"],
     }
+
+
+async def test_closing_a_session_ends_the_calls_in_flight(everything: StdioSource) -> None:
+    session = SourceSession(everything, errlog=DEVNULL)
+    await session.open()
+    await session.call_tool("echo", {"message": "up"})
+    call = asyncio.create_task(
+        session.call_tool("trigger-long-running-operation", {"duration": 60, "steps": 60})
+    )
+    await asyncio.sleep(0.3)
+    await session.close()
+    with pytest.raises(ConnectionLostError, match="the session was closed") as caught:
+        await asyncio.wait_for(call, 30)
+    assert caught.value.outcome_unknown
 
 
 async def test_a_closed_session_refuses_calls(time_server: StdioSource) -> None:

@@ -14,9 +14,11 @@ connection ends the owner task; calls in flight then fail with `ConnectionLostEr
 and so do later calls, without sending anything.
 
 Tool names are checked against the server's listing before a call (listed on first use,
-listed again once when a name is missing), so an unknown tool is `ToolNotFoundError`
-with nothing sent, whatever the server would have answered. A tool's own failure is not
-an exception: it is a `ToolResult` with ``is_error`` set, for the caller to route.
+listed again once when a name is missing, and after the server announces a changed
+listing with ``notifications/tools/list_changed``), so an unknown tool is
+`ToolNotFoundError` with nothing sent, whatever the server would have answered. A tool's
+own failure is not an exception: it is a `ToolResult` with ``is_error`` set, for the
+caller to route.
 """
 
 from __future__ import annotations
