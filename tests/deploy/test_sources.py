@@ -12,7 +12,9 @@ import sys
 from collections.abc import AsyncIterator
 from pathlib import Path
 
+import anyio
 import pytest
+from mcp import Client
 
 from flowledger.deploy import (
     ConnectionLostError,
@@ -23,6 +25,8 @@ from flowledger.deploy import (
     SourceSession,
     SourceUnreachableError,
     StdioSource,
+    ToolArgumentsError,
+    ToolCallFailedError,
     ToolCallRejectedError,
     ToolCallTimeoutError,
     ToolNotFoundError,
@@ -201,6 +205,35 @@ async def test_a_json_rpc_error_is_a_rejected_call(code: int, unknown: bool) -> 
         assert error.outcome_unknown is unknown
         assert "tool-2 rejects the call as asked" in str(error) and f"error {code}" in str(error)
         assert (await session.call_tool("tool-2")).text == "tool-2"
+
+
+async def test_arguments_that_are_not_json_are_refused_before_sending(
+    time_server: StdioSource,
+) -> None:
+    async with SourceSession(time_server, errlog=DEVNULL) as session:
+        for bad in ({"timezone": object()}, {"timezone": float("nan")}, ["UTC"]):
+            with pytest.raises(ToolArgumentsError) as caught:
+                await session.call_tool("get_current_time", bad)  # type: ignore[arg-type]
+            assert caught.value.code == "tool_arguments_invalid"
+            assert not caught.value.outcome_unknown
+        assert not (await session.call_tool("get_current_time", {"timezone": "UTC"})).is_error
+
+
+async def test_an_unexpected_failure_inside_the_sdk_is_typed(
+    time_server: StdioSource, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    async with SourceSession(time_server, errlog=DEVNULL) as session:
+        await session.list_tools()
+
+        async def broken(*args: object, **kwargs: object) -> None:
+            raise anyio.BrokenResourceError("injected")
+
+        monkeypatch.setattr(Client, "call_tool", broken)
+        with pytest.raises(ToolCallFailedError) as caught:
+            await session.call_tool("get_current_time", {"timezone": "UTC"})
+        assert caught.value.outcome_unknown
+        assert "BrokenResourceError: injected" in str(caught.value)
+        assert isinstance(caught.value.__cause__, anyio.BrokenResourceError)
 
 
 async def test_a_call_that_takes_too_long_times_out_and_the_session_goes_on(

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import logging
 import os
 import sys
@@ -54,6 +55,8 @@ from .source_errors import (
     SessionClosedError,
     SourceProtocolError,
     SourceUnreachableError,
+    ToolArgumentsError,
+    ToolCallFailedError,
     ToolCallRejectedError,
     ToolCallTimeoutError,
     ToolNotFoundError,
@@ -408,6 +411,14 @@ class SourceSession:
                 raise SourceProtocolError(
                     self.label, f"its tool listing is malformed: {clip(str(exc))}"
                 ) from None
+            except SourceProtocolError:
+                raise
+            except Exception as exc:
+                if self._ended.is_set() or self._closed:
+                    raise ConnectionLostError(self.label, None, _describe(exc)) from exc
+                raise SourceProtocolError(
+                    self.label, f"tools/list failed: {_describe(exc)}"
+                ) from exc
             self._tools = tools
             return tuple(tools.values())
 
@@ -443,13 +454,14 @@ class SourceSession:
         timeout). A tool's own error is a result with ``is_error``; everything else that
         goes wrong raises a `SourceError`."""
         client = self._require_open(name)
+        document = _json_arguments(self.label, name, arguments)
         tools = self._tools
         if tools is None or name not in tools:
             await self.tool(name)
         limit = self._call_timeout if timeout is None else timeout
         try:
             with anyio.fail_after(limit):
-                result = await client.call_tool(name, dict(arguments or {}))
+                result = await client.call_tool(name, document)
         except TimeoutError:
             raise ToolCallTimeoutError(self.label, name, limit) from None
         except MCPError as exc:
@@ -462,6 +474,10 @@ class SourceSession:
             # the SDK's check of structured content against the tool's output schema, or
             # a result that does not parse
             raise ToolResultInvalidError(self.label, name, str(exc)) from None
+        except Exception as exc:
+            if self._ended.is_set() or self._closed:
+                raise ConnectionLostError(self.label, name, _describe(exc)) from exc
+            raise ToolCallFailedError(self.label, name, _describe(exc)) from exc
         return ToolResult(
             content=tuple(
                 block.model_dump(mode="json", by_alias=True, exclude_none=True)
@@ -544,6 +560,32 @@ def _leaf(error: BaseException) -> BaseException:
     while isinstance(error, BaseExceptionGroup) and error.exceptions:
         error = error.exceptions[0]
     return error
+
+
+def _json_arguments(source: str, tool: str, arguments: Mapping[str, Any] | None) -> dict[str, Any]:
+    """``arguments`` as a JSON object, or `ToolArgumentsError` before anything is sent."""
+    if arguments is None:
+        return {}
+    if not isinstance(arguments, Mapping):
+        raise ToolArgumentsError(source, tool, "arguments must be a JSON object")
+    try:
+        json.dumps(arguments, allow_nan=False)
+    except (TypeError, ValueError) as exc:
+        problem = f"arguments are not JSON: {clip(str(exc))}"
+        raise ToolArgumentsError(source, tool, problem) from None
+    except RecursionError:
+        raise ToolArgumentsError(source, tool, "arguments are nested too deeply") from None
+    return dict(arguments)
+
+
+def _describe(error: BaseException) -> str:
+    """An unexpected error in one line: its type, and its message unless it comes from
+    the HTTP client (whose messages may quote a URL with its query)."""
+    leaf = _leaf(error)
+    name = type(leaf).__name__
+    if isinstance(leaf, httpx2.HTTPError) or not str(leaf):
+        return name
+    return f"{name}: {clip(str(leaf))}"
 
 
 def _leaf_text(error: BaseException) -> str:
