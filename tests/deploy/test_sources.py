@@ -217,6 +217,8 @@ async def test_arguments_that_are_not_json_are_refused_before_sending(
             assert caught.value.code == "tool_arguments_invalid"
             assert not caught.value.outcome_unknown
         assert not (await session.call_tool("get_current_time", {"timezone": "UTC"})).is_error
+        with pytest.raises(ValueError, match="timeout must be a positive number"):
+            await session.call_tool("get_current_time", {"timezone": "UTC"}, timeout=0)
 
 
 async def test_an_unexpected_failure_inside_the_sdk_is_typed(

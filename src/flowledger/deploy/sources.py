@@ -361,8 +361,8 @@ class SourceSession:
         """Every tool the server lists, in its order, following ``nextCursor`` to the last
         page; each call asks the server again (no cache). ``timeout`` bounds the whole
         listing (default: the session's call timeout)."""
+        limit = _limit(self._call_timeout, timeout)
         client = self._require_open(None)
-        limit = self._call_timeout if timeout is None else timeout
         async with self._listing:
             tools: dict[str, ToolInfo] = {}
             seen: set[str] = set()
@@ -453,12 +453,12 @@ class SourceSession:
         """Call tool ``name`` within ``timeout`` seconds (default: the session's call
         timeout). A tool's own error is a result with ``is_error``; everything else that
         goes wrong raises a `SourceError`."""
+        limit = _limit(self._call_timeout, timeout)
         client = self._require_open(name)
         document = _json_arguments(self.label, name, arguments)
         tools = self._tools
         if tools is None or name not in tools:
             await self.tool(name)
-        limit = self._call_timeout if timeout is None else timeout
         try:
             with anyio.fail_after(limit):
                 result = await client.call_tool(name, document)
@@ -560,6 +560,14 @@ def _leaf(error: BaseException) -> BaseException:
     while isinstance(error, BaseExceptionGroup) and error.exceptions:
         error = error.exceptions[0]
     return error
+
+
+def _limit(default: float, timeout: float | None) -> float:
+    if timeout is None:
+        return default
+    if not timeout > 0:
+        raise ValueError(f"timeout must be a positive number of seconds, not {timeout!r}")
+    return timeout
 
 
 def _json_arguments(source: str, tool: str, arguments: Mapping[str, Any] | None) -> dict[str, Any]:
