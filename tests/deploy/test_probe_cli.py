@@ -72,19 +72,28 @@ async def test_probe_prints_a_table_of_tools_and_fingerprints() -> None:
     assert lines[-1].startswith("2 tools;")
 
 
-async def test_probe_json_is_the_whole_listing() -> None:
+async def test_probe_json_is_the_whole_listing(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("FLOWLEDGER_PROBE_SECRET", "inherited-secret")
     command = [time_command(), "--local-timezone", "Europe/Paris"]
-    done = probe("--stdio", shlex.join(command), "--env", "TZ_NOTE=secret-value", "--json")
+    done = probe(
+        "--stdio",
+        shlex.join(command),
+        "--env",
+        "TZ_NOTE=secret-value",
+        "--env",
+        "FLOWLEDGER_PROBE_SECRET",  # a bare name passes this environment's value on
+        "--json",
+    )
     assert done.returncode == 0, done.stderr
     printed = json.loads(done.stdout)
     assert printed["source"] == {
         "transport": "stdio",
         "command": command[0],
         "args": command[1:],
-        "env": ["TZ_NOTE"],
+        "env": ["FLOWLEDGER_PROBE_SECRET", "TZ_NOTE"],
         "cwd": None,
     }
-    assert "secret-value" not in done.stdout
+    assert "secret-value" not in done.stdout and "inherited-secret" not in done.stdout
     assert printed["server"]["name"] == "mcp-time"
     tools = await expected(StdioSource(command[0], command[1:]))
     assert {tool["name"]: tool for tool in printed["tools"]} == tools
@@ -138,6 +147,7 @@ def test_unreachable_sources_are_one_line_errors() -> None:
         (("--url", "http://127.0.0.1:1/mcp", "-H", "Authorization: hidden"), "NAME=VALUE"),
         (("--url", "ftp://x/mcp"), "must start with http:// or https://"),
         (("--stdio", "'unbalanced"), "cannot split the command line"),
+        (("--stdio", "x", "--env", "FLOWLEDGER_UNSET_VARIABLE"), "is not set in this environment"),
     ],
 )
 def test_bad_options_are_usage_errors(args: tuple[str, ...], fragment: str) -> None:

@@ -12,7 +12,9 @@ import sys
 from collections.abc import AsyncIterator
 from pathlib import Path
 
+import anyio
 import pytest
+from mcp import Client
 
 from flowledger.deploy import (
     ConnectionLostError,
@@ -23,6 +25,8 @@ from flowledger.deploy import (
     SourceSession,
     SourceUnreachableError,
     StdioSource,
+    ToolArgumentsError,
+    ToolCallFailedError,
     ToolCallRejectedError,
     ToolCallTimeoutError,
     ToolNotFoundError,
@@ -107,6 +111,23 @@ async def test_a_listing_that_never_ends_is_a_protocol_error() -> None:
         assert caught.value.code == "source_protocol"
 
 
+async def test_a_changed_listing_is_listed_again_before_the_next_call() -> None:
+    async with SourceSession(paging("3", "--legacy"), errlog=DEVNULL) as session:
+        assert [tool.name for tool in await session.list_tools()] == ["tool-0", "tool-1", "tool-2"]
+        assert (await session.call_tool("tool-2")).text == "tool-2"
+        # tool-0 removes tool-2 and sends notifications/tools/list_changed, which may
+        # be handled after the call's answer: the next calls are refused once it was
+        await session.call_tool("tool-0", {"shrink": True})
+        async with asyncio.timeout(30):
+            while True:
+                try:
+                    await session.call_tool("tool-2")
+                except ToolNotFoundError as refused:
+                    assert refused.available == ("tool-0", "tool-1")
+                    break
+                await asyncio.sleep(0.02)
+
+
 async def test_each_listing_asks_the_server_again(time_server: StdioSource) -> None:
     async with SourceSession(time_server, errlog=DEVNULL) as session:
         first = await session.list_tools()
@@ -184,6 +205,37 @@ async def test_a_json_rpc_error_is_a_rejected_call(code: int, unknown: bool) -> 
         assert error.outcome_unknown is unknown
         assert "tool-2 rejects the call as asked" in str(error) and f"error {code}" in str(error)
         assert (await session.call_tool("tool-2")).text == "tool-2"
+
+
+async def test_arguments_that_are_not_json_are_refused_before_sending(
+    time_server: StdioSource,
+) -> None:
+    async with SourceSession(time_server, errlog=DEVNULL) as session:
+        for bad in ({"timezone": object()}, {"timezone": float("nan")}, ["UTC"]):
+            with pytest.raises(ToolArgumentsError) as caught:
+                await session.call_tool("get_current_time", bad)  # type: ignore[arg-type]
+            assert caught.value.code == "tool_arguments_invalid"
+            assert not caught.value.outcome_unknown
+        assert not (await session.call_tool("get_current_time", {"timezone": "UTC"})).is_error
+        with pytest.raises(ValueError, match="timeout must be a positive number"):
+            await session.call_tool("get_current_time", {"timezone": "UTC"}, timeout=0)
+
+
+async def test_an_unexpected_failure_inside_the_sdk_is_typed(
+    time_server: StdioSource, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    async with SourceSession(time_server, errlog=DEVNULL) as session:
+        await session.list_tools()
+
+        async def broken(*args: object, **kwargs: object) -> None:
+            raise anyio.BrokenResourceError("injected")
+
+        monkeypatch.setattr(Client, "call_tool", broken)
+        with pytest.raises(ToolCallFailedError) as caught:
+            await session.call_tool("get_current_time", {"timezone": "UTC"})
+        assert caught.value.outcome_unknown
+        assert "BrokenResourceError: injected" in str(caught.value)
+        assert isinstance(caught.value.__cause__, anyio.BrokenResourceError)
 
 
 async def test_a_call_that_takes_too_long_times_out_and_the_session_goes_on(
@@ -317,6 +369,30 @@ async def test_a_server_that_never_answers_hits_the_connect_timeout() -> None:
             assert not session.is_open
 
 
+async def test_http_headers_are_sent_with_every_request() -> None:
+    seen: list[bytes] = []
+
+    async def answer_404(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        seen.append(await reader.readuntil(b"\r\n\r\n"))
+        writer.write(b"HTTP/1.1 404 Not Found\r\ncontent-length: 0\r\nconnection: close\r\n\r\n")
+        await writer.drain()
+        writer.close()
+
+    listener = await asyncio.start_server(answer_404, "127.0.0.1", 0)
+    port = listener.sockets[0].getsockname()[1]
+    source = HttpSource(
+        f"http://127.0.0.1:{port}/mcp", {"Authorization": "Bearer t0k", "X-Probe": "1"}
+    )
+    async with listener:
+        with pytest.raises(SourceUnreachableError, match="the handshake failed: Not Found"):
+            await SourceSession(source, connect_timeout=10).open()
+    assert seen
+    for request in seen:
+        head = request.decode("latin-1").lower()
+        assert head.startswith("post /mcp ")
+        assert "authorization: bearer t0k\r\n" in head and "x-probe: 1\r\n" in head
+
+
 async def test_errors_and_reprs_never_show_secret_values() -> None:
     port = free_port()
     sources = [
@@ -340,6 +416,20 @@ async def test_errors_and_reprs_never_show_secret_values() -> None:
         "url": f"http://127.0.0.1:{port}/mcp?key={SECRET}",
         "headers": ["authorization"],
     }
+
+
+async def test_closing_a_session_ends_the_calls_in_flight(everything: StdioSource) -> None:
+    session = SourceSession(everything, errlog=DEVNULL)
+    await session.open()
+    await session.call_tool("echo", {"message": "up"})
+    call = asyncio.create_task(
+        session.call_tool("trigger-long-running-operation", {"duration": 60, "steps": 60})
+    )
+    await asyncio.sleep(0.3)
+    await session.close()
+    with pytest.raises(ConnectionLostError, match="the session was closed") as caught:
+        await asyncio.wait_for(call, 30)
+    assert caught.value.outcome_unknown
 
 
 async def test_a_closed_session_refuses_calls(time_server: StdioSource) -> None:

@@ -12,6 +12,7 @@ passes through to this command's stderr.
 
 from __future__ import annotations
 
+import os
 import shlex
 from typing import TYPE_CHECKING, Annotated, Any
 
@@ -64,9 +65,10 @@ EnvOption = Annotated[
     typer.Option(
         "--env",
         "-e",
-        metavar="NAME=VALUE",
-        help="stdio: an environment variable for the server (repeatable); the server gets "
-        "these and PATH, HOME, USER, SHELL, TERM, LOGNAME, nothing else.",
+        metavar="NAME[=VALUE]",
+        help="stdio: an environment variable for the server (repeatable; a bare NAME passes "
+        "this shell's value on); the server gets these and PATH, HOME, USER, SHELL, TERM, "
+        "LOGNAME, nothing else.",
         show_default=False,
     ),
 ]
@@ -177,7 +179,7 @@ def _source(
                 raise typer.BadParameter(f"cannot split the command line: {exc}") from None
             if not words:
                 raise typer.BadParameter("the command line is empty", param_hint="--stdio")
-            variables = _pairs("--env", env)
+            variables = _pairs("--env", env, inherit=True)
             return StdioSource(words[0], words[1:], variables, cwd)
         assert url is not None
         if env or cwd is not None:
@@ -187,11 +189,19 @@ def _source(
         raise typer.BadParameter(str(exc)) from None
 
 
-def _pairs(option: str, given: list[str]) -> dict[str, Any]:
+def _pairs(option: str, given: list[str], *, inherit: bool = False) -> dict[str, Any]:
+    """``NAME=VALUE`` items; with ``inherit``, a bare ``NAME`` takes this process's value
+    (so a secret need not appear on the command line)."""
     pairs: dict[str, Any] = {}
     for item in given:
         name, equals, value = item.partition("=")
-        if not equals or not name:
+        if inherit and not equals and name:
+            if name not in os.environ:
+                raise typer.BadParameter(
+                    f"{name} is not set in this environment", param_hint=option
+                )
+            value = os.environ[name]
+        elif not equals or not name:
             # the value is not echoed: it may be a credential
             raise typer.BadParameter("expected NAME=VALUE", param_hint=option)
         pairs[name] = value

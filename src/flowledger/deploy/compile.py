@@ -78,11 +78,11 @@ from .records import closure_digest as pinned_closure_digest
 from .run_errors import (
     ArtifactCompileError,
     NodeOutputError,
-    ToolArgumentsError,
     ToolErrorResult,
     ToolOutcomeUnknownError,
     ToolResultTooLargeError,
 )
+from .source_errors import ToolArgumentsError
 from .source_pool import SourcePool
 from .source_spec import Source
 from .sources import ToolResult
@@ -463,7 +463,9 @@ class _Compiler:
             arguments = arguments_template.evaluate(view)
             if not isinstance(arguments, dict):
                 raise ToolArgumentsError(
-                    name, f"the arguments are {type(arguments).__name__}, not an object"
+                    node.dependency,
+                    node.tool,
+                    f"the arguments are {type(arguments).__name__}, not an object",
                 )
             note.dependency, note.tool, note.arguments = (
                 node.dependency,
@@ -666,7 +668,7 @@ def _check_arguments(name: str, node: ToolNode, schema: Mapping[str, Any], argum
         errors = sorted(validator.iter_errors(arguments), key=lambda e: list(e.absolute_path))
     except jsonschema.exceptions.SchemaError as exc:
         raise ToolArgumentsError(
-            name, f"{node.dependency}.{node.tool} has an invalid input schema: {exc.message}"
+            node.dependency, node.tool, f"its input schema is invalid: {exc.message}"
         ) from None
     if errors:
         reasons = "; ".join(
@@ -677,9 +679,10 @@ def _check_arguments(name: str, node: ToolNode, schema: Mapping[str, Any], argum
         )
         more = f" and {len(errors) - 5} more" if len(errors) > 5 else ""
         raise ToolArgumentsError(
-            name,
-            f"the arguments for {node.dependency}.{node.tool} do not match its input schema "
-            f"({reasons}{more}); the tool was not called",
+            node.dependency,
+            node.tool,
+            f"the arguments do not match its input schema ({reasons}{more}); "
+            "the tool was not called",
         )
 
 

@@ -12,7 +12,6 @@ __all__ = [
     "ArtifactCompileError",
     "NodeExecutionError",
     "NodeOutputError",
-    "ToolArgumentsError",
     "ToolErrorResult",
     "ToolOutcomeUnknownError",
     "ToolResultTooLargeError",
@@ -34,12 +33,6 @@ class NodeExecutionError(Exception):
     def __init__(self, node: str, message: str) -> None:
         self.node = node
         super().__init__(f"node {node}: {message}")
-
-
-class ToolArgumentsError(NodeExecutionError):
-    """The arguments built for a tool do not match its input schema: it was not called."""
-
-    code = "tool_arguments_invalid"
 
 
 class ToolErrorResult(NodeExecutionError):

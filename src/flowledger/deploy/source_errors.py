@@ -24,7 +24,9 @@ __all__ = [
     "SourceProtocolError",
     "SourceSpecError",
     "SourceUnreachableError",
+    "ToolArgumentsError",
     "ToolCallError",
+    "ToolCallFailedError",
     "ToolCallRejectedError",
     "ToolCallTimeoutError",
     "ToolNotFoundError",
@@ -133,6 +135,34 @@ class ToolCallError(SourceError):
     def __init__(self, source: str, tool: str, message: str) -> None:
         super().__init__(source, message)
         self.tool = tool
+
+
+class ToolArgumentsError(ToolCallError, ValueError):
+    """The arguments cannot be sent: not a JSON object of JSON values. Nothing was
+    sent."""
+
+    code = "tool_arguments_invalid"
+
+    def __init__(self, source: str, tool: str, problem: str) -> None:
+        super().__init__(
+            source, tool, f"cannot call tool {tool!r} of MCP source {source}: {problem}"
+        )
+
+
+class ToolCallFailedError(ToolCallError):
+    """The call failed in a way the protocol does not name (an unexpected error inside
+    the SDK or the transport). Whether it took effect is unknown."""
+
+    code = "tool_failed"
+
+    def __init__(self, source: str, tool: str, detail: str) -> None:
+        super().__init__(
+            source,
+            tool,
+            f"the call of tool {tool!r} of MCP source {source} failed: {clip(detail)} "
+            "(it may or may not have taken effect)",
+        )
+        self.outcome_unknown = True
 
 
 class ToolNotFoundError(ToolCallError):

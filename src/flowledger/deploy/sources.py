@@ -14,15 +14,18 @@ connection ends the owner task; calls in flight then fail with `ConnectionLostEr
 and so do later calls, without sending anything.
 
 Tool names are checked against the server's listing before a call (listed on first use,
-listed again once when a name is missing), so an unknown tool is `ToolNotFoundError`
-with nothing sent, whatever the server would have answered. A tool's own failure is not
-an exception: it is a `ToolResult` with ``is_error`` set, for the caller to route.
+listed again once when a name is missing, and after the server announces a changed
+listing with ``notifications/tools/list_changed``), so an unknown tool is
+`ToolNotFoundError` with nothing sent, whatever the server would have answered. A tool's
+own failure is not an exception: it is a `ToolResult` with ``is_error`` set, for the
+caller to route.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import logging
 import os
 import sys
@@ -32,6 +35,7 @@ from dataclasses import dataclass
 from typing import Any, Final, TextIO
 
 import anyio
+import anyio.lowlevel
 import httpx2
 import mcp_types as types
 from mcp import Client
@@ -51,6 +55,8 @@ from .source_errors import (
     SessionClosedError,
     SourceProtocolError,
     SourceUnreachableError,
+    ToolArgumentsError,
+    ToolCallFailedError,
     ToolCallRejectedError,
     ToolCallTimeoutError,
     ToolNotFoundError,
@@ -80,6 +86,7 @@ CLOSE_TIMEOUT: Final = 15.0
 (close stdin, then SIGTERM, then SIGKILL, about 6 s at worst)."""
 HTTP_STREAM_READ_TIMEOUT: Final = 300.0
 CLIENT_INFO: Final = types.Implementation(name="flowledger", version=__version__)
+TOOLS_CHANGED: Final = "notifications/tools/list_changed"
 
 
 @dataclass(frozen=True)
@@ -269,7 +276,11 @@ class SourceSession:
     @contextlib.asynccontextmanager
     async def _connection(self) -> AsyncIterator[Client]:
         source = self._source
-        options: dict[str, Any] = {"cache": None, "client_info": CLIENT_INFO}
+        options: dict[str, Any] = {
+            "cache": None,
+            "client_info": CLIENT_INFO,
+            "message_handler": self._on_message,
+        }
         if isinstance(source, StdioSource):
             params = StdioServerParameters(
                 command=source.command,
@@ -288,6 +299,13 @@ class SourceSession:
             transport = _watched(streamable_http_client(source.url, http_client=http), self._ended)
             async with Client(transport, **options) as client:
                 yield client
+
+    async def _on_message(self, message: types.ServerNotification | Exception) -> None:
+        """The server's notifications: a changed tool listing drops the one kept for
+        name checks (the next call lists again)."""
+        if getattr(message, "method", None) == TOOLS_CHANGED:
+            self._tools = None
+        await anyio.lowlevel.checkpoint()
 
     def _why_unreachable(self, error: BaseException) -> str:
         leaf = _leaf(error)
@@ -343,8 +361,8 @@ class SourceSession:
         """Every tool the server lists, in its order, following ``nextCursor`` to the last
         page; each call asks the server again (no cache). ``timeout`` bounds the whole
         listing (default: the session's call timeout)."""
+        limit = _limit(self._call_timeout, timeout)
         client = self._require_open(None)
-        limit = self._call_timeout if timeout is None else timeout
         async with self._listing:
             tools: dict[str, ToolInfo] = {}
             seen: set[str] = set()
@@ -393,6 +411,14 @@ class SourceSession:
                 raise SourceProtocolError(
                     self.label, f"its tool listing is malformed: {clip(str(exc))}"
                 ) from None
+            except SourceProtocolError:
+                raise
+            except Exception as exc:
+                if self._ended.is_set() or self._closed:
+                    raise ConnectionLostError(self.label, None, _describe(exc)) from exc
+                raise SourceProtocolError(
+                    self.label, f"tools/list failed: {_describe(exc)}"
+                ) from exc
             self._tools = tools
             return tuple(tools.values())
 
@@ -427,14 +453,15 @@ class SourceSession:
         """Call tool ``name`` within ``timeout`` seconds (default: the session's call
         timeout). A tool's own error is a result with ``is_error``; everything else that
         goes wrong raises a `SourceError`."""
+        limit = _limit(self._call_timeout, timeout)
         client = self._require_open(name)
+        document = _json_arguments(self.label, name, arguments)
         tools = self._tools
         if tools is None or name not in tools:
             await self.tool(name)
-        limit = self._call_timeout if timeout is None else timeout
         try:
             with anyio.fail_after(limit):
-                result = await client.call_tool(name, dict(arguments or {}))
+                result = await client.call_tool(name, document)
         except TimeoutError:
             raise ToolCallTimeoutError(self.label, name, limit) from None
         except MCPError as exc:
@@ -447,6 +474,10 @@ class SourceSession:
             # the SDK's check of structured content against the tool's output schema, or
             # a result that does not parse
             raise ToolResultInvalidError(self.label, name, str(exc)) from None
+        except Exception as exc:
+            if self._ended.is_set() or self._closed:
+                raise ConnectionLostError(self.label, name, _describe(exc)) from exc
+            raise ToolCallFailedError(self.label, name, _describe(exc)) from exc
         return ToolResult(
             content=tuple(
                 block.model_dump(mode="json", by_alias=True, exclude_none=True)
@@ -529,6 +560,40 @@ def _leaf(error: BaseException) -> BaseException:
     while isinstance(error, BaseExceptionGroup) and error.exceptions:
         error = error.exceptions[0]
     return error
+
+
+def _limit(default: float, timeout: float | None) -> float:
+    if timeout is None:
+        return default
+    if not timeout > 0:
+        raise ValueError(f"timeout must be a positive number of seconds, not {timeout!r}")
+    return timeout
+
+
+def _json_arguments(source: str, tool: str, arguments: Mapping[str, Any] | None) -> dict[str, Any]:
+    """``arguments`` as a JSON object, or `ToolArgumentsError` before anything is sent."""
+    if arguments is None:
+        return {}
+    if not isinstance(arguments, Mapping):
+        raise ToolArgumentsError(source, tool, "arguments must be a JSON object")
+    try:
+        json.dumps(arguments, allow_nan=False)
+    except (TypeError, ValueError) as exc:
+        problem = f"arguments are not JSON: {clip(str(exc))}"
+        raise ToolArgumentsError(source, tool, problem) from None
+    except RecursionError:
+        raise ToolArgumentsError(source, tool, "arguments are nested too deeply") from None
+    return dict(arguments)
+
+
+def _describe(error: BaseException) -> str:
+    """An unexpected error in one line: its type, and its message unless it comes from
+    the HTTP client (whose messages may quote a URL with its query)."""
+    leaf = _leaf(error)
+    name = type(leaf).__name__
+    if isinstance(leaf, httpx2.HTTPError) or not str(leaf):
+        return name
+    return f"{name}: {clip(str(leaf))}"
 
 
 def _leaf_text(error: BaseException) -> str:
