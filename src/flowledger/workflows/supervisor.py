@@ -154,15 +154,6 @@ def _failure_summary(error: BaseException) -> str:
     return "workflow checkpoint corrupt"
 
 
-def _paused_by_error(cp: flow.Checkpoint) -> bool:
-    """The checkpoint pauses the run for a task error (or a halt), not for a request."""
-    if cp.phase is flow.StepPhase.HALTED:
-        return True
-    return cp.phase is flow.StepPhase.PAUSED and any(
-        item.kind is flow.InterruptKind.ERRORED for item in cp.interrupts
-    )
-
-
 def _start_cut_short(run: Run) -> bool:
     """The run was moved to running by a start (`_start_with_seed`) whose owner died before
     the seed became durable: nothing ran yet, so it is started again rather than failed as
@@ -1204,18 +1195,13 @@ class Supervisor:
                 raise ReconciliationError(run.id, "read checkpoint history", exc) from exc
             history = []
             failure_revision = run.activity_cursor
-        if (
-            failure_revision is None
-            and run.status is RunStatus.FAILED
-            and definition.on_error == "fail"
-            and history
-            and _paused_by_error(history[-1])
-        ):
-            # Failed by a task error: the pause its checkpoint records is the failure.
-            failure_revision = history[-1].revision
         try:
             projected = project(
-                run, definition.metadata(), history, failure_revision=failure_revision
+                run,
+                definition.metadata(),
+                history,
+                failure_revision=failure_revision,
+                fail_on_error=definition.on_error == "fail",
             )
         except Exception as exc:
             raise ReconciliationError(run.id, "project durable history", exc) from exc

@@ -59,7 +59,7 @@ def main() -> None:
     ) -> types.CallToolResult:
         nonlocal calls
         calls += 1
-        (folder / f"started-{os.getpid()}-{calls}").touch()  # noqa: ASYNC240
+        (folder / f"started-{os.getpid()}-{calls}").touch()
         while not (folder / "release").exists():  # noqa: ASYNC110 - another process makes it
             await anyio.sleep(0.02)
         if params.name == "append_line":
