@@ -22,6 +22,7 @@ from rich.text import Text
 from .. import __version__
 from ..tools import ToolError
 from ..workflows.worker import WorkerSettings
+from .artifact import artifact_app
 from .demo import run_demo
 from .render import (
     Pause,
@@ -43,6 +44,7 @@ from .runtime import (
     run_command,
     stdout_console,
 )
+from .source import source_app
 from .watch import Watch, load_pause
 from .worker import run_worker
 
@@ -103,6 +105,8 @@ app = typer.Typer(
 )
 runs_app = typer.Typer(help="List and inspect runs.", no_args_is_help=True)
 app.add_typer(runs_app, name="runs")
+app.add_typer(artifact_app, name="artifact")
+app.add_typer(source_app, name="source")
 
 
 def _version(value: bool) -> None:

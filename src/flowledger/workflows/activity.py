@@ -30,7 +30,7 @@ from datetime import UTC, datetime, timedelta
 from enum import StrEnum
 from typing import Any, Final, Protocol
 
-from ..flow import Checkpoint, RunStatus, VertexRecord, VertexStatus
+from ..flow import Checkpoint, InterruptKind, RunStatus, StepPhase, VertexRecord, VertexStatus
 from .errors import ActivityValidationError
 from .metadata import bound_text
 
@@ -520,20 +520,30 @@ def _should_project_resume(run: RunView, history: Sequence[Checkpoint], index: i
     )
 
 
+def _paused_by_error(cp: Checkpoint) -> bool:
+    """The checkpoint pauses the run for a task error (or a halt), not for a request."""
+    if cp.phase is StepPhase.HALTED:
+        return True
+    return cp.phase is StepPhase.PAUSED and any(
+        item.kind is InterruptKind.ERRORED for item in cp.interrupts
+    )
+
+
 def project(
     run: RunView,
     metadata: MetadataView,
     history: Sequence[Checkpoint],
     *,
     failure_revision: int | None = None,
+    fail_on_error: bool = False,
 ) -> list[ProjectedActivity]:
     """The activities of a run, in order, each with its revision (§6.3).
 
     A failed run's ``run_failed`` goes one past the history, or at ``failure_revision``
     when given (a failed run whose history cannot be read any more records its failure at
-    the first revision not yet published; a run failed by a task error under
-    ``on_error="fail"`` at its paused checkpoint, which then projects no
-    ``run_interrupted``).
+    the first revision not yet published). With ``fail_on_error`` (a definition whose
+    task errors fail the run), a checkpoint that pauses for a task error projects no
+    ``run_interrupted``: that pause is the run's failure.
 
     Pure and byte-deterministic: the same inputs give equal records with the same event
     IDs. Only identities, counters, fixed messages, bounded labels and timestamps are
@@ -622,10 +632,7 @@ def project(
                 label=label,
             )
         status = record.status
-        failed_here = (
-            run.status == "failed" and failure_revision is not None and revision >= failure_revision
-        )
-        if status is RunStatus.INTERRUPTED and not failed_here:
+        if status is RunStatus.INTERRUPTED and not (fail_on_error and _paused_by_error(cp)):
             emit(
                 revision,
                 ActivityKind.RUN_INTERRUPTED,

@@ -13,9 +13,10 @@ registered in another catalog is refused. An unregistered definition validates n
 from __future__ import annotations
 
 import copy
+import json
 import logging
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any, Generic, Literal, Protocol, TypeVar, runtime_checkable
@@ -24,6 +25,7 @@ from flowledger import flow
 
 from .errors import InvalidInputError, InvalidSchemaError
 from .metadata import Metadata, bound_summary
+from .metadata import schema_bytes as _schema_bytes
 from .readiness import GRAPH_CHANGED, Diagnostic
 from .schema import BoundedJSONError, CompiledSchema, compile_schema, decode_document
 
@@ -106,8 +108,14 @@ class Definition(Protocol):
         """Check and decode an input document; `InvalidInputError` (field ``input``)."""
         ...
 
-    def validate_resume(self, raw: bytes | str) -> ValidatedResume:
-        """Check and decode a resume payload; `InvalidInputError` (field ``resume``)."""
+    def validate_resume(self, raw: bytes | str, *, vertices: Sequence[str] = ()) -> ValidatedResume:
+        """Check and decode a resume payload for the paused ``vertices`` (their own resume
+        schemas where they have one, else the definition's); `InvalidInputError` (field
+        ``resume``)."""
+        ...
+
+    def resume_schema_for(self, vertices: Sequence[str]) -> dict[str, Any] | None:
+        """The resume schema a payload for the paused ``vertices`` must match, or None."""
         ...
 
     async def start(
@@ -162,11 +170,17 @@ class Definition(Protocol):
 class _Registration:
     """The identity tokens are checked against, and the schemas compiled for it."""
 
-    __slots__ = ("input_schema", "resume_schema")
+    __slots__ = ("input_schema", "resume_schema", "vertex_schemas")
 
-    def __init__(self, input_schema: CompiledSchema, resume_schema: CompiledSchema | None) -> None:
+    def __init__(
+        self,
+        input_schema: CompiledSchema,
+        resume_schema: CompiledSchema | None,
+        vertex_schemas: dict[str, CompiledSchema],
+    ) -> None:
         self.input_schema = input_schema
         self.resume_schema = resume_schema
+        self.vertex_schemas = vertex_schemas
 
 
 def _identity(payload: dict[str, Any]) -> Any:
@@ -183,6 +197,9 @@ class TypedDefinition(Generic[S]):
       `flow.interrupt` returns. **Divergence from the reference**, which requires one
       with a resume schema: by default the validated object itself is the payload.
       Resume is supported exactly when the metadata has a resume schema.
+    * ``resume_schemas`` gives vertices their own resume schema (vertex id -> schema),
+      for definitions whose interrupts ask different questions; a payload for a pause of
+      such a vertex must match its schema, not the metadata's.
     * ``summarizer`` makes the status summary from a state; its text is bounded to 1024
       bytes. A summarizer that raises (or returns a non-string) is logged and gives
       ``""``: the run's checkpoint is already durable and must not be reported as failed.
@@ -199,6 +216,7 @@ class TypedDefinition(Generic[S]):
         "_on_error",
         "_registration",
         "_resume_decoder",
+        "_resume_schemas",
         "_runner",
         "_state_decoder",
         "_summarizer",
@@ -213,6 +231,7 @@ class TypedDefinition(Generic[S]):
         resume_decoder: Callable[[dict[str, Any]], Any] | None = None,
         summarizer: Callable[[S], str] | None = None,
         on_error: ErrorPolicy = "pause",
+        resume_schemas: Mapping[str, Mapping[str, Any]] | None = None,
     ) -> None:
         if on_error not in ("pause", "fail"):
             raise InvalidSchemaError("definition", 'on_error must be "pause" or "fail"')
@@ -242,6 +261,13 @@ class TypedDefinition(Generic[S]):
         )
         self._summarizer = summarizer
         self._on_error: ErrorPolicy = on_error
+        self._resume_schemas: dict[str, bytes] = {}
+        for vertex_id, schema in (resume_schemas or {}).items():
+            if vertex_id not in graph_vertices:
+                raise InvalidSchemaError(
+                    "vertex ID", f"graph {runner.graph_id!r} has no vertex {vertex_id!r}"
+                )
+            self._resume_schemas[vertex_id] = _schema_bytes(schema, "resume")
         self._registration: _Registration | None = None
 
     @property
@@ -268,8 +294,12 @@ class TypedDefinition(Generic[S]):
         input_schema = compile_schema(self._metadata.input_schema_bytes, "input")
         resume_bytes = self._metadata.resume_schema_bytes
         resume_schema = None if resume_bytes is None else compile_schema(resume_bytes, "resume")
+        vertex_schemas = {
+            vertex: compile_schema(data, f"resume schema of vertex {vertex}")
+            for vertex, data in self._resume_schemas.items()
+        }
         registered = copy.copy(self)
-        registered._registration = _Registration(input_schema, resume_schema)
+        registered._registration = _Registration(input_schema, resume_schema, vertex_schemas)
         return registered
 
     # -- validation ------------------------------------------------------------------------
@@ -288,18 +318,36 @@ class TypedDefinition(Generic[S]):
         self._check_state(state)
         return ValidatedInput(registration, state)
 
-    def validate_resume(self, raw: bytes | str) -> ValidatedResume:
-        """Like `validate_input` for a resume payload (field ``resume``); without a
-        registration or a resume schema: ``"resume is not supported"``."""
+    def validate_resume(self, raw: bytes | str, *, vertices: Sequence[str] = ()) -> ValidatedResume:
+        """Like `validate_input` for a resume payload (field ``resume``), against the
+        resume schema of each paused vertex in ``vertices`` that has its own, else the
+        definition's; without a registration or any schema: ``"resume is not
+        supported"``."""
         registration = self._registration
-        if registration is None or registration.resume_schema is None:
+        if registration is None:
             raise InvalidInputError("resume", RESUME_NOT_SUPPORTED)
-        document = _check_document(raw, registration.resume_schema, "resume")
+        schemas = [
+            registration.vertex_schemas[v] for v in vertices if v in registration.vertex_schemas
+        ]
+        if not schemas and registration.resume_schema is not None:
+            schemas = [registration.resume_schema]
+        if not schemas:
+            raise InvalidInputError("resume", RESUME_NOT_SUPPORTED)
+        for schema in schemas:
+            document = _check_document(raw, schema, "resume")
         try:
             payload = self._resume_decoder(document)
         except Exception as exc:
             raise InvalidInputError("resume", exc) from exc
         return ValidatedResume(registration, payload)
+
+    def resume_schema_for(self, vertices: Sequence[str]) -> dict[str, Any] | None:
+        for vertex in vertices:
+            data = self._resume_schemas.get(vertex)
+            if data is not None:
+                parsed: dict[str, Any] = json.loads(data)
+                return parsed
+        return self._metadata.resume_schema
 
     def _check_state(self, state: Any) -> None:
         state_type = self._runner.graph.codec.state_type

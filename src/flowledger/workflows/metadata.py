@@ -34,6 +34,7 @@ __all__ = [
     "VertexMetadata",
     "bound_summary",
     "bound_text",
+    "schema_bytes",
 ]
 
 NAME_PATTERN: Final = re.compile(r"[a-z][a-z0-9_]{2,63}")
@@ -113,7 +114,7 @@ class VertexMetadata:
         return doc
 
 
-def _schema_bytes(value: object, field: str) -> bytes:
+def schema_bytes(value: object, field: str) -> bytes:
     """A schema argument as immutable bytes: a mapping is serialised as RFC 8785 canonical
     JSON (which refuses integers beyond ±(2**53 - 1): pass such a schema as text); text and
     bytes are kept exactly as given (copied)."""
@@ -207,8 +208,8 @@ class Metadata:
         self._name = name
         self._version = version
         self._description = description
-        self._input_schema = _schema_bytes(input_schema, "input")
-        resume = None if resume_schema is None else _schema_bytes(resume_schema, "resume")
+        self._input_schema = schema_bytes(input_schema, "input")
+        resume = None if resume_schema is None else schema_bytes(resume_schema, "resume")
         self._resume_schema = resume or None  # empty bytes: no resume schema
         self._vertices = _check_vertices(vertices)
 

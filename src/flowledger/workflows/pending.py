@@ -48,6 +48,7 @@ __all__ = [
     "describe_pause",
     "pause_kind",
     "pending_key",
+    "requests",
 ]
 
 MAX_INFO_BYTES: Final = 4096
@@ -141,6 +142,11 @@ def pause_kind(interrupts: Sequence[flow.Interruption] | None, halt: flow.Halt |
     return PauseKind.ERROR
 
 
+def requests(interrupts: Sequence[flow.Interruption] | None) -> list[str]:
+    """The vertices of ``interrupts`` that wait for a payload, in order."""
+    return [i.vertex for i in interrupts or () if i.kind is flow.InterruptKind.AWAITING]
+
+
 def _bounded_info(info: Any) -> tuple[Any, bool]:
     text = json.dumps(info, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
     data = text.encode()
@@ -178,9 +184,11 @@ def describe_pause(
     interrupts: Sequence[flow.Interruption] | None,
     halt: flow.Halt | None,
     *,
+    resume_schema: dict[str, Any] | None = None,
     failed: bool = False,
 ) -> Pending:
-    """The `Pending` of a paused (or halted) result at checkpoint ``revision``."""
+    """The `Pending` of a paused (or halted) result at checkpoint ``revision``;
+    ``resume_schema`` is what a payload must match (default: the metadata's)."""
     labels = _labels(metadata)
     vertices: list[PausedVertex] = []
     if halt is not None:
@@ -199,8 +207,10 @@ def describe_pause(
     if not vertices:
         raise ValueError("a pause needs interrupts or a halt")
     kind = pause_kind(interrupts, halt)
-    schema = metadata.resume_schema if kind is PauseKind.REQUEST else None
-    if schema is not None and len(metadata.resume_schema_bytes or b"") > MAX_SCHEMA_BYTES:
+    schema = None
+    if kind is PauseKind.REQUEST:
+        schema = metadata.resume_schema if resume_schema is None else resume_schema
+    if schema is not None and len(json.dumps(schema).encode()) > MAX_SCHEMA_BYTES:
         schema = {"description": "the resume schema is too large to store; see the definition"}
     # Requests first, so `first` is what a resume answers.
     ordered = sorted(vertices, key=lambda v: (v.kind is not PauseKind.REQUEST, v.vertex))

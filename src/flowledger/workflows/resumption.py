@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from .definition import Definition, ValidatedResume
 from .errors import InvalidInputError, ResumeBlockedError
-from .pending import PauseKind, pause_kind
+from .pending import PauseKind, pause_kind, requests
 from .readiness import DEFINITION_MISSING, Diagnostic, ResumeReadiness
 from .run import Run, RunStatus
 
@@ -64,7 +64,7 @@ async def prepare_resume(
     if kind is PauseKind.REQUEST:
         if payload is None:
             raise InvalidInputError("resume", PAYLOAD_REQUIRED)
-        return definition.validate_resume(payload)
+        return definition.validate_resume(payload, vertices=requests(current.interrupts))
     if payload is not None:
         raise InvalidInputError("resume", NO_PAYLOAD_FOR_ERROR)
     return None

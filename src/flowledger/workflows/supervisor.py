@@ -89,7 +89,7 @@ from .inputs import InputStore
 from .journal import ActivityJournal
 from .live import LiveActivities
 from .metadata import bound_summary
-from .pending import PauseKind, PendingStore, describe_pause
+from .pending import PauseKind, PendingStore, describe_pause, requests
 from .registry import RunRegistry
 from .requests import ResumeRequest, RunRequests
 from .resumption import prepare_resume
@@ -152,15 +152,6 @@ def _failure_summary(error: BaseException) -> str:
     if isinstance(error, flow.GraphRunMismatchError):
         return "workflow checkpoint belongs to another run"
     return "workflow checkpoint corrupt"
-
-
-def _paused_by_error(cp: flow.Checkpoint) -> bool:
-    """The checkpoint pauses the run for a task error (or a halt), not for a request."""
-    if cp.phase is flow.StepPhase.HALTED:
-        return True
-    return cp.phase is flow.StepPhase.PAUSED and any(
-        item.kind is flow.InterruptKind.ERRORED for item in cp.interrupts
-    )
 
 
 def _start_cut_short(run: Run) -> bool:
@@ -1168,7 +1159,11 @@ class Supervisor:
         summary = bound_summary(result.summary) or f"workflow {status}"
         if status is RunStatus.INTERRUPTED and (result.interrupts or result.halt):
             pending = describe_pause(
-                definition.metadata(), result.run.revision, result.interrupts, result.halt
+                definition.metadata(),
+                result.run.revision,
+                result.interrupts,
+                result.halt,
+                resume_schema=definition.resume_schema_for(requests(result.interrupts)),
             )
             if definition.on_error == "fail" and any(
                 item.kind is PauseKind.ERROR for item in pending.vertices
@@ -1200,18 +1195,13 @@ class Supervisor:
                 raise ReconciliationError(run.id, "read checkpoint history", exc) from exc
             history = []
             failure_revision = run.activity_cursor
-        if (
-            failure_revision is None
-            and run.status is RunStatus.FAILED
-            and definition.on_error == "fail"
-            and history
-            and _paused_by_error(history[-1])
-        ):
-            # Failed by a task error: the pause its checkpoint records is the failure.
-            failure_revision = history[-1].revision
         try:
             projected = project(
-                run, definition.metadata(), history, failure_revision=failure_revision
+                run,
+                definition.metadata(),
+                history,
+                failure_revision=failure_revision,
+                fail_on_error=definition.on_error == "fail",
             )
         except Exception as exc:
             raise ReconciliationError(run.id, "project durable history", exc) from exc

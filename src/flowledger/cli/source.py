@@ -1,0 +1,208 @@
+"""``flowledger source probe``: what an MCP server offers, with each tool's fingerprints.
+
+It connects once (stdio: launches the command; HTTP: opens a session), lists every tool
+and disconnects. On a terminal it prints a table (tool, the server's read-only and
+idempotent hints, the first 12 hex digits of the contract and full fingerprints); with
+``--json`` the whole listing: the source's identity (environment and header *names*
+only), the server's self-description, and per tool its schemas, annotations and both
+fingerprints in full, ready to copy into an artifact's ``dependencies``. A source that
+cannot be reached is one ``error:`` line and exit code 1. A stdio server's own stderr
+passes through to this command's stderr.
+"""
+
+from __future__ import annotations
+
+import os
+import shlex
+from typing import TYPE_CHECKING, Annotated, Any
+
+import typer
+from rich.table import Table
+from rich.text import Text
+
+from .runtime import CliError, emit_json, run_command, stdout_console
+
+if TYPE_CHECKING:
+    from ..deploy import Source
+
+# `flowledger.deploy` (and the MCP SDK under it) is imported inside the command, so
+# that every other command starts without it.
+
+__all__ = ["probe", "source_app"]
+
+source_app = typer.Typer(
+    help="MCP capability sources: see what a server offers.", no_args_is_help=True
+)
+
+StdioOption = Annotated[
+    str | None,
+    typer.Option(
+        "--stdio",
+        metavar="'CMD ARGS'",
+        help="Launch this command line (split as a shell would) and speak MCP over its "
+        "stdin and stdout.",
+        show_default=False,
+    ),
+]
+UrlOption = Annotated[
+    str | None,
+    typer.Option(
+        "--url", metavar="URL", help="A streamable HTTP MCP endpoint.", show_default=False
+    ),
+]
+HeaderOption = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--header",
+        "-H",
+        metavar="NAME=VALUE",
+        help="HTTP: a header to send with every request (repeatable).",
+        show_default=False,
+    ),
+]
+EnvOption = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--env",
+        "-e",
+        metavar="NAME[=VALUE]",
+        help="stdio: an environment variable for the server (repeatable; a bare NAME passes "
+        "this shell's value on); the server gets these and PATH, HOME, USER, SHELL, TERM, "
+        "LOGNAME, nothing else.",
+        show_default=False,
+    ),
+]
+CwdOption = Annotated[
+    str | None,
+    typer.Option("--cwd", metavar="DIR", help="stdio: the server's working directory."),
+]
+TimeoutOption = Annotated[
+    float,
+    typer.Option(
+        "--timeout",
+        min=0.1,
+        max=3600,
+        metavar="S",
+        help="Seconds to connect and finish the handshake, and again to list the tools.",
+    ),
+]
+JsonOption = Annotated[
+    bool, typer.Option("--json", help="Print the whole listing as JSON (for scripts).")
+]
+
+
+@source_app.command("probe")
+def probe(
+    stdio: StdioOption = None,
+    url: UrlOption = None,
+    header: HeaderOption = None,
+    env: EnvOption = None,
+    cwd: CwdOption = None,
+    timeout: TimeoutOption = 30.0,
+    json_output: JsonOption = False,
+) -> None:
+    """List a server's tools with their hints and fingerprints (for writing an
+    artifact's dependencies)."""
+    from ..deploy import SourceError, SourceSession
+    from ..deploy.fingerprint import short
+
+    source = _source(stdio, url, header or [], env or [], cwd)
+
+    async def work() -> None:
+        try:
+            async with SourceSession(
+                source, connect_timeout=timeout, call_timeout=timeout
+            ) as session:
+                tools = await session.list_tools()
+                server = session.server_info
+        except SourceError as exc:
+            raise CliError(str(exc)) from None
+        if json_output:
+            emit_json(
+                {
+                    "source": source.identity(),
+                    "server": server.to_json(),
+                    "tools": [tool.to_json() for tool in tools],
+                }
+            )
+            return
+        console = stdout_console()
+        name = " ".join(part for part in (server.name, server.version) if part) or "(unnamed)"
+        console.print(
+            Text.assemble(
+                ("server ", "dim"),
+                (name, "bold"),
+                ("  protocol ", "dim"),
+                server.protocol_version,
+                ("  source ", "dim"),
+                source.label,
+            ),
+            soft_wrap=True,
+        )
+        table = Table(show_edge=False, pad_edge=False, box=None, header_style="bold")
+        for column in ("tool", "read-only", "idempotent", "contract", "full"):
+            table.add_column(column, no_wrap=True)
+        for tool in tools:
+            table.add_row(
+                tool.name,
+                "yes" if tool.read_only else "no",
+                "yes" if tool.idempotent else "no",
+                short(tool.contract_fingerprint),
+                short(tool.full_fingerprint),
+            )
+        console.print(table)
+        count = f"{len(tools)} tool" + ("" if len(tools) == 1 else "s")
+        console.print(
+            f"{count}; fingerprints: the first 12 hex digits of sha256 (--json shows them whole)",
+            style="dim",
+        )
+
+    run_command(work)
+
+
+def _source(
+    stdio: str | None, url: str | None, headers: list[str], env: list[str], cwd: str | None
+) -> Source:
+    from ..deploy import HttpSource, SourceError, StdioSource
+
+    if (stdio is None) == (url is None):
+        raise typer.BadParameter(
+            "give exactly one of --stdio and --url", param_hint="--stdio/--url"
+        )
+    try:
+        if stdio is not None:
+            if headers:
+                raise typer.BadParameter("--header needs --url", param_hint="--header")
+            try:
+                words = shlex.split(stdio)
+            except ValueError as exc:
+                raise typer.BadParameter(f"cannot split the command line: {exc}") from None
+            if not words:
+                raise typer.BadParameter("the command line is empty", param_hint="--stdio")
+            variables = _pairs("--env", env, inherit=True)
+            return StdioSource(words[0], words[1:], variables, cwd)
+        assert url is not None
+        if env or cwd is not None:
+            raise typer.BadParameter("--env and --cwd need --stdio", param_hint="--env/--cwd")
+        return HttpSource(url, _pairs("--header", headers))
+    except SourceError as exc:
+        raise typer.BadParameter(str(exc)) from None
+
+
+def _pairs(option: str, given: list[str], *, inherit: bool = False) -> dict[str, Any]:
+    """``NAME=VALUE`` items; with ``inherit``, a bare ``NAME`` takes this process's value
+    (so a secret need not appear on the command line)."""
+    pairs: dict[str, Any] = {}
+    for item in given:
+        name, equals, value = item.partition("=")
+        if inherit and not equals and name:
+            if name not in os.environ:
+                raise typer.BadParameter(
+                    f"{name} is not set in this environment", param_hint=option
+                )
+            value = os.environ[name]
+        elif not equals or not name:
+            # the value is not echoed: it may be a credential
+            raise typer.BadParameter("expected NAME=VALUE", param_hint=option)
+        pairs[name] = value
+    return pairs

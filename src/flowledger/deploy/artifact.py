@@ -1,0 +1,218 @@
+"""The artifact format ``flowledger.artifact/v1``: its pydantic models.
+
+These models are the structure (field names, types, grammars, counts); the JSON Schema
+printed by ``flowledger artifact schema`` is generated from them. What a structure
+check cannot see (references between nodes, reachability, expressions, schemas,
+parallel branches) is checked by `flowledger.deploy.validate`. Reference:
+docs/deploy.md.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Final, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, JsonValue, StringConstraints
+
+from flowledger.flow.ids import VERTEX_ID
+from flowledger.workflows.metadata import MAX_LABEL_BYTES, NAME_PATTERN, VERSION_PATTERN
+
+from .limits import (
+    MAX_BRANCHES,
+    MAX_CASES,
+    MAX_CHILDREN,
+    MAX_DEPENDENCIES,
+    MAX_NODES,
+    MAX_STATE_FIELDS,
+    MAX_TOOLS_PER_DEPENDENCY,
+)
+
+__all__ = [
+    "ARTIFACT_FORMAT",
+    "DEFAULT_TOOL_TIMEOUT",
+    "MAX_TOOL_TIMEOUT",
+    "NODE_KINDS",
+    "REDUCERS",
+    "TOOL_NAME_PATTERN",
+    "Artifact",
+    "Case",
+    "Dependency",
+    "EndNode",
+    "InterruptNode",
+    "Node",
+    "ParallelNode",
+    "SetNode",
+    "StateField",
+    "SwitchNode",
+    "ToolNode",
+    "WorkflowNode",
+]
+
+ARTIFACT_FORMAT: Final = "flowledger.artifact/v1"
+DEFAULT_TOOL_TIMEOUT: Final = 60.0
+MAX_TOOL_TIMEOUT: Final = 3600.0
+# MCP tool names: ASCII letters, digits, ``_``, ``-`` and ``.``, 1..128 characters.
+TOOL_NAME_PATTERN: Final = r"^[A-Za-z0-9_.-]{1,128}$"
+REDUCERS: Final = ("replace", "append", "merge", "sum")
+NODE_KINDS: Final = ("tool", "set", "switch", "parallel", "interrupt", "workflow", "end")
+
+NodeId = Annotated[str, StringConstraints(pattern=f"^{VERTEX_ID.pattern}$")]
+FieldName = Annotated[str, StringConstraints(pattern=f"^{VERTEX_ID.pattern}$")]
+DependencyName = Annotated[str, StringConstraints(pattern=f"^{VERTEX_ID.pattern}$")]
+OutcomeName = Annotated[str, StringConstraints(pattern=f"^{VERTEX_ID.pattern}$")]
+ArtifactName = Annotated[str, StringConstraints(pattern=f"^{NAME_PATTERN.pattern}$")]
+Version = Annotated[str, StringConstraints(pattern=f"^{VERSION_PATTERN.pattern}$")]
+ToolName = Annotated[str, StringConstraints(pattern=TOOL_NAME_PATTERN)]
+Label = Annotated[str, StringConstraints(min_length=1, max_length=MAX_LABEL_BYTES)]
+Description = Annotated[str, StringConstraints(max_length=1024)]
+Schema = Annotated[
+    dict[str, JsonValue],
+    Field(description="A strict JSON Schema (Draft 2020-12): a closed object schema."),
+]
+ObjectTemplate = Annotated[
+    dict[str, JsonValue] | str,
+    Field(description="An object template, or one `${ ... }` expression giving an object."),
+]
+Assignments = Annotated[
+    dict[FieldName, JsonValue],
+    Field(
+        description="State field -> template. Every field must be declared in `state`.",
+        max_length=MAX_STATE_FIELDS,
+    ),
+]
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
+
+
+class Dependency(_Strict):
+    """A logical MCP source the artifact needs, and the tools it uses from it. How to
+    reach the source (stdio command, URL, credentials) belongs to a deployment."""
+
+    description: Description = ""
+    tools: Annotated[list[ToolName], Field(min_length=1, max_length=MAX_TOOLS_PER_DEPENDENCY)]
+
+
+class StateField(_Strict):
+    """A state field: how concurrent writes combine (``reduce``) and its first value
+    (``initial``; omitted: ``null``, ``[]``, ``{}`` or ``0`` by reducer)."""
+
+    reduce: Literal["replace", "append", "merge", "sum"] = "replace"
+    initial: JsonValue = None
+
+
+class _Node(_Strict):
+    label: Label | None = Field(default=None, description="Display label (at most 64 bytes).")
+
+
+class ToolNode(_Node):
+    """Call a tool of a declared dependency; ``result`` is ``{structured, content, text}``."""
+
+    kind: Literal["tool"]
+    dependency: DependencyName
+    tool: ToolName
+    arguments: ObjectTemplate = Field(default_factory=dict)
+    assign: Assignments = Field(default_factory=dict)
+    timeout: Annotated[float, Field(gt=0, le=MAX_TOOL_TIMEOUT)] = DEFAULT_TOOL_TIMEOUT
+    next: NodeId
+
+
+class SetNode(_Node):
+    """Compute state fields from expressions."""
+
+    kind: Literal["set"]
+    assign: Annotated[dict[FieldName, JsonValue], Field(min_length=1, max_length=MAX_STATE_FIELDS)]
+    next: NodeId
+
+
+class Case(_Strict):
+    when: Annotated[str, Field(description="One `${ ... }` expression; JMESPath truth.")]
+    next: NodeId
+
+
+class SwitchNode(_Node):
+    """The first case whose condition is true wins; none: ``default``."""
+
+    kind: Literal["switch"]
+    cases: Annotated[list[Case], Field(min_length=1, max_length=MAX_CASES)]
+    default: NodeId
+
+
+class ParallelNode(_Node):
+    """Run every branch (in the same super-steps), then continue at ``join`` once every
+    branch has reached it."""
+
+    kind: Literal["parallel"]
+    branches: Annotated[list[NodeId], Field(min_length=2, max_length=MAX_BRANCHES)]
+    join: NodeId
+
+
+class InterruptNode(_Node):
+    """Pause the run; whoever resumes sees ``request`` and sends a payload matching
+    ``resume_schema``, read as ``resume`` by ``assign``."""
+
+    kind: Literal["interrupt"]
+    request: ObjectTemplate = Field(default_factory=dict)
+    resume_schema: Schema
+    assign: Assignments = Field(default_factory=dict)
+    next: NodeId
+
+
+class WorkflowNode(_Node):
+    """Run a saved child artifact; ``result`` is ``{outcome, output}``."""
+
+    kind: Literal["workflow"]
+    workflow: ArtifactName
+    input: ObjectTemplate = Field(default_factory=dict)
+    assign: Assignments = Field(default_factory=dict)
+    next: NodeId
+
+
+class EndNode(_Node):
+    """Finish the run with a named outcome and an output matching ``output_schema``."""
+
+    kind: Literal["end"]
+    outcome: OutcomeName
+    output: ObjectTemplate = Field(default_factory=dict)
+
+
+Node = Annotated[
+    ToolNode | SetNode | SwitchNode | ParallelNode | InterruptNode | WorkflowNode | EndNode,
+    Field(discriminator="kind"),
+]
+
+
+class Artifact(_Strict):
+    """A declarative workflow definition (``flowledger.artifact/v1``)."""
+
+    model_config = ConfigDict(
+        extra="forbid",
+        frozen=True,
+        strict=True,
+        title="flowledger artifact",
+        json_schema_extra={"$comment": "Reference: docs/deploy.md"},
+    )
+
+    format: Literal["flowledger.artifact/v1"]
+    name: ArtifactName
+    version: Version
+    description: Description = ""
+    input_schema: Schema
+    output_schema: Schema
+    dependencies: Annotated[
+        dict[DependencyName, Dependency], Field(max_length=MAX_DEPENDENCIES)
+    ] = Field(default_factory=dict)
+    children: Annotated[
+        dict[ArtifactName, Version],
+        Field(max_length=MAX_CHILDREN, description="Saved child artifact name -> exact version."),
+    ] = Field(default_factory=dict)
+    state: Annotated[dict[FieldName, StateField], Field(max_length=MAX_STATE_FIELDS)] = Field(
+        default_factory=dict
+    )
+    start: NodeId
+    nodes: Annotated[dict[NodeId, Node], Field(min_length=1, max_length=MAX_NODES)]
+
+    def canonical_data(self) -> dict[str, Any]:
+        """The stored form: JSON data with every default left out, so documents that mean
+        the same (YAML or JSON, defaults written or not) have the same bytes."""
+        return self.model_dump(mode="json", exclude_defaults=True)

@@ -1,0 +1,326 @@
+"""The semantic checks of one artifact, once its structure is sound: texts, schemas,
+state, dependencies and children, every node's templates and conditions, the fields
+expressions read, end outputs; then the graph (`flowledger.deploy.graph`)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import Any, Final
+
+import rfc8785
+
+from flowledger.workflows.errors import InvalidSchemaError
+from flowledger.workflows.metadata import MAX_DESCRIPTION_BYTES, MAX_LABEL_BYTES
+from flowledger.workflows.schema import CompiledSchema, SchemaValidationError, compile_schema
+
+from .artifact import (
+    Artifact,
+    EndNode,
+    InterruptNode,
+    Node,
+    SetNode,
+    SwitchNode,
+    ToolNode,
+    WorkflowNode,
+)
+from .contracts import closed_properties
+from .errors import ArtifactIssue, choices, place_of
+from .expressions import Expression, Template, compile_condition, compile_template, is_expression
+from .graph import check_graph
+from .limits import MAX_EXPRESSIONS
+
+__all__ = ["TOOL_RESULT_FIELDS", "WORKFLOW_RESULT_FIELDS", "Checker"]
+
+TOOL_RESULT_FIELDS: Final = frozenset({"structured", "content", "text"})
+WORKFLOW_RESULT_FIELDS: Final = frozenset({"outcome", "output"})
+_BASE: Final = frozenset({"input", "state"})
+
+
+class Checker:
+    def __init__(self, artifact: Artifact) -> None:
+        self.artifact = artifact
+        self.issues: list[ArtifactIssue] = []
+        self.templates: dict[str, Template] = {}
+        self.conditions: dict[str, Expression] = {}
+        self.schemas: dict[str, CompiledSchema] = {}
+        self.branches: dict[str, tuple[frozenset[str], ...]] = {}
+        self.input_properties: frozenset[str] | None = None
+        self.output_properties: frozenset[str] | None = None
+
+    def issue(self, place: str, code: str, message: str, hint: str = "") -> None:
+        self.issues.append(ArtifactIssue(place, code, message, hint))
+
+    def run(self) -> None:
+        a = self.artifact
+        self._text(("description",), a.description, MAX_DESCRIPTION_BYTES)
+        self.input_properties = self._schema(("input_schema",), a.input_schema)
+        self.output_properties = self._schema(("output_schema",), a.output_schema)
+        self._state()
+        self._dependencies_and_children()
+        for node_id, node in a.nodes.items():
+            self._node(node_id, node)
+        count = sum(len(t.expressions) for t in self.templates.values()) + len(self.conditions)
+        if count > MAX_EXPRESSIONS:
+            self.issue(
+                "nodes",
+                "too_many_expressions",
+                f"{count} expressions; the limit is {MAX_EXPRESSIONS}",
+            )
+        self.branches = check_graph(self.artifact, self.issues)
+
+    # -- pieces ---------------------------------------------------------------------
+
+    def _text(self, path: tuple[str | int, ...], text: str | None, limit: int) -> None:
+        if text is None:
+            return
+        size = len(text.encode("utf-8", "replace"))
+        if size > limit:
+            self.issue(place_of(*path), "too_long", f"{size} bytes; the limit is {limit}")
+
+    def _schema(
+        self, path: tuple[str | int, ...], schema: Mapping[str, Any]
+    ) -> frozenset[str] | None:
+        place = place_of(*path)
+        try:
+            self.schemas[place] = compile_schema(rfc8785.dumps(dict(schema)), place)
+        except InvalidSchemaError as exc:
+            self.issue(
+                place,
+                "invalid_schema",
+                str(exc.cause),
+                "a schema here is a closed object schema: "
+                '"type": "object" and "additionalProperties": false on every object',
+            )
+            return None
+        except (rfc8785.CanonicalizationError, ValueError) as exc:
+            self.issue(place, "invalid_schema", f"the schema is not JSON data: {exc}")
+            return None
+        return closed_properties(schema)
+
+    def _state(self) -> None:
+        for name, spec in self.artifact.state.items():
+            place = place_of("state", name, "initial")
+            initial = spec.initial
+            if _holds_expression(initial):
+                self.issue(
+                    place,
+                    "not_a_template",
+                    "`initial` is a literal value; expressions are not evaluated here",
+                    "compute the value with a `set` node",
+                )
+            if initial is None:
+                continue
+            wanted = {"append": list, "merge": dict}.get(spec.reduce)
+            if wanted is not None and not isinstance(initial, wanted):
+                self.issue(
+                    place,
+                    "bad_initial",
+                    f"a `{spec.reduce}` field starts as "
+                    f"{'an array' if wanted is list else 'an object'}",
+                )
+            if spec.reduce == "sum" and (
+                isinstance(initial, bool) or not isinstance(initial, int | float)
+            ):
+                self.issue(place, "bad_initial", "a `sum` field starts as a number")
+
+    def _dependencies_and_children(self) -> None:
+        a = self.artifact
+        used_tools: dict[str, set[str]] = {}
+        used_children: set[str] = set()
+        for node in a.nodes.values():
+            if isinstance(node, ToolNode):
+                used_tools.setdefault(node.dependency, set()).add(node.tool)
+            elif isinstance(node, WorkflowNode):
+                used_children.add(node.workflow)
+        for name, dependency in a.dependencies.items():
+            seen: set[str] = set()
+            for index, tool in enumerate(dependency.tools):
+                place = place_of("dependencies", name, "tools", index)
+                if tool in seen:
+                    self.issue(place, "duplicate", f"tool {tool!r} is listed twice")
+                elif tool not in used_tools.get(name, set()):
+                    self.issue(
+                        place,
+                        "unused_tool",
+                        f"no node calls {tool!r}",
+                        "remove it: a deployment checks and pins every declared tool",
+                    )
+                seen.add(tool)
+        for name in a.children:
+            if name not in used_children:
+                self.issue(
+                    place_of("children", name),
+                    "unused_child",
+                    "no workflow node runs this child",
+                    "remove it",
+                )
+
+    def _node(self, node_id: str, node: Node) -> None:
+        a = self.artifact
+        base: tuple[str | int, ...] = ("nodes", node_id)
+        self._label(base, node.label)
+        if isinstance(node, ToolNode):
+            dependency = a.dependencies.get(node.dependency)
+            if dependency is None:
+                self.issue(
+                    place_of(*base, "dependency"),
+                    "unknown_dependency",
+                    f"no dependency {node.dependency!r} is declared",
+                    choices("declare it under `dependencies`; declared", a.dependencies),
+                )
+            elif node.tool not in dependency.tools:
+                self.issue(
+                    place_of(*base, "tool"),
+                    "unknown_tool",
+                    f"dependency {node.dependency!r} does not list tool {node.tool!r}",
+                    f"add it to dependencies.{node.dependency}.tools",
+                )
+            self._object_template((*base, "arguments"), node.arguments, _BASE, node_id)
+            self._assign(base, node.assign, _BASE | {"result"}, node_id)
+        elif isinstance(node, SetNode):
+            self._assign(base, node.assign, _BASE, node_id)
+        elif isinstance(node, SwitchNode):
+            for index, case in enumerate(node.cases):
+                path = (*base, "cases", index, "when")
+                condition = compile_condition(case.when, path, _BASE, self.issues)
+                if condition is not None:
+                    self._fields(condition, node_id)
+                    self.conditions[place_of(*path)] = condition
+        elif isinstance(node, InterruptNode):
+            self._object_template((*base, "request"), node.request, _BASE, node_id)
+            self._schema((*base, "resume_schema"), node.resume_schema)
+            self._assign(base, node.assign, _BASE | {"resume"}, node_id)
+        elif isinstance(node, WorkflowNode):
+            if node.workflow not in a.children:
+                self.issue(
+                    place_of(*base, "workflow"),
+                    "unknown_child",
+                    f"child {node.workflow!r} is not declared",
+                    "declare it under `children` with its exact version",
+                )
+            self._object_template((*base, "input"), node.input, _BASE, node_id)
+            self._assign(base, node.assign, _BASE | {"result"}, node_id)
+        elif isinstance(node, EndNode):
+            template = self._object_template((*base, "output"), node.output, _BASE, node_id)
+            if template is not None:
+                self._end_output(base, node.output, template)
+
+    def _label(self, base: tuple[str | int, ...], label: str | None) -> None:
+        if label is None:
+            return
+        self._text((*base, "label"), label, MAX_LABEL_BYTES)
+        if set("\x00\r\n") & set(label):
+            self.issue(place_of(*base, "label"), "bad_label", "a label has no NUL, CR or LF")
+
+    def _object_template(
+        self, path: tuple[str | int, ...], value: Any, roots: frozenset[str], node_id: str
+    ) -> Template | None:
+        if isinstance(value, str) and not is_expression(value):
+            self.issue(
+                place_of(*path),
+                "not_a_template",
+                "must be an object, or one `${ ... }` expression giving an object",
+            )
+            return None
+        return self._template(path, value, roots, node_id)
+
+    def _template(
+        self, path: tuple[str | int, ...], value: Any, roots: frozenset[str], node_id: str
+    ) -> Template | None:
+        template = compile_template(value, path, roots, self.issues)
+        if template is None:
+            return None
+        for expression in template.expressions:
+            self._fields(expression, node_id)
+        self.templates[template.place] = template
+        return template
+
+    def _assign(
+        self,
+        base: tuple[str | int, ...],
+        assign: Mapping[str, Any],
+        roots: frozenset[str],
+        node_id: str,
+    ) -> None:
+        for name, value in assign.items():
+            path = (*base, "assign", name)
+            if name not in self.artifact.state:
+                self.issue(
+                    place_of(*path),
+                    "unknown_state_field",
+                    f"state field {name!r} is not declared",
+                    "declare it under `state`",
+                )
+            self._template(path, value, roots, node_id)
+
+    def _fields(self, expression: Expression, node_id: str) -> None:
+        """Check the first field each reference reads below its root name."""
+        node = self.artifact.nodes[node_id]
+        for chain in expression.references:
+            if len(chain) < 2:
+                continue
+            root, name = chain[0], chain[1]
+            allowed: Iterable[str] | None = None
+            what = ""
+            if root == "state":
+                allowed, what = self.artifact.state, "declared state field"
+            elif root == "input":
+                allowed, what = self.input_properties, "property of input_schema"
+            elif root == "resume" and isinstance(node, InterruptNode):
+                allowed = closed_properties(node.resume_schema)
+                what = "property of this node's resume_schema"
+            elif root == "result" and isinstance(node, ToolNode):
+                allowed, what = TOOL_RESULT_FIELDS, "field of a tool result"
+            elif root == "result" and isinstance(node, WorkflowNode):
+                allowed, what = WORKFLOW_RESULT_FIELDS, "field of a child's result"
+            if allowed is not None and name not in allowed:
+                self.issue(
+                    expression.place,
+                    "unknown_field",
+                    f"`{root}.{name}`: {name!r} is not a {what}",
+                    choices(f"it would always be null; every {what}", allowed),
+                )
+
+    def _end_output(self, base: tuple[str | int, ...], output: Any, template: Template) -> None:
+        if not isinstance(output, dict):
+            return
+        properties = self.output_properties
+        if properties is not None:
+            for key in output:
+                if key not in properties:
+                    self.issue(
+                        place_of(*base, "output", key),
+                        "unknown_field",
+                        f"output_schema has no property {key!r}",
+                        choices("the output is a closed object; its properties", properties),
+                    )
+        required = self.artifact.output_schema.get("required", [])
+        if isinstance(required, list):
+            for key in required:
+                if isinstance(key, str) and key not in output:
+                    self.issue(
+                        place_of(*base, "output"),
+                        "field_missing",
+                        f"the output lacks required property {key!r}",
+                    )
+        schema = self.schemas.get("output_schema")
+        if template.is_literal and schema is not None:
+            try:
+                schema.validate(output)
+            except SchemaValidationError as exc:
+                self.issue(place_of(*base, "output"), "output_invalid", str(exc))
+
+    # -- the graph ------------------------------------------------------------------
+
+
+def _holds_expression(value: Any) -> bool:
+    pending = [value]
+    while pending:
+        item = pending.pop()
+        if isinstance(item, str) and "${" in item:
+            return True
+        if isinstance(item, dict):
+            pending.extend(item.values())
+        elif isinstance(item, list):
+            pending.extend(item)
+    return False

@@ -1,0 +1,815 @@
+"""Compiling an artifact (with its children) onto the flow engine.
+
+`compile_artifact` turns a validated artifact closure into an `ArtifactDefinition`: an
+ordinary `workflows.TypedDefinition` over a ``dict`` state, so checkpoints, de-duplicated
+state, activity history, leases, the supervisor, workers and PostgreSQL apply unchanged.
+Its graph id is the artifact's name and its graph version the closure digest, so a
+checkpoint can never be continued by other artifact bytes (the bridge reports
+``graph_changed`` instead).
+
+The run's state, one flat JSON object (each key de-duplicated on its own):
+
+* ``$input``: the root's input; each declared state field under its own name;
+* a child run by workflow node ``w`` lives under ``w/`` (``w/$input``, ``w/<field>``,
+  ``w/$outcome``, ``w/$output``), a grandchild under ``w/v/``;
+* ``$outcome`` and ``$output``: what the root's end node produced;
+* bookkeeping: ``$route/<vertex>`` (a switch's choice), ``$arrived/<join>/<branch>``
+  (which branches of a parallel reached its join).
+
+Keys starting with ``$`` or holding ``/`` cannot collide with state fields (their grammar
+is a vertex id).
+
+The graph: one vertex per node (a child's nodes prefixed ``w__``; node ids may not
+contain ``__``), and these synthetic ones: ``finish__`` (the flow finish, after the root's
+end nodes), ``w__return`` (continues the parent after child ``w`` ended), and
+``<join>__wait`` (where a branch that reached its join early waits). Node semantics:
+
+* ``set``, ``tool``, ``interrupt``: a task computing the ``assign`` updates;
+* ``switch``: a task choosing the first case whose condition is true, and a route;
+* ``parallel``: static edges to every branch (the branches run in the same super-steps);
+  a branch's edge into the join is a route that goes to the join only once every branch
+  has arrived (the arrivals are state, so this holds after a restart too), else to the
+  join's wait vertex; the join resets the arrivals, so a parallel inside a loop works;
+* ``workflow``: a task validating the child's input and initialising the child's state
+  (replacing what an earlier visit left), then the child's vertices; the child's end
+  nodes continue at ``w__return``, which assigns the parent's fields from ``result``
+  (``{outcome, output}``). An interrupt inside the child pauses the run like any other.
+* ``end``: validates its output against the artifact's output schema.
+
+Every node execution appends a `RunTrace` entry. Tool nodes call through the run's
+`SourcePool` (one session per source while a segment of the run executes, closed when it
+pauses or stops, opened again on resume), validate their arguments against the tool's
+input schema first, and keep a `ToolIntents` record around the call.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import operator
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
+from contextlib import asynccontextmanager
+from contextvars import ContextVar
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any, Final
+
+import jsonschema  # type: ignore[import-untyped, unused-ignore]
+import jsonschema.validators  # type: ignore[import-untyped, unused-ignore]
+
+from .. import flow, storage
+from ..flow.ids import VERTEX_ID
+from ..storage.memory import MemoryLedger
+from ..workflows.definition import TypedDefinition, ValidatedInput, ValidatedResume, WorkflowResult
+from ..workflows.metadata import MAX_LABEL_BYTES, Metadata, VertexMetadata, bound_text
+from .artifact import (
+    EndNode,
+    InterruptNode,
+    ParallelNode,
+    SetNode,
+    SwitchNode,
+    ToolNode,
+    WorkflowNode,
+)
+from .expressions import truthy
+from .intents import MAX_RESULT_BYTES, ToolIntents
+from .records import ChildPin
+from .records import closure_digest as pinned_closure_digest
+from .run_errors import (
+    ArtifactCompileError,
+    NodeOutputError,
+    ToolErrorResult,
+    ToolOutcomeUnknownError,
+    ToolResultTooLargeError,
+)
+from .source_errors import ToolArgumentsError
+from .source_pool import SourcePool
+from .source_spec import Source
+from .sources import ToolResult
+from .trace import RunTrace, TraceEntry, preview, trace_error
+from .validate import ValidatedArtifact
+
+__all__ = ["FINISH", "ArtifactDefinition", "artifact_outcome", "compile_artifact"]
+
+FINISH: Final = "finish__"
+INPUT: Final = "$input"
+OUTCOME: Final = "$outcome"
+OUTPUT: Final = "$output"
+_ERROR_TEXT_BYTES: Final = 300
+
+_REDUCERS: Final[Mapping[str, flow.FieldReducer]] = {
+    "append": flow.append,
+    "merge": lambda current, update: {**current, **update},
+    "sum": operator.add,
+}
+
+Update = dict[str, Any]
+Task = Callable[[dict[str, Any]], Awaitable[Update]]
+
+
+def artifact_outcome(state: Mapping[str, Any]) -> tuple[str | None, Any]:
+    """``(outcome, output)`` of a run's state (``(None, None)`` before an end node ran)."""
+    return state.get(OUTCOME), state.get(OUTPUT)
+
+
+@dataclass(frozen=True)
+class _Scope:
+    """One artifact instance in the run: the root, or a child under its workflow node."""
+
+    validated: ValidatedArtifact
+    keys: str  # "" or "w/" or "w/v/"
+    vertices: str  # "" or "w__" or "w__v__"
+    label: str  # "" or "Review: "
+
+    def key(self, name: str) -> str:
+        return self.keys + name
+
+    def vertex(self, node: str) -> str:
+        return self.vertices + node
+
+    def view(self, state: Mapping[str, Any]) -> dict[str, Any]:
+        """The expression scope ``{input, state}`` of this instance."""
+        fields = self.validated.artifact.state
+        return {
+            "input": state.get(self.key(INPUT)),
+            "state": {name: state.get(self.key(name)) for name in fields},
+        }
+
+    def initial(self) -> Update:
+        values = self.validated.initial_state()
+        return {self.key(name): value for name, value in values.items()}
+
+
+@dataclass(frozen=True)
+class _Gate:
+    """An edge into the join of a parallel, from branch ``branch`` of ``branches``."""
+
+    join: str  # the join's vertex
+    branch: int
+    branches: int
+
+    def marker(self, index: int) -> str:
+        return f"$arrived/{self.join}/{index}"
+
+    def open(self, state: Mapping[str, Any]) -> bool:
+        return all(state.get(self.marker(i)) is True for i in range(self.branches))
+
+
+class _Runtime:
+    """What tasks need at run time: sources, one pool per executing graph run, and the
+    intents and trace, kept in the ledger of the run's checkpoints."""
+
+    def __init__(self, sources: Mapping[str, Source], ledger: storage.Ledger, timeout: float):
+        self.sources = dict(sources)
+        self.ledger = ledger
+        self.intents = ToolIntents(ledger)
+        self.trace = RunTrace(ledger)
+        self.connect_timeout = timeout
+        self.pools: dict[str, SourcePool] = {}
+
+    def over(self, ledger: storage.Ledger) -> _Runtime:
+        return _Runtime(self.sources, ledger, self.connect_timeout)
+
+    @asynccontextmanager
+    async def segment(self, graph_run_id: str) -> AsyncIterator[None]:
+        """While a segment of the run executes here: its source pool, and this runtime as
+        the one its tasks use (the tasks are shared by every copy of the definition)."""
+        pool = SourcePool(connect_timeout=self.connect_timeout)
+        self.pools[graph_run_id] = pool
+        token = _ACTIVE.set(self)
+        try:
+            yield
+        finally:
+            _ACTIVE.reset(token)
+            self.pools.pop(graph_run_id, None)
+            self.intents.forget(graph_run_id)
+            await pool.close()
+
+    def pool(self, graph_run_id: str) -> SourcePool:
+        pool = self.pools.get(graph_run_id)
+        if pool is None:  # a task outside a segment: only if flow ran the graph directly
+            pool = self.pools[graph_run_id] = SourcePool(connect_timeout=self.connect_timeout)
+        return pool
+
+
+_ACTIVE: ContextVar[_Runtime] = ContextVar("flowledger_deploy_runtime")
+
+
+def _runtime() -> _Runtime:
+    try:
+        return _ACTIVE.get()
+    except LookupError:
+        raise RuntimeError("an artifact's nodes run only through its ArtifactDefinition") from None
+
+
+@dataclass
+class _Note:
+    """What a node's trace entry says beyond its identity and status."""
+
+    dependency: str = ""
+    tool: str = ""
+    arguments: str = ""
+    result: str = ""
+    status: str = "ok"
+
+
+def _now() -> datetime:
+    return datetime.now(UTC)
+
+
+class _Compiler:
+    def __init__(
+        self,
+        root: ValidatedArtifact,
+        children: Mapping[str, ValidatedArtifact],
+        sources: Mapping[str, Source],
+    ) -> None:
+        self.children = children
+        self.sources = sources
+        self.scopes: list[_Scope] = []
+        self._collect(_Scope(root, "", "", ""), depth=0)
+        reducers: dict[str, flow.FieldReducer] = {}
+        for scope in self.scopes:
+            for name, spec in scope.validated.artifact.state.items():
+                if spec.reduce != "replace":
+                    reducers[scope.key(name)] = _REDUCERS[spec.reduce]
+        self.graph: flow.Graph[dict[str, Any]] = flow.Graph(
+            root.name, state=dict, reducers=reducers
+        )
+        self.labels: list[VertexMetadata] = []
+        self.resume_schemas: dict[str, Mapping[str, Any]] = {}
+        self.gates: dict[str, list[_Gate]] = {}  # join vertex -> its branches' gates
+        # per instance: (node inside a branch, its join) -> the gate of that edge
+        self.edge_gates: dict[str, dict[tuple[str, str], _Gate]] = {}
+        self.waits: set[str] = set()
+
+    # -- the instances ---------------------------------------------------------------------
+
+    def _collect(self, scope: _Scope, depth: int) -> None:
+        self.scopes.append(scope)
+        artifact = scope.validated.artifact
+        for node_id, node in artifact.nodes.items():
+            if "__" in node_id:
+                raise ArtifactCompileError(
+                    f"{scope.label}nodes.{node_id}", "node ids may not contain '__'"
+                )
+            if isinstance(node, WorkflowNode):
+                child = self.children.get(node.workflow)
+                if child is None:
+                    raise ArtifactCompileError(
+                        f"{scope.label}nodes.{node_id}.workflow",
+                        f"child artifact {node.workflow!r} was not given",
+                    )
+                label = f"{scope.label}{node.label or node_id}: "
+                self._collect(
+                    _Scope(child, scope.key(node_id) + "/", scope.vertex(node_id) + "__", label),
+                    depth + 1,
+                )
+        for node_id in artifact.nodes:
+            for suffix in ("", "__wait", "__return"):
+                vertex = scope.vertex(node_id) + suffix
+                if not VERTEX_ID.fullmatch(vertex):
+                    raise ArtifactCompileError(
+                        f"{scope.label}nodes.{node_id}",
+                        f"the vertex id {vertex!r} is too long: nest children less deeply "
+                        "or use shorter node ids",
+                    )
+
+    def child_scope(self, scope: _Scope, node_id: str) -> _Scope:
+        keys = scope.key(node_id) + "/"
+        return next(s for s in self.scopes if s.keys == keys)
+
+    # -- building --------------------------------------------------------------------------
+
+    def build(self) -> None:
+        for scope in self.scopes:
+            self._index_gates(scope)
+        for scope in self.scopes:
+            for node_id, node in scope.validated.artifact.nodes.items():
+                self._node(scope, node_id, node)
+        self.graph.add_vertex(FINISH, _nothing)
+
+    def _index_gates(self, scope: _Scope) -> None:
+        artifact = scope.validated.artifact
+        scope_gates: dict[tuple[str, str], _Gate] = {}
+        for parallel_id, regions in scope.validated.branches.items():
+            node = artifact.nodes[parallel_id]
+            assert isinstance(node, ParallelNode)
+            join_vertex = scope.vertex(node.join)
+            gates = self.gates.setdefault(join_vertex, [])
+            for index, region in enumerate(regions):
+                gate = _Gate(join_vertex, index, len(regions))
+                gates.append(gate)
+                for member in region:
+                    scope_gates[(member, node.join)] = gate
+        self.edge_gates[scope.keys] = scope_gates
+
+    def _gate(self, scope: _Scope, source: str, target: str) -> _Gate | None:
+        return self.edge_gates[scope.keys].get((source, target))
+
+    def _label(self, scope: _Scope, node_id: str, label: str | None, vertex: str) -> None:
+        text = bound_text(f"{scope.label}{label or node_id}", MAX_LABEL_BYTES)
+        self.labels.append(VertexMetadata(text, vertex))
+
+    def _exit(self, scope: _Scope, vertex: str, source: str, target: str, task: Task) -> None:
+        """Add ``vertex`` running ``task``, continuing at node ``target`` of ``scope``."""
+        gate = self._gate(scope, source, target)
+        if gate is None:
+            self.graph.add_vertex(vertex, self._with_join_reset(vertex, task))
+            self.graph.add_edge(vertex, scope.vertex(target))
+            return
+        marker = gate.marker(gate.branch)
+        wait = gate.join + "__wait"
+        self._ensure_wait(wait)
+
+        async def arriving(state: dict[str, Any]) -> Update:
+            update = await task(state)
+            update[marker] = True
+            return update
+
+        self.graph.add_vertex(vertex, self._with_join_reset(vertex, arriving))
+        self.graph.add_route(
+            vertex,
+            targets=[gate.join, wait],
+            pick=lambda state: gate.join if gate.open(state) else wait,
+        )
+
+    def _ensure_wait(self, wait: str) -> None:
+        if wait not in self.waits:
+            self.waits.add(wait)
+            self.graph.add_vertex(wait, _nothing)
+
+    def _with_join_reset(self, vertex: str, task: Task) -> Task:
+        gates = self.gates.get(vertex)
+        if not gates:
+            return task
+        markers = [gate.marker(gate.branch) for gate in gates]
+
+        async def joined(state: dict[str, Any]) -> Update:
+            update = await task(state)
+            for marker in markers:
+                update[marker] = False
+            return update
+
+        return joined
+
+    def _node(self, scope: _Scope, node_id: str, node: Any) -> None:
+        vertex = scope.vertex(node_id)
+        self._label(scope, node_id, node.label, vertex)
+        traced = self._traced(scope, node_id, node)
+        if isinstance(node, SetNode):
+            self._exit(scope, vertex, node_id, node.next, traced(self._set(scope, node_id, node)))
+        elif isinstance(node, ToolNode):
+            self._exit(scope, vertex, node_id, node.next, traced(self._tool(scope, node_id, node)))
+        elif isinstance(node, InterruptNode):
+            self.resume_schemas[vertex] = node.resume_schema
+            task = traced(self._interrupt(scope, node_id, node))
+            self._exit(scope, vertex, node_id, node.next, task)
+        elif isinstance(node, SwitchNode):
+            self._switch(scope, node_id, node, traced)
+        elif isinstance(node, ParallelNode):
+            self.graph.add_vertex(vertex, self._with_join_reset(vertex, traced(_nothing_body)))
+            for branch in node.branches:
+                self.graph.add_edge(vertex, scope.vertex(branch))
+        elif isinstance(node, WorkflowNode):
+            self._workflow(scope, node_id, node, traced)
+        elif isinstance(node, EndNode):
+            self._end(scope, node_id, node, traced)
+        else:  # pragma: no cover - the node union is closed
+            raise ArtifactCompileError(f"nodes.{node_id}", f"unknown node kind {node.kind!r}")
+
+    # -- node bodies -----------------------------------------------------------------------
+
+    def _traced(
+        self, scope: _Scope, node_id: str, node: Any
+    ) -> Callable[[Callable[[dict[str, Any], _Note], Awaitable[Update]]], Task]:
+        def wrap(body: Callable[[dict[str, Any], _Note], Awaitable[Update]]) -> Task:
+            async def task(state: dict[str, Any]) -> Update:
+                info = flow.run_info()
+                note = _Note()
+                started = _now()
+                error: BaseException | None = None
+                try:
+                    return await body(state, note)
+                except flow.InterruptSignal:
+                    note.status = "paused"
+                    raise
+                except Exception as exc:
+                    note.status, error = "error", exc
+                    raise
+                finally:
+                    error_type, message = trace_error(error) if error else ("", "")
+                    await _runtime().trace.append(
+                        info.graph_run_id,
+                        TraceEntry(
+                            node=scope.keys + node_id,
+                            kind=node.kind,
+                            vertex=info.vertex,
+                            step=info.step,
+                            status=note.status,
+                            started_at=started,
+                            ended_at=_now(),
+                            dependency=note.dependency,
+                            tool=note.tool,
+                            arguments=note.arguments,
+                            result=note.result,
+                            error_type=error_type,
+                            error_message=message,
+                        ),
+                    )
+
+            return task
+
+        return wrap
+
+    def _assign(
+        self, scope: _Scope, node_id: str, fields: Sequence[str], view: Mapping[str, Any]
+    ) -> Update:
+        templates = scope.validated.templates
+        return {
+            scope.key(name): templates[f"nodes.{node_id}.assign.{name}"].evaluate(view)
+            for name in fields
+        }
+
+    def _set(self, scope: _Scope, node_id: str, node: SetNode) -> Any:
+        async def body(state: dict[str, Any], note: _Note) -> Update:
+            return self._assign(scope, node_id, list(node.assign), scope.view(state))
+
+        return body
+
+    def _interrupt(self, scope: _Scope, node_id: str, node: InterruptNode) -> Any:
+        request = scope.validated.templates[f"nodes.{node_id}.request"]
+
+        async def body(state: dict[str, Any], note: _Note) -> Update:
+            view = scope.view(state)
+            answer = flow.interrupt(request.evaluate(view))
+            return self._assign(scope, node_id, list(node.assign), {**view, "resume": answer})
+
+        return body
+
+    def _tool(self, scope: _Scope, node_id: str, node: ToolNode) -> Any:
+        arguments_template = scope.validated.templates[f"nodes.{node_id}.arguments"]
+        place = f"{scope.label}nodes.{node_id}.dependency"
+        source = self.sources.get(node.dependency)
+        if source is None:
+            raise ArtifactCompileError(
+                place, f"dependency {node.dependency!r} is not bound to a source"
+            )
+        name = scope.keys + node_id
+
+        async def body(state: dict[str, Any], note: _Note) -> Update:
+            runtime = _runtime()
+            view = scope.view(state)
+            arguments = arguments_template.evaluate(view)
+            if not isinstance(arguments, dict):
+                raise ToolArgumentsError(
+                    node.dependency,
+                    node.tool,
+                    f"the arguments are {type(arguments).__name__}, not an object",
+                )
+            note.dependency, note.tool, note.arguments = (
+                node.dependency,
+                node.tool,
+                preview(arguments),
+            )
+            info = flow.run_info()
+            session = await runtime.pool(info.graph_run_id).session(source)
+            tool = await session.tool(node.tool)
+            _check_arguments(name, node, tool.input_schema, arguments)
+            key, run = info.idempotency_key, info.graph_run_id
+            intent = await runtime.intents.get(run, key)
+            if intent is not None and intent.state == "done" and intent.result is not None:
+                result = _stored_result(intent.result)
+                note.status = "reused"
+            else:
+                if intent is not None and intent.state == "started" and not tool.repeatable:
+                    raise ToolOutcomeUnknownError(
+                        name,
+                        f"a call of {node.dependency}.{node.tool} was under way when the run "
+                        "stopped, and the tool is not read-only or idempotent: it is not "
+                        "called again",
+                    )
+                await runtime.intents.record(run, key, "started", node=name, tool=node.tool)
+                result = await session.call_tool(node.tool, arguments, timeout=node.timeout)
+                data = result.to_json()
+                if result.is_error:
+                    await runtime.intents.record(run, key, "failed", node=name, tool=node.tool)
+                    text = bound_text(result.text or "no text", _ERROR_TEXT_BYTES)
+                    raise ToolErrorResult(
+                        name, f"{node.dependency}.{node.tool} answered with an error: {text}"
+                    )
+                size = len(json.dumps(data, ensure_ascii=False, separators=(",", ":")).encode())
+                if size > MAX_RESULT_BYTES:
+                    raise ToolResultTooLargeError(
+                        name, f"the result is {size} bytes; the limit is {MAX_RESULT_BYTES}"
+                    )
+                await runtime.intents.record(
+                    run, key, "done", node=name, tool=node.tool, result=data
+                )
+            scope_result = {
+                "structured": None
+                if result.structured_content is None
+                else dict(result.structured_content),
+                "content": [dict(block) for block in result.content],
+                "text": result.text,
+            }
+            note.result = preview(scope_result["structured"] or scope_result["text"])
+            return self._assign(scope, node_id, list(node.assign), {**view, "result": scope_result})
+
+        return body
+
+    def _switch(self, scope: _Scope, node_id: str, node: SwitchNode, traced: Any) -> None:
+        vertex = scope.vertex(node_id)
+        conditions = scope.validated.conditions
+        cases = [
+            (conditions[f"nodes.{node_id}.cases[{index}].when"], case.next)
+            for index, case in enumerate(node.cases)
+        ]
+        route_key = f"$route/{vertex}"
+        choices = [*(target for _, target in cases), node.default]
+        gates = {target: self._gate(scope, node_id, target) for target in choices}
+
+        async def body(state: dict[str, Any], note: _Note) -> Update:
+            view = scope.view(state)
+            chosen = next((target for cond, target in cases if truthy(cond.evaluate(view))), None)
+            target = node.default if chosen is None else chosen
+            note.result = preview({"next": target})
+            update: Update = {route_key: target}
+            gate = gates[target]
+            if gate is not None:
+                update[gate.marker(gate.branch)] = True
+            return update
+
+        targets: list[str] = []
+        for target in dict.fromkeys(choices):
+            gate = gates[target]
+            if gate is None:
+                targets.append(scope.vertex(target))
+            else:
+                wait = gate.join + "__wait"
+                self._ensure_wait(wait)
+                targets += [gate.join, wait]
+
+        def pick(state: dict[str, Any]) -> str:
+            target = str(state[route_key])
+            gate = gates[target]
+            if gate is None:
+                return scope.vertex(target)
+            return gate.join if gate.open(state) else gate.join + "__wait"
+
+        self.graph.add_vertex(vertex, self._with_join_reset(vertex, traced(body)))
+        self.graph.add_route(vertex, targets=list(dict.fromkeys(targets)), pick=pick)
+
+    def _workflow(self, scope: _Scope, node_id: str, node: WorkflowNode, traced: Any) -> None:
+        vertex = scope.vertex(node_id)
+        child = self.child_scope(scope, node_id)
+        input_template = scope.validated.templates[f"nodes.{node_id}.input"]
+        input_schema = child.validated.schemas["input_schema"]
+        name = scope.keys + node_id
+
+        async def body(state: dict[str, Any], note: _Note) -> Update:
+            document = input_template.evaluate(scope.view(state))
+            _check_schema(name, input_schema, document, f"the input of child {node.workflow}")
+            note.arguments = preview(document)
+            update = child.initial()
+            update.update(_reset_markers(self.gates, child))
+            update[child.key(INPUT)] = document
+            update[child.key(OUTCOME)] = None
+            update[child.key(OUTPUT)] = None
+            return update
+
+        # A replacing reducer: a visit starts the child afresh, whatever its fields' reducers.
+        self.graph.add_vertex(
+            vertex, self._with_join_reset(vertex, traced(body)), reduce=_replace_fields
+        )
+        self.graph.add_edge(vertex, child.vertex(child.validated.artifact.start))
+        returning = vertex + "__return"
+
+        async def back(state: dict[str, Any]) -> Update:
+            result = {
+                "outcome": state.get(child.key(OUTCOME)),
+                "output": state.get(child.key(OUTPUT)),
+            }
+            return self._assign(
+                scope, node_id, list(node.assign), {**scope.view(state), "result": result}
+            )
+
+        self._exit(scope, returning, node_id, node.next, back)
+
+    def _end(self, scope: _Scope, node_id: str, node: EndNode, traced: Any) -> None:
+        vertex = scope.vertex(node_id)
+        output_template = scope.validated.templates[f"nodes.{node_id}.output"]
+        output_schema = scope.validated.schemas["output_schema"]
+        name = scope.keys + node_id
+
+        async def body(state: dict[str, Any], note: _Note) -> Update:
+            output = output_template.evaluate(scope.view(state))
+            _check_schema(name, output_schema, output, "the output")
+            note.result = preview({"outcome": node.outcome, "output": output})
+            return {scope.key(OUTCOME): node.outcome, scope.key(OUTPUT): output}
+
+        self.graph.add_vertex(vertex, self._with_join_reset(vertex, traced(body)))
+        if scope.keys:
+            parent_vertex = scope.vertices[: -len("__")]
+            self.graph.add_edge(vertex, parent_vertex + "__return")
+        else:
+            self.graph.add_edge(vertex, FINISH)
+
+    # -- the definition --------------------------------------------------------------------
+
+    def initial_state(self, document: dict[str, Any]) -> dict[str, Any]:
+        state: dict[str, Any] = {INPUT: copy.deepcopy(document), OUTCOME: None, OUTPUT: None}
+        for scope in self.scopes:
+            state.update(scope.initial())
+            if scope.keys:
+                state.update({scope.key(INPUT): None, scope.key(OUTCOME): None})
+                state[scope.key(OUTPUT)] = None
+        for gates in self.gates.values():
+            for gate in gates:
+                state[gate.marker(gate.branch)] = False
+        return state
+
+
+async def _nothing(state: dict[str, Any]) -> Update:
+    return {}
+
+
+async def _nothing_body(state: dict[str, Any], note: _Note) -> Update:
+    return {}
+
+
+def _replace_fields(state: dict[str, Any], update: Update) -> dict[str, Any]:
+    state.update(update)
+    return state
+
+
+def _reset_markers(gates: Mapping[str, list[_Gate]], scope: _Scope) -> Update:
+    return {
+        gate.marker(gate.branch): False
+        for join, found in gates.items()
+        if join.startswith(scope.vertices)
+        for gate in found
+    }
+
+
+def _stored_result(data: Mapping[str, Any]) -> ToolResult:
+    structured = data.get("structuredContent")
+    return ToolResult(
+        content=tuple(dict(block) for block in data.get("content") or ()),
+        structured_content=dict(structured) if isinstance(structured, Mapping) else None,
+        is_error=bool(data.get("isError")),
+    )
+
+
+def _check_arguments(name: str, node: ToolNode, schema: Mapping[str, Any], arguments: Any) -> None:
+    try:
+        cls = jsonschema.validators.validator_for(schema, default=jsonschema.Draft202012Validator)
+        validator = cls(dict(schema))
+        errors = sorted(validator.iter_errors(arguments), key=lambda e: list(e.absolute_path))
+    except jsonschema.exceptions.SchemaError as exc:
+        raise ToolArgumentsError(
+            node.dependency, node.tool, f"its input schema is invalid: {exc.message}"
+        ) from None
+    if errors:
+        reasons = "; ".join(
+            f"{error.json_path}: {error.validator} {error.validator_value!r}"
+            if error.validator in ("required", "type", "additionalProperties", "enum")
+            else f"{error.json_path}: fails {error.validator}"
+            for error in errors[:5]
+        )
+        more = f" and {len(errors) - 5} more" if len(errors) > 5 else ""
+        raise ToolArgumentsError(
+            node.dependency,
+            node.tool,
+            f"the arguments do not match its input schema ({reasons}{more}); "
+            "the tool was not called",
+        )
+
+
+def _check_schema(name: str, schema: Any, document: Any, what: str) -> None:
+    try:
+        schema.validate(document)
+    except ValueError as exc:
+        raise NodeOutputError(name, f"{what} does not match its schema: {exc}") from None
+
+
+class ArtifactDefinition(TypedDefinition[dict[str, Any]]):
+    """The workflow definition of a compiled artifact closure. Every segment of a run
+    (start, resume, adoption) keeps one MCP session per source, closed when it ends."""
+
+    def __init__(
+        self,
+        metadata: Metadata,
+        runner: flow.Runner[dict[str, Any]],
+        *,
+        runtime: _Runtime,
+        state_decoder: Callable[[dict[str, Any]], dict[str, Any]],
+        resume_schemas: Mapping[str, Mapping[str, Any]],
+        closure_digest: str,
+    ) -> None:
+        super().__init__(
+            metadata,
+            runner,
+            state_decoder=state_decoder,
+            summarizer=_summary,
+            on_error="fail",
+            resume_schemas=resume_schemas,
+        )
+        self.runtime = runtime
+        self.closure_digest = closure_digest
+
+    @property
+    def trace(self) -> RunTrace:
+        """The traces of this definition's runs (in the database it is bound to)."""
+        return self.runtime.trace
+
+    def with_checkpoints(self, checkpoints: flow.CheckpointStore) -> ArtifactDefinition:
+        """Bound to ``checkpoints``; the tool intents and traces go to the same ledger."""
+        rebound = super().with_checkpoints(checkpoints)
+        assert isinstance(rebound, ArtifactDefinition)
+        ledger = getattr(checkpoints, "ledger", None)
+        if isinstance(ledger, storage.Ledger):
+            rebound.runtime = self.runtime.over(ledger)
+        return rebound
+
+    async def start(
+        self, token: ValidatedInput, *, graph_run_id: str, hooks: Sequence[flow.Hooks] = ()
+    ) -> WorkflowResult:
+        async with self.runtime.segment(graph_run_id):
+            return await super().start(token, graph_run_id=graph_run_id, hooks=hooks)
+
+    async def resume(
+        self,
+        graph_run_id: str,
+        token: ValidatedResume | None,
+        *,
+        hooks: Sequence[flow.Hooks] = (),
+    ) -> WorkflowResult:
+        async with self.runtime.segment(graph_run_id):
+            return await super().resume(graph_run_id, token, hooks=hooks)
+
+    async def adopt(self, graph_run_id: str, *, hooks: Sequence[flow.Hooks] = ()) -> WorkflowResult:
+        async with self.runtime.segment(graph_run_id):
+            return await super().adopt(graph_run_id, hooks=hooks)
+
+
+def _summary(state: dict[str, Any]) -> str:
+    outcome = state.get(OUTCOME)
+    return f"outcome {outcome}" if isinstance(outcome, str) else ""
+
+
+def compile_artifact(
+    root: ValidatedArtifact,
+    *,
+    children: Mapping[str, ValidatedArtifact] | None = None,
+    sources: Mapping[str, Source],
+    connect_timeout: float = 10.0,
+) -> ArtifactDefinition:
+    """The definition of ``root``: ``children`` maps each child artifact name the closure
+    uses (at any depth) to its validated artifact, ``sources`` each dependency the
+    closure's tool nodes name to a concrete source. `ArtifactCompileError` names the
+    place of what cannot be compiled. Register the result in a `Catalog` like any
+    definition; a host binding the catalog to its database (`Catalog.bound`) keeps the
+    runs' checkpoints, tool intents and traces there."""
+    children = dict(children or {})
+    runtime = _Runtime(sources, MemoryLedger(), connect_timeout)
+    compiler = _Compiler(root, children, runtime.sources)
+    compiler.build()
+    digest = closure_digest(root, children)
+    runner = compiler.graph.compile(entry=root.artifact.start, finish=FINISH, version=digest)
+    interrupts = [
+        node
+        for scope in compiler.scopes
+        for node in scope.validated.artifact.nodes.values()
+        if isinstance(node, InterruptNode)
+    ]
+    metadata = Metadata(
+        root.name,
+        root.version,
+        description=root.artifact.description,
+        input_schema=root.artifact.input_schema,
+        resume_schema=interrupts[0].resume_schema if interrupts else None,
+        vertices=compiler.labels,
+    )
+    return ArtifactDefinition(
+        metadata,
+        runner,
+        runtime=runtime,
+        state_decoder=compiler.initial_state,
+        resume_schemas=compiler.resume_schemas,
+        closure_digest=digest,
+    )
+
+
+def closure_digest(root: ValidatedArtifact, children: Mapping[str, ValidatedArtifact]) -> str:
+    """The digest the store records for ``root`` and its children (see `ArtifactRecord`)."""
+
+    def of(validated: ValidatedArtifact) -> str:
+        pins = tuple(
+            ChildPin(name, version, children[name].digest, of(children[name]))
+            for name, version in validated.artifact.children.items()
+            if name in children
+        )
+        return pinned_closure_digest(validated.digest, pins)
+
+    return of(root)

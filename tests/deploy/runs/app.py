@@ -1,0 +1,50 @@
+"""The deploy test artifacts as an application catalog (``--app tests.deploy.runs.app:catalog``,
+run from the repository root), bound to the real MCP servers of `tests.deploy.servers`.
+
+* ``daily_digest`` 1 (``digest.yaml``, with its child ``sign_off`` 1): the time server's
+  clock, server-everything's echo and sum in parallel (branches of unequal length), a
+  switch, a confirmation interrupt and a child artifact that interrupts.
+* ``slow_write`` 1 (``slow_write.yaml``): one call of the test server ``slow_server.py``
+  (a tool that is not idempotent, or a read-only one), for the crash tests.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from flowledger.deploy import StdioSource, ValidatedArtifact, compile_artifact, load_artifact
+from flowledger.workflows import Catalog
+
+from ..servers import everything_stdio, time_source
+
+HERE = Path(__file__).parent
+
+
+def artifact(name: str) -> ValidatedArtifact:
+    return load_artifact((HERE / f"{name}.yaml").read_text())
+
+
+def slow_source() -> StdioSource:
+    """The test server of ``slow_server.py`` (files it counts calls in: ``SLOW_DIR``)."""
+    import sys
+
+    return StdioSource(
+        sys.executable,
+        ["-m", "tests.deploy.runs.slow_server"],
+        env={"SLOW_DIR": os.environ.get("SLOW_DIR", "")},
+        cwd=str(HERE.parents[2]),
+    )
+
+
+def catalog() -> Catalog:
+    definitions = Catalog()
+    definitions.register(
+        compile_artifact(
+            artifact("digest"),
+            children={"sign_off": artifact("sign_off")},
+            sources={"clock": time_source(), "everything": everything_stdio()},
+        )
+    )
+    definitions.register(compile_artifact(artifact("slow_write"), sources={"slow": slow_source()}))
+    return definitions
