@@ -1,0 +1,73 @@
+"""Stopping an owner at the next step boundary: the step in flight commits, nothing of
+the next step begins, and the next owner continues from that checkpoint."""
+
+from __future__ import annotations
+
+import asyncio
+
+from flowledger.workflows.run import RunStatus
+
+from .conftest import Session
+
+
+async def test_stop_lets_the_step_in_flight_commit_and_the_next_owner_continue(
+    session: Session,
+) -> None:
+    session.gates.close("one")
+    first = session.supervisor()
+    await first.activate()
+    run = await session.create_run()
+    ticket = await first.start(run.id)
+    await ticket.wait()
+    await asyncio.wait_for(session.gates.entered["one"].wait(), 10)
+
+    first.request_stop()  # while `one` is in flight
+    assert first.stopping
+    session.gates.open("one")
+    left = await asyncio.wait_for(first.stop(), 10)
+    await first.shutdown()
+
+    assert [r.id for r in left] == [run.id]
+    assert left[0].status is RunStatus.RUNNING
+    assert session.gates.runs == {"one": 1}  # `two` never began
+    latest = (await session.checkpoints.history(run.graph_run_id))[-1]
+    assert left[0].checkpoint_revision == latest.revision > 0
+    stored = await session.registry.get(session.session_id, run.id)
+    assert stored.checkpoint_revision == latest.revision
+    assert "vertex_completed" in await session.kinds(run.id)  # `one`'s activity is out
+
+    second = session.supervisor()
+    await second.activate()  # adopts the run it was left with
+    assert await asyncio.wait_for(second.wait_idle(), 10) is None
+    await second.shutdown()
+    done = await session.registry.get(session.session_id, run.id)
+    assert done.status is RunStatus.COMPLETED
+    assert done.status_summary == "count=2"
+    assert session.gates.runs == {"one": 1, "two": 1}  # `one` was not run again
+
+
+async def test_stop_ends_a_segment_that_pauses_as_it_would_have(session: Session) -> None:
+    session.gates.close("ask")
+    owner = session.supervisor()
+    await owner.activate()
+    run = await session.create_run("asker")
+    await (await owner.start(run.id)).wait()
+    await asyncio.wait_for(session.gates.entered["ask"].wait(), 10)
+    owner.request_stop()
+    session.gates.open("ask")
+    assert await asyncio.wait_for(owner.stop(), 10) == []  # nothing is left running
+    await owner.shutdown()
+    paused = await session.registry.get(session.session_id, run.id)
+    assert paused.status is RunStatus.INTERRUPTED
+
+
+async def test_a_stopped_owner_begins_nothing_new(session: Session) -> None:
+    owner = session.supervisor()
+    await owner.activate()
+    owner.request_stop()
+    run = await session.create_run()
+    await owner.start(run.id)
+    left = await asyncio.wait_for(owner.stop(), 10)
+    await owner.shutdown()
+    assert [(r.id, r.status) for r in left] == [(run.id, RunStatus.PENDING)]
+    assert session.gates.runs == {}
