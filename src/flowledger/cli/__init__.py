@@ -22,6 +22,7 @@ from rich.text import Text
 from .. import __version__
 from ..tools import ToolError
 from ..workflows.worker import WorkerSettings
+from .continuing import follow_left_run, print_continue_hint, refuse_payload_for_left_run
 from .demo import run_demo
 from .render import (
     Pause,
@@ -222,7 +223,9 @@ def runs_show(
             pause = None
             if result.get("run_status") == "interrupted":
                 pause = await _pause_or_none(host, run)
-        render_run(stdout_console(), result, pause)
+        console = stdout_console()
+        render_run(console, result, pause)
+        print_continue_hint(console, result, options.flags())
 
     run_command(work)
 
@@ -291,10 +294,25 @@ def start(
     db: DbOption = None,
     app_ref: AppOption = None,
     session: SessionOption = None,
-    json_output: JsonOption = False,
+    json_output: Annotated[
+        bool,
+        typer.Option(
+            "--json",
+            help="Print the run as JSON once it stopped (with --detach: once started).",
+        ),
+    ] = False,
     no_execute: NoExecuteOption = False,
+    detach: Annotated[
+        bool,
+        typer.Option(
+            "--detach",
+            help="Return once the run's first checkpoint is durable; the next process "
+            "that owns the session (any start, resume, mcp or worker) executes it.",
+        ),
+    ] = False,
 ) -> None:
-    """Start a run and execute it here, with live progress, until it pauses or ends."""
+    """Start a run and execute it here, with live progress, until it stops: completed,
+    paused (interrupted), failed or cancelled."""
     options = Options(db, app_ref, session)
 
     async def work() -> None:
@@ -316,20 +334,24 @@ def start(
             _print_status(console, result, note="a worker executes it")
             return
         async with open_host(options, owner=True) as host:
-            async with Watch(host.session, console, quiet=json_output) as watch:
+            async with Watch(host.session, console, quiet=json_output or detach) as watch:
                 result = await host.call(
                     "workflow_run_start",
                     {"definition_name": name, "definition_version": version, "input": document},
                 )
                 run_id = str(result["run_id"])
-                if json_output:
-                    emit_json(result)
-                else:
+                if not json_output:
                     console.print(
                         Text.assemble(
                             ("started run ", "dim"), (run_id, "bold"), f"  {name} {version}"
                         )
                     )
+                if detach:
+                    if json_output:
+                        emit_json(result)
+                    assert host.leaving is not None
+                    host.leaving.detach()
+                    return
                 await watch.follow(run_id, f"{name} {version}")
                 error = await host.session.supervisor.wait_idle()
             await _finish(host, console, run_id, error, quiet=json_output)
@@ -353,26 +375,40 @@ async def _title(host: Host, run: str) -> str:
 def resume(
     run: RunArgument,
     payload_text: Annotated[
-        str,
+        str | None,
         typer.Option(
             "--payload",
             "-p",
             metavar="JSON",
-            help="The answer the run waits for: a JSON object, @file.json, or - for stdin.",
+            help="The answer the paused run waits for: a JSON object, @file.json, or - for "
+            "stdin. Without it, continue a run left running (or pending) by a process that "
+            "is gone.",
+            show_default=False,
         ),
-    ],
+    ] = None,
     db: DbOption = None,
     app_ref: AppOption = None,
     session: SessionOption = None,
     json_output: JsonOption = False,
     no_execute: NoExecuteOption = False,
 ) -> None:
-    """Resume a paused run here, with live progress, until it pauses again or ends."""
+    """Resume a paused run here, with live progress, until it pauses again or ends; or,
+    without --payload, continue a run nobody executes any more."""
     options = Options(db, app_ref, session)
 
     async def work() -> None:
-        payload = parse_json_option("--payload", payload_text)
         console = stdout_console()
+        if payload_text is None:
+            if no_execute:
+                raise CliError(
+                    "--no-execute needs --payload: a run left running is continued by the "
+                    "process that owns the session (a worker adopts it by itself)"
+                )
+            async with open_host(options, owner=True, announce=False) as host:
+                error = await follow_left_run(host, console, run, quiet=json_output)
+                await _finish(host, console, run, error, quiet=json_output)
+            return
+        payload = parse_json_option("--payload", payload_text)
         if no_execute:
             async with open_host(options, owner=False, front_door=True) as host:
                 title = await _title(host, run)
@@ -392,6 +428,7 @@ def resume(
                         render_pause(console, pause)
             return
         async with open_host(options, owner=True) as host:
+            await refuse_payload_for_left_run(host, run)
             title = await _title(host, run)
             async with Watch(host.session, console, quiet=json_output) as watch:
                 if not json_output and title:
@@ -399,9 +436,7 @@ def resume(
                         Text.assemble(("resuming run ", "dim"), (run, "bold"), f"  {title}")
                     )
                 await watch.follow(run, title)
-                result = await host.call("workflow_run_resume", {"run_id": run, "resume": payload})
-                if json_output:
-                    emit_json(result)
+                await host.call("workflow_run_resume", {"run_id": run, "resume": payload})
                 error = await host.session.supervisor.wait_idle()
             await _finish(host, console, run, error, quiet=json_output)
 
@@ -603,11 +638,16 @@ async def _pause_or_none(host: Host, run_id: str) -> Pause | None:
 async def _finish(
     host: Host, console: Console, run_id: str, error: BaseException | None, *, quiet: bool
 ) -> None:
-    """After the session went idle: report the run's outcome (or what stopped the work)."""
+    """After the session went idle: report the run's outcome (``quiet``: print the run as
+    JSON). A run left unfinished is reported when the session is let go (`open_host`)."""
     check_idle(run_id, error)
-    if quiet:
-        return
+    supervisor = host.session.supervisor
+    if supervisor.stopping:
+        await supervisor.stop()  # the run's record catches up with its last checkpoint
     run = await host.call("workflow_run_get", {"run_id": run_id})
+    if quiet:
+        emit_json(run)
+        return
     status = str(run.get("run_status", ""))
     line = Text.assemble(("run ", "dim"), (run_id, "bold"), " is ", status_text(status))
     if run.get("status_summary"):
@@ -622,12 +662,6 @@ async def _finish(
             console.print(
                 Text.assemble(("resume with: ", "dim"), shlex.join(command)), soft_wrap=True
             )
-    elif status in ("pending", "running"):
-        console.print(
-            "it continues from its last checkpoint the next time a flowledger process "
-            "owns the session",
-            style="dim",
-        )
 
 
 def main() -> None:

@@ -26,6 +26,7 @@ from flowledger.workflows.errors import ConflictError, InvalidInputError, Unknow
 from flowledger.workflows.history import HistoryPage
 from flowledger.workflows.inputs import canonical_json
 from flowledger.workflows.metadata import Metadata
+from flowledger.workflows.ownership import OwnerReader
 from flowledger.workflows.registry import RunPage
 from flowledger.workflows.run import (
     DEFAULT_RUN_PAGE_SIZE,
@@ -359,6 +360,7 @@ class WorkflowTools:
         new_id: Callable[[], str] = new_uuid,
         prepare_run: Callable[[Run], Awaitable[Run] | Run] | None = None,
         start_timeout: float = DEFAULT_START_TIMEOUT,
+        owners: OwnerReader | None = None,
     ) -> None:
         if (
             not session_id
@@ -414,6 +416,7 @@ class WorkflowTools:
         self._new_id = new_id
         self._prepare_run = prepare_run
         self._start_timeout = float(start_timeout)
+        self._owners = owners  # `workflow_run_get`'s ``owner`` field (omitted without it)
         self._handlers: dict[str, Callable[[dict[str, Any]], Awaitable[dict[str, Any]]]] = {
             "workflow_definition_list": self._definition_list,
             "workflow_run_start": self._run_start,
@@ -606,7 +609,16 @@ class WorkflowTools:
 
     async def _run_get(self, arguments: dict[str, Any]) -> dict[str, Any]:
         run_id = parse_id("run_id", arguments["run_id"])
-        return run_result(await self._get(run_id, action="get run"))
+        run = await self._get(run_id, action="get run")
+        result = run_result(run)
+        if self._owners is not None:
+            try:
+                owner = await self._owners(run)
+            except Exception as exc:
+                raise translate(exc, action="get run owner") from exc
+            if owner is not None:
+                result["owner"] = owner
+        return result
 
     # -- workflow_run_list (§7.5) ----------------------------------------------------------
 
