@@ -39,10 +39,10 @@ from ..storage import StorageError
 from ..tools import StartTicketPort, SupervisorPort, ToolError, WorkflowTools
 from ..workflows import HistoryPage, SessionOwnedError, WorkflowError
 from ..workflows.frontdoor import FrontDoor
-from ..workflows.ownership import owner_reader
+from ..workflows.ownership import left_message, owner_reader
 from ..workflows.run import Run, RunStatus
 from ..workflows.session import WorkflowSession
-from .stopping import OwnerExit, left_message
+from .stopping import OwnerExit
 
 __all__ = [
     "CliError",

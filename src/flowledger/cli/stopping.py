@@ -26,18 +26,15 @@ import asyncio
 import contextlib
 import os
 import select
-import shlex
 import signal
 import stat
 import sys
 import threading
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import IO, Any, Final
 
-from ..workflows.run import Run, RunStatus
-
-__all__ = ["Departure", "OwnerExit", "left_message"]
+__all__ = ["Departure", "OwnerExit"]
 
 PIPE_EXIT_CODE: Final = 128 + 13  # what a shell reports for a process ended by SIGPIPE
 
@@ -48,20 +45,6 @@ class Departure:
 
     reason: str
     exit_code: int
-
-
-def left_message(run: Run, flags: Sequence[str] = ()) -> str:
-    """The line that says a run was left for the next owner, and how to continue it."""
-    command = shlex.join(["flowledger", "resume", run.id, *flags])
-    if run.status is RunStatus.PENDING:
-        return (
-            f"run {run.id} left pending (not started); it starts when any owner opens the "
-            f"session ({command})"
-        )
-    return (
-        f"run {run.id} left running at revision {run.checkpoint_revision}; it continues "
-        f"when any owner opens the session ({command})"
-    )
 
 
 class _PipeSafeStdout:

@@ -17,14 +17,15 @@ Interrupted and terminal runs need no owner to stay correct, so they get no ``ow
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+import shlex
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
 from ..storage import Leaser
 from .activity import format_time
 from .run import Run, RunStatus, owner_lease_name
 
-__all__ = ["OwnerReader", "owner_reader", "run_owner"]
+__all__ = ["OwnerReader", "left_message", "owner_reader", "run_owner"]
 
 #: ``workflow_run_get``'s ``owner`` field of a run (None: the run has none).
 OwnerReader = Callable[[Run], Awaitable[dict[str, Any] | None]]
@@ -48,3 +49,18 @@ def owner_reader(leases: Leaser) -> OwnerReader:
         return await run_owner(leases, run)
 
     return read
+
+
+def left_message(run: Run, flags: Sequence[str] = ()) -> str:
+    """The line an owner prints for a run it leaves unfinished as it exits, with the
+    command that continues it (``flags``: the ``--db`` and friends to repeat)."""
+    command = shlex.join(["flowledger", "resume", run.id, *flags])
+    if run.status is RunStatus.PENDING:
+        return (
+            f"run {run.id} left pending (not started); it starts when any owner opens the "
+            f"session ({command})"
+        )
+    return (
+        f"run {run.id} left running at revision {run.checkpoint_revision}; it continues "
+        f"when any owner opens the session ({command})"
+    )
