@@ -13,6 +13,8 @@ import re
 import signal
 import subprocess
 import sys
+import time
+from pathlib import Path
 from typing import IO, Any
 
 from .conftest import REVIEW_INPUT, Cli
@@ -132,3 +134,70 @@ def test_resume_with_a_payload_of_a_left_run_says_how_to_continue_it(cli: Cli) -
     again = cli("resume", run_id)
     assert again.exit_code == 1
     assert "is paused (interrupted): answer it with --payload JSON" in again.stderr
+
+
+def test_sigterm_to_a_worker_stops_at_the_step_boundary(cli: Cli) -> None:
+    """A worker's run finishes the step in flight, is logged as left, and the next
+    ``start`` continues it (``hold`` waits for a file, so the step is in flight for as
+    long as the test needs)."""
+    root = Path(__file__).resolve().parents[2]
+    app = "tests.mcp.gated_app:catalog"
+    env = {k: v for k, v in os.environ.items() if k != "FLOWLEDGER_DB"}
+
+    def flowledger(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [sys.executable, "-m", "flowledger", *args, "--app", app, "--db", cli.db],
+            cwd=root,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=False,
+        )
+
+    gate = json.dumps({"folder": str(cli.cwd)})
+    worker = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "flowledger",
+            "worker",
+            "--app",
+            app,
+            "--db",
+            cli.db,
+            "--poll",
+            "0.05",
+        ],
+        cwd=root,
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        started = flowledger("start", "gated", "v1", "--input", gate, "--no-execute", "--json")
+        assert started.returncode == 0, started.stderr
+        run_id = json.loads(started.stdout)["run_id"]
+        pid_file = cli.cwd / "pid"
+        for _ in range(6000):  # until the hold step has begun in the worker (or 60 s)
+            if pid_file.exists():
+                break
+            time.sleep(0.01)
+        assert int(pid_file.read_text()) == worker.pid
+        worker.send_signal(signal.SIGTERM)
+        (cli.cwd / "open").touch()
+        _, stderr = worker.communicate(timeout=60)
+    finally:
+        if worker.poll() is None:
+            worker.kill()
+    assert worker.returncode == 0, stderr
+    assert f"run {run_id} left running at revision" in stderr
+    left = cli.tool("workflow_run_get", {"run_id": run_id})
+    assert (left["run_status"], left["owner"]["live"]) == ("running", False)
+    nxt = flowledger("start", "gated", "v1", "--input", gate)
+    assert nxt.returncode == 0, nxt.stderr
+    assert f"continuing run {run_id}" in nxt.stderr
+    assert cli.tool("workflow_run_get", {"run_id": run_id})["run_status"] == "interrupted"
+    kinds = [e.get("vertex_id") for e in cli.json("history", run_id)["entries"]]
+    assert kinds.count("hold") == 1
