@@ -17,10 +17,11 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
+import pytest
 from mcp import Client
 from mcp.client.stdio import stdio_client
 
-from .conftest import REPO, payload, stdio_params
+from .conftest import REPO, http_client, http_server, payload, stdio_params
 
 APP = "tests.mcp.gated_app:catalog"
 LEFT = re.compile(r"run ([0-9a-f-]{36}) left running at revision (\d+); it continues when")
@@ -142,3 +143,28 @@ async def test_a_closed_stdin_leaves_the_run_for_the_next_start(tmp_path: Path) 
     assert "left running" in text(errlog)
     assert "Traceback" not in text(errlog)
     await assert_left_then_adopted(db, tmp_path, errlog, run_ids[0])
+
+
+async def test_a_stopping_http_server_leaves_the_run_at_the_step_boundary(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    db = f"sqlite:///{tmp_path}/m.db"
+    said: list[str] = []
+
+    def stderr() -> str:
+        said.append(capsys.readouterr().err)
+        return "".join(said)
+
+    async def open_gate_once_stopping() -> None:
+        await wait_for(lambda: "stopping" in stderr(), "the stop")
+        (tmp_path / "open").touch()  # the step in flight finishes and commits
+
+    async with http_server(db, app=APP) as url:
+        async with http_client(url, None) as client:
+            run_id = await start_held_run(client, tmp_path)
+        gate = asyncio.create_task(open_gate_once_stopping())
+        # leaving this block stops the server while the hold step is in flight
+    await gate
+    errlog = tmp_path / "server.err"
+    errlog.write_text(stderr(), encoding="utf-8")
+    await assert_left_then_adopted(db, tmp_path, errlog, run_id)

@@ -21,13 +21,16 @@ async def leave_session(
     session: WorkflowSession,
     flags: Sequence[str] = (),
     *,
-    write: Callable[[str], object] = sys.stderr.write,
+    write: Callable[[str], object] | None = None,
 ) -> None:
     """Stop ``session``'s executions at their next step boundary and report what is left
-    (``flags``: the options to repeat in the command that continues a run)."""
+    (``flags``: the options to repeat in the command that continues a run) through
+    ``write`` (default: stderr)."""
     supervisor = session.supervisor
     if not supervisor.active:
         return
+    if write is None:
+        write = sys.stderr.write  # looked up now: stderr may have been replaced
     if not supervisor.idle:
         write("flowledger mcp: stopping; the runs in flight stop at their next step boundary\n")
     for run in await supervisor.stop():
