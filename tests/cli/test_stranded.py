@@ -201,3 +201,38 @@ def test_sigterm_to_a_worker_stops_at_the_step_boundary(cli: Cli) -> None:
     assert cli.tool("workflow_run_get", {"run_id": run_id})["run_status"] == "interrupted"
     kinds = [e.get("vertex_id") for e in cli.json("history", run_id)["entries"]]
     assert kinds.count("hold") == 1
+
+
+def test_a_second_sigterm_stops_at_once_and_the_step_runs_again_later(cli: Cli) -> None:
+    """The step in flight never ends (``hold`` waits for a file): the first SIGTERM waits
+    for its boundary, the second one cuts it; the run is left at its seed, and the next
+    ``start`` runs ``hold`` again from there."""
+    root = Path(__file__).resolve().parents[2]
+    app = "tests.mcp.gated_app:catalog"
+    env = {k: v for k, v in os.environ.items() if k != "FLOWLEDGER_DB"}
+    gate = json.dumps({"folder": str(cli.cwd)})
+    command = [sys.executable, "-m", "flowledger", "start", "gated", "v1", "--app", app]
+    command += ["--input", gate, "--db", cli.db]
+    child = subprocess.Popen(
+        command, cwd=root, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
+    try:
+        read_until(child.stdout, "run started")
+        assert child.stderr is not None
+        child.send_signal(signal.SIGTERM)
+        assert "stopping at the next step boundary" in child.stderr.readline()
+        child.send_signal(signal.SIGTERM)
+        _, stderr = child.communicate(timeout=60)
+    finally:
+        if child.poll() is None:
+            child.kill()
+    assert child.returncode == 143, stderr
+    assert "SIGTERM: stopping now; the steps in flight will run again" in stderr
+    found = LEFT.findall(stderr)
+    assert len(found) == 1 and found[0][1] == "0", stderr
+    run_id = found[0][0]
+    (cli.cwd / "open").touch()
+    nxt = subprocess.run(command, cwd=root, env=env, capture_output=True, text=True, timeout=120)
+    assert nxt.returncode == 0, nxt.stderr
+    assert f"continuing run {run_id}, left running at revision 0" in nxt.stderr
+    assert cli.tool("workflow_run_get", {"run_id": run_id})["run_status"] == "interrupted"

@@ -218,7 +218,9 @@ async def open_host(
             except asyncio.CancelledError:
                 if not leaving.forced:
                     raise
-            except BaseException as exc:
+            except GeneratorExit:
+                raise
+            except BaseException as exc:  # still stop at the boundary, then report it
                 error = exc
             left = await _leave(session, leaving)
         for run in left:
