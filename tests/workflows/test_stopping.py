@@ -5,7 +5,11 @@ from __future__ import annotations
 
 import asyncio
 
+import pytest
+
+from flowledger.workflows.errors import SupervisorClosedError
 from flowledger.workflows.run import RunStatus
+from flowledger.workflows.stopping import SupervisorStoppingError
 
 from .conftest import Session
 
@@ -61,13 +65,26 @@ async def test_stop_ends_a_segment_that_pauses_as_it_would_have(session: Session
     assert paused.status is RunStatus.INTERRUPTED
 
 
-async def test_a_stopped_owner_begins_nothing_new(session: Session) -> None:
+async def test_a_stopping_owner_refuses_starts_and_resumes_and_changes_nothing(
+    session: Session,
+) -> None:
     owner = session.supervisor()
     await owner.activate()
+    paused = await session.create_run("asker")
+    await (await owner.start(paused.id)).wait()
+    assert await asyncio.wait_for(owner.wait_idle(), 10) is None
+    before = await session.registry.get(session.session_id, paused.id)
+    assert before.status is RunStatus.INTERRUPTED
+
     owner.request_stop()
-    run = await session.create_run()
-    await owner.start(run.id)
+    fresh = await session.create_run()
+    with pytest.raises(SupervisorStoppingError, match="nothing was changed"):
+        await owner.start(fresh.id)
+    with pytest.raises(SupervisorStoppingError):
+        await owner.resume(paused.id, b'{"increment": 2}')
+    assert isinstance(SupervisorStoppingError(), SupervisorClosedError)  # tools: same class
     left = await asyncio.wait_for(owner.stop(), 10)
     await owner.shutdown()
-    assert [(r.id, r.status) for r in left] == [(run.id, RunStatus.PENDING)]
-    assert session.gates.runs == {}
+    assert [(r.id, r.status) for r in left] == [(fresh.id, RunStatus.PENDING)]
+    assert await session.registry.get(session.session_id, paused.id) == before  # still paused
+    assert session.gates.runs == {"ask": 1}

@@ -15,8 +15,19 @@ from __future__ import annotations
 import asyncio
 
 from .. import flow
+from .errors import SupervisorClosedError
 
-__all__ = ["BoundaryStop"]
+__all__ = ["BoundaryStop", "SupervisorStoppingError"]
+
+
+class SupervisorStoppingError(SupervisorClosedError):
+    """A start or resume reached an owner that is stopping: nothing was changed."""
+
+    def __init__(self) -> None:
+        super(SupervisorClosedError, self).__init__(
+            "workflow supervisor is stopping (its process is leaving the session); nothing "
+            "was changed: try again when another process owns the session"
+        )
 
 
 class BoundaryStop:
@@ -29,6 +40,11 @@ class BoundaryStop:
     @property
     def requested(self) -> bool:
         return self._requested
+
+    def refuse_new_work(self) -> None:
+        """Raise `SupervisorStoppingError` once a stop was requested."""
+        if self._requested:
+            raise SupervisorStoppingError()
 
     def request(self) -> None:
         """Ask every execution to stop at its next step boundary (idempotent; signal-safe

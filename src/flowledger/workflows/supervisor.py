@@ -542,6 +542,7 @@ class Supervisor:
     async def start(self, run_id: str) -> StartTicket:
         """Begin executing a pending run in the background; see `StartTicket`."""
         controller = self._controller(run_id)
+        self._boundary.refuse_new_work()
         loop = asyncio.get_running_loop()
         ticket = StartTicket(loop.create_future(), loop.create_future())
         self._spawn(self._start_worker(controller, run_id, ticket), run_id=run_id)
@@ -746,6 +747,7 @@ class Supervisor:
     async def _resume_locked(
         self, controller: _Controller, definition: Definition, run: Run, token: Any
     ) -> Run | None:
+        self._boundary.refuse_new_work()  # before the run is marked running: it stays paused
         try:
             running = await self._transition(
                 run, RunStatus.RUNNING, RESUMING_SUMMARY, run.checkpoint_revision
