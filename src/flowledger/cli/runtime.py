@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import json
 import logging
 import os
@@ -276,8 +277,14 @@ async def _leave(session: WorkflowSession, leaving: OwnerExit) -> list[Run]:
     with contextlib.suppress(Exception):
         for run_id in sorted(await index.runs(session.session_id)):
             run = await session.registry.get(session.session_id, run_id)
-            if run.status in (RunStatus.PENDING, RunStatus.RUNNING):
-                left.append(run)
+            if run.status not in (RunStatus.PENDING, RunStatus.RUNNING):
+                continue
+            # Cut before its record caught up: say where its checkpoints really are.
+            with contextlib.suppress(Exception):
+                latest = await session.checkpoints.latest(run.graph_run_id)
+                if latest.run.revision > run.checkpoint_revision:
+                    run = dataclasses.replace(run, checkpoint_revision=latest.run.revision)
+            left.append(run)
     return left
 
 
