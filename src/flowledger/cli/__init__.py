@@ -4,10 +4,13 @@ Reading commands (``definitions``, ``runs list``, ``runs show``, ``history``) ne
 execute anything and work while another process owns the session; with ``--json`` they
 print exactly the result of the matching ``workflow_*`` tool. ``start`` and ``resume``
 own the session and keep running until it is idle, because this process executes the
-run; ``cancel`` owns it just long enough to cancel. With ``--no-execute`` the three are
-front doors instead: they only write the pending run or the request, and wait for a
-``flowledger worker`` to act on it. ``worker`` executes the runs of every session.
-``demo`` shows all of it.
+run (``start --detach`` returns once the run is durably started; ``resume RUN`` without
+a payload continues a run left running by a process that is gone); ``cancel`` owns it
+just long enough to cancel. An owner stopped by a signal or a closed stdout stops at the
+next step boundary and says which runs it leaves (``stopping.py``). With
+``--no-execute`` the three are front doors instead: they only write the pending run or
+the request, and wait for a ``flowledger worker`` to act on it. ``worker`` executes the
+runs of every session. ``demo`` shows all of it.
 """
 
 from __future__ import annotations

@@ -9,6 +9,11 @@ processes to execute). Readers get the tool bundle with `ReadOnlyControl` in pla
 the supervisor, which answers history pages straight from the activity journal; front
 doors get a `FrontDoor`.
 
+An owner names the runs it adopts from an owner that is gone, and ends at the next step
+boundary: when its block ends, or at once on the first SIGINT, SIGTERM, SIGPIPE or
+closed stdout (`OwnerExit`, in ``stopping.py``); then it prints one line on stderr per
+run it leaves unfinished and releases the session.
+
 Every failure becomes one line on stderr (``error: ...``) and exit code 1; usage errors
 are typer's (exit code 2). ``FLOWLEDGER_DEBUG=1`` lets unexpected exceptions through with
 their traceback.
@@ -208,13 +213,13 @@ async def open_host(
         if not owner:
             yield host
             return
+        if announce:
+            await _announce_adopted(session)
         leaving = OwnerExit(session.supervisor.request_stop, _notice)
         host.leaving = leaving
         with leaving.installed():
             error: BaseException | None = None
             try:
-                if announce:
-                    await _announce_adopted(session)
                 yield host
             except asyncio.CancelledError:
                 if not leaving.forced:
