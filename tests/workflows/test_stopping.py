@@ -88,3 +88,27 @@ async def test_a_stopping_owner_refuses_starts_and_resumes_and_changes_nothing(
     assert [(r.id, r.status) for r in left] == [(fresh.id, RunStatus.PENDING)]
     assert await session.registry.get(session.session_id, paused.id) == before  # still paused
     assert session.gates.runs == {"ask": 1}
+
+
+async def test_stop_at_once_cuts_the_step_and_the_next_owner_runs_it_again(
+    session: Session,
+) -> None:
+    session.gates.close("one")  # never opened while the first owner runs
+    first = session.supervisor()
+    await first.activate()
+    run = await session.create_run()
+    await (await first.start(run.id)).wait()
+    await asyncio.wait_for(session.gates.entered["one"].wait(), 10)
+    left = await asyncio.wait_for(first.stop(at_once=True), 10)
+    await first.shutdown()
+    assert [(r.id, r.status, r.checkpoint_revision) for r in left] == [
+        (run.id, RunStatus.RUNNING, 0)
+    ]
+
+    session.gates.open("one")
+    second = session.supervisor()
+    await second.activate()
+    assert await asyncio.wait_for(second.wait_idle(), 10) is None
+    await second.shutdown()
+    assert (await session.registry.get(session.session_id, run.id)).status is RunStatus.COMPLETED
+    assert session.gates.runs == {"one": 2, "two": 1}  # the cut step ran again

@@ -22,8 +22,6 @@ their traceback.
 from __future__ import annotations
 
 import asyncio
-import contextlib
-import dataclasses
 import json
 import logging
 import os
@@ -261,8 +259,9 @@ def _notice(message: str) -> None:
 
 
 async def _leave(session: WorkflowSession, leaving: OwnerExit) -> list[Run]:
-    """End this process's ownership: at the next step boundary, or - once forced (a
-    second signal) - at once; return the runs left unfinished for the next owner."""
+    """End this process's work on the session: at the next step boundary, or - once
+    forced (a second signal, ``--detach``) - at once; return the runs left unfinished for
+    the next owner (`open_session` releases the lease afterwards)."""
     supervisor = session.supervisor
     if not leaving.forced:
         try:
@@ -273,24 +272,7 @@ async def _leave(session: WorkflowSession, leaving: OwnerExit) -> list[Run]:
     task = asyncio.current_task()
     if task is not None and task.cancelling():
         task.uncancel()
-    with contextlib.suppress(Exception):
-        await supervisor.shutdown()  # cuts the steps in flight
-    left: list[Run] = []
-    index = supervisor.index
-    if index is None:
-        return left
-    with contextlib.suppress(Exception):
-        for run_id in sorted(await index.runs(session.session_id)):
-            run = await session.registry.get(session.session_id, run_id)
-            if run.status not in (RunStatus.PENDING, RunStatus.RUNNING):
-                continue
-            # Cut before its record caught up: say where its checkpoints really are.
-            with contextlib.suppress(Exception):
-                latest = await session.checkpoints.latest(run.graph_run_id)
-                if latest.run.revision > run.checkpoint_revision:
-                    run = dataclasses.replace(run, checkpoint_revision=latest.run.revision)
-            left.append(run)
-    return left
+    return await supervisor.stop(at_once=True)
 
 
 # -- arguments --------------------------------------------------------------------------

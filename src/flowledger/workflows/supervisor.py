@@ -365,13 +365,15 @@ class Supervisor:
         if self._poll_task is not None:
             self._poll_task.cancel()
 
-    async def stop(self) -> list[Run]:
-        """`request_stop`, wait until no worker runs (a step in flight runs to its end:
-        bound this with a timeout, then `shutdown`, to cut it), bring the records of the
-        runs it stopped up to their last durable checkpoint, and return the session's runs
-        left unfinished for the next owner (pending or running), in run id order. Call
-        `shutdown` afterwards to release the session."""
+    async def stop(self, *, at_once: bool = False) -> list[Run]:
+        """`request_stop`, wait until no worker runs (a step in flight runs to its end;
+        ``at_once`` cuts it instead, and the next owner runs it again), bring the records
+        of the runs it stopped up to their last durable checkpoint, and return the
+        session's runs left unfinished for the next owner (pending or running), in run id
+        order. Call `shutdown` afterwards to release the session."""
         self.request_stop()
+        if at_once:
+            self._cancel_everything()
         await self._idle.wait()
         left: list[Run] = []
         for run_id in await self._unfinished_ids():
