@@ -14,6 +14,7 @@ import signal
 import subprocess
 import sys
 import time
+from datetime import datetime
 from pathlib import Path
 from typing import IO, Any
 
@@ -60,7 +61,9 @@ def assert_left_then_adopted(cli: Cli, stderr: str) -> None:
     assert left["run_status"] == "running"
     assert left["checkpoint_revision"] == revision > 0
     assert left["owner"]["live"] is False
-    assert left["owner"]["since"] >= left["updated_at"]
+    assert datetime.fromisoformat(left["owner"]["since"]) >= datetime.fromisoformat(
+        left["updated_at"]
+    )
 
     shown = cli.process("runs", "show", run_id, "--db", cli.db)
     assert shown.returncode == 0, shown.stderr
@@ -186,8 +189,10 @@ def test_sigterm_to_a_worker_stops_at_the_step_boundary(cli: Cli) -> None:
             time.sleep(0.01)
         assert int(pid_file.read_text()) == worker.pid
         worker.send_signal(signal.SIGTERM)
-        (cli.cwd / "open").touch()
-        _, stderr = worker.communicate(timeout=60)
+        said = read_until(worker.stderr, "stopping; runs in flight stop")
+        (cli.cwd / "open").touch()  # only now: the step in flight ends after the request
+        _, rest = worker.communicate(timeout=60)
+        stderr = "".join(said) + rest
     finally:
         if worker.poll() is None:
             worker.kill()

@@ -14,6 +14,7 @@ import signal
 import subprocess
 import sys
 from collections.abc import AsyncIterator
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -78,7 +79,9 @@ async def assert_left_then_adopted(db: str, tmp_path: Path, errlog: Path, run_id
         assert left["run_status"] == "running"
         assert left["checkpoint_revision"] == revision > 0
         assert left["owner"]["live"] is False
-        assert left["owner"]["since"] >= left["updated_at"]
+        assert datetime.fromisoformat(left["owner"]["since"]) >= datetime.fromisoformat(
+            left["updated_at"]
+        )
 
         env = {k: v for k, v in os.environ.items() if k != "FLOWLEDGER_DB"}
         nxt = await asyncio.to_thread(
@@ -116,7 +119,7 @@ async def test_sigterm_to_the_server_leaves_the_run_for_the_next_start(tmp_path:
         await wait_for(lambda: "stopping" in text(errlog), "the stop")
         (tmp_path / "open").touch()  # the step in flight finishes and commits
         await wait_for(lambda: "left running" in text(errlog), "the report")
-    assert "Traceback" not in text(errlog)
+    assert "Traceback" not in text(errlog), text(errlog)
     await assert_left_then_adopted(db, tmp_path, errlog, run_id)
 
 

@@ -17,6 +17,7 @@ processes cannot swallow protocol bytes; the SDK diverts stray stdout writes to 
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import contextlib
 import os
 import signal
@@ -58,7 +59,9 @@ class _LineReader:
     def _put(self, item: str | None) -> bool:
         try:
             asyncio.run_coroutine_threadsafe(self._queue.put(item), self._loop).result()
-        except (RuntimeError, asyncio.CancelledError):  # the loop is gone: nobody reads
+        # The loop is gone, or cancelled the put while shutting down: nobody reads. (The
+        # future of run_coroutine_threadsafe raises concurrent.futures' CancelledError.)
+        except (RuntimeError, asyncio.CancelledError, concurrent.futures.CancelledError):
             return False
         return True
 

@@ -507,6 +507,11 @@ class Worker:
             return
         self._closed = True
         sessions = list(self._owned)
+        if sessions:
+            log.info(
+                "worker %s: stopping; runs in flight stop at their next step boundary",
+                self.worker_id,
+            )
         try:
             await asyncio.gather(*(self._stop(s) for s in sessions), return_exceptions=True)
         except asyncio.CancelledError:
