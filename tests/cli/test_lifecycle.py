@@ -4,6 +4,7 @@ tool result."""
 from __future__ import annotations
 
 import json
+import re
 
 from .conftest import REVIEW_INPUT, Cli, assert_one_line_error
 
@@ -28,13 +29,39 @@ def test_start_runs_until_the_pause_and_prints_the_question(cli: Cli) -> None:
     assert out.index("intake") < out.index("report") < out.index("paused")
 
 
-def test_start_json_prints_the_tool_result_and_still_executes(cli: Cli) -> None:
+def test_start_json_prints_the_run_once_it_stopped(cli: Cli) -> None:
     printed = cli.json("start", "document_review", "v1", "--input", json.dumps(REVIEW_INPUT))
     assert set(printed) >= {"run_id", "definition_name", "run_status", "created_at"}
-    assert printed["run_status"] == "running"  # what the tool returns once seeded
-    # ... and the process kept going until the session was idle
-    after = cli.tool("workflow_run_get", {"run_id": printed["run_id"]})
-    assert after["run_status"] == "interrupted"
+    assert printed["run_status"] == "interrupted"  # followed until it paused
+    assert printed == cli.tool("workflow_run_get", {"run_id": printed["run_id"]})
+
+
+def test_start_detach_returns_once_revision_0_is_durable(cli: Cli) -> None:
+    result = cli(
+        "start", "document_review", "v1", "--input", json.dumps(REVIEW_INPUT), "--detach", "--json"
+    )
+    assert result.exit_code == 0, result.output
+    printed = json.loads(result.stdout)
+    assert printed["run_status"] == "running"  # the start tool's result, once seeded
+    run_id = printed["run_id"]
+    # cut at once: at its seed, or a step later if that committed meanwhile (no pacing here)
+    said = re.search(rf"run {run_id} left running at revision (\d+); it continues", result.stderr)
+    assert said is not None, result.stderr
+    assert f"flowledger resume {run_id}" in result.stderr
+    left = cli.tool("workflow_run_get", {"run_id": run_id})
+    assert left["run_status"] == "running"
+    assert left["checkpoint_revision"] == int(said.group(1))  # the record caught up
+    assert left["owner"]["live"] is False
+    assert cli.json("history", run_id)["entries"][0]["kind"] == "run_started"
+    # `resume RUN` (no payload) continues it from its checkpoint until it pauses
+    continued = cli("resume", run_id)
+    assert continued.exit_code == 0, continued.output
+    assert "continuing run" in continued.stdout
+    assert "is interrupted" in continued.stdout
+    kinds = [e["kind"] for e in cli.json("history", run_id, "--limit", "100")["entries"]]
+    assert kinds.count("run_started") == 1
+    assert kinds[-1] == "run_interrupted"
+    assert "owner" not in cli.tool("workflow_run_get", {"run_id": run_id})
 
 
 def test_input_from_a_file_and_from_stdin(cli: Cli) -> None:

@@ -6,6 +6,7 @@ import asyncio
 import contextlib
 import time
 from collections.abc import AsyncIterator
+from datetime import UTC, datetime, timedelta
 
 import pytest
 
@@ -342,3 +343,40 @@ async def test_bad_name_grants_nothing(store: Store) -> None:
         await store.leases.acquire("Job", ttl=5)
     lease = await store.leases.acquire("job", ttl=5)
     await lease.release()
+
+
+async def test_status_reads_a_lease_without_holding_it(store: Store, store_url: str) -> None:
+    """`Leaser.status` (from this store or a peer): epoch 0 and free before any grant;
+    the grant's epoch, held, and an expiry within the TTL while held; after release, free
+    since the release; after a holder's TTL ran out, free since that expiry. The holder
+    token never shows."""
+    async with peer_store(store, store_url) as other:
+        never = await other.leases.status("job")
+        assert (never.epoch, never.held, never.until) == (0, False, None)
+
+        before = datetime.now(UTC)
+        lease = await store.leases.acquire("job", ttl=30)
+        held = await other.leases.status("job")
+        assert (held.epoch, held.held) == (lease.epoch, True)
+        assert held.until is not None
+        assert before < held.until <= datetime.now(UTC) + timedelta(seconds=31)
+        assert not hasattr(held, "holder")
+
+        await lease.release()
+        released = await other.leases.status("job")
+        assert (released.epoch, released.held) == (lease.epoch, False)
+        assert released.until is not None
+        assert before - timedelta(seconds=1) <= released.until < held.until
+
+        backend = store.leases._backend
+        epoch = await backend.try_acquire("job", "stalled", 0.05)
+        await asyncio.sleep(0.1)
+        expired = await other.leases.status("job")
+        assert (expired.epoch, expired.held) == (epoch, False)
+        assert expired.until is not None and expired.until <= datetime.now(UTC)
+        assert (await other.leases.status("other")).epoch == 0  # names are independent
+
+
+async def test_status_of_a_bad_name_is_refused(store: Store) -> None:
+    with pytest.raises(InvalidNameError):
+        await store.leases.status("Bad Name")

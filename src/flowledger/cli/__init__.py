@@ -4,10 +4,13 @@ Reading commands (``definitions``, ``runs list``, ``runs show``, ``history``) ne
 execute anything and work while another process owns the session; with ``--json`` they
 print exactly the result of the matching ``workflow_*`` tool. ``start`` and ``resume``
 own the session and keep running until it is idle, because this process executes the
-run; ``cancel`` owns it just long enough to cancel. With ``--no-execute`` the three are
-front doors instead: they only write the pending run or the request, and wait for a
-``flowledger worker`` to act on it. ``worker`` executes the runs of every session.
-``demo`` shows all of it.
+run (``start --detach`` returns once the run is durably started; ``resume RUN`` without
+a payload continues a run left running by a process that is gone); ``cancel`` owns it
+just long enough to cancel. An owner stopped by a signal or a closed stdout stops at the
+next step boundary and says which runs it leaves (``stopping.py``). With
+``--no-execute`` the three are front doors instead: they only write the pending run or
+the request, and wait for a ``flowledger worker`` to act on it. ``worker`` executes the
+runs of every session. ``demo`` shows all of it.
 """
 
 from __future__ import annotations
@@ -23,6 +26,7 @@ from .. import __version__
 from ..tools import ToolError
 from ..workflows.worker import WorkerSettings
 from .artifact import artifact_app
+from .continuing import follow_left_run, print_continue_hint, refuse_payload_for_left_run
 from .demo import run_demo
 from .render import (
     Pause,
@@ -224,7 +228,9 @@ def runs_show(
                 emit_json(result)
                 return
             pause = Pause.from_run(result, options.flags())
-        render_run(stdout_console(), result, pause)
+        console = stdout_console()
+        render_run(console, result, pause)
+        print_continue_hint(console, result, options.flags())
 
     run_command(work)
 
@@ -293,10 +299,25 @@ def start(
     db: DbOption = None,
     app_ref: AppOption = None,
     session: SessionOption = None,
-    json_output: JsonOption = False,
+    json_output: Annotated[
+        bool,
+        typer.Option(
+            "--json",
+            help="Print the run as JSON once it stopped (with --detach: once started).",
+        ),
+    ] = False,
     no_execute: NoExecuteOption = False,
+    detach: Annotated[
+        bool,
+        typer.Option(
+            "--detach",
+            help="Return once the run's first checkpoint is durable; the next process "
+            "that owns the session (any start, resume, mcp or worker) executes it.",
+        ),
+    ] = False,
 ) -> None:
-    """Start a run and execute it here, with live progress, until it pauses or ends."""
+    """Start a run and execute it here, with live progress, until it stops: completed,
+    paused (interrupted), failed or cancelled."""
     options = Options(db, app_ref, session)
 
     async def work() -> None:
@@ -318,25 +339,38 @@ def start(
             _print_status(console, result, note="a worker executes it")
             return
         async with open_host(options, owner=True) as host:
-            async with Watch(host.session, console, quiet=json_output) as watch:
+            async with Watch(host.session, console, quiet=json_output or detach) as watch:
                 result = await host.call(
                     "workflow_run_start",
                     {"definition_name": name, "definition_version": version, "input": document},
                 )
                 run_id = str(result["run_id"])
-                if json_output:
-                    emit_json(result)
-                else:
+                if not json_output:
                     console.print(
                         Text.assemble(
                             ("started run ", "dim"), (run_id, "bold"), f"  {name} {version}"
                         )
                     )
+                if detach:
+                    if json_output:
+                        emit_json(result)
+                    assert host.leaving is not None
+                    host.leaving.detach()
+                    return
                 await watch.follow(run_id, f"{name} {version}")
                 error = await host.session.supervisor.wait_idle()
             await _finish(host, console, run_id, error, quiet=json_output)
 
     run_command(work)
+
+
+async def _status(host: Host, run: str) -> str:
+    """The run's status, or ``""`` if it cannot be read (the resume then says why)."""
+    try:
+        current = await host.call("workflow_run_get", {"run_id": run})
+    except ToolError:
+        return ""
+    return str(current.get("run_status", ""))
 
 
 async def _title(host: Host, run: str) -> str:
@@ -360,8 +394,10 @@ def resume(
             "--payload",
             "-p",
             metavar="JSON",
-            help="The answer the run waits for: a JSON object, @file.json, or - for stdin. "
-            "Leave it out to retry a run paused by an error.",
+            help="The answer the paused run waits for: a JSON object, @file.json, or - for "
+            "stdin. Leave it out to retry a run paused by an error, or to continue a run "
+            "left running (or pending) by a process that is gone.",
+            show_default=False,
         ),
     ] = None,
     db: DbOption = None,
@@ -370,17 +406,23 @@ def resume(
     json_output: JsonOption = False,
     no_execute: NoExecuteOption = False,
 ) -> None:
-    """Resume a paused run here, with live progress, until it pauses again or ends."""
+    """Resume a paused run here, with live progress, until it pauses again or ends; or,
+    without --payload, continue a run nobody executes any more."""
     options = Options(db, app_ref, session)
 
     async def work() -> None:
+        console = stdout_console()
         payload = None if payload_text is None else parse_json_option("--payload", payload_text)
         arguments: dict[str, Any] = {"run_id": run}
         if payload is not None:
             arguments["resume"] = payload
-        console = stdout_console()
         if no_execute:
             async with open_host(options, owner=False, front_door=True) as host:
+                if payload is None and await _status(host, run) in ("pending", "running"):
+                    raise CliError(
+                        "--no-execute needs --payload: a run left running is continued by "
+                        "the process that owns the session (a worker adopts it by itself)"
+                    )
                 title = await _title(host, run)
                 # a worker executes it; its activities are read back from the journal
                 async with Watch(host.session, console, quiet=json_output, from_journal=True) as w:
@@ -390,12 +432,17 @@ def resume(
                     emit_json(result)
                     return
                 _print_status(console, result)
-                if result.get("run_status") == "interrupted":
-                    pause = await _pause_or_none(host, run)
-                    if pause is not None:
-                        render_pause(console, pause)
+                pause = Pause.from_run(result, host.options.flags())
+                if pause is not None:
+                    render_pause(console, pause)
             return
-        async with open_host(options, owner=True) as host:
+        async with open_host(options, owner=True, announce=payload is not None) as host:
+            if payload is None and await _status(host, run) in ("pending", "running"):
+                error = await follow_left_run(host, console, run, quiet=json_output)
+                await _finish(host, console, run, error, quiet=json_output)
+                return
+            if payload is not None:
+                await refuse_payload_for_left_run(host, run)
             title = await _title(host, run)
             async with Watch(host.session, console, quiet=json_output) as watch:
                 if not json_output and title:
@@ -403,9 +450,7 @@ def resume(
                         Text.assemble(("resuming run ", "dim"), (run, "bold"), f"  {title}")
                     )
                 await watch.follow(run, title)
-                result = await host.call("workflow_run_resume", arguments)
-                if json_output:
-                    emit_json(result)
+                await host.call("workflow_run_resume", arguments)
                 error = await host.session.supervisor.wait_idle()
             await _finish(host, console, run, error, quiet=json_output)
 
@@ -607,11 +652,16 @@ async def _pause_or_none(host: Host, run_id: str) -> Pause | None:
 async def _finish(
     host: Host, console: Console, run_id: str, error: BaseException | None, *, quiet: bool
 ) -> None:
-    """After the session went idle: report the run's outcome (or what stopped the work)."""
+    """After the session went idle: report the run's outcome (``quiet``: print the run as
+    JSON). A run left unfinished is reported when the session is let go (`open_host`)."""
     check_idle(run_id, error)
-    if quiet:
-        return
+    supervisor = host.session.supervisor
+    if supervisor.stopping:
+        await supervisor.stop()  # the run's record catches up with its last checkpoint
     run = await host.call("workflow_run_get", {"run_id": run_id})
+    if quiet:
+        emit_json(run)
+        return
     status = str(run.get("run_status", ""))
     line = Text.assemble(("run ", "dim"), (run_id, "bold"), " is ", status_text(status))
     if run.get("status_summary"):
@@ -626,12 +676,6 @@ async def _finish(
             console.print(
                 Text.assemble(("resume with: ", "dim"), shlex.join(command)), soft_wrap=True
             )
-    elif status in ("pending", "running"):
-        console.print(
-            "it continues from its last checkpoint the next time a flowledger process "
-            "owns the session",
-            style="dim",
-        )
 
 
 def main() -> None:

@@ -94,6 +94,7 @@ async def run_demo(options: Options, console: Console) -> None:
             "  Every finished step is durable. This process now lets go of the session.",
             style="dim",
         )
+        await host.session.supervisor.stop()  # adopted runs: at their next step boundary
         await host.session.supervisor.shutdown()
 
         _step(console, 3, "Resume from a new process")

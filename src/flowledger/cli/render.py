@@ -196,6 +196,9 @@ def render_run(console: Console, run: Mapping[str, Any], pause: Pause | None) ->
         grid.add_row("error", Text(f"{error.get('type', '')}: {error.get('message', '')}", "red"))
     grid.add_row("checkpoint", f"revision {run.get('checkpoint_revision', 0)}")
     grid.add_row("activity cursor", str(run.get("activity_cursor", 0)))
+    owner = run.get("owner")
+    if isinstance(owner, Mapping):  # pending and running runs: who executes it
+        grid.add_row("owner", _owner_text(owner))
     if run.get("parent_run_id"):
         grid.add_row("parent", str(run["parent_run_id"]))
     for artifact in run.get("artifacts", []) or []:
@@ -206,6 +209,12 @@ def render_run(console: Console, run: Mapping[str, Any], pause: Pause | None) ->
     if pause is not None:
         console.print()
         render_pause(console, pause)
+
+
+def _owner_text(owner: Mapping[str, Any]) -> Text:
+    if owner.get("live"):
+        return Text(f"live (lease epoch {owner.get('lease_epoch', '?')})")
+    return Text(f"none since {format_time(owner.get('since'))}", style="yellow")
 
 
 # -- history ----------------------------------------------------------------------------

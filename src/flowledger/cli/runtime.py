@@ -9,6 +9,11 @@ processes to execute). Readers get the tool bundle with `ReadOnlyControl` in pla
 the supervisor, which answers history pages straight from the activity journal; front
 doors get a `FrontDoor`.
 
+An owner names the runs it adopts from an owner that is gone, and ends at the next step
+boundary: when its block ends, or at once on the first SIGINT, SIGTERM, SIGPIPE or
+closed stdout (`OwnerExit`, in ``stopping.py``); then it prints one line on stderr per
+run it leaves unfinished and releases the session.
+
 Every failure becomes one line on stderr (``error: ...``) and exit code 1; usage errors
 are typer's (exit code 2). ``FLOWLEDGER_DEBUG=1`` lets unexpected exceptions through with
 their traceback.
@@ -38,7 +43,10 @@ from ..storage import StorageError
 from ..tools import StartTicketPort, SupervisorPort, ToolError, WorkflowTools
 from ..workflows import HistoryPage, SessionOwnedError, WorkflowError
 from ..workflows.frontdoor import FrontDoor
+from ..workflows.ownership import left_message, owner_reader
+from ..workflows.run import Run, RunStatus
 from ..workflows.session import WorkflowSession
+from .stopping import OwnerExit
 
 __all__ = [
     "CliError",
@@ -161,6 +169,7 @@ class Host:
     session: WorkflowSession
     tools: WorkflowTools
     owner: bool
+    leaving: OwnerExit | None = None  # an owner's exit: signals, closed stdout, detach
 
     async def call(self, name: str, arguments: dict[str, Any]) -> dict[str, Any]:
         return await self.tools.call(name, arguments)
@@ -185,19 +194,86 @@ def make_tools(session: WorkflowSession, *, owner: bool, front_door: bool = Fals
         supervisor=control,
         start_timeout=start_timeout,
         pending=session.pending,
+        owners=owner_reader(session.store.leases),
     )
 
 
 @asynccontextmanager
 async def open_host(
-    options: Options, *, owner: bool, front_door: bool = False
+    options: Options, *, owner: bool, front_door: bool = False, announce: bool = True
 ) -> AsyncIterator[Host]:
     """Open the database and the session; as ``owner``, hold the session (and execute its
     unfinished runs) until the block ends; as a ``front_door``, write pending runs and
     requests for workers without owning it."""
     catalog = load_catalog(options.app)
     async with open_session(options.url, catalog, options.session, activate=owner) as session:
-        yield Host(options, session, make_tools(session, owner=owner, front_door=front_door), owner)
+        tools = make_tools(session, owner=owner, front_door=front_door)
+        host = Host(options, session, tools, owner)
+        if not owner:
+            yield host
+            return
+        if announce:
+            await _announce_adopted(session)
+        leaving = OwnerExit(session.supervisor.request_stop, _notice)
+        host.leaving = leaving
+        with leaving.installed():
+            error: BaseException | None = None
+            try:
+                yield host
+            except asyncio.CancelledError:
+                if not leaving.forced:
+                    raise
+            except GeneratorExit:
+                raise
+            except BaseException as exc:  # still stop at the boundary, then report it
+                error = exc
+            left = await _leave(session, leaving)
+        for run in left:
+            _notice(left_message(run, options.flags()))
+        if error is not None:
+            raise error
+        if leaving.departure is not None:
+            raise typer.Exit(leaving.departure.exit_code)
+
+
+async def _announce_adopted(session: WorkflowSession) -> None:
+    """Say which runs left by an earlier owner this process continues (on stderr)."""
+    index = session.supervisor.index
+    if index is None:
+        return
+    try:
+        for run_id in sorted(await index.runs(session.session_id)):
+            run = await session.registry.get(session.session_id, run_id)
+            if run.status is RunStatus.RUNNING:
+                _notice(
+                    f"continuing run {run.id}, left running at revision "
+                    f"{run.checkpoint_revision} by an owner that is gone"
+                )
+            elif run.status is RunStatus.PENDING:
+                _notice(f"starting run {run.id}, left pending")
+    except Exception:  # a note only: the adoption itself reports real problems
+        return
+
+
+def _notice(message: str) -> None:
+    stderr_console().print(message, soft_wrap=True, markup=False, highlight=False)
+
+
+async def _leave(session: WorkflowSession, leaving: OwnerExit) -> list[Run]:
+    """End this process's work on the session: at the next step boundary, or - once
+    forced (a second signal, ``--detach``) - at once; return the runs left unfinished for
+    the next owner (`open_session` releases the lease afterwards)."""
+    supervisor = session.supervisor
+    if not leaving.forced:
+        try:
+            return await supervisor.stop()
+        except asyncio.CancelledError:
+            if not leaving.forced:
+                raise
+    task = asyncio.current_task()
+    if task is not None and task.cancelling():
+        task.uncancel()
+    return await supervisor.stop(at_once=True)
 
 
 # -- arguments --------------------------------------------------------------------------

@@ -1,7 +1,9 @@
 """``flowledger worker``: run a `flowledger.workflows.worker.Worker` until a signal.
 
-SIGTERM and SIGINT stop it cleanly: every session it owns is shut down (its lease
-released, so another worker can claim it at once) and its heartbeat record deleted.
+SIGTERM and SIGINT stop it cleanly: the runs it executes stop at their next step
+boundary (the runs left unfinished are logged; another worker adopts them), every
+session it owns is shut down (its lease released, so another worker can claim it at
+once) and its heartbeat record deleted. A second signal stops it at once.
 Progress goes to stderr as log lines.
 """
 
@@ -45,13 +47,28 @@ async def run_worker(options: Options, settings: WorkerSettings, *, rebuild_inde
         worker = Worker(store, catalog, settings)
         stop = asyncio.Event()
         loop = asyncio.get_running_loop()
+        task = asyncio.current_task()
+
+        def on_signal() -> None:
+            if not stop.is_set():
+                stop.set()  # runs in flight stop at their next step boundary
+            elif task is not None:
+                task.cancel()  # a second signal: let go at once
+
         installed: list[signal.Signals] = []
         for signum in (signal.SIGTERM, signal.SIGINT):
             with contextlib.suppress(NotImplementedError, RuntimeError, ValueError):
-                loop.add_signal_handler(signum, stop.set)
+                loop.add_signal_handler(signum, on_signal)
                 installed.append(signum)
         try:
             await worker.run(stop)
+        except asyncio.CancelledError:
+            if task is None or not stop.is_set():
+                raise
+            task.uncancel()  # the second signal: `Worker.close` has let go at once
         finally:
             for signum in installed:
                 loop.remove_signal_handler(signum)
+            if signal.SIGINT in installed:  # asyncio resets it to the default, not Python's
+                with contextlib.suppress(ValueError):
+                    signal.signal(signal.SIGINT, signal.default_int_handler)

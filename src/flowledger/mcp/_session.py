@@ -19,6 +19,7 @@ from ..tools import SupervisorPort, WorkflowTools
 from ..workflows import Catalog
 from ..workflows.errors import SessionOwnedError
 from ..workflows.frontdoor import FrontDoor
+from ..workflows.ownership import owner_reader
 from ..workflows.session import WorkflowSession
 from .errors import McpStartupError
 
@@ -115,5 +116,6 @@ async def open_served_session(
             supervisor=control,
             start_timeout=start_timeout,
             pending=session.pending,
+            owners=owner_reader(session.store.leases),
         )
         yield ServedSession(session, tools, executes=not (read_only or no_execute))

@@ -45,6 +45,7 @@ from ..workflows import Catalog
 from ..workflows.run import is_id
 from ._session import load_app, open_served_session
 from .errors import McpStartupError
+from .leaving import leave_session
 from .server import WorkflowMcpServer
 
 __all__ = [
@@ -162,6 +163,9 @@ class _SessionHost:
                 async with manager.run():
                     self.ready.set_result(manager)
                     await self._stop.wait()
+                # its runs stop at their next step boundary (bounded by `stop`), saying
+                # what they leave, before the session is shut down
+                await leave_session(served.session)
         except Exception as exc:
             if not self.ready.done():
                 self.ready.set_exception(exc)

@@ -3,9 +3,10 @@
 The server owns its session while it serves (the supervisor holds the session lease and
 adopts unfinished runs); a session owned by another process stops it at startup with a
 one-line `McpStartupError`. It serves until the client closes stdin (requests sent
-before that are still answered, for up to 30 s) or sends SIGTERM, then shuts the
-supervisor down, so the session is free for the next server at once rather than when
-its lease expires.
+before that are still answered, for up to 30 s) or sends SIGTERM; then the runs it
+executes stop at their next step boundary (a second SIGTERM stops them at once), it
+prints one line on stderr per run it leaves unfinished, and shuts the supervisor down,
+so the session is free for the next owner at once rather than when its lease expires.
 
 Stdin is read by a daemon thread of our own (not the SDK's default worker-thread reader),
 so a server asked to stop is never held up by a read that only the client can end. While
@@ -16,6 +17,7 @@ processes cannot swallow protocol bytes; the SDK diverts stray stdout writes to 
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import contextlib
 import os
 import signal
@@ -27,7 +29,8 @@ from typing import Any, Final, cast
 import anyio
 from mcp.server.stdio import stdio_server
 
-from ._session import load_app, open_served_session
+from ._session import load_app, open_served_session, redact_url
+from .leaving import leave_session
 from .server import WorkflowMcpServer
 
 __all__ = ["serve_stdio"]
@@ -56,7 +59,9 @@ class _LineReader:
     def _put(self, item: str | None) -> bool:
         try:
             asyncio.run_coroutine_threadsafe(self._queue.put(item), self._loop).result()
-        except (RuntimeError, asyncio.CancelledError):  # the loop is gone: nobody reads
+        # The loop is gone, or cancelled the put while shutting down: nobody reads. (The
+        # future of run_coroutine_threadsafe raises concurrent.futures' CancelledError.)
+        except (RuntimeError, asyncio.CancelledError, concurrent.futures.CancelledError):
             return False
         return True
 
@@ -113,28 +118,58 @@ def _claim_stdin() -> Iterator[int]:
             os.dup2(private, 0)
 
 
+class _Termination:
+    """SIGTERM and SIGINT while serving: the first ends serving (it cancels the serving
+    task and sets ``stopped``); once the server is leaving (``leaving``: its runs stop at
+    their next step boundary), the first signal changes nothing and the next one cuts the
+    steps in flight (it cancels the task again). A client that closes stdin and then
+    sends SIGTERM after a grace period, as the SDK's does, so still gets the boundary."""
+
+    def __init__(self, task: asyncio.Task[Any] | None) -> None:
+        self.stopped = asyncio.Event()
+        self.leaving = False
+        self._signals = 0
+        self._task = task
+
+    def __call__(self) -> None:
+        self._signals += 1
+        self.stopped.set()
+        if self.leaving and self._signals < 2:
+            return
+        if self._task is not None:
+            self._task.cancel()
+
+
 @contextlib.contextmanager
-def _stop_on_sigterm() -> Iterator[asyncio.Event]:
-    """While inside, SIGTERM cancels the current task and sets the yielded event (where
-    the platform and thread allow signal handlers; elsewhere the event never fires)."""
-    stopped = asyncio.Event()
+def _stop_on_sigterm() -> Iterator[_Termination]:
+    """While inside, SIGTERM and SIGINT are handled by the yielded `_Termination` (where
+    the platform and thread allow signal handlers; elsewhere it never fires)."""
     loop = asyncio.get_running_loop()
-    task = asyncio.current_task()
-
-    def terminate() -> None:
-        stopped.set()
-        if task is not None:
-            task.cancel()
-
+    termination = _Termination(asyncio.current_task())
+    installed: list[signal.Signals] = []
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        try:
+            loop.add_signal_handler(signum, termination)
+        except (NotImplementedError, RuntimeError, ValueError):  # not the main thread, Windows
+            continue
+        installed.append(signum)
     try:
-        loop.add_signal_handler(signal.SIGTERM, terminate)
-    except (NotImplementedError, RuntimeError, ValueError):  # not the main thread, Windows
-        yield stopped
-        return
-    try:
-        yield stopped
+        yield termination
     finally:
-        loop.remove_signal_handler(signal.SIGTERM)
+        for signum in installed:
+            loop.remove_signal_handler(signum)
+        if signal.SIGINT in installed:  # asyncio resets it to the default, not Python's
+            with contextlib.suppress(ValueError):
+                signal.signal(signal.SIGINT, signal.default_int_handler)
+
+
+def _continue_flags(db_url: str, app: str | None, session: str | None) -> list[str]:
+    flags = ["--db", redact_url(db_url)]
+    if app is not None:
+        flags += ["--app", app]
+    if session is not None:
+        flags += ["--session", session]
+    return flags
 
 
 async def serve_stdio(
@@ -149,7 +184,8 @@ async def serve_stdio(
     store at ``db_url``, with the catalog named by ``app`` (default: the built-in
     examples), over this process's stdin and stdout."""
     catalog = load_app(app)
-    with _stop_on_sigterm() as stopped:
+    with _stop_on_sigterm() as termination:
+        stopped = termination.stopped
         try:
             async with open_served_session(
                 db_url, catalog, session, read_only=read_only, no_execute=no_execute
@@ -171,10 +207,22 @@ async def serve_stdio(
 
                     reader = _LineReader(fd, at_eof=drain)
                     lines = cast("anyio.AsyncFile[str]", cast(Any, reader))
-                    async with stdio_server(stdin=lines) as (read_stream, write_stream):
-                        await mcp.server.run(
-                            read_stream, write_stream, mcp.server.create_initialization_options()
-                        )
+                    try:
+                        async with stdio_server(stdin=lines) as (read_stream, write_stream):
+                            await mcp.server.run(
+                                read_stream,
+                                write_stream,
+                                mcp.server.create_initialization_options(),
+                            )
+                    except asyncio.CancelledError:
+                        task = asyncio.current_task()
+                        if not stopped.is_set() or task is None:
+                            raise
+                        task.uncancel()  # a SIGTERM: stop serving, then leave as below
+                # stdin closed or SIGTERM: the runs in flight stop at their next step
+                # boundary (a further SIGTERM cuts them), then the session is released.
+                termination.leaving = True
+                await leave_session(served.session, _continue_flags(db_url, app, session))
         except asyncio.CancelledError:
             task = asyncio.current_task()
             if not stopped.is_set() or task is None:

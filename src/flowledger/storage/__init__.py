@@ -22,7 +22,7 @@ from .errors import (
     ValueTooLargeError,
 )
 from .kv import KV, Entry
-from .lease import Lease, Leaser, LostReason
+from .lease import Lease, Leaser, LeaseStatus, LostReason
 from .ledger import Ledger, Record, digest_of
 from .limits import (
     MAX_ATTACHMENT_BYTES,
@@ -58,6 +58,7 @@ __all__ = [
     "KeyNotFoundError",
     "Lease",
     "LeaseHeldError",
+    "LeaseStatus",
     "Leaser",
     "Ledger",
     "LedgerConflictError",

@@ -17,8 +17,12 @@ A lease is a liveness hint, not a fence: a holder whose process stalls past
 its TTL may still believe it holds the lease for a moment. Writers that must
 never overlap fence with compare-and-swap (KV revisions, ledger tips) too.
 
-Backends supply three small operations (`LeaseBackend`); renewal, the lost
-signal and release bookkeeping live here once for all of them.
+Anyone can read a name's `LeaseStatus` without holding it (`Leaser.status`): the
+latest grant's epoch, whether it is current, and until when it runs (or since when it
+has not). Holder tokens are never revealed: they are what proves a grant.
+
+Backends supply four small operations (`LeaseBackend`); renewal, the lost signal and
+release bookkeeping live here once for all of them.
 """
 
 from __future__ import annotations
@@ -29,12 +33,22 @@ import logging
 import secrets
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import datetime
 from typing import Literal, Protocol
 
 from .errors import StoreClosedError
 from .names import validate_name
 
-__all__ = ["Lease", "LeaseBackend", "Leaser", "LostReason", "RenewStatus", "check_ttl"]
+__all__ = [
+    "Lease",
+    "LeaseBackend",
+    "LeaseStatus",
+    "Leaser",
+    "LostReason",
+    "RenewStatus",
+    "check_ttl",
+]
 
 log = logging.getLogger(__name__)
 
@@ -52,6 +66,20 @@ def check_ttl(ttl: object) -> float:
     return float(ttl)
 
 
+@dataclass(frozen=True, slots=True)
+class LeaseStatus:
+    """What can be read about a lease without holding it (on the backend's clock).
+
+    ``epoch`` is the latest grant's (0: never granted). While ``held``, ``until`` is when
+    the grant runs out unless its holder renews it; otherwise it is when the last grant
+    ended (released, or its TTL ran out), or None if that is unknown (never granted, or
+    released by an older version that did not record the moment)."""
+
+    epoch: int
+    held: bool
+    until: datetime | None
+
+
 class LeaseBackend(Protocol):
     """What a storage backend implements; times are the backend's own clock."""
 
@@ -64,7 +92,11 @@ class LeaseBackend(Protocol):
         ...
 
     async def release(self, name: str, epoch: int, holder: str) -> None:
-        """Free the grant if it is still ours; keep the epoch counter."""
+        """Free the grant if it is still ours; keep the epoch counter and record when."""
+        ...
+
+    async def status(self, name: str) -> LeaseStatus:
+        """Read the name's latest grant without changing anything."""
         ...
 
 
@@ -188,6 +220,12 @@ class Leaser:
         lease.on_lost(lambda _reason: self._live.discard(lease))
         lease._start()
         return lease
+
+    async def status(self, name: str) -> LeaseStatus:
+        """Who-holds-it, read only: the latest grant's epoch and whether (and until when)
+        it is current, or since when it is not."""
+        validate_name(name)
+        return await self._backend.status(name)
 
     async def close(self) -> None:
         """Mark every live lease lost (``"closed"``) and free it so nobody waits out a TTL."""

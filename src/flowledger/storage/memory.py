@@ -14,6 +14,7 @@ import threading
 import time
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from datetime import UTC, datetime
 
 from .errors import (
     AttachmentNotFoundError,
@@ -26,7 +27,7 @@ from .errors import (
     StoreClosedError,
 )
 from .kv import Entry
-from .lease import RenewStatus
+from .lease import LeaseStatus, RenewStatus
 from .ledger import Record, check_append, check_digests, check_read
 from .limits import MAX_BLOB_BYTES, MAX_KV_VALUE_BYTES, check_bytes, check_revision
 from .names import validate_name
@@ -232,4 +233,15 @@ class MemoryLeaseBackend:
             row = self._leases.get(name)
             if row is not None and row.epoch == epoch and row.holder == holder:
                 row.holder = None
-                row.expires_at = 0.0
+                row.expires_at = time.monotonic()  # when it ended, for `status`
+
+    async def status(self, name: str) -> LeaseStatus:
+        self._gate.check()
+        with self._lock:
+            row = self._leases.get(name)
+            if row is None:
+                return LeaseStatus(0, False, None)
+            now = time.monotonic()
+            # The monotonic expiry, as wall-clock time (what readers compare with).
+            until = datetime.fromtimestamp(time.time() + (row.expires_at - now), UTC)
+            return LeaseStatus(row.epoch, row.holder is not None and row.expires_at > now, until)

@@ -41,7 +41,8 @@ Semantics, the same as the memory oracle's (the conformance suite compares them)
   name is free or its holder's TTL has passed (otherwise `LeaseHeldError` with
   the holder's epoch); a renewal extends the grant only while epoch and holder
   still match and it has not expired (``"renewed"``, ``"expired"`` or
-  ``"taken over"``); a release clears the holder and keeps the epoch.
+  ``"taken over"``); a release clears the holder, keeps the epoch and records
+  when (in ``expires_at``).
 
 Lost acknowledgements. When the connection fails while a ``COMMIT`` is in
 flight (``psycopg.OperationalError`` after the commit was sent), the write may
@@ -107,6 +108,7 @@ import hashlib
 import re
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, fields
+from datetime import UTC
 from typing import Any, Final, LiteralString, TypeVar
 from urllib.parse import quote, unquote, urlsplit, urlunsplit
 
@@ -129,7 +131,7 @@ from .errors import (
 )
 from .errors import SchemaVersionError as BaseSchemaVersionError
 from .kv import Entry
-from .lease import Leaser, RenewStatus
+from .lease import Leaser, LeaseStatus, RenewStatus
 from .ledger import Record, check_append, check_digests, check_read
 from .limits import MAX_BLOB_BYTES, MAX_KV_VALUE_BYTES, check_bytes, check_revision
 from .names import validate_name
@@ -468,6 +470,10 @@ class _Queries:
     lease_release: bytes = (
         b"UPDATE {s}.leases SET holder = NULL, expires_at = clock_timestamp() "
         b"WHERE name = %s AND epoch = %s AND holder = %s"
+    )
+    lease_status: bytes = (
+        b"SELECT epoch, holder IS NOT NULL AND expires_at > clock_timestamp(), expires_at "
+        b"FROM {s}.leases WHERE name = %s"
     )
 
     @classmethod
@@ -871,6 +877,12 @@ class _Database:
         # No resolution: the renewal loop retries a failed renewal until its proven expiry.
         return await self.write(body)
 
+    async def lease_status(self, name: str) -> LeaseStatus:
+        row = await self.read(lambda conn: _one(conn, self.q.lease_status, (name,)))
+        if row is None:
+            return LeaseStatus(0, False, None)
+        return LeaseStatus(int(row[0]), bool(row[1]), row[2].astimezone(UTC))
+
     async def lease_release(self, name: str, epoch: int, holder: str) -> None:
         async def body(conn: _Conn) -> None:
             await conn.execute(self.q.lease_release, (name, epoch, holder))
@@ -1011,6 +1023,9 @@ class PostgresLeaseBackend:
 
     async def release(self, name: str, epoch: int, holder: str) -> None:
         await self._db.lease_release(name, epoch, holder)
+
+    async def status(self, name: str) -> LeaseStatus:
+        return await self._db.lease_status(name)
 
 
 async def connect_postgres(url: str) -> Store:

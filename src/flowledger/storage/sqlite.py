@@ -28,7 +28,7 @@ Semantics, the same as the memory oracle's (the conformance suite compares them)
 * Leases live in a ``leases`` table and use the wall clock (`time.time`), so
   they work across processes on one machine; an acquire bumps the epoch only
   when the name is free or its holder's TTL has passed, and a release clears
-  the holder but keeps the epoch.
+  the holder but keeps the epoch (and records when, in ``expires_at``).
 
 Settings: ``journal_mode=WAL`` (readers never block the writer and vice
 versa), ``busy_timeout`` and ``synchronous`` from the URL. Each `Store` owns
@@ -64,6 +64,7 @@ import threading
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from typing import Any, Final, Literal, TypeVar
 from urllib.parse import parse_qsl, unquote, urlsplit
 
@@ -81,7 +82,7 @@ from .errors import (
 )
 from .errors import SchemaVersionError as BaseSchemaVersionError
 from .kv import Entry
-from .lease import Leaser, RenewStatus
+from .lease import Leaser, LeaseStatus, RenewStatus
 from .ledger import Record, check_append, check_digests, check_read
 from .limits import MAX_BLOB_BYTES, MAX_KV_VALUE_BYTES, check_bytes, check_revision
 from .names import validate_name
@@ -298,8 +299,8 @@ _LEASE_GET: Final = "SELECT epoch, holder, expires_at FROM leases WHERE name = ?
 _LEASE_INSERT: Final = "INSERT INTO leases (name, epoch, holder, expires_at) VALUES (?, 1, ?, ?)"
 _LEASE_GRANT: Final = "UPDATE leases SET epoch = ?, holder = ?, expires_at = ? WHERE name = ?"
 _LEASE_EXTEND: Final = "UPDATE leases SET expires_at = ? WHERE name = ?"
-_LEASE_RELEASE: Final = (
-    "UPDATE leases SET holder = NULL, expires_at = 0.0 WHERE name = ? AND epoch = ? AND holder = ?"
+_LEASE_RELEASE: Final = (  # expires_at keeps the moment of release (`LeaseStatus.until`)
+    "UPDATE leases SET holder = NULL, expires_at = ? WHERE name = ? AND epoch = ? AND holder = ?"
 )
 
 
@@ -606,7 +607,17 @@ class _Database:
         return status
 
     def lease_release(self, name: str, epoch: int, holder: str) -> None:
-        self._write_one(_LEASE_RELEASE, (name, epoch, holder))
+        self._write_one(_LEASE_RELEASE, (time.time(), name, epoch, holder))
+
+    def lease_status(self, name: str) -> LeaseStatus:
+        row = self.conn.execute(_LEASE_GET, (name,)).fetchone()
+        if row is None:
+            return LeaseStatus(0, False, None)
+        epoch, holder, expires_at = row
+        held = holder is not None and expires_at > time.time()
+        # 0.0: released by a version that did not record when
+        until = datetime.fromtimestamp(expires_at, UTC) if expires_at > 0 else None
+        return LeaseStatus(int(epoch), held, until)
 
     def _write_one(self, sql: str, params: tuple[object, ...]) -> None:
         conn = self.conn
@@ -789,6 +800,9 @@ class SQLiteLeaseBackend:
 
     async def release(self, name: str, epoch: int, holder: str) -> None:
         await self._worker.call(self._db.lease_release, name, epoch, holder)
+
+    async def status(self, name: str) -> LeaseStatus:
+        return await self._worker.call(self._db.lease_status, name)
 
 
 async def connect_sqlite(url: str) -> Store:

@@ -31,6 +31,7 @@ from flowledger.workflows.errors import (
 from flowledger.workflows.history import HistoryPage
 from flowledger.workflows.inputs import canonical_json
 from flowledger.workflows.metadata import Metadata
+from flowledger.workflows.ownership import OwnerReader
 from flowledger.workflows.pending import Pending
 from flowledger.workflows.registry import RunPage
 from flowledger.workflows.resumption import assess, prepare_resume
@@ -374,6 +375,7 @@ class WorkflowTools:
         prepare_run: Callable[[Run], Awaitable[Run] | Run] | None = None,
         start_timeout: float = DEFAULT_START_TIMEOUT,
         pending: PendingPort | None = None,
+        owners: OwnerReader | None = None,
     ) -> None:
         if (
             not session_id
@@ -430,6 +432,7 @@ class WorkflowTools:
         self._prepare_run = prepare_run
         self._start_timeout = float(start_timeout)
         self._pending = pending
+        self._owners = owners  # `workflow_run_get`'s ``owner`` field (omitted without it)
         self._handlers: dict[str, Callable[[dict[str, Any]], Awaitable[dict[str, Any]]]] = {
             "workflow_definition_list": self._definition_list,
             "workflow_run_start": self._run_start,
@@ -654,6 +657,13 @@ class WorkflowTools:
                 result["pending"] = pending.to_json()
             elif run.status is RunStatus.FAILED and pending.failed:
                 result["error"] = pending.to_json()["error"]
+        if self._owners is not None:
+            try:
+                owner = await self._owners(run)
+            except Exception as exc:
+                raise translate(exc, action="get run owner") from exc
+            if owner is not None:
+                result["owner"] = owner
         return result
 
     # -- workflow_run_list (§7.5) ----------------------------------------------------------

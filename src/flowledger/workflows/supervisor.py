@@ -94,6 +94,7 @@ from .registry import RunRegistry
 from .requests import ResumeRequest, RunRequests
 from .resumption import prepare_resume
 from .run import Run, RunStatus, owner_lease_name
+from .stopping import BoundaryStop
 from .unfinished import UnfinishedIndex
 
 __all__ = ["ActivityPublisher", "StartTicket", "Supervisor"]
@@ -279,6 +280,7 @@ class Supervisor:
         self._requests_open = False  # the last read found requests still to be settled
         self._requests_next = 0.0  # when to read the requests even without a bell
         self._refused: set[str] = set()  # resume requests refused, left for their callers
+        self._boundary = BoundaryStop()
 
     @property
     def index(self) -> UnfinishedIndex | None:
@@ -379,6 +381,71 @@ class Supervisor:
         """Wait until no start or adoption worker is running; return `last_error`."""
         await self._idle.wait()
         return self._last_error
+
+    @property
+    def stopping(self) -> bool:
+        """`request_stop` was called: executions end at their next step boundary."""
+        return self._boundary.requested
+
+    def request_stop(self) -> None:
+        """Let every execution finish the step it is in, then end (see `BoundaryStop`);
+        begin nothing new. Synchronous and idempotent, so a signal handler can call it;
+        `stop` waits for the effect."""
+        self._boundary.request()
+        if self._poll_task is not None:
+            self._poll_task.cancel()
+
+    async def stop(self, *, at_once: bool = False) -> list[Run]:
+        """`request_stop`, wait until no worker runs (a step in flight runs to its end;
+        ``at_once`` cuts it instead, and the next owner runs it again), bring the records
+        of the runs it stopped up to their last durable checkpoint, and return the
+        session's runs left unfinished for the next owner (pending or running), in run id
+        order. Call `shutdown` afterwards to release the session."""
+        self.request_stop()
+        if at_once:
+            self._cancel_everything()
+        await self._idle.wait()
+        left: list[Run] = []
+        for run_id in await self._unfinished_ids():
+            try:
+                run = await self.registry.get(self._session_id, run_id)
+            except NotFoundError:
+                continue
+            if run.status is RunStatus.RUNNING and not self._ownership_lost():
+                try:
+                    run = await self._park(run)
+                except Exception as exc:  # the record stays behind; the next owner catches up
+                    log.warning("session %s: recording run %s: %s", self._session_id, run_id, exc)
+            if run.status in (RunStatus.PENDING, RunStatus.RUNNING):
+                left.append(run)
+        return left
+
+    async def _unfinished_ids(self) -> list[str]:
+        index = self.index
+        if index is not None:
+            return sorted(await index.runs(self._session_id))
+        return [run.id for run in await self._all_runs() if not run.status.terminal]
+
+    async def _park(self, run: Run) -> Run:
+        """A running run nobody executes any more: publish its durable activities and
+        record its latest checkpoint revision (the status stays running)."""
+        definition = self.catalog.resolve(run.definition_name, run.definition_version)
+        run = await self._reconcile_activities(definition, run)
+        try:
+            history = await definition.history(run.graph_run_id)
+        except flow.CheckpointNotFoundError:
+            return run
+        if not history or history[-1].revision <= run.checkpoint_revision:
+            return run
+        latest = history[-1].revision
+        return await self._swap(
+            run,
+            lambda current: replace(
+                current,
+                checkpoint_revision=max(latest, current.checkpoint_revision),
+                updated_at=self._stamp(current),
+            ),
+        )
 
     async def shutdown(self) -> None:
         """Stop (once): cancel work, wait for it (bounded), release the lease."""
@@ -485,7 +552,7 @@ class Supervisor:
         """Run one Flow segment as the run's cancellable execution; None if it was cancelled
         (by `cancel`, lease loss or shutdown) rather than finished, or not begun because a
         cancellation is waiting."""
-        if controller.cancels:
+        if controller.cancels or self._boundary.requested:
             if inspect.iscoroutine(work):
                 work.close()
             return None
@@ -507,6 +574,7 @@ class Supervisor:
     async def start(self, run_id: str) -> StartTicket:
         """Begin executing a pending run in the background; see `StartTicket`."""
         controller = self._controller(run_id)
+        self._boundary.refuse_new_work()
         loop = asyncio.get_running_loop()
         ticket = StartTicket(loop.create_future(), loop.create_future())
         self._spawn(self._start_worker(controller, run_id, ticket), run_id=run_id)
@@ -561,7 +629,7 @@ class Supervisor:
             token = definition.validate_input(raw)
         except InvalidInputError:
             return await self._fail_definite(definition, run, "workflow input invalid")
-        if controller.cancels:
+        if controller.cancels or self._boundary.requested:
             return None  # a cancellation waits for the lock: it cancels the run unstarted
         try:
             running = await self._transition(
@@ -572,7 +640,7 @@ class Supervisor:
         live = LiveActivities(
             lambda current: self._reconcile_activities(definition, current), running
         )
-        hooks = [live.hook]
+        hooks = [live.hook, self._boundary.hook]
         if ack is not None:
             hooks.append(flow.Hooks(on_run_start=lambda _record: ack()))
         try:
@@ -671,7 +739,8 @@ class Supervisor:
             try:
                 try:
                     result = await self._execute(
-                        controller, definition.adopt(run.graph_run_id, hooks=[live.hook])
+                        controller,
+                        definition.adopt(run.graph_run_id, hooks=[live.hook, self._boundary.hook]),
                     )
                 finally:
                     run = await live.finish()
@@ -736,6 +805,7 @@ class Supervisor:
     async def _resume_locked(
         self, controller: _Controller, definition: Definition, run: Run, token: Any | None
     ) -> Run | None:
+        self._boundary.refuse_new_work()  # before the run is marked running: it stays paused
         try:
             running = await self._transition(
                 run, RunStatus.RUNNING, RESUMING_SUMMARY, run.checkpoint_revision
@@ -749,7 +819,9 @@ class Supervisor:
             try:
                 result = await self._execute(
                     controller,
-                    definition.resume(run.graph_run_id, token, hooks=[live.hook]),
+                    definition.resume(
+                        run.graph_run_id, token, hooks=[live.hook, self._boundary.hook]
+                    ),
                 )
             finally:
                 running = await live.finish()

@@ -38,9 +38,10 @@ so the others claim its sessions and adopt its runs from their last durable chec
 Balancing is only a hint: correctness comes from the session lease, registry
 compare-and-swap and the checkpoint ledger's compare-and-append.
 
-`run` returns after `stop` is set (SIGTERM/SIGINT in ``flowledger worker``): every
-supervisor is shut down (its lease released, so the sessions can be claimed at once)
-and the heartbeat record deleted.
+`run` returns after `stop` is set (SIGTERM/SIGINT in ``flowledger worker``): the runs
+in flight stop at their next step boundary (`Supervisor.stop`; the runs left unfinished
+are logged), every supervisor is shut down (its lease released, so the sessions can be
+claimed at once) and the heartbeat record deleted.
 """
 
 from __future__ import annotations
@@ -63,6 +64,7 @@ from ..storage import ConflictError as StorageConflictError
 from ..storage import CorruptDataError, KeyNotFoundError, Store, validate_name
 from .catalog import Catalog
 from .errors import SessionOwnedError
+from .ownership import left_message
 from .registry import RunRegistry
 from .requests import BELLS_PREFIX
 from .run import is_id, runs_prefix
@@ -390,6 +392,18 @@ class Worker:
             if isinstance(result, Exception):
                 log.warning("worker %s: serving a session failed: %s", self.worker_id, result)
 
+    async def _stop(self, session_id: str) -> None:
+        owned = self._owned.get(session_id)
+        if owned is None:
+            return
+        try:
+            left = await owned.session.supervisor.stop()
+        except Exception as exc:
+            log.warning("worker %s: stopping session %s: %s", self.worker_id, session_id, exc)
+            return
+        for run in left:
+            log.info("worker %s: %s", self.worker_id, left_message(run))
+
     async def _let_go(self, session_id: str) -> None:
         owned = self._owned.pop(session_id, None)
         if owned is None:
@@ -485,11 +499,26 @@ class Worker:
     # -- shutdown --------------------------------------------------------------------------
 
     async def close(self) -> None:
-        """Shut every supervisor down (releasing its lease) and delete the heartbeat."""
+        """Stop every owned session's runs at their next step boundary, name the runs left
+        unfinished (other workers adopt them), shut every supervisor down (releasing its
+        lease) and delete the heartbeat. Cancelled while waiting for the boundary (a
+        second signal), it lets go at once: the steps in flight are run again elsewhere."""
         if self._closed:
             return
         self._closed = True
         sessions = list(self._owned)
+        if sessions:
+            log.info(
+                "worker %s: stopping; runs in flight stop at their next step boundary",
+                self.worker_id,
+            )
+        try:
+            await asyncio.gather(*(self._stop(s) for s in sessions), return_exceptions=True)
+        except asyncio.CancelledError:
+            task = asyncio.current_task()
+            if task is not None:
+                task.uncancel()
+            log.warning("worker %s: stopping now; steps in flight will run again", self.worker_id)
         await asyncio.gather(*(self._let_go(s) for s in sessions), return_exceptions=True)
         with contextlib.suppress(Exception):
             await self.store.kv.delete(worker_key(self.worker_id))
