@@ -134,9 +134,9 @@ def test_resume_with_a_payload_of_a_left_run_says_how_to_continue_it(cli: Cli) -
     paused = cli("resume", run_id, "--json")
     assert paused.exit_code == 0, paused.output
     assert json.loads(paused.stdout)["run_status"] == "interrupted"
-    again = cli("resume", run_id)
+    again = cli("resume", run_id)  # a request pause: without a payload it is refused
     assert again.exit_code == 1
-    assert "is paused (interrupted): answer it with --payload JSON" in again.stderr
+    assert "this run waits for a payload" in again.stderr
 
 
 def test_sigterm_to_a_worker_stops_at_the_step_boundary(cli: Cli) -> None:
