@@ -404,3 +404,25 @@ async def test_every_unreadable_line_is_answered(tmp_path: Path) -> None:
         assert pipe.replies == {None: [], 1: [], **{c[1]: [] for c in cases}, 20: []}
     finally:
         await _close(pipe)
+
+
+async def test_repeated_json_keys_are_refused_with_their_pointer(tmp_path: Path) -> None:
+    """Reliability II item 6: ``{"n":3,"n":4}`` over stdio starts nothing; the error names
+    the key's JSON pointer and the request's id."""
+    pipe = await _pipe_server(tmp_path)
+    try:
+        start = (
+            '{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"workflow_run_start",'
+            '"arguments":{"definition_name":"document_review","definition_version":"v1",'
+            '"input":{"title":"t","document":"d","title":"u"}}}}'
+        )
+        await pipe.send(start.encode())
+        assert (await pipe.reply(2))["error"] == {
+            "code": -32700,
+            "message": "Parse error: duplicate key 'title' at /params/arguments/input/title",
+        }
+        await pipe.send(_call(3, "{}"))
+        listed = await pipe.reply(3)
+        assert json.loads(listed["result"]["content"][0]["text"])["runs"] == []
+    finally:
+        await _close(pipe)

@@ -13,7 +13,8 @@ kinds of message first and builds the JSON-RPC error that answers them:
 
 The error carries the message's ``id`` where it can be recovered (a top-level string or
 integer ``id``, read leniently if need be, and not itself repeated), else ``null``.
-`ScreenedLines` applies this to the lines of the stdio transport.
+`ScreenedLines` applies this to the lines of the stdio transport. Over HTTP the SDK
+answers unreadable bodies itself; `repeated_key_refusal` is the part it lacks.
 """
 
 from __future__ import annotations
@@ -29,7 +30,7 @@ import pydantic
 
 from ..jsontext import DuplicateKeyError, decode_json
 
-__all__ = ["ScreenedLines", "refusal"]
+__all__ = ["ScreenedLines", "refusal", "repeated_key_refusal"]
 
 #: Longest reason quoted in an error message.
 _MAX_REASON: Final = 300
@@ -100,6 +101,24 @@ def _sdk_reason(exc: pydantic.ValidationError) -> tuple[bool, str]:
     return False, "not a JSON-RPC 2.0 request, notification or response"
 
 
+def _repeated_key(exc: DuplicateKeyError, text: str) -> types.JSONRPCError:
+    request_id = None if exc.pointer == "/id" else _recover_id(text)
+    return _error(types.PARSE_ERROR, f"Parse error: {exc}", request_id)
+
+
+def repeated_key_refusal(body: bytes) -> types.JSONRPCError | None:
+    """The parse error that answers a UTF-8 JSON ``body`` holding a repeated object key;
+    ``None`` for any other body, readable or not."""
+    try:
+        text = body.decode("utf-8")
+        decode_json(text)
+    except DuplicateKeyError as exc:
+        return _repeated_key(exc, text)
+    except (ValueError, RecursionError):
+        return None
+    return None
+
+
 def refusal(text: str) -> types.JSONRPCError | None:
     """The error that answers the JSON-RPC message ``text``, or ``None`` if the SDK can
     take it as it is. ``text`` may hold lone surrogates standing for bytes that were
@@ -111,8 +130,7 @@ def refusal(text: str) -> types.JSONRPCError | None:
     try:
         value = decode_json(text)
     except DuplicateKeyError as exc:
-        request_id = None if exc.pointer == "/id" else _recover_id(text)
-        return _error(types.PARSE_ERROR, f"Parse error: {exc}", request_id)
+        return _repeated_key(exc, text)
     except json.JSONDecodeError as exc:
         return _error(types.PARSE_ERROR, f"Parse error: {exc}", _recover_id(text))
     except ValueError:  # only the integer digit limit gets here
