@@ -19,6 +19,7 @@ from flowledger.workflows.errors import (
     ConflictError,
     CorruptRecordError,
     FrontDoorTimeoutError,
+    HistoryCursorError,
     InvalidInputError,
     NotFoundError,
     ReconciliationError,
@@ -152,6 +153,8 @@ def translate(
         )
     elif isinstance(error, ConflictError):
         message = f"{action}: conflict for {subject}: {error.reason}"
+    elif isinstance(error, HistoryCursorError):
+        message = f"{action}: {error}"  # public IDs and a revision only
     elif isinstance(error, CorruptRecordError):
         message = f"{action}: a stored record of {subject} is corrupt"
     elif isinstance(error, AdoptionError | ReconciliationError):
