@@ -28,6 +28,7 @@ import signal
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 import uuid
 from collections.abc import Awaitable, Callable
@@ -94,7 +95,9 @@ def _drop(url: str, schema: str) -> None:
         conn.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')  # type: ignore[arg-type]
 
 
-def _spawn_worker(url: str, args: argparse.Namespace) -> subprocess.Popen[bytes]:
+def _spawn_worker(url: str, args: argparse.Namespace, logs: Path) -> subprocess.Popen[bytes]:
+    """A worker whose stderr goes to a file under ``logs`` (to explain a worker that dies)."""
+    log = (logs / f"worker-{time.monotonic_ns()}.log").open("wb")
     return subprocess.Popen(
         [
             sys.executable,
@@ -113,7 +116,7 @@ def _spawn_worker(url: str, args: argparse.Namespace) -> subprocess.Popen[bytes]
         cwd=HERE,
         env={**os.environ, STEPS_ENV: str(args.steps), SLEEP_ENV: str(args.step_sleep)},
         stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
+        stderr=log,
     )
 
 
@@ -143,8 +146,12 @@ async def measure(args: argparse.Namespace) -> list[float]:
     procs: dict[int, subprocess.Popen[bytes]] = {}
     samples: list[float] = []
 
+    logs = Path(tempfile.mkdtemp(prefix="flowledger-adoption-"))
+
     async def announced(pid: int) -> None:
         async def listed() -> bool:
+            if procs[pid].poll() is not None:
+                raise RuntimeError(f"worker {pid} exited at startup; see {logs}")
             return pid in {record.pid for record in await read_workers(store)}
 
         await _wait_until(listed, 0.02)
@@ -152,7 +159,7 @@ async def measure(args: argparse.Namespace) -> list[float]:
     try:
         async with open_store(url) as store:  # creates the schema first
             for _ in range(args.workers):
-                proc = _spawn_worker(url, args)
+                proc = _spawn_worker(url, args, logs)
                 procs[proc.pid] = proc
             for pid in list(procs):
                 await announced(pid)
@@ -174,7 +181,10 @@ async def measure(args: argparse.Namespace) -> list[float]:
                 )
                 run = await session.registry.get(session.session_id, str(started["run_id"]))
                 log = f"flow/runs/{run.graph_run_id}"
+                give_up = time.monotonic() + 120
                 while True:  # some progress, and the owner's record says it owns the session
+                    if time.monotonic() > give_up:
+                        raise RuntimeError(f"kill {kill + 1}: no owner took the run; see {logs}")
                     owners = [
                         r.pid
                         for r in await read_workers(store)
@@ -195,7 +205,7 @@ async def measure(args: argparse.Namespace) -> list[float]:
                 await _wait_until(progressed, args.sample)
                 samples.append(time.perf_counter() - killed)
                 print(f"kill {kill + 1}: adopted after {samples[-1]:.3f} s", file=sys.stderr)
-                replacement = _spawn_worker(url, args)
+                replacement = _spawn_worker(url, args, logs)
                 procs[replacement.pid] = replacement
                 await announced(replacement.pid)
     finally:

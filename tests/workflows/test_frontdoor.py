@@ -85,7 +85,7 @@ async def door(store_url: str) -> AsyncIterator[Door]:
         yield make_door(build_session(store), start_timeout=10, request_timeout=10)
 
 
-async def eventually(check: Callable[[], Awaitable[bool]], seconds: float = 5.0) -> None:
+async def eventually(check: Callable[[], Awaitable[bool]], seconds: float = 60.0) -> None:
     """Wait until ``check()`` holds (the owner cleans up just after the outcome is visible)."""
     for _ in range(int(seconds / 0.01)):
         if await check():
