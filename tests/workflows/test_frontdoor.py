@@ -495,10 +495,22 @@ async def test_of_concurrent_cancels_exactly_one_is_not_idempotent(door: Door, v
     await owner.shutdown()
 
 
+class _LingeringRequests(RunRequests):
+    """The owner's requests, pausing after it deletes a carried-out resume request while
+    it still holds the run's lock: a cancel waiting for that lock is then surely not done
+    when the front door sees the request gone (the window the race needs, made wide)."""
+
+    async def delete_resume(self, session_id: str, run_id: str) -> None:
+        await super().delete_resume(session_id, run_id)
+        await asyncio.sleep(0.3)
+
+
 async def test_a_resume_racing_a_cancel_gets_a_definite_answer(door: Door) -> None:
     """A front-door resume whose segment a front-door cancel cuts short answers with the
     run paused or terminal (here: cancelled) or a typed error, never ``running``."""
-    owner = door.owner(poll_interval=POLL)
+    owner = door.session.supervisor(
+        requests=_LingeringRequests(door.session.store.kv), poll_interval=POLL
+    )
     await owner.activate()
     for _ in range(4):
         run_id = await interrupted_run(door, owner)
