@@ -8,12 +8,13 @@ supervisor down, so the session is free for the next server at once rather than 
 its lease expires.
 
 Stdin is read by a daemon thread of our own (not the SDK's default worker-thread reader),
-so a server asked to stop is never held up by a read that only the client can end.
-Every line is screened before the SDK parses it (`flowledger.mcp.screen`): one it would
-drop unanswered (not UTF-8, not JSON it can read, a repeated key, not JSON-RPC) is
-answered here with a JSON-RPC error carrying the request's id where it can be recovered. While
+so a server asked to stop is never held up by a read that only the client can end. While
 serving, fd 0 points at the null device (as the SDK does), so workflow code and child
 processes cannot swallow protocol bytes; the SDK diverts stray stdout writes to stderr.
+
+Every line is screened before the SDK parses it (`flowledger.mcp.screen`): one it would
+drop unanswered (not UTF-8, not JSON it can read, a repeated key, not JSON-RPC) is
+answered here, with a JSON-RPC error carrying the request's id where it can be recovered.
 """
 
 from __future__ import annotations

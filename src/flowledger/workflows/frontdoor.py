@@ -14,9 +14,10 @@ that the session's owner - a ``flowledger worker`` - carries out:
 * ``resume``: writes a resume request bound to the interrupt it answers (`RunRequests`)
   and waits until the owner has carried it out (the request is gone: the resumed
   segment ended) and returns the run record once it is paused or terminal (never
-  ``running``: a cancel that cut the segment short is waited for). If no worker accepted it within
-  ``request_timeout`` seconds the request is withdrawn (compare-and-swap, so it is
-  either withdrawn or being executed, never both) and `FrontDoorTimeoutError` raised.
+  ``running``: a cancel that cut the segment short is waited for). If no worker
+  accepted it within ``request_timeout`` seconds the request is withdrawn
+  (compare-and-swap, so it is either withdrawn or being executed, never both) and
+  `FrontDoorTimeoutError` raised.
   A refused request becomes the error the owner would have raised.
 * ``cancel``: records the durable intent (``cancel_requested``, by registry
   compare-and-swap, which any owner's reconciliation honours; `request_cancel` alone
