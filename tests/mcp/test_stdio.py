@@ -8,6 +8,7 @@ import json
 import sys
 import uuid
 from pathlib import Path
+from typing import Any
 
 import pytest
 from mcp import Client
@@ -303,3 +304,125 @@ async def test_requests_sent_before_stdin_closes_are_answered(tmp_path: Path) ->
     assert sorted(replies) == [1, 2, 3]
     assert len(replies[2]["result"]["tools"]) == 7
     assert replies[3]["result"]["isError"] is True  # limit 101 is out of range
+
+
+class _Pipe:
+    """A stdio server driven line by line: raw bytes in, decoded replies out."""
+
+    def __init__(self, server: asyncio.subprocess.Process) -> None:
+        self.server = server
+        self.replies: dict[Any, list[dict[str, Any]]] = {}
+
+    async def send(self, line: bytes) -> None:
+        assert self.server.stdin is not None
+        self.server.stdin.write(line + b"\n")
+        await self.server.stdin.drain()
+
+    async def reply(self, request_id: Any) -> dict[str, Any]:
+        """The next reply for ``request_id`` (``None`` for id-less errors); a hang fails."""
+        assert self.server.stdout is not None
+        async with asyncio.timeout(60):
+            while not self.replies.get(request_id):
+                line = await self.server.stdout.readline()
+                assert line, "the server closed stdout"
+                reply = json.loads(line)
+                self.replies.setdefault(reply.get("id"), []).append(reply)
+        return self.replies[request_id].pop(0)
+
+
+async def _pipe_server(tmp_path: Path) -> _Pipe:
+    server = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-m",
+        "flowledger.mcp",
+        "--db",
+        f"sqlite:///{tmp_path}/m.db",
+        cwd=str(REPO),
+        stdin=asyncio.subprocess.PIPE,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+    )
+    pipe = _Pipe(server)
+    initialize = {
+        "jsonrpc": "2.0",
+        "id": 1,
+        "method": "initialize",
+        "params": {
+            "protocolVersion": "2025-06-18",
+            "capabilities": {},
+            "clientInfo": {"name": "pipe", "version": "0"},
+        },
+    }
+    await pipe.send(json.dumps(initialize).encode())
+    assert "result" in await pipe.reply(1)
+    await pipe.send(b'{"jsonrpc":"2.0","method":"notifications/initialized"}')
+    return pipe
+
+
+async def _close(pipe: _Pipe) -> None:
+    assert pipe.server.stdin is not None
+    pipe.server.stdin.close()
+    await asyncio.wait_for(pipe.server.wait(), 60)
+
+
+def _call(request_id: int, arguments: str) -> bytes:
+    return (
+        f'{{"jsonrpc":"2.0","id":{request_id},"method":"tools/call",'
+        f'"params":{{"name":"workflow_run_list","arguments":{arguments}}}}}'
+    ).encode()
+
+
+async def test_every_unreadable_line_is_answered(tmp_path: Path) -> None:
+    """Reliability II item 5: lines the SDK cannot parse get a JSON-RPC error with their id
+    (or null), never silence; the server keeps serving."""
+    pipe = await _pipe_server(tmp_path)
+    try:
+        cases: list[tuple[bytes, Any, int, str]] = [
+            (_call(10, '{"after":"\\ud800"}'), 10, -32700, "Parse error"),
+            (_call(11, '{"limit":' + "7" * 5000 + "}"), 11, -32700, "too many digits"),
+            (_call(12, '{"x":' + "[" * 250 + "]" * 250 + "}"), 12, -32700, "Parse error"),
+            (_call(13, '{"x":' + "[" * 5000 + "]" * 5000 + "}"), 13, -32700, "Parse error"),
+            (_call(14, '{"after":"x"}').replace(b'"x"', b'"\xff"'), 14, -32700, "not UTF-8"),
+            (b'{"jsonrpc":"2.0","id":15}', 15, -32600, "Invalid Request"),
+            (
+                b'{"jsonrpc":"2.0","id":"s-16","method":"tools/list","params":{',
+                "s-16",
+                -32700,
+                "Parse error",
+            ),
+            (b"{not json", None, -32700, "Parse error"),
+            (b"[1, 2]", None, -32600, "Invalid Request"),
+        ]
+        for line, request_id, code, fragment in cases:
+            await pipe.send(line)
+            reply = await pipe.reply(request_id)
+            assert reply["error"]["code"] == code, (request_id, reply)
+            assert fragment in reply["error"]["message"], (request_id, reply)
+        await pipe.send(b"   ")  # a blank line is no message: nothing to answer
+        await pipe.send(b'{"jsonrpc":"2.0","id":20,"method":"tools/list","params":{}}')
+        assert len((await pipe.reply(20))["result"]["tools"]) == 7
+        assert pipe.replies == {None: [], 1: [], **{c[1]: [] for c in cases}, 20: []}
+    finally:
+        await _close(pipe)
+
+
+async def test_repeated_json_keys_are_refused_with_their_pointer(tmp_path: Path) -> None:
+    """Reliability II item 6: ``{"n":3,"n":4}`` over stdio starts nothing; the error names
+    the key's JSON pointer and the request's id."""
+    pipe = await _pipe_server(tmp_path)
+    try:
+        start = (
+            '{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"workflow_run_start",'
+            '"arguments":{"definition_name":"document_review","definition_version":"v1",'
+            '"input":{"title":"t","document":"d","title":"u"}}}}'
+        )
+        await pipe.send(start.encode())
+        assert (await pipe.reply(2))["error"] == {
+            "code": -32700,
+            "message": "Parse error: duplicate key 'title' at /params/arguments/input/title",
+        }
+        await pipe.send(_call(3, "{}"))
+        listed = await pipe.reply(3)
+        assert json.loads(listed["result"]["content"][0]["text"])["runs"] == []
+    finally:
+        await _close(pipe)

@@ -18,6 +18,7 @@ SESSION = "7C9E6679-7425-40DE-944B-E07FC1F90AE7"
 def test_file_with_explicit_and_derived_sessions(tmp_path: Path) -> None:
     path = tmp_path / "tokens"
     path.write_text(f"# comment\n\n{TOKEN} {SESSION}\n  {OTHER}  \n")
+    path.chmod(0o600)
     tokens = load_tokens(path, environ={})
     assert tokens == {TOKEN: SESSION.lower(), OTHER: session_for_token(OTHER)}
 
@@ -40,6 +41,7 @@ def test_environment_with_commas_and_newlines() -> None:
 def test_file_wins_over_environment(tmp_path: Path) -> None:
     path = tmp_path / "tokens"
     path.write_text(TOKEN + "\n")
+    path.chmod(0o600)
     assert load_tokens(path, environ={TOKENS_ENV: OTHER}) == {TOKEN: session_for_token(TOKEN)}
 
 
@@ -71,6 +73,7 @@ def test_unreadable_or_empty_file(tmp_path: Path) -> None:
         load_tokens(tmp_path / "missing", environ={})
     empty = tmp_path / "empty"
     empty.write_text("# nothing\n")
+    empty.chmod(0o600)
     with pytest.raises(TokenError, match="lists no token"):
         load_tokens(empty, environ={})
 
@@ -78,3 +81,30 @@ def test_unreadable_or_empty_file(tmp_path: Path) -> None:
 def test_environment_errors_name_the_entry() -> None:
     with pytest.raises(TokenError, match=f"{TOKENS_ENV} entry 2"):
         load_tokens(environ={TOKENS_ENV: f"{TOKEN},short"})
+
+
+@pytest.mark.parametrize("mode", [0o666, 0o620, 0o602, 0o660])
+def test_a_file_others_can_write_is_refused(tmp_path: Path, mode: int) -> None:
+    """Reliability II item 8: like ssh, a tokens file writable by group or others is
+    refused, with a one-line message that says how to fix it."""
+    path = tmp_path / "my tokens"
+    path.write_text(f"{TOKEN} {SESSION}\n")
+    path.chmod(mode)
+    with pytest.raises(TokenError) as caught:
+        load_tokens(path, environ={})
+    message = str(caught.value)
+    assert message == (
+        f"the tokens file {str(path)!r} is writable by group or others (mode {mode:04o}); "
+        f"fix it with: chmod go-w '{path}'"
+    )
+    assert TOKEN not in message and "\n" not in message
+    path.chmod(0o600)
+    assert load_tokens(path, environ={}) == {TOKEN: SESSION.lower()}
+
+
+@pytest.mark.parametrize("mode", [0o600, 0o400, 0o640, 0o644])
+def test_a_file_only_its_owner_can_write_is_accepted(tmp_path: Path, mode: int) -> None:
+    path = tmp_path / "tokens"
+    path.write_text(f"{TOKEN}\n")
+    path.chmod(mode)
+    assert load_tokens(path, environ={}) == {TOKEN: session_for_token(TOKEN)}

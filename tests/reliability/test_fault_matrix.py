@@ -142,7 +142,7 @@ async def scenario(store: Store, operation: str, fault: Fault | None) -> Outcome
         faults.arm(fault)
         error = ""
         try:
-            async with asyncio.timeout(5):
+            async with asyncio.timeout(60):  # only catches a hang
                 await supervisor.activate()
                 await supervisor.wait_idle()
         except Exception as exc:
@@ -158,7 +158,7 @@ async def scenario(store: Store, operation: str, fault: Fault | None) -> Outcome
         rig.faults.arm(fault)
         error = ""
         try:
-            async with asyncio.timeout(5):
+            async with asyncio.timeout(60):  # only catches a hang
                 await perform(rig, operation, run_id)
         except Exception as exc:  # ToolError, AdoptionError, InjectedFault, ...
             error = f"{type(exc).__name__}: {exc}"

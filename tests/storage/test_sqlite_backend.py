@@ -187,7 +187,9 @@ async def test_a_locked_database_is_waited_for_without_blocking_the_loop(tmp_pat
         write = asyncio.ensure_future(store.kv.put("k", b"v", expected=0))
         await asyncio.sleep(0.2)
         assert not write.done()  # still waiting for the rival's lock ...
-        assert ticks >= 10  # ... while the event loop kept running
+        # ... while the event loop kept running (a blocked loop ticks once; a busy machine
+        # may tick far fewer than 40 times in 0.2 s, so only "more than once" is asserted)
+        assert ticks >= 3
         rival.execute("ROLLBACK")
         rival.close()
         assert await write == 1
@@ -201,7 +203,8 @@ async def test_busy_timeout_bounds_the_wait(tmp_path: Path) -> None:
             started = time.monotonic()
             with pytest.raises(sqlite3.OperationalError, match="locked"):
                 await store.kv.put("k", b"v", expected=0)
-            assert 0.09 <= time.monotonic() - started < 2
+            # it waited the busy timeout; the upper deadline only catches a wait without end
+            assert 0.09 <= time.monotonic() - started < 60
         finally:
             rival.close()
         with pytest.raises(KeyNotFoundError):

@@ -173,6 +173,9 @@ class RecordingSupervisor:
         self.calls.append(("resume", run_id))
         return await self.inner.resume(run_id, payload)
 
+    async def request_cancel(self, run_id: str) -> bool:
+        return await self.inner.request_cancel(run_id)  # the intent only: not a call of note
+
     async def cancel(self, run_id: str, reason: str) -> Run | None:
         self.calls.append(("cancel", run_id))
         self.reasons.append(reason)

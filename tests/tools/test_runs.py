@@ -505,3 +505,33 @@ async def test_full_flow_never_leaks(env: Env) -> None:
         if result is not definitions:
             for marker in FORBIDDEN:
                 assert marker not in text, (marker, text)
+
+
+async def test_history_cursor_not_in_its_revision_is_a_typed_error(env: Env) -> None:
+    """Reliability II item 7: an after_event_id that is not an activity of after_revision
+    is refused, naming both, instead of silently skipping that revision."""
+    run_id = await interrupted_run(env)
+    await env.call("workflow_run_resume", {"run_id": run_id, "resume": {"increment": 1}})
+    whole = (await env.call("workflow_run_history", {"run_id": run_id}))["entries"]
+    started = whole[0]["event_id"]  # an activity of revision 0
+    resumed = next(e for e in whole if e["kind"] == "run_resumed")
+    error = await refused(
+        env.tools.call(
+            "workflow_run_history",
+            {"run_id": run_id, "after_revision": resumed["revision"], "after_event_id": started},
+        )
+    )
+    assert str(error) == (
+        f"workflow tools: read history: after_event_id {started} is not an activity of "
+        f"revision {resumed['revision']}"
+    )
+    # the matching cursor still pages on from just after its event
+    page = await env.call(
+        "workflow_run_history",
+        {
+            "run_id": run_id,
+            "after_revision": resumed["revision"],
+            "after_event_id": resumed["event_id"],
+        },
+    )
+    assert page["entries"] == whole[whole.index(resumed) + 1 :]

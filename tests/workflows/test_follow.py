@@ -44,7 +44,7 @@ async def test_follows_what_another_journal_publishes_from_where_it_began(store:
     await asyncio.sleep(0.05)  # several reads, each record once
     await publisher.publish(items[5:])
     follower.close()  # what is durable now is still delivered
-    assert ids(await asyncio.wait_for(seen, 5)) == [i.activity.event_id for i in items[2:]]
+    assert ids(await asyncio.wait_for(seen, 60)) == [i.activity.event_id for i in items[2:]]
 
 
 async def test_without_start_it_reads_from_the_beginning(store: Store) -> None:
@@ -78,15 +78,16 @@ async def test_a_failed_read_ends_the_iteration_quietly(store: Store) -> None:
     await journal.publish(sequence([1]))
     follower = await JournalFollower(journal, SID, RID, interval=0.01).start()
     await store.close()  # every later read fails
-    assert await asyncio.wait_for(collect(follower), 5) == []
+    assert await asyncio.wait_for(collect(follower), 60) == []
 
 
 async def test_an_empty_run_and_a_closed_follower_end_at_once(store: Store) -> None:
-    follower = await JournalFollower(ActivityJournal(store.ledger), SID, RID, interval=30).start()
+    journal = ActivityJournal(store.ledger)
+    follower = await JournalFollower(journal, SID, RID, interval=60).start()
     seen = asyncio.ensure_future(collect(follower))
     await asyncio.sleep(0.01)
-    follower.close()  # wakes the waiting reader: no 30 s wait
-    assert await asyncio.wait_for(seen, 5) == []
+    follower.close()  # wakes the waiting reader: no 60 s wait (the deadline is half that)
+    assert await asyncio.wait_for(seen, 30) == []
 
 
 def test_interval_is_checked(store: Store) -> None:

@@ -85,7 +85,7 @@ async def door(store_url: str) -> AsyncIterator[Door]:
         yield make_door(build_session(store), start_timeout=10, request_timeout=10)
 
 
-async def eventually(check: Callable[[], Awaitable[bool]], seconds: float = 5.0) -> None:
+async def eventually(check: Callable[[], Awaitable[bool]], seconds: float = 60.0) -> None:
     """Wait until ``check()`` holds (the owner cleans up just after the outcome is visible)."""
     for _ in range(int(seconds / 0.01)):
         if await check():
@@ -461,3 +461,69 @@ async def test_front_door_cancel_without_a_worker_says_so(store_url: str) -> Non
         await owner.wait_idle()
         assert await door.status(run.id) is RunStatus.CANCELLED
         await owner.shutdown()
+
+
+# -- races (Reliability II item 7) ---------------------------------------------------------
+
+
+@pytest.mark.parametrize("via", ["front door", "owner"])
+async def test_of_concurrent_cancels_exactly_one_is_not_idempotent(door: Door, via: str) -> None:
+    """Two cancels of a running run at once, through front doors or through the owner's
+    own tools: both end cancelled, and exactly one says ``idempotent: false``."""
+    owner = door.owner(poll_interval=POLL)
+    await owner.activate()
+    owned = WorkflowTools(
+        door.session.session_id,
+        catalog=door.session.catalog,
+        registry=door.session.registry,
+        inputs=door.session.inputs,
+        supervisor=owner,
+    )
+    for _ in range(3):
+        door.session.gates.close("one")
+        run = await door.session.create_run()
+        await (await owner.start(run.id)).wait()
+        await door.session.gates.entered["one"].wait()
+        tools = [door.tools(), door.tools()] if via == "front door" else [owned, owned]
+        results = await asyncio.wait_for(
+            asyncio.gather(*(t.call("workflow_run_cancel", {"run_id": run.id}) for t in tools)),
+            60,
+        )
+        assert [r["run_status"] for r in results] == ["cancelled", "cancelled"]
+        assert sorted(r["idempotent"] for r in results) == [False, True], results
+        door.session.gates.open("one")
+    await owner.shutdown()
+
+
+class _LingeringRequests(RunRequests):
+    """The owner's requests, pausing after it deletes a carried-out resume request while
+    it still holds the run's lock: a cancel waiting for that lock is then surely not done
+    when the front door sees the request gone (the window the race needs, made wide)."""
+
+    async def delete_resume(self, session_id: str, run_id: str) -> None:
+        await super().delete_resume(session_id, run_id)
+        await asyncio.sleep(0.3)
+
+
+async def test_a_resume_racing_a_cancel_gets_a_definite_answer(door: Door) -> None:
+    """A front-door resume whose segment a front-door cancel cuts short answers with the
+    run paused or terminal (here: cancelled) or a typed error, never ``running``."""
+    owner = door.session.supervisor(
+        requests=_LingeringRequests(door.session.store.kv), poll_interval=POLL
+    )
+    await owner.activate()
+    for _ in range(4):
+        run_id = await interrupted_run(door, owner)
+        door.session.gates.close("ask")  # the resumed segment waits in its vertex
+        resuming = asyncio.ensure_future(door.door.resume(run_id, b'{"increment":1}'))
+        await asyncio.wait_for(door.session.gates.entered["ask"].wait(), 60)
+        cancelled = await asyncio.wait_for(door.door.cancel(run_id, "race"), 60)
+        assert cancelled.status is RunStatus.CANCELLED
+        try:
+            resumed = await asyncio.wait_for(resuming, 60)
+        except ConflictError:
+            pass  # a typed error is a definite answer too
+        else:
+            assert resumed.status is RunStatus.CANCELLED, resumed
+        door.session.gates.open("ask")
+    await owner.shutdown()

@@ -6,7 +6,7 @@ with both (see also test_journal.py)."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from pathlib import Path
 
 import pytest
@@ -16,6 +16,7 @@ from hypothesis import strategies as st
 from flowledger.flow import RunStatus
 from flowledger.storage import open_store
 from flowledger.workflows.activity import ProjectedActivity, project
+from flowledger.workflows.errors import HistoryCursorError
 from flowledger.workflows.history import (
     DEFAULT_HISTORY_PAGE,
     MAX_HISTORY_PAGE,
@@ -44,12 +45,15 @@ def reference_page(
     after_event_id: str | None,
     limit: int,
 ) -> HistoryPage:
-    """§6.6 steps 7-9 transcribed literally (limit already normalised)."""
+    """§6.6 steps 7-9 transcribed literally (limit already normalised), except that an
+    event cursor that is not at its revision is refused (Reliability II item 7)."""
     remaining = [r for r in records if r.revision >= after_revision]
     if after_event_id:
         at_cursor = [r for r in remaining if r.revision == after_revision]
         ids = [r.activity.event_id for r in at_cursor]
-        drop = ids.index(after_event_id) + 1 if after_event_id in ids else len(at_cursor)
+        if after_event_id not in ids:
+            raise HistoryCursorError(after_revision, after_event_id)
+        drop = ids.index(after_event_id) + 1
         remaining = at_cursor[drop:] + [r for r in remaining if r.revision > after_revision]
     groups: list[list[ProjectedActivity]] = []
     for item in remaining:
@@ -164,16 +168,22 @@ def test_limit_rules() -> None:
 
 def test_skip_rules() -> None:
     """§6.6 step 7: skip lower revisions; with an event cursor skip through it (inclusive);
-    an unknown event skips its whole revision; a zero cursor includes the revision."""
+    a zero cursor includes the revision. An event that is not at the cursor's revision is
+    a typed error, never a silently skipped revision (ours; the reference skips it)."""
     records = sequence([2, 3, 2])  # revisions 0,0,1,1,1,2,2
     ids = [r.activity.event_id for r in records]
     assert page_history(records, after_revision=1).records == records[2:]
     assert page_history(records, after_revision=1, after_event_id=ids[2]).records == records[3:]
     assert page_history(records, after_revision=1, after_event_id=ids[4]).records == records[5:]
     unknown = "0000a1b2-c3d4-4e5f-8a6b-7c8d9e0f00ff"
-    assert page_history(records, after_revision=1, after_event_id=unknown).records == records[5:]
-    # a cursor naming an event of another revision matches nothing at this one
-    assert page_history(records, after_revision=1, after_event_id=ids[0]).records == records[5:]
+    # an unknown event, one of another revision, one past the end of the history
+    for revision, event in ((1, unknown), (1, ids[0]), (2, ids[4]), (9, ids[6])):
+        with pytest.raises(HistoryCursorError) as caught:
+            page_history(records, after_revision=revision, after_event_id=event)
+        assert (caught.value.after_revision, caught.value.after_event_id) == (revision, event)
+        assert str(caught.value) == (
+            f"after_event_id {event} is not an activity of revision {revision}"
+        )
     for none in (None, "", ZERO):
         assert page_history(records, after_revision=1, after_event_id=none).records == records[2:]
     past = page_history(records, after_revision=9)
@@ -229,12 +239,21 @@ def test_page_history_matches_the_literal_spec(
     ids = [r.activity.event_id for r in records]
     after_revision = data.draw(st.integers(min_value=0, max_value=len(sizes) + 1))
     after_event = data.draw(st.one_of(st.none(), st.sampled_from(ids or [ZERO]), st.just(ZERO)))
-    got = page_history(
-        records, after_revision=after_revision, after_event_id=after_event, limit=limit
-    )
     cursor = None if after_event in (None, ZERO) else after_event
-    assert got == reference_page(records, after_revision, cursor, limit)
-    assert len(got.records) <= limit
+
+    def paged(pager: Callable[[], HistoryPage]) -> HistoryPage | str:
+        try:
+            return pager()
+        except HistoryCursorError as exc:
+            return str(exc)
+
+    got = paged(
+        lambda: page_history(
+            records, after_revision=after_revision, after_event_id=after_event, limit=limit
+        )
+    )
+    assert got == paged(lambda: reference_page(records, after_revision, cursor, limit))
+    assert isinstance(got, str) or len(got.records) <= limit
 
 
 @settings(max_examples=300, deadline=None)

@@ -96,7 +96,7 @@ async def running(worker: Worker) -> AsyncIterator[Worker]:
         yield worker
     finally:
         stop.set()
-        await asyncio.wait_for(task, 10)
+        await asyncio.wait_for(task, 60)
 
 
 @pytest.fixture
@@ -177,7 +177,7 @@ async def test_a_worker_carries_out_front_door_requests(store: Store) -> None:
     paused = await create_run(store, catalog, sid, "asker", 1)
     doomed = await create_run(store, catalog, sid, "asker", 1)
     door = FrontDoor.for_session(
-        WorkflowSession.build(store, sid, catalog), start_timeout=10, request_timeout=10
+        WorkflowSession.build(store, sid, catalog), start_timeout=60, request_timeout=60
     )
     async with running(Worker(store, catalog, FAST)):
 
@@ -257,7 +257,7 @@ async def test_the_sessions_of_a_silent_worker_are_adopted(shared_url: str) -> N
         for lease in list(theirs.leases._live):  # it stops renewing: it went silent
             await lease._stop_renewing()
         door = FrontDoor.for_session(
-            WorkflowSession.build(mine, sid, catalog), start_timeout=10, request_timeout=10
+            WorkflowSession.build(mine, sid, catalog), start_timeout=60, request_timeout=60
         )
         async with running(Worker(mine, catalog, FAST)) as heir:
             resumed = await door.resume(run.id, b'{"increment":1}')
@@ -296,7 +296,7 @@ async def test_a_worker_that_joins_later_gets_its_share(store: Store) -> None:
     assert {await status(store, r) for r in runs} == {RunStatus.INTERRUPTED}
     door_of = {sid: WorkflowSession.build(store, sid, catalog) for sid in sessions}
     moved = runs[sessions.index(second.sessions[0])]
-    door = FrontDoor.for_session(door_of[moved.session_id], start_timeout=10, request_timeout=10)
+    door = FrontDoor.for_session(door_of[moved.session_id], start_timeout=60, request_timeout=60)
     async with running(first), running(second):
         resumed = await door.resume(moved.id, b'{"increment":2}')
     assert resumed.status is RunStatus.COMPLETED

@@ -39,6 +39,7 @@ from rich.text import Text
 
 from ..flow import FlowError
 from ..host import DEFAULT_DATABASE, database_url, load_catalog, open_session
+from ..jsontext import decode_json
 from ..storage import StorageError
 from ..tools import StartTicketPort, SupervisorPort, ToolError, WorkflowTools
 from ..workflows import HistoryPage, SessionOwnedError, WorkflowError
@@ -292,13 +293,15 @@ def parse_json_option(option: str, text: str) -> Any:
         except UnicodeDecodeError:
             raise CliError(f"{option}: {text[1:]!r} is not UTF-8 text") from None
     try:
-        return json.loads(source)
+        return decode_json(source)
     except json.JSONDecodeError as exc:
         raise CliError(
             f"{option} is not valid JSON: {exc.msg} (line {exc.lineno}, column {exc.colno})"
         ) from None
     except RecursionError:
         raise CliError(f"{option} is not valid JSON: nested too deeply") from None
+    except ValueError as exc:  # duplicate keys (named by pointer), over-long integers
+        raise CliError(f"{option} is not valid JSON: {exc}") from None
 
 
 # -- errors -----------------------------------------------------------------------------

@@ -25,6 +25,7 @@ from typing import Any, Final, Generic, TypeVar
 import pydantic
 import pydantic_core
 
+from ..jsontext import decode_json
 from .errors import BuildError, CodecError
 
 __all__ = [
@@ -69,15 +70,6 @@ def _reject_constant(name: str) -> Any:
     raise ValueError(f"{name} is not valid JSON")
 
 
-def _no_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-    result: dict[str, Any] = {}
-    for key, value in pairs:
-        if key in result:
-            raise ValueError(f"duplicate key {key!r}")
-        result[key] = value
-    return result
-
-
 def check_depth(data: bytes, max_depth: int = MAX_DEPTH) -> None:
     depth = 0
     for match in _BRACKETS.finditer(_STRINGS.sub(b"", data)):
@@ -113,8 +105,8 @@ def loads(
         raise CodecError("decode", "", f"document is {len(data)} bytes; the limit is {max_bytes}")
     check_depth(bytes(data), max_depth)
     try:
-        return json.loads(data, object_pairs_hook=_no_duplicates, parse_constant=_reject_constant)
-    except (ValueError, RecursionError) as exc:
+        return decode_json(data, parse_constant=_reject_constant)
+    except (ValueError, RecursionError) as exc:  # DuplicateKeyError names its pointer
         raise CodecError("decode", "", str(exc)) from exc
 
 

@@ -13,6 +13,8 @@
   address without tokens is refused before listening.
 * On a loopback address the SDK's DNS-rebinding protection is on (Host and Origin must
   be loopback).
+* A POST body holding a repeated object key is answered 400 with a JSON-RPC parse error
+  naming the key's JSON pointer before the SDK (which would let the last one win) sees it.
 
 The endpoint is ``/mcp``. Stopping the server (SIGINT/SIGTERM, or `HttpMcpServer.stop`)
 closes the listener, then every session.
@@ -39,13 +41,14 @@ from starlette.applications import Starlette
 from starlette.datastructures import Headers
 from starlette.responses import Response
 from starlette.routing import Route
-from starlette.types import Receive, Scope, Send
+from starlette.types import Message, Receive, Scope, Send
 
 from ..workflows import Catalog
 from ..workflows.run import is_id
 from ._session import load_app, open_served_session
 from .errors import McpStartupError
 from .leaving import leave_session
+from .screen import repeated_key_refusal
 from .server import WorkflowMcpServer
 
 __all__ = [
@@ -103,6 +106,31 @@ def _bearer(scope: Scope) -> str | None:
     if scheme.lower() != "bearer" or not token or " " in token:
         return None
     return token
+
+
+async def _buffered_body(receive: Receive) -> tuple[bytes, Receive]:
+    """A request's body (up to just over `MAX_REQUEST_BODY` bytes: the SDK refuses longer
+    ones) and a ``receive`` that hands the same messages to the SDK again."""
+    chunks: list[bytes] = []
+    size = 0
+    more = True
+    pending: list[Message] = []
+    while more and size <= MAX_REQUEST_BODY:
+        message = await receive()
+        pending.append(message)
+        if message["type"] != "http.request":
+            break
+        chunk = message.get("body", b"")
+        chunks.append(chunk)
+        size += len(chunk)
+        more = bool(message.get("more_body", False))
+
+    async def replay() -> Message:
+        if pending:
+            return pending.pop(0)
+        return await receive()
+
+    return b"".join(chunks), replay
 
 
 def _retrieve(future: asyncio.Future[Any]) -> None:
@@ -290,6 +318,17 @@ class HttpMcpServer:
             key: str | None = session_id
         else:
             key = self.session
+        if scope.get("method") == "POST":
+            body, receive = await _buffered_body(receive)
+            refused = repeated_key_refusal(body)
+            if refused is not None:
+                response = Response(
+                    refused.model_dump_json(by_alias=True, exclude_unset=True),
+                    status_code=400,
+                    media_type="application/json",
+                )
+                await response(scope, receive, send)
+                return
         try:
             manager = await self._host(key).manager()
         except Exception as exc:

@@ -12,6 +12,10 @@ Stdin is read by a daemon thread of our own (not the SDK's default worker-thread
 so a server asked to stop is never held up by a read that only the client can end. While
 serving, fd 0 points at the null device (as the SDK does), so workflow code and child
 processes cannot swallow protocol bytes; the SDK diverts stray stdout writes to stderr.
+
+Every line is screened before the SDK parses it (`flowledger.mcp.screen`): one it would
+drop unanswered (not UTF-8, not JSON it can read, a repeated key, not JSON-RPC) is
+answered here, with a JSON-RPC error carrying the request's id where it can be recovered.
 """
 
 from __future__ import annotations
@@ -27,10 +31,13 @@ from collections.abc import Awaitable, Callable, Iterator
 from typing import Any, Final, cast
 
 import anyio
+import mcp_types as types
 from mcp.server.stdio import stdio_server
+from mcp.shared.message import SessionMessage
 
 from ._session import load_app, open_served_session, redact_url
 from .leaving import leave_session
+from .screen import ScreenedLines
 from .server import WorkflowMcpServer
 
 __all__ = ["serve_stdio"]
@@ -69,7 +76,9 @@ class _LineReader:
         with open(fd, "rb", closefd=False) as stream:
             try:
                 for line in iter(stream.readline, b""):
-                    if not self._put(line.decode("utf-8", errors="replace")):
+                    # Bytes that are not UTF-8 stay visible (as lone surrogates), so
+                    # the line is refused as a parse error rather than altered.
+                    if not self._put(line.decode("utf-8", errors="surrogateescape")):
                         return
             except (OSError, ValueError):
                 pass
@@ -205,10 +214,18 @@ async def serve_stdio(
                             async with asyncio.timeout(_EOF_DRAIN_SECONDS):
                                 await mcp.drain()
 
-                    reader = _LineReader(fd, at_eof=drain)
+                    reader = ScreenedLines(_LineReader(fd, at_eof=drain))
                     lines = cast("anyio.AsyncFile[str]", cast(Any, reader))
                     try:
                         async with stdio_server(stdin=lines) as (read_stream, write_stream):
+
+                            async def answer(error: types.JSONRPCError) -> None:
+                                with contextlib.suppress(
+                                    anyio.ClosedResourceError, anyio.BrokenResourceError
+                                ):
+                                    await write_stream.send(SessionMessage(error))
+
+                            reader.answer_with(answer)
                             await mcp.server.run(
                                 read_stream,
                                 write_stream,

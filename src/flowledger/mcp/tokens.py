@@ -12,6 +12,9 @@ least 16 characters of the RFC 6750 ``b64token`` alphabet (letters, digits and
 ``-._~+/``, optionally ending in ``=``). Several tokens may serve the same session; one
 token listed twice must name the same session both times.
 
+A tokens file writable by its group or by others is refused (anyone who can write it
+can give themselves a session), like ssh refuses such key files: ``chmod go-w`` it.
+
 Errors (`TokenError`) name the line or entry, never the token itself.
 """
 
@@ -19,6 +22,8 @@ from __future__ import annotations
 
 import os
 import re
+import shlex
+import stat
 import uuid
 from collections.abc import Mapping
 from pathlib import Path
@@ -102,18 +107,35 @@ def parse_tokens(text: str, *, source: str = "tokens", separators: str = "\n") -
     return tokens
 
 
+def _check_private(file: Path, status: os.stat_result) -> None:
+    """Refuse a tokens file that others could rewrite (as ssh refuses such key files):
+    whoever can add a line can grant themselves a session. Checked on the opened file,
+    so the file read is the file checked."""
+    if os.name != "posix":  # pragma: no cover - POSIX permission bits only
+        return
+    mode = stat.S_IMODE(status.st_mode)
+    if mode & (stat.S_IWGRP | stat.S_IWOTH):
+        raise TokenError(
+            f"the tokens file {str(file)!r} is writable by group or others "
+            f"(mode {mode:04o}); fix it with: chmod go-w {shlex.quote(str(file))}"
+        )
+
+
 def load_tokens(
     path: str | os.PathLike[str] | None = None,
     *,
     environ: Mapping[str, str] | None = None,
 ) -> dict[str, str]:
     """The tokens of ``path`` if given, else of ``$FLOWLEDGER_MCP_TOKENS``, else none:
-    ``{token: session_id}``. A file that cannot be read, or any malformed entry, raises
-    `TokenError`; an empty token file also does (it is surely a mistake)."""
+    ``{token: session_id}``. A file that cannot be read, one writable by its group or by
+    others, or any malformed entry, raises `TokenError`; an empty token file also does
+    (it is surely a mistake)."""
     if path is not None:
         file = Path(path)
         try:
-            text = file.read_text(encoding="utf-8")
+            with file.open("rb") as stream:
+                _check_private(file, os.fstat(stream.fileno()))
+                text = stream.read().decode("utf-8")
         except (OSError, UnicodeDecodeError) as exc:
             reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else "unreadable"
             raise TokenError(f"cannot read the tokens file {str(file)!r}: {reason}") from None

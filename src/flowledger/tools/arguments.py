@@ -185,10 +185,7 @@ def decode_document(arguments: Mapping[str, Any] | str | bytes | None) -> dict[s
     except _Refused as exc:
         raise invalid_arguments(str(exc)) from None
     except BoundedJSONError as exc:
-        reason = str(exc)
-        if reason.startswith("duplicate object key"):
-            reason = "duplicate object key"  # the key may belong to an input document
-        raise invalid_arguments(reason, cause=exc) from None
+        raise invalid_arguments(str(exc), cause=exc) from None
     except RecursionError:  # pragma: no cover - depth is bounded before any recursion
         raise invalid_arguments(f"JSON nesting is deeper than {MAX_ARGUMENT_DEPTH}") from None
     except ToolError:

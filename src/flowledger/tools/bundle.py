@@ -19,7 +19,7 @@ import uuid
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any, Final, Protocol
+from typing import Any, Final, Protocol, cast
 
 from flowledger.workflows.definition import Definition
 from flowledger.workflows.errors import (
@@ -60,6 +60,7 @@ __all__ = [
     "MUTATING_TOOLS",
     "READ_ONLY_TOOLS",
     "TOOL_NAMES",
+    "CancelIntentPort",
     "CatalogPort",
     "InputsPort",
     "PendingPort",
@@ -142,6 +143,15 @@ class InputsPort(Protocol):
 
 class StartTicketPort(Protocol):
     async def wait(self) -> None: ...
+
+
+class CancelIntentPort(Protocol):
+    """A supervisor that can say which of concurrent cancels asked first (`Supervisor`
+    and `FrontDoor` can): it records the run's durable cancellation intent and answers
+    whether this call recorded it. Without it every cancel of a run that is not yet
+    cancelled reports ``idempotent: false``."""
+
+    async def request_cancel(self, run_id: str) -> bool: ...
 
 
 class SupervisorPort(Protocol):
@@ -427,6 +437,9 @@ class WorkflowTools:
         self._registry = registry
         self._inputs = inputs
         self._supervisor = supervisor
+        self._intent: CancelIntentPort | None = (
+            cast("CancelIntentPort", supervisor) if _require(supervisor, "request_cancel") else None
+        )
         self._now = now
         self._new_id = new_id
         self._prepare_run = prepare_run
@@ -749,11 +762,14 @@ class WorkflowTools:
             )
         reason = raw_reason.strip() or DEFAULT_CANCEL_REASON
         try:
+            # Of concurrent cancels exactly one records the intent: it is the one that is
+            # not idempotent (workflows.intent).
+            first = True if self._intent is None else await self._intent.request_cancel(run_id)
             await self._supervisor.cancel(run_id, reason)
         except Exception as exc:
             raise translate(exc, action=action, run_id=run_id) from exc
         current = await self._get(run_id, action=action)
-        return cancel_result(run_id, current.status, idempotent=False)
+        return cancel_result(run_id, current.status, idempotent=not first)
 
     # -- workflow_run_history (§7.8) -------------------------------------------------------
 

@@ -19,6 +19,7 @@ from flowledger.workflows.errors import (
     ConflictError,
     CorruptRecordError,
     FrontDoorTimeoutError,
+    HistoryCursorError,
     InvalidInputError,
     NotFoundError,
     ReconciliationError,
@@ -163,6 +164,8 @@ def translate(
     elif isinstance(error, ResumeBlockedError):
         # Diagnostics are control-plane text built from graph and definition names only.
         message = f"{action}: {subject} is blocked: {error.readiness_text}"
+    elif isinstance(error, HistoryCursorError):
+        message = f"{action}: {error}"  # public IDs and a revision only
     elif isinstance(error, CorruptRecordError):
         message = f"{action}: a stored record of {subject} is corrupt"
     elif isinstance(error, AdoptionError | ReconciliationError):

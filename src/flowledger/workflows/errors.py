@@ -14,6 +14,7 @@ __all__ = [
     "CorruptRecordError",
     "DuplicateDefinitionError",
     "FrontDoorTimeoutError",
+    "HistoryCursorError",
     "InvalidInputError",
     "InvalidSchemaError",
     "NotFoundError",
@@ -87,6 +88,21 @@ class NotFoundError(WorkflowError, LookupError):
         self.digest = digest
         what = f"run {run_id}" if kind == "run" else f"input {digest}"
         super().__init__(f"workflow record not found: {what} in session {session_id}")
+
+
+class HistoryCursorError(WorkflowError, ValueError):
+    """A history cursor names an event that is not an activity of the named revision.
+
+    A cursor a page returned always matches (the journal only grows), so this is a cursor
+    of another run, or one that was made up; skipping the revision instead would silently
+    drop its activities."""
+
+    def __init__(self, after_revision: int, after_event_id: str) -> None:
+        self.after_revision = after_revision
+        self.after_event_id = after_event_id
+        super().__init__(
+            f"after_event_id {after_event_id} is not an activity of revision {after_revision}"
+        )
 
 
 class ConflictError(WorkflowError):

@@ -13,13 +13,16 @@ that the session's owner - a ``flowledger worker`` - carries out:
   seconds (the run stays pending, and starts when a worker comes).
 * ``resume``: writes a resume request bound to the interrupt it answers (`RunRequests`)
   and waits until the owner has carried it out (the request is gone: the resumed
-  segment ended) and returns the run record. If no worker accepted it within
-  ``request_timeout`` seconds the request is withdrawn (compare-and-swap, so it is
-  either withdrawn or being executed, never both) and `FrontDoorTimeoutError` raised.
+  segment ended) and returns the run record once it is paused or terminal (never
+  ``running``: a cancel that cut the segment short is waited for). If no worker
+  accepted it within ``request_timeout`` seconds the request is withdrawn
+  (compare-and-swap, so it is either withdrawn or being executed, never both) and
+  `FrontDoorTimeoutError` raised.
   A refused request becomes the error the owner would have raised.
-* ``cancel``: rings the cancel doorbell (it carries the reason), records the durable
-  intent (``cancel_requested``, by registry compare-and-swap, which any owner's
-  reconciliation honours), and waits until the run is cancelled.
+* ``cancel``: records the durable intent (``cancel_requested``, by registry
+  compare-and-swap, which any owner's reconciliation honours; `request_cancel` alone
+  says whether this caller was the first to ask), rings the cancel doorbell (it carries
+  the reason, and makes the owner act at once), and waits until the run is cancelled.
 
 Waiting polls with a growing delay (``poll`` up to ``max_poll`` seconds).
 """
@@ -27,7 +30,7 @@ Waiting polls with a growing delay (``poll`` up to ``max_poll`` seconds).
 from __future__ import annotations
 
 import asyncio
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Final
 
@@ -41,6 +44,7 @@ from .errors import (
     ResumeBlockedError,
 )
 from .history import HistoryPage
+from .intent import record_cancel_intent
 from .journal import ActivityJournal
 from .registry import RunRegistry
 from .requests import ResumeRequest, RunRequests
@@ -55,8 +59,6 @@ __all__ = ["FrontDoor", "FrontDoorTicket"]
 DEFAULT_START_TIMEOUT: Final = 20.0
 DEFAULT_REQUEST_TIMEOUT: Final = 20.0
 DEFAULT_OUTCOME_TIMEOUT: Final = 300.0
-CANCEL_INTENT_ATTEMPTS: Final = 8
-CANCEL_INTENT_SUMMARY: Final = "workflow cancellation requested"
 
 
 def _utcnow() -> datetime:
@@ -215,7 +217,17 @@ class FrontDoor:
         while True:
             current = await self.requests.resume_request(self._session_id, run_id)
             if current is None or not _same_request(current, mine):
-                return await self.registry.get(self._session_id, run_id)  # carried out
+                # Carried out. A cancel may have cut the segment short and still be
+                # finishing it: the answer is the run once it is paused or terminal.
+                run = await self.registry.get(self._session_id, run_id)
+                if run.status not in (RunStatus.RUNNING, RunStatus.PENDING):
+                    return run
+                if loop.time() >= outcome_deadline:
+                    raise FrontDoorTimeoutError(
+                        "resume", run_id, self.outcome_timeout, picked_up=True
+                    )
+                await backoff.sleep()
+                continue
             if current.state == "failed":
                 raise self._refusal(current)
             accepted = accepted or current.state == "accepted"
@@ -246,6 +258,13 @@ class FrontDoor:
 
     # -- cancel ----------------------------------------------------------------------------
 
+    async def request_cancel(self, run_id: str) -> bool:
+        """Record the run's durable cancellation intent; whether this call was the one that
+        recorded it (False: it was already requested, or the run is terminal). `cancel`
+        then carries it out."""
+        _, first = await record_cancel_intent(self.registry, self._session_id, run_id)
+        return first
+
     async def cancel(self, run_id: str, reason: str = "") -> Run:
         """Request cancellation (doorbell and durable intent) and wait until the run is
         cancelled; `ConflictError` if it is, or becomes, completed or failed."""
@@ -254,20 +273,10 @@ class FrontDoor:
             return run
         if run.status.terminal:
             raise ConflictError(self._session_id, run_id, "run is terminal", actual=run.revision)
+        # The intent before the doorbell: the owner then finds it set rather than setting
+        # it itself, so the caller that set it is known (`request_cancel`).
+        run, _ = await record_cancel_intent(self.registry, self._session_id, run_id)
         await self.requests.request_cancel(self._session_id, run_id, reason)
-        for _ in range(CANCEL_INTENT_ATTEMPTS):
-            if run.cancel_requested or run.status.terminal:
-                break
-            intent = replace(
-                run,
-                cancel_requested=True,
-                status_summary=CANCEL_INTENT_SUMMARY,
-                updated_at=max(_utcnow(), run.updated_at),
-            )
-            try:
-                run = await self.registry.compare_and_swap(run.revision, intent)
-            except ConflictError:
-                run = await self.registry.get(self._session_id, run_id)  # the owner wrote
         loop = asyncio.get_running_loop()
         deadline = loop.time() + self.request_timeout
         backoff = self._backoff()

@@ -6,7 +6,10 @@ alone has more activities than the page limit: then the page is cut inside
 that revision and ``next_event_id`` names the last activity returned.
 
 Cursors: continue with ``after_revision=next_revision`` and
-``after_event_id=next_event_id``. Both ``None`` means the history is exhausted.
+``after_event_id=next_event_id``. Both ``None`` means the history is exhausted. An
+``after_event_id`` that is not an activity of revision ``after_revision`` is a
+`HistoryCursorError` (the reference skips that whole revision instead, which silently
+loses its activities; a cursor a page returned always matches).
 
 `page_history` pages an in-memory list; `ActivityJournal.page` gives the same
 answers straight from the durable journal, reading O(log n + page) records.
@@ -20,6 +23,7 @@ from dataclasses import dataclass, field
 from typing import Final
 
 from .activity import ProjectedActivity
+from .errors import HistoryCursorError
 
 __all__ = [
     "DEFAULT_HISTORY_PAGE",
@@ -94,11 +98,12 @@ class PageBuilder:
         revision = item.revision
         if revision < self.after_revision:
             return True
-        if self._skipping and revision == self.after_revision:
-            if item.activity.event_id == self.after_event_id:
-                self._skipping = False  # skip up to and including the cursor event
-            return True
-        self._skipping = False
+        if self._skipping:
+            if revision == self.after_revision:
+                if item.activity.event_id == self.after_event_id:
+                    self._skipping = False  # skip up to and including the cursor event
+                return True
+            self._no_such_cursor()
         if self.group and self.group[0].revision != revision and not self._close_group():
             self._stopped = True
             return False
@@ -114,6 +119,10 @@ class PageBuilder:
             return False
         return True
 
+    def _no_such_cursor(self) -> None:
+        assert self.after_event_id is not None
+        raise HistoryCursorError(self.after_revision, self.after_event_id)
+
     def _close_group(self) -> bool:
         """Append the finished group; False (and nothing appended) if it does not fit."""
         if self.page and len(self.page) + len(self.group) > self.limit:
@@ -124,6 +133,8 @@ class PageBuilder:
 
     def finish(self) -> HistoryPage:
         """The page. Records remain exactly when `feed` stopped early."""
+        if self._skipping:  # the source ended before the cursor event
+            self._no_such_cursor()
         if self._split is not None:
             revision, event = self._split
             return HistoryPage(self.page, revision, event)

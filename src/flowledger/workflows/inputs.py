@@ -10,7 +10,6 @@ the `InputReference`, never the input itself.
 from __future__ import annotations
 
 import hashlib
-import json
 import math
 import re
 from collections.abc import Mapping
@@ -21,6 +20,7 @@ import rfc8785
 
 from flowledger import storage
 
+from ..jsontext import decode_json
 from .errors import ConflictError, CorruptRecordError, InvalidInputError, NotFoundError
 from .run import MAX_INPUT_BYTES, InputReference, input_key, inputs_prefix, is_digest
 
@@ -185,21 +185,15 @@ def check_input_document(data: bytes) -> None:
                 raise ValueError("input has unbalanced brackets")
     count = 0
 
-    def pairs_hook(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    def count_keys(members: int) -> None:
         nonlocal count
-        count += len(pairs)
+        count += members
         if count > MAX_INPUT_PROPERTIES:
             raise ValueError(f"input has more than {MAX_INPUT_PROPERTIES} object keys")
-        result: dict[str, Any] = {}
-        for key, item in pairs:
-            if key in result:
-                raise ValueError(f"input has duplicate key {key!r}")
-            result[key] = item
-        return result
 
     try:
-        doc = json.loads(
-            raw.decode("utf-8"), object_pairs_hook=pairs_hook, parse_constant=_reject_constant
+        doc = decode_json(
+            raw.decode("utf-8"), parse_constant=_reject_constant, on_object=count_keys
         )
     except (ValueError, RecursionError) as exc:
         raise ValueError(f"input must contain one JSON object: {exc}") from None

@@ -30,6 +30,7 @@ import referencing
 import referencing.exceptions
 from referencing.jsonschema import DRAFT202012
 
+from ..jsontext import DuplicateKeyError, decode_json
 from .errors import InvalidSchemaError
 from .metadata import bound_text
 
@@ -79,20 +80,6 @@ class BoundedJSONError(ValueError):
 
 def _reject_constant(name: str) -> Any:
     raise BoundedJSONError(f"{name} is not a JSON number")
-
-
-def _no_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-    result: dict[str, Any] = {}
-    for key, value in pairs:
-        if key in result:
-            raise BoundedJSONError(f"duplicate object key {key!r}")
-        result[key] = value
-    return result
-
-
-_DECODER: Final = json.JSONDecoder(
-    parse_float=Decimal, parse_constant=_reject_constant, object_pairs_hook=_no_duplicates
-)
 
 
 def _scan(data: bytes, max_depth: int, max_properties: int) -> None:
@@ -145,8 +132,9 @@ def decode_bounded(raw: bytes | str, *, max_bytes: int, max_depth: int, max_prop
     than ``max_bytes`` UTF-8 bytes; invalid UTF-8; nesting (objects and arrays) deeper
     than ``max_depth``; more than ``max_properties`` object keys in the whole document;
     unbalanced or mismatched brackets; malformed JSON; ``NaN``/``Infinity``; duplicate
-    object keys; lone surrogate escapes; and anything but whitespace after the value
-    ("trailing JSON value"). Integers decode to ``int``, other numbers to `Decimal`."""
+    object keys (the message names the key's JSON pointer); lone surrogate escapes; and
+    anything but whitespace after the value ("trailing JSON value").
+    Integers decode to ``int``, other numbers to `Decimal`."""
     if isinstance(raw, str):
         if len(raw) > max_bytes:  # every character is at least one byte: skip encoding
             raise BoundedJSONError(f"JSON document is over {max_bytes} bytes")
@@ -167,19 +155,20 @@ def decode_bounded(raw: bytes | str, *, max_bytes: int, max_depth: int, max_prop
     except UnicodeDecodeError as exc:
         raise BoundedJSONError(f"JSON document is not valid UTF-8 (byte {exc.start})") from None
     _scan(data, max_depth, max_properties)
-    start = len(text) - len(text.lstrip(_JSON_SPACE))
-    if start == len(text):
+    if not text.strip(_JSON_SPACE):
         raise BoundedJSONError("empty JSON document")
     try:
-        value, end = _DECODER.raw_decode(text, start)
-    except BoundedJSONError:  # from the hooks: duplicate keys, NaN, Infinity
+        value = decode_json(text, parse_float=Decimal, parse_constant=_reject_constant)
+    except BoundedJSONError:  # from the hooks: NaN, Infinity
         raise
+    except DuplicateKeyError as exc:
+        raise BoundedJSONError(str(exc)) from exc
     except json.JSONDecodeError as exc:
+        if exc.msg == "Extra data":
+            raise BoundedJSONError("trailing JSON value") from None
         raise BoundedJSONError(f"invalid JSON: {exc}") from None
     except ValueError as exc:  # e.g. an integer beyond Python's digit limit
         raise BoundedJSONError(f"invalid JSON: {exc}") from None
-    if text[end:].strip(_JSON_SPACE):
-        raise BoundedJSONError("trailing JSON value")
     if _SURROGATE_ESCAPE.search(text):
         _check_strings(value)
     return value

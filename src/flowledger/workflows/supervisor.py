@@ -86,6 +86,7 @@ from .errors import (
 )
 from .history import HistoryPage
 from .inputs import InputStore
+from .intent import record_cancel_intent
 from .journal import ActivityJournal
 from .live import LiveActivities
 from .metadata import bound_summary
@@ -837,6 +838,12 @@ class Supervisor:
         return await self._apply_result(definition, running, result)
 
     # -- cancel ----------------------------------------------------------------------------
+
+    async def request_cancel(self, run_id: str) -> bool:
+        """Record the run's durable cancellation intent (as a front door does); whether this
+        call was the one that recorded it. `cancel` then carries it out."""
+        _, first = await record_cancel_intent(self.registry, self._session_id, run_id)
+        return first
 
     async def cancel(self, run_id: str, reason: str = "") -> Run | None:
         """Cancel a run (idempotent for an already cancelled one); return its record."""
