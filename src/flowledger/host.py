@@ -80,13 +80,17 @@ async def open_session(
     activate: bool = True,
     lease_ttl: float | None = None,
     poll_interval: float | None = OWNER_POLL_INTERVAL,
+    read_only: bool = False,
 ) -> AsyncIterator[WorkflowSession]:
     """Open the store and the session; with ``activate``, own it (adopting its unfinished
     runs, and acting on front doors' requests every ``poll_interval`` seconds) until the
-    block ends, then shut the supervisor down."""
+    block ends, then shut the supervisor down. With ``read_only`` (never together with
+    ``activate``) the database must exist and nothing is written to it."""
     if session_id is not None and not is_id(session_id):
         raise ValueError(f"--session must be a UUID, not {session_id!r}")
-    async with open_store(url) as store:
+    if read_only and activate:
+        raise ValueError("a read-only session cannot be owned")
+    async with open_store(url, read_only=read_only) as store:
         sid = session_id or await default_session_id(store)
         session = WorkflowSession.build(
             store, sid, catalog, lease_ttl=lease_ttl, poll_interval=poll_interval

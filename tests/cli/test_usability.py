@@ -3,8 +3,17 @@
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
+from pathlib import Path
 
-from .conftest import Cli
+import pytest
+
+from .._readonly import read_only_command
+from .conftest import REVIEW_INPUT, Cli
+
+UNKNOWN_RUN = "6f1d3c2b-0a9e-4f8d-b7c6-5e4d3c2b1a09"
 
 
 def test_schema_errors_name_every_violation(cli: Cli) -> None:
@@ -30,3 +39,73 @@ def test_resume_errors_name_every_violation(cli: Cli) -> None:
         "$.more: additional property not allowed; $.note: longer than 500 characters"
     )
     assert cli.json("runs", "show", run_id)["run_status"] == "interrupted"
+
+
+@pytest.mark.parametrize(
+    "command",
+    [["runs", "list"], ["definitions"], ["history", UNKNOWN_RUN], ["runs", "show", UNKNOWN_RUN]],
+)
+def test_reading_commands_never_create_a_database(cli: Cli, command: list[str]) -> None:
+    """Usability 3: a mistyped --db is reported, not created."""
+    missing = cli.cwd / "typo.db"
+    done = cli.process(*command, "--db", f"sqlite:///{missing}")
+    assert done.returncode == 1, done.stdout
+    assert done.stderr.strip() == f"error: no database at {missing}"
+    assert not missing.exists()
+
+
+def _run(argv: list[str], cwd: Path) -> subprocess.CompletedProcess[str]:
+    env = {k: v for k, v in os.environ.items() if k != "FLOWLEDGER_DB"}
+    env["COLUMNS"] = "120"
+    return subprocess.run(
+        argv, cwd=cwd, env=env, capture_output=True, text=True, timeout=60, check=False
+    )
+
+
+def test_reading_commands_work_in_a_read_only_directory(cli: Cli, tmp_path: Path) -> None:
+    """Usability 3: a database in a directory nobody may write is read, and a command
+    that writes says where and why it cannot."""
+    shelf = tmp_path / "shelf"
+    shelf.mkdir()
+    db = f"sqlite:///{shelf}/runs.db"
+    started = cli.process(
+        "start", "document_review", "v1", "--input", json.dumps(REVIEW_INPUT), "--db", db
+    )
+    assert started.returncode == 0, started.stderr
+    assert sorted(path.name for path in shelf.iterdir()) == ["runs.db"]
+    flowledger = [sys.executable, "-m", "flowledger"]
+    try:
+        listed = _run(
+            read_only_command(shelf, [*flowledger, "runs", "list", "--json", "--db", db]), cli.cwd
+        )
+        assert listed.returncode == 0, listed.stderr
+        runs = json.loads(listed.stdout)["runs"]
+        assert [run["run_status"] for run in runs] == ["interrupted"]
+        shown = _run(
+            read_only_command(shelf, [*flowledger, "history", runs[0]["run_id"], "--db", db]),
+            cli.cwd,
+        )
+        assert shown.returncode == 0, shown.stderr
+        assert "run_interrupted" in shown.stdout or "interrupted" in shown.stdout
+        writing = _run(
+            read_only_command(
+                shelf,
+                [
+                    *flowledger,
+                    "start",
+                    "document_review",
+                    "v1",
+                    "--input",
+                    json.dumps(REVIEW_INPUT),
+                    "--db",
+                    db,
+                ],
+            ),
+            cli.cwd,
+        )
+    finally:
+        shelf.chmod(0o755)
+    assert writing.returncode == 1
+    assert f"cannot open the database {shelf}/runs.db: " in writing.stderr
+    assert "is read-only" in writing.stderr, writing.stderr
+    assert sorted(path.name for path in shelf.iterdir()) == ["runs.db"]

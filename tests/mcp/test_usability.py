@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from pathlib import Path
 
 from mcp import Client
+from mcp.client.stdio import StdioServerParameters
 
-from .conftest import APP, error_text, stdio_params
+from .._readonly import read_only_command
+from .conftest import APP, REPO, error_text, payload, stdio_params, wait_status
 
 
 async def test_schema_errors_name_every_violation(tmp_path: Path) -> None:
@@ -30,3 +34,47 @@ async def test_schema_errors_name_every_violation(tmp_path: Path) -> None:
             "workflow tools: invalid arguments: unknown field 'page'; "
             "field 'limit' must be an integer, not a string"
         )
+
+
+def test_a_read_only_server_never_creates_a_database(tmp_path: Path) -> None:
+    """Usability 3: ``flowledger mcp --read-only`` on a mistyped --db says so and exits."""
+    missing = tmp_path / "typo.db"
+    done = subprocess.run(
+        [sys.executable, "-m", "flowledger", "mcp", "--read-only", "--db", f"sqlite:///{missing}"],
+        cwd=REPO,
+        input="",
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 1
+    assert f"no database at {missing}" in done.stderr
+    assert list(tmp_path.iterdir()) == []
+
+
+async def test_a_read_only_server_reads_a_read_only_directory(tmp_path: Path) -> None:
+    """Usability 3: a read-only server serves a database nobody may write."""
+    shelf = tmp_path / "shelf"
+    shelf.mkdir()
+    db = f"sqlite:///{shelf}/runs.db"
+    async with Client(stdio_params(db, "--app", APP)) as client:
+        started = payload(
+            await client.call_tool(
+                "workflow_run_start",
+                {"definition_name": "relay", "definition_version": "v1", "input": {"secret": "s"}},
+            )
+        )
+        await wait_status(client, started["run_id"], "interrupted")
+    plain = stdio_params(db, "--app", APP, "--read-only")
+    argv = read_only_command(shelf, [plain.command, *plain.args])
+    params = StdioServerParameters(command=argv[0], args=argv[1:], cwd=plain.cwd)
+    try:
+        async with Client(params) as client:
+            listed = payload(await client.call_tool("workflow_run_list", {}))
+            assert [run["run_id"] for run in listed["runs"]] == [started["run_id"]]
+            got = payload(await client.call_tool("workflow_run_get", {"run_id": started["run_id"]}))
+            assert got["run_status"] == "interrupted"
+    finally:
+        shelf.chmod(0o755)
+    assert sorted(path.name for path in shelf.iterdir()) == ["runs.db"]

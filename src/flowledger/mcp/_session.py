@@ -86,7 +86,11 @@ async def open_served_session(
         try:
             session = await stack.enter_async_context(
                 open_workflow_session(
-                    url, catalog, session_id, activate=not (read_only or no_execute)
+                    url,
+                    catalog,
+                    session_id,
+                    activate=not (read_only or no_execute),
+                    read_only=read_only,
                 )
             )
         except SessionOwnedError as exc:
