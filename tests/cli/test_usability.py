@@ -6,6 +6,7 @@ import json
 import os
 import subprocess
 import sys
+import textwrap
 from pathlib import Path
 
 import pytest
@@ -109,3 +110,102 @@ def test_reading_commands_work_in_a_read_only_directory(cli: Cli, tmp_path: Path
     assert f"cannot open the database {shelf}/runs.db: " in writing.stderr
     assert "is read-only" in writing.stderr, writing.stderr
     assert sorted(path.name for path in shelf.iterdir()) == ["runs.db"]
+
+
+BROKEN_APP = textwrap.dedent(
+    """
+    from pydantic import BaseModel
+
+    from flowledger import flow
+    from flowledger.workflows import Catalog, Metadata, TypedDefinition, VertexMetadata
+
+    MODE = "{mode}"
+
+
+    class Tally(BaseModel):
+        count: int = 0
+
+
+    def definition(properties):
+        graph = flow.Graph("tally", state=Tally)
+        graph.add_vertex("add", lambda state: {{"count": state.count + 1}})
+        metadata = Metadata(
+            "tally",
+            "v1",
+            description="Adds one.",
+            input_schema={{
+                "type": "object",
+                "additionalProperties": False,
+                "properties": properties,
+            }},
+            vertices=[VertexMetadata("add", "add")],
+        )
+        return TypedDefinition(metadata, graph.compile(entry="add", finish="add"))
+
+
+    if MODE == "import":
+        raise RuntimeError("the app's settings file is missing")
+
+
+    def catalog():
+        if MODE == "factory":
+            raise KeyError("API_TOKEN")
+        tallies = Catalog()
+        if MODE == "dropped":
+            label = {{"type": "string"}}
+            tallies.register(definition({{"count": {{"type": "integer"}}, "label": label}}))
+        else:  # "loose": a schema that says nothing about count's type
+            tallies.register(definition({{"count": {{}}}}))
+        return tallies
+    """
+)
+
+
+@pytest.mark.parametrize(
+    ("mode", "message"),
+    [
+        (
+            "import",
+            "error: while loading --app {module}:catalog: "
+            "RuntimeError: the app's settings file is missing",
+        ),
+        ("factory", "error: while loading --app {module}:catalog: KeyError: 'API_TOKEN'"),
+        (
+            "dropped",
+            "error: while loading --app {module}:catalog: InvalidSchemaError: invalid workflow "
+            "schema (input): input schema property 'label' has no field in the state type Tally",
+        ),
+    ],
+)
+def test_app_mistakes_are_reported_as_such(cli: Cli, mode: str, message: str) -> None:
+    """Usability 2: what the app raises while loading says where it came from."""
+    module = f"broken_{mode}_app"
+    (cli.cwd / f"{module}.py").write_text(BROKEN_APP.format(mode=mode), encoding="utf-8")
+    done = cli.process("definitions", "--app", f"{module}:catalog", "--db", cli.db)
+    assert done.returncode == 1
+    assert done.stderr.strip().startswith(message.format(module=module)), done.stderr
+    assert "Traceback" not in done.stderr
+
+
+def test_a_decoder_failure_is_the_definitions_error(cli: Cli) -> None:
+    """Usability 2: input that passed the schema but not the state type is the author's
+    mistake, named with the field, not 'invalid input'."""
+    (cli.cwd / "loose_app.py").write_text(BROKEN_APP.format(mode="loose"), encoding="utf-8")
+    done = cli.process(
+        "start",
+        "tally",
+        "v1",
+        "--input",
+        '{"count": "many"}',
+        "--app",
+        "loose_app:catalog",
+        "--db",
+        cli.db,
+    )
+    assert done.returncode == 1
+    assert done.stderr.strip() == (
+        "error: workflow tools: validate input: workflow definition 'tally' version 'v1' is broken "
+        "(not your input): its input decoder refused a document that passed its input schema "
+        "at state field count"
+    )
+    assert cli.json("runs", "list")["runs"] == []

@@ -78,3 +78,46 @@ async def test_a_read_only_server_reads_a_read_only_directory(tmp_path: Path) ->
     finally:
         shelf.chmod(0o755)
     assert sorted(path.name for path in shelf.iterdir()) == ["runs.db"]
+
+
+LOOSE_APP = """
+from pydantic import BaseModel
+
+from flowledger import flow
+from flowledger.workflows import Catalog, Metadata, TypedDefinition, VertexMetadata
+
+
+class Tally(BaseModel):
+    count: int = 0
+
+
+def catalog():
+    graph = flow.Graph("tally", state=Tally)
+    graph.add_vertex("add", lambda state: {"count": state.count + 1})
+    schema = {"type": "object", "additionalProperties": False, "properties": {"count": {}}}
+    metadata = Metadata(
+        "tally", "v1", description="Adds one.", input_schema=schema,
+        vertices=[VertexMetadata("add", "add")],
+    )
+    tallies = Catalog()
+    tallies.register(TypedDefinition(metadata, graph.compile(entry="add", finish="add")))
+    return tallies
+"""
+
+
+async def test_a_decoder_failure_is_the_definitions_error(tmp_path: Path) -> None:
+    """Usability 2: the model is told the definition is broken, not that its input is."""
+    (tmp_path / "loose_mcp_app.py").write_text(LOOSE_APP, encoding="utf-8")
+    plain = stdio_params(f"sqlite:///{tmp_path}/m.db", "--app", "loose_mcp_app:catalog")
+    params = StdioServerParameters(command=plain.command, args=plain.args, cwd=str(tmp_path))
+    async with Client(params) as client:
+        refused = await client.call_tool(
+            "workflow_run_start",
+            {"definition_name": "tally", "definition_version": "v1", "input": {"count": "many"}},
+        )
+        assert error_text(refused) == (
+            "workflow tools: validate input: workflow definition 'tally' version 'v1' is broken "
+            "(not your input): its input decoder refused a document that passed its input "
+            "schema at state field count"
+        )
+        assert payload(await client.call_tool("workflow_run_list", {}))["runs"] == []

@@ -22,6 +22,7 @@ from flowledger.workflows.errors import (
     AdoptionError,
     ConflictError,
     CorruptRecordError,
+    DefinitionError,
     FrontDoorTimeoutError,
     InvalidInputError,
     NotFoundError,
@@ -144,6 +145,15 @@ def translate(
     subject = f"{subject} {run_id}" if run_id else f"the {subject}"
     if isinstance(error, FrontDoorTimeoutError):
         message = error.describe()  # names the public run ID only
+    elif isinstance(error, DefinitionError):
+        # The author's mistake: say so, and which state field; the decoder's own detail
+        # may quote the document, so it stays in ``cause`` for logs.
+        where = f" at state field {_bounded_path(error.path)}" if error.path else ""
+        message = (
+            f"{action}: workflow definition {quote(error.name)} version "
+            f"{quote(error.version)} is broken (not your {error.field}): its {error.field} "
+            f"decoder refused a document that passed its {error.field} schema{where}"
+        )
     elif isinstance(error, InvalidInputError):
         field = "resume" if error.field == "resume" else "input"
         message = f"invalid {field}: {_input_reason(error)}"
