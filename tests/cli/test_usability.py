@@ -209,3 +209,29 @@ def test_a_decoder_failure_is_the_definitions_error(cli: Cli) -> None:
         "at state field count"
     )
     assert cli.json("runs", "list")["runs"] == []
+
+
+def test_limit_zero_is_refused(cli: Cli) -> None:
+    """Usability 6: --limit is 1-100, as the help says (0 is not "the default")."""
+    for command in (["runs", "list"], ["history", UNKNOWN_RUN]):
+        done = cli.process(*command, "--limit", "0", "--db", cli.db)
+        assert done.returncode == 1
+        assert done.stderr.strip() == "error: --limit must be in 1..100, not 0"
+
+
+@pytest.mark.parametrize(
+    "command",
+    [["worker"], ["mcp"], ["start"], ["resume"], ["cancel"], ["runs", "list"], ["history"]],
+)
+def test_help_shows_no_types_for_flags_and_keeps_paragraphs(cli: Cli, command: list[str]) -> None:
+    """Usability 6: flags show no ``<bool>``, options a word for their value, and help
+    paragraphs are wrapped by the terminal, not by the source's line breaks."""
+    done = cli.process(*command, "--help")
+    assert done.returncode == 0, done.stderr
+    assert "<bool>" not in done.stdout
+    assert "<int range>" not in done.stdout and "<str>" not in done.stdout
+    if command == ["worker"]:
+        assert (
+            "Run as many as you like against one PostgreSQL database. SIGTERM or Ctrl-C stops "
+            "a worker cleanly" in done.stdout
+        )

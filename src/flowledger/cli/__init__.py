@@ -23,6 +23,7 @@ from .. import __version__
 from ..tools import ToolError
 from ..workflows.worker import WorkerSettings
 from .demo import run_demo
+from .helptext import hide_redundant_types
 from .render import (
     Pause,
     render_definitions,
@@ -49,6 +50,7 @@ from .worker import run_worker
 __all__ = ["app", "main"]
 
 CONNECTION = "Database and session"
+MAX_PAGE = 100
 
 DbOption = Annotated[
     str | None,
@@ -101,6 +103,7 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
     rich_markup_mode="rich",
 )
+hide_redundant_types()
 runs_app = typer.Typer(help="List and inspect runs.", no_args_is_help=True)
 app.add_typer(runs_app, name="runs")
 
@@ -175,7 +178,10 @@ def runs_list(
     limit: Annotated[
         int | None,
         typer.Option(
-            "--limit", help="At most this many runs (1-100). \\[default: 50]", show_default=False
+            "--limit",
+            metavar="N",
+            help="At most this many runs (1-100). \\[default: 50]",
+            show_default=False,
         ),
     ] = None,
     db: DbOption = None,
@@ -191,7 +197,7 @@ def runs_list(
         if after is not None:
             arguments["after"] = after
         if limit is not None:
-            arguments["limit"] = limit
+            arguments["limit"] = _page_limit(limit)
         async with open_host(options, owner=False) as host:
             result = await host.call("workflow_run_list", arguments)
         if json_output:
@@ -232,7 +238,9 @@ def history(
     run: RunArgument,
     after_revision: Annotated[
         int | None,
-        typer.Option("--after-revision", help="Continue from this revision (a page cursor)."),
+        typer.Option(
+            "--after-revision", metavar="N", help="Continue from this revision (a page cursor)."
+        ),
     ] = None,
     after_event_id: Annotated[
         str | None,
@@ -241,7 +249,10 @@ def history(
     limit: Annotated[
         int | None,
         typer.Option(
-            "--limit", help="At most this many entries (1-100). \\[default: 50]", show_default=False
+            "--limit",
+            metavar="N",
+            help="At most this many entries (1-100). \\[default: 50]",
+            show_default=False,
         ),
     ] = None,
     db: DbOption = None,
@@ -259,7 +270,7 @@ def history(
         if after_event_id is not None:
             arguments["after_event_id"] = after_event_id
         if limit is not None:
-            arguments["limit"] = limit
+            arguments["limit"] = _page_limit(limit)
         async with open_host(options, owner=False) as host:
             result = await host.call("workflow_run_history", arguments)
         if json_output:
@@ -412,7 +423,8 @@ def resume(
 def cancel(
     run: RunArgument,
     reason: Annotated[
-        str | None, typer.Option("--reason", help="Why (at most 512 bytes; kept on the run).")
+        str | None,
+        typer.Option("--reason", metavar="TEXT", help="Why (at most 512 bytes; kept on the run)."),
     ] = None,
     db: DbOption = None,
     app_ref: AppOption = None,
@@ -449,13 +461,17 @@ def mcp(
     host: Annotated[
         str | None,
         typer.Option(
-            "--host", help="HTTP: address to listen on. \\[default: 127.0.0.1]", show_default=False
+            "--host",
+            metavar="HOST",
+            help="HTTP: address to listen on. \\[default: 127.0.0.1]",
+            show_default=False,
         ),
     ] = None,
     port: Annotated[
         int | None,
         typer.Option(
             "--port",
+            metavar="PORT",
             min=1,
             max=65535,
             help="HTTP: port to listen on. \\[default: 8765]",
@@ -521,7 +537,13 @@ def mcp(
     run_command(work, quiet_logs=False)
 
 
-@app.command()
+@app.command(
+    # One line per paragraph: rich help keeps a docstring's line breaks.
+    help="Execute the runs of every session: claim sessions with unfinished runs, adopt "
+    "the runs of workers that died, and act on front doors' requests.\n\n"
+    "Run as many as you like against one PostgreSQL database. SIGTERM or Ctrl-C stops a "
+    "worker cleanly (its sessions are released at once)."
+)
 def worker(
     db: DbOption = None,
     app_ref: AppOption = None,
@@ -543,12 +565,18 @@ def worker(
     ] = 0.5,
     max_sessions: Annotated[
         int,
-        typer.Option("--max-sessions", min=1, max=10_000, help="Sessions owned at most."),
+        typer.Option(
+            "--max-sessions", min=1, max=10_000, metavar="N", help="Sessions owned at most."
+        ),
     ] = 100,
     runs_per_session: Annotated[
         int,
         typer.Option(
-            "--runs-per-session", min=1, max=64, help="Runs of one session executed at once."
+            "--runs-per-session",
+            min=1,
+            max=64,
+            metavar="N",
+            help="Runs of one session executed at once.",
         ),
     ] = 4,
     rebuild_index: Annotated[
@@ -560,11 +588,6 @@ def worker(
         ),
     ] = False,
 ) -> None:
-    """Execute the runs of every session: claim sessions with unfinished runs, adopt
-    the runs of workers that died, and act on front doors' requests.
-
-    Run as many as you like against one PostgreSQL database. SIGTERM or Ctrl-C stops a
-    worker cleanly (its sessions are released at once)."""
     options = Options(db, app_ref, None)
     settings = WorkerSettings(
         lease_ttl=lease_ttl,
@@ -580,6 +603,13 @@ def worker(
 
 
 # -- shared -----------------------------------------------------------------------------
+
+
+def _page_limit(limit: int) -> int:
+    """``--limit`` as its help says: 1-100 (the tools would read 0 as "the default")."""
+    if not 1 <= limit <= MAX_PAGE:
+        raise CliError(f"--limit must be in 1..{MAX_PAGE}, not {limit}")
+    return limit
 
 
 def _print_status(console: Console, result: dict[str, Any], *, note: str = "") -> None:

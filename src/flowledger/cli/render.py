@@ -255,6 +255,7 @@ class Pause:
     errored: bool
     resume_schema: Mapping[str, Any] | None
     flags: Sequence[str] = ()
+    label: str = ""  # the vertex's label from the definition's metadata, if it has one
 
 
 _EXAMPLES: Final[Mapping[str, Any]] = {
@@ -307,7 +308,9 @@ def render_pause(
     body: list[Any] = []
     info = pause.info
     if pause.errored:
-        body.append(Text(f"The vertex {pause.vertex!r} failed and paused the run.", "yellow"))
+        body.append(
+            Text(f"The step {pause.label or pause.vertex!r} failed and paused the run.", "yellow")
+        )
     if isinstance(info, Mapping) and isinstance(info.get("question"), str):
         body.append(Text(info["question"], style="bold"))
         details = [(str(k), v) for k, v in info.items() if k != "question"]
@@ -328,7 +331,7 @@ def render_pause(
         body.append(Text("The run is waiting for input."))
     panel = Panel(
         Group(*body),
-        title=f"[yellow]⏸ waiting at {pause.vertex}[/]",
+        title=Text(f"⏸ waiting at {pause.label or pause.vertex}", style="yellow"),
         title_align="left",
         border_style="yellow",
         expand=False,

@@ -38,6 +38,8 @@ from .render import KIND_ICONS, Pause
 __all__ = ["Watch", "load_pause"]
 
 LABEL_WIDTH: Final = 34
+STEP_WIDTH: Final = 8  # "step 123"
+FRACTION_WIDTH: Final = 5  # "12/12"
 CHECKPOINT_CHUNK: Final = 64
 
 _PHRASES: Final = {
@@ -78,7 +80,9 @@ class Watch:
         self._origin: datetime | None = None
         self._graph_run_id = ""
         self._read_upto = -1
-        self._attempt: dict[str, int] = {}
+        self._attempt: dict[str, tuple[int, int]] = {}  # vertex -> (attempt, step)
+        self._looping = True  # until the definition's graph is known to have no cycle
+        self._completions = 0
         self.run_id = ""
         self.seen = 0
 
@@ -101,6 +105,10 @@ class Watch:
         with contextlib.suppress(Exception):
             run = await self._session.registry.get(self._session.session_id, run_id)
             self._graph_run_id = run.graph_run_id
+            definition = self._session.catalog.resolve(run.definition_name, run.definition_version)
+            runner = getattr(definition, "runner", None)
+            if isinstance(runner, flow.Runner):
+                self._looping = _has_cycle(runner.graph)
         if self._from_journal:
             try:
                 follower = JournalFollower(self._session.journal, self._session.session_id, run_id)
@@ -160,32 +168,46 @@ class Watch:
         line = Text(self._indent)
         line.append(icon + " ", style=style)
         note = ""
+        step = ""
         if kind is ActivityKind.VERTEX_COMPLETED:
             label = record.vertex_label or record.vertex_id or "step"
-            attempts = await self._attempts(record)
+            attempts, number = await self._attempts(record)
             if attempts > 1:
                 failures = attempts - 1
                 note = f"failed {'once' if failures == 1 else f'{failures} times'}, retried"
+            if attempts:  # known: super-steps count from 0, people from 1
+                step = f"step {number + 1}"
         else:
             label = _PHRASES.get(kind, str(kind))
         line.append(label, style="bold" if kind is not ActivityKind.VERTEX_COMPLETED else "")
-        if note:
-            line.append(f"  ({note})", style="yellow")
         line.pad_right(max(0, LABEL_WIDTH + len(self._indent) - line.cell_len))
-        if record.total_vertices:
-            line.append(f" {record.completed_vertices}/{record.total_vertices}", style="dim")
+        # Fixed-width columns; the retry note goes last so it never shifts them. A graph
+        # with a loop visits vertices more than once, so a count of them out of the total
+        # would stop at "7/7" long before the end: it shows the step number only.
+        line.append(f" {step:<{STEP_WIDTH}}", style="dim")
+        fraction = ""
+        if record.total_vertices and not self._looping:
+            fraction = f"{record.completed_vertices}/{record.total_vertices}"
+        line.append(f" {fraction:>{FRACTION_WIDTH}}" if not self._looping else "", style="dim")
         elapsed = max(0.0, (record.occurred_at - self._origin).total_seconds())
         line.append(f"  +{elapsed:.2f}s", style="dim")
+        if note:
+            line.append(f"  ({note})", style="yellow")
         if self._progress is not None and self._bar is not None:
-            total = record.total_vertices or None
-            self._progress.update(self._bar, total=total, completed=record.completed_vertices)
+            if self._looping:  # no total to aim at: count the vertices completed so far
+                self._completions += kind is ActivityKind.VERTEX_COMPLETED
+                self._progress.update(self._bar, total=None, completed=self._completions)
+            else:
+                total = record.total_vertices or None
+                self._progress.update(self._bar, total=total, completed=record.completed_vertices)
         self._console.print(line, soft_wrap=True)
 
-    async def _attempts(self, record: ActivityRecord) -> int:
-        """How many attempts the completed vertex took (0 if unknown): checkpoints are read
-        incrementally, and the vertex's latest completion so far is the one announced."""
+    async def _attempts(self, record: ActivityRecord) -> tuple[int, int]:
+        """How many attempts the completed vertex took, and in which super-step ((0, 0)
+        if unknown): checkpoints are read incrementally, and the vertex's latest
+        completion so far is the one announced."""
         if not self._graph_run_id or record.vertex_id is None:
-            return 0
+            return 0, 0
         try:
             while True:
                 found = await self._session.checkpoints.history(
@@ -194,13 +216,43 @@ class Watch:
                 for checkpoint in found:
                     for vertex in checkpoint.vertices:
                         if vertex.status is flow.VertexStatus.DONE:
-                            self._attempt[vertex.vertex] = vertex.attempt
+                            self._attempt[vertex.vertex] = (vertex.attempt, vertex.step)
                     self._read_upto = checkpoint.revision
                 if len(found) < CHECKPOINT_CHUNK:
                     break
         except Exception:
-            return 0
-        return self._attempt.get(record.vertex_id, 0)
+            return 0, 0
+        return self._attempt.get(record.vertex_id, (0, 0))
+
+
+def _has_cycle(graph: flow.CompiledGraph) -> bool:
+    """Whether edges, routes and error routes can lead back to a vertex already visited."""
+    targets: dict[str, set[str]] = {name: set() for name in graph.vertices}
+    for source, ends in graph.edges.items():
+        targets[source].update(ends)
+    for source, route in graph.routes.items():
+        targets[source].update(route.targets)
+    for name, vertex in graph.vertices.items():
+        if vertex.on_error is not None:
+            targets[name].add(vertex.on_error.handler)
+    state: dict[str, int] = {}  # 1: on the current path, 2: done
+    for start in graph.vertices:
+        if start in state:
+            continue
+        stack = [(start, iter(sorted(targets[start])))]
+        state[start] = 1
+        while stack:
+            node, children = stack[-1]
+            child = next(children, None)
+            if child is None:
+                state[node] = 2
+                stack.pop()
+            elif state.get(child) == 1:
+                return True
+            elif child not in state:
+                state[child] = 1
+                stack.append((child, iter(sorted(targets[child]))))
+    return False
 
 
 async def load_pause(
@@ -213,7 +265,9 @@ async def load_pause(
     if not result.interrupts:
         return None
     first = result.interrupts[0]
-    schema: Any = definition.metadata().resume_schema
+    metadata = definition.metadata()
+    schema: Any = metadata.resume_schema
+    labels = {vertex.id: vertex.label for vertex in metadata.vertices if vertex.id is not None}
     return Pause(
         run_id=run_id,
         vertex=first.vertex,
@@ -221,4 +275,5 @@ async def load_pause(
         errored=first.kind is flow.InterruptKind.ERRORED,
         resume_schema=schema,
         flags=tuple(flags),
+        label=labels.get(first.vertex, ""),
     )
