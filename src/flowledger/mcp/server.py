@@ -246,6 +246,7 @@ class WorkflowMcpServer:
         read_only: bool = False,
         executes: bool = True,
         name: str = SERVER_NAME,
+        notice: str = "",
     ) -> None:
         if journal is not None and session_id is None:
             raise ValueError("forwarding activities needs the session ID")
@@ -254,6 +255,10 @@ class WorkflowMcpServer:
         self.session_id = session_id
         self.read_only = read_only
         self.executes = executes
+        # Why this server is read-only although it was asked to own the session (another
+        # process owns it): told to the client in the initialize result's instructions
+        # and in every refusal of a hidden tool.
+        self.notice = notice
         infos = tools.infos()
         self._hidden = frozenset(i.name for i in infos if read_only and i.mutating)
         self._visible: dict[str, ToolInfo] = {
@@ -265,7 +270,11 @@ class WorkflowMcpServer:
             name,
             version=__version__,
             title="flowledger workflows",
-            instructions=INSTRUCTIONS,
+            instructions=(
+                f"{INSTRUCTIONS}\n\nThis server is read-only because {notice}."
+                if notice
+                else INSTRUCTIONS
+            ),
             on_list_tools=self._list_tools,
             on_call_tool=self._call_tool,
             get_tool_input_schema=self._input_schema,
@@ -318,8 +327,9 @@ class WorkflowMcpServer:
     ) -> types.CallToolResult:
         name = params.name
         if name in self._hidden:
+            why = f" because {self.notice}" if self.notice else ""
             return _text_result(
-                f"workflow tools: {name} is not available: this server is read-only",
+                f"workflow tools: {name} is not available: this server is read-only{why}",
                 error=True,
             )
         if name not in self._visible:
