@@ -32,6 +32,7 @@ DOCUMENTED = [
     """'{"approved": false, "feedback": "shorter, please"}'""",
     f"""flowledger resume RUN --app {APP} --payload '{{"approved": true}}'""",
     f"flowledger runs show RUN --app {APP}",
+    f"flowledger history RUN --app {APP}",
 ]
 
 
@@ -68,7 +69,7 @@ def test_the_readme_documents_these_commands() -> None:
 
 
 def test_the_research_agent_through_the_cli(examples: Path) -> None:
-    _, start, listing, revise, approve, show = DOCUMENTED
+    _, start, listing, revise, approve, show, history = DOCUMENTED
 
     started = flowledger(examples, start)
     assert started.returncode == 0, started.stderr
@@ -124,6 +125,14 @@ def test_the_research_agent_through_the_cli(examples: Path) -> None:
     shown = flowledger(examples, show + " --json", run_id)
     assert shown.returncode == 0, shown.stderr
     assert json.loads(shown.stdout)["run_status"] == "completed"
+
+    # the history of a loop: revisions, no "completed out of total" column
+    for command in (history, history.replace(f" --app {APP}", "")):
+        listed_history = flowledger(examples, command, run_id)
+        assert listed_history.returncode == 0, listed_history.stderr
+        assert "vertex_completed" in listed_history.stdout
+        assert "progress" not in listed_history.stdout
+        assert re.search(r"\b\d+/7\b", listed_history.stdout) is None
 
 
 async def test_the_research_agent_through_mcp(examples: Path) -> None:

@@ -24,6 +24,7 @@ from ..tools import ToolError
 from ..workflows.worker import WorkerSettings
 from .demo import run_demo
 from .helptext import hide_redundant_types
+from .loops import definition_loops
 from .render import (
     Pause,
     render_definitions,
@@ -273,10 +274,20 @@ def history(
             arguments["limit"] = _page_limit(limit)
         async with open_host(options, owner=False) as host:
             result = await host.call("workflow_run_history", arguments)
+            loops = False
+            if not json_output:
+                run_record = await host.call("workflow_run_get", {"run_id": run})
+                loops = bool(
+                    definition_loops(
+                        host.session.catalog,
+                        str(run_record.get("definition_name", "")),
+                        str(run_record.get("definition_version", "")),
+                    )
+                )
         if json_output:
             emit_json(result)
         else:
-            render_history(stdout_console(), result, options.flags())
+            render_history(stdout_console(), result, options.flags(), loops=loops)
 
     run_command(work)
 

@@ -33,6 +33,7 @@ from .. import flow
 from ..workflows import ActivityKind, ActivityRecord, ActivitySubscription
 from ..workflows.follow import JournalFollower
 from ..workflows.session import WorkflowSession
+from .loops import definition_loops
 from .render import KIND_ICONS, Pause
 
 __all__ = ["Watch", "load_pause"]
@@ -105,10 +106,10 @@ class Watch:
         with contextlib.suppress(Exception):
             run = await self._session.registry.get(self._session.session_id, run_id)
             self._graph_run_id = run.graph_run_id
-            definition = self._session.catalog.resolve(run.definition_name, run.definition_version)
-            runner = getattr(definition, "runner", None)
-            if isinstance(runner, flow.Runner):
-                self._looping = _has_cycle(runner.graph)
+            loops = definition_loops(
+                self._session.catalog, run.definition_name, run.definition_version
+            )
+            self._looping = loops is not False
         if self._from_journal:
             try:
                 follower = JournalFollower(self._session.journal, self._session.session_id, run_id)
@@ -223,36 +224,6 @@ class Watch:
         except Exception:
             return 0, 0
         return self._attempt.get(record.vertex_id, (0, 0))
-
-
-def _has_cycle(graph: flow.CompiledGraph) -> bool:
-    """Whether edges, routes and error routes can lead back to a vertex already visited."""
-    targets: dict[str, set[str]] = {name: set() for name in graph.vertices}
-    for source, ends in graph.edges.items():
-        targets[source].update(ends)
-    for source, route in graph.routes.items():
-        targets[source].update(route.targets)
-    for name, vertex in graph.vertices.items():
-        if vertex.on_error is not None:
-            targets[name].add(vertex.on_error.handler)
-    state: dict[str, int] = {}  # 1: on the current path, 2: done
-    for start in graph.vertices:
-        if start in state:
-            continue
-        stack = [(start, iter(sorted(targets[start])))]
-        state[start] = 1
-        while stack:
-            node, children = stack[-1]
-            child = next(children, None)
-            if child is None:
-                state[node] = 2
-                stack.pop()
-            elif state.get(child) == 1:
-                return True
-            elif child not in state:
-                state[child] = 1
-                stack.append((child, iter(sorted(targets[child]))))
-    return False
 
 
 async def load_pause(
