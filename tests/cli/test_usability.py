@@ -104,11 +104,21 @@ def test_reading_commands_work_in_a_read_only_directory(cli: Cli, tmp_path: Path
             ),
             cli.cwd,
         )
+        answer = '{"approved": true}'
+        resuming = _run(
+            read_only_command(
+                shelf,
+                [*flowledger, "resume", runs[0]["run_id"], "--payload", answer, "--db", db],
+            ),
+            cli.cwd,
+        )
     finally:
         shelf.chmod(0o755)
-    assert writing.returncode == 1
-    assert f"cannot open the database {shelf}/runs.db: " in writing.stderr
-    assert "is read-only" in writing.stderr, writing.stderr
+    for refused in (writing, resuming):
+        assert refused.returncode == 1
+        line = refused.stderr.strip()
+        assert line.startswith(f"error: cannot open the database {shelf}/runs.db: "), line
+        assert "is read-only" in line, line
     assert sorted(path.name for path in shelf.iterdir()) == ["runs.db"]
 
 

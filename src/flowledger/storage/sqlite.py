@@ -352,6 +352,12 @@ class _Database:
             )
         if os.path.isdir(path):
             raise IsADirectoryError(errno.EISDIR, "the sqlite store path is a directory", path)
+        if os.path.exists(path) and (
+            not os.access(path, os.W_OK) or _read_only_file_system(parent)
+        ):
+            # SQLite would open it read-only without a word and fail at the first write.
+            refused = sqlite3.OperationalError("attempt to write a readonly database")
+            raise StoreOpenError(path, _open_failure(path, refused))
         timeout_ms = self.settings.busy_timeout_ms
         try:
             conn = sqlite3.connect(
