@@ -170,6 +170,30 @@ async def test_the_research_agent_through_mcp(examples: Path) -> None:
         run_id = started["run_id"]
         paused = await wait_status(client, run_id, "interrupted", within=60)
         assert paused["status_summary"] == "draft 2, waiting for approval"
+        # a revision goes round the loop again: progress keeps advancing past the
+        # saturated count of 7 vertices (which the first segment already reached)
+        updates: list[tuple[float, float | None, str | None]] = []
+
+        async def on_progress(progress: float, total: float | None, message: str | None) -> None:
+            updates.append((progress, total, message))
+
+        revised = payload(
+            await client.call_tool(
+                "workflow_run_resume",
+                {"run_id": run_id, "resume": {"approved": False, "feedback": "shorter"}},
+                progress_callback=on_progress,
+            )
+        )
+        assert revised["run_status"] == "interrupted"
+        completions = [update for update in updates if str(update[2]).startswith("vertex_")]
+        assert [message for _, _, message in completions] == [
+            "vertex_completed human approval",
+            "vertex_completed draft",
+            "vertex_completed critique",
+        ]
+        values = [progress for progress, _, _ in updates]
+        assert values == sorted(set(values)), "progress must increase"
+        assert [total for _, total, _ in completions] == [None, None, None]
         resumed = payload(
             await client.call_tool(
                 "workflow_run_resume", {"run_id": run_id, "resume": {"approved": True}}
@@ -177,4 +201,4 @@ async def test_the_research_agent_through_mcp(examples: Path) -> None:
         )
         assert resumed["run_id"] == run_id
         done = await wait_status(client, run_id, "completed", within=60)
-        assert done["status_summary"] == "published after 2 draft(s)"
+        assert done["status_summary"] == "published after 3 draft(s)"

@@ -10,7 +10,9 @@ low-level `mcp.server.lowlevel.Server`).
   model-safe message; it is never a protocol error and never takes the server down.
 * While a call runs, the session's activities are forwarded to the client: as
   ``notifications/progress`` (progress = completed vertices, total = total vertices,
-  message = ``"<kind> <vertex label>"``) when the request carries a progress token,
+  message = ``"<kind> <vertex label>"``; in a graph with a loop every completion still
+  advances progress by one, and once it passes the total no total is sent) when the
+  request carries a progress token,
   otherwise as ``notifications/message`` log entries (level ``info``, data = the activity
   JSON without its session ID) where the protocol allows them (always on handshake-era
   connections, subject to ``logging/setLevel``; on 2026-07-28 connections only when the
@@ -49,7 +51,7 @@ from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 from .. import __version__
 from ..tools import ToolError, ToolInfo, result_text
-from ..workflows.activity import ActivityRecord
+from ..workflows.activity import ActivityKind, ActivityRecord
 from ..workflows.follow import JournalFollower
 from ..workflows.journal import ActivityJournal
 
@@ -393,13 +395,16 @@ class WorkflowMcpServer:
             async def progress(record: ActivityRecord) -> None:
                 nonlocal last
                 done = record.completed_vertices
+                if record.kind == ActivityKind.VERTEX_COMPLETED:
+                    # A loop visits vertices again after the count reached the total:
+                    # each completion still advances, past a total that no longer holds.
+                    done = max(done, last + 1)
                 if done <= last:
                     return  # progress must increase within a request
                 last = done
+                total = record.total_vertices if done <= record.total_vertices else 0
                 await ctx.session.report_progress(
-                    float(done),
-                    float(record.total_vertices) if record.total_vertices else None,
-                    activity_message(record),
+                    float(done), float(total) if total else None, activity_message(record)
                 )
 
             return progress
