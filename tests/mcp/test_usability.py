@@ -121,3 +121,34 @@ async def test_a_decoder_failure_is_the_definitions_error(tmp_path: Path) -> Non
             "schema at state field count"
         )
         assert payload(await client.call_tool("workflow_run_list", {}))["runs"] == []
+
+
+def test_an_app_that_raises_while_loading_says_so(tmp_path: Path) -> None:
+    """Usability 2: ``flowledger mcp --app`` whose module raises names it on stderr."""
+    (tmp_path / "exploding_app.py").write_text(
+        "raise RuntimeError('no API key configured')\n", encoding="utf-8"
+    )
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "flowledger",
+            "mcp",
+            "--app",
+            "exploding_app:catalog",
+            "--db",
+            f"sqlite:///{tmp_path}/m.db",
+        ],
+        cwd=tmp_path,
+        input="",
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 1
+    assert (
+        "while loading --app exploding_app:catalog: RuntimeError: no API key configured"
+        in done.stderr
+    )
+    assert "Traceback" not in done.stderr
