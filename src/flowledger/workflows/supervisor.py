@@ -62,6 +62,7 @@ from .errors import (
     AdoptionError,
     ConflictError,
     CorruptRecordError,
+    DefinitionError,
     InvalidInputError,
     NotFoundError,
     ReconciliationError,
@@ -529,7 +530,7 @@ class Supervisor:
             raise AdoptionError(run.id, "load input", exc) from exc
         try:
             token = definition.validate_input(raw)
-        except InvalidInputError:
+        except (InvalidInputError, DefinitionError):  # a definition changed since the start
             return await self._fail_definite(definition, run, "workflow input invalid")
         if controller.cancels:
             return None  # a cancellation waits for the lock: it cancels the run unstarted
@@ -977,7 +978,7 @@ class Supervisor:
             try:
                 definition = self.catalog.resolve(run.definition_name, run.definition_version)
                 token = definition.validate_resume(request.payload)
-            except (InvalidInputError, UnknownDefinitionError):
+            except (InvalidInputError, DefinitionError, UnknownDefinitionError):
                 # Still interrupted at the same checkpoint: nothing took effect, so even an
                 # accepted request can be refused.
                 with contextlib.suppress(ConflictError):
