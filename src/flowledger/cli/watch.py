@@ -3,8 +3,9 @@ what a paused run waits for.
 
 `Watch` reads the session's live activity subscription (`ActivityJournal.subscribe`),
 or, when a worker executes the run elsewhere (``from_journal``), follows the run's
-durable journal (`JournalFollower`): one line per activity of the watched run, and on a
-terminal a progress bar of completed vertices. For a completed vertex it also reads that
+durable journal (`JournalFollower`): one line per activity of the watched run (label,
+super-step, and for a graph without loops completed vertices out of the total), and on a
+terminal a progress bar. For a completed vertex it also reads that
 revision's checkpoint to say whether the vertex needed more than one attempt (a retry is
 not an activity).
 """
@@ -186,10 +187,11 @@ class Watch:
         # with a loop visits vertices more than once, so a count of them out of the total
         # would stop at "7/7" long before the end: it shows the step number only.
         line.append(f" {step:<{STEP_WIDTH}}", style="dim")
-        fraction = ""
-        if record.total_vertices and not self._looping:
-            fraction = f"{record.completed_vertices}/{record.total_vertices}"
-        line.append(f" {fraction:>{FRACTION_WIDTH}}" if not self._looping else "", style="dim")
+        if not self._looping:
+            fraction = ""
+            if record.total_vertices:
+                fraction = f"{record.completed_vertices}/{record.total_vertices}"
+            line.append(f" {fraction:>{FRACTION_WIDTH}}", style="dim")
         elapsed = max(0.0, (record.occurred_at - self._origin).total_seconds())
         line.append(f"  +{elapsed:.2f}s", style="dim")
         if note:
