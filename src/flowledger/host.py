@@ -3,7 +3,9 @@
 * The database comes from an explicit URL, else ``FLOWLEDGER_DB``, else
   ``sqlite:///flowledger.db`` in the current directory.
 * ``--app module:attribute`` names a `Catalog`, or a function returning one, the way
-  uvicorn names an app; without it the built-in examples are served.
+  uvicorn names an app; without it the built-in examples are served. The module is
+  found from the current directory first, then the Python path. Whatever the module or
+  the function raises is `AppLoadError` ``while loading --app module:attr: Type: ...``.
 * The session is explicit, else the database's default session.
 """
 
@@ -31,6 +33,7 @@ __all__ = [
 ]
 
 DEFAULT_DATABASE: Final = "sqlite:///flowledger.db"
+_MAX_REASON: Final = 400
 OWNER_POLL_INTERVAL: Final = 1.0  # seconds between an owner's looks for front-door requests
 
 
@@ -56,8 +59,15 @@ def load_catalog(app: str | None = None) -> Catalog:
         sys.path.insert(0, os.getcwd())  # as uvicorn does: modules next to the caller
     try:
         module = importlib.import_module(module_name)
-    except ImportError as exc:
-        raise AppLoadError(f"cannot import {module_name!r}: {exc}") from exc
+    except ModuleNotFoundError as exc:
+        if exc.name is not None and module_name.startswith(exc.name):
+            raise AppLoadError(
+                f"cannot import {module_name!r}: {exc} (modules are found from the current "
+                f"directory, {os.getcwd()}, and the Python path)"
+            ) from exc
+        raise _while_loading(app, exc) from exc  # a module the app itself imports
+    except Exception as exc:  # the module's own code raised while it was imported
+        raise _while_loading(app, exc) from exc
     target: object = module
     for part in attribute.split("."):
         try:
@@ -65,10 +75,21 @@ def load_catalog(app: str | None = None) -> Catalog:
         except AttributeError:
             raise AppLoadError(f"{module_name!r} has no attribute {attribute!r}") from None
     if callable(target) and not isinstance(target, Catalog):
-        target = target()
+        try:
+            target = target()
+        except Exception as exc:  # the catalog factory (or a registration in it) raised
+            raise _while_loading(app, exc) from exc
     if not isinstance(target, Catalog):
         raise AppLoadError(f"{app!r} is a {type(target).__name__}, not a workflows.Catalog")
     return target
+
+
+def _while_loading(app: str, exc: BaseException) -> AppLoadError:
+    reason = " ".join(str(exc).split())
+    if len(reason) > _MAX_REASON:
+        reason = reason[:_MAX_REASON] + "..."
+    text = f"{type(exc).__name__}: {reason}" if reason else type(exc).__name__
+    return AppLoadError(f"while loading --app {app}: {text}")
 
 
 @asynccontextmanager
@@ -80,13 +101,17 @@ async def open_session(
     activate: bool = True,
     lease_ttl: float | None = None,
     poll_interval: float | None = OWNER_POLL_INTERVAL,
+    read_only: bool = False,
 ) -> AsyncIterator[WorkflowSession]:
     """Open the store and the session; with ``activate``, own it (adopting its unfinished
     runs, and acting on front doors' requests every ``poll_interval`` seconds) until the
-    block ends, then shut the supervisor down."""
+    block ends, then shut the supervisor down. With ``read_only`` (never together with
+    ``activate``) the database must exist and nothing is written to it."""
     if session_id is not None and not is_id(session_id):
         raise ValueError(f"--session must be a UUID, not {session_id!r}")
-    async with open_store(url) as store:
+    if read_only and activate:
+        raise ValueError("a read-only session cannot be owned")
+    async with open_store(url, read_only=read_only) as store:
         sid = session_id or await default_session_id(store)
         session = WorkflowSession.build(
             store, sid, catalog, lease_ttl=lease_ttl, poll_interval=poll_interval

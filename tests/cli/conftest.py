@@ -23,6 +23,7 @@ from flowledger.cli import app
 from flowledger.cli.runtime import Options, open_host
 from flowledger.examples import review
 from flowledger.host import load_catalog, open_session
+from flowledger.storage import open_store
 
 REVIEW_INPUT = {"title": "Notes", "document": "The first sentence. It mentions 3 numbers."}
 
@@ -113,7 +114,14 @@ def cli(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Cli]:
     monkeypatch.delenv("FLOWLEDGER_DEBUG", raising=False)
     monkeypatch.chdir(tmp_path)
     monkeypatch.setattr(review, "STEP_SECONDS", 0.0)  # in-process runs need no pacing
-    yield Cli(f"sqlite:///{tmp_path}/c.db", tmp_path)
+    url = f"sqlite:///{tmp_path}/c.db"
+    asyncio.run(_create(url))  # reading commands never create one
+    yield Cli(url, tmp_path)
+
+
+async def _create(url: str) -> None:
+    async with open_store(url):
+        pass
 
 
 def assert_one_line_error(result: Result, *fragments: str) -> None:

@@ -12,6 +12,7 @@ from __future__ import annotations
 import math
 import sys
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -28,6 +29,7 @@ from flowledger.flow import (
     UnknownVertexError,
     UnreachableVertexError,
 )
+from flowledger.storage import open_store
 
 
 def noop(state: Any) -> None:
@@ -607,3 +609,47 @@ def test_typing_typeddict_state_compiles_or_is_refused_clearly() -> None:
     graph.add_vertex("a", noop)
     runner = graph.compile(entry="a", finish="a")
     assert runner.graph.codec.clone({"n": 1}) == {"n": 1}
+
+
+# -- compile(store=...): what open_store returns, or a typed refusal ------------------------
+
+
+@dataclass
+class _Count:
+    n: int = 0
+
+
+async def _bump(state: _Count) -> dict[str, int]:
+    return {"n": state.n + 1}
+
+
+def _counting_graph() -> flow.Graph[_Count]:
+    graph = flow.Graph("counting", state=_Count)
+    graph.add_vertex("bump", _bump)
+    return graph
+
+
+async def test_compile_accepts_the_store_open_store_returns(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path}/compile.db"
+    async with open_store(url) as store:
+        runner = _counting_graph().compile(entry="bump", finish="bump", store=store)
+        result = await runner.run(_Count())
+        run_id = result.run.graph_run_id
+    assert result.state == _Count(1)
+    async with open_store(url) as store:  # the checkpoints are in the database's ledger
+        again = _counting_graph().compile(entry="bump", finish="bump", store=store)
+        assert (await again.get(run_id)).state == _Count(1)
+
+
+async def test_compile_refuses_an_unopened_store(tmp_path: Path) -> None:
+    opener = open_store(f"sqlite:///{tmp_path}/never.db")
+    with pytest.raises(BuildError, match="unopened open_store"):
+        _counting_graph().compile(entry="bump", finish="bump", store=opener)  # type: ignore[arg-type]
+    assert not (tmp_path / "never.db").exists()
+
+
+@pytest.mark.parametrize("store", [object(), "sqlite:///x.db", {}])
+def test_compile_refuses_anything_else_as_a_store(store: object) -> None:
+    with pytest.raises(BuildError, match=r"store must be a flowledger\.storage\.Store") as info:
+        _counting_graph().compile(entry="bump", finish="bump", store=store)  # type: ignore[arg-type]
+    assert type(store).__name__ in str(info.value)

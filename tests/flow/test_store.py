@@ -1037,3 +1037,30 @@ def test_any_history_reads_back(kind: str, tmp_path_factory: pytest.TempPathFact
         asyncio.run(_check_history(kind, directory, *case))
 
     check()
+
+
+# -- key order (usability 7) ----------------------------------------------------------------
+
+
+@dataclass
+class _Ordered:
+    scores: dict[str, int] = field(default_factory=dict)
+    n: int = 0
+
+
+async def test_state_round_trips_keep_key_order(store: Any) -> None:
+    """A dict in a state comes back in insertion order after a checkpoint, on every store."""
+
+    async def write(state: _Ordered) -> dict[str, Any]:
+        return {"scores": {"zeta": 1, "alpha": 2, "mid": 3}, "n": state.n + 1}
+
+    graph = flow.Graph("ordered", state=_Ordered)
+    graph.add_vertex("write", write)
+    runner = graph.compile(entry="write", finish="write", store=store)
+    result = await runner.run(_Ordered())
+    assert list(result.state.scores) == ["zeta", "alpha", "mid"]
+    loaded = await runner.get(result.run.graph_run_id)
+    assert list(loaded.state.scores) == ["zeta", "alpha", "mid"]
+    history = await runner.history(result.run.graph_run_id)
+    assert list(history[-1].state) == ["scores", "n"]  # a state's own fields keep theirs
+    assert list(history[-1].state["scores"]) == ["zeta", "alpha", "mid"]

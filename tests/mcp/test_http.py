@@ -11,6 +11,7 @@ import httpx2
 import pytest
 
 from flowledger.mcp import HttpMcpServer, McpStartupError, session_for_token
+from flowledger.storage import open_store
 
 from .conftest import (
     READ_ONLY_NAMES,
@@ -124,6 +125,8 @@ async def test_a_token_cannot_use_another_tokens_mcp_session(tmp_path: Path) -> 
 
 
 async def test_read_only_hides_and_refuses_mutating_tools(tmp_path: Path) -> None:
+    async with open_store(db(tmp_path)):
+        pass  # a read-only server opens an existing database only
     async with http_server(db(tmp_path), tokens={TOKEN_A: SESSION_A}, read_only=True) as url:
         for mode in ("auto", "legacy"):
             async with http_client(url, TOKEN_A, mode=mode) as client:

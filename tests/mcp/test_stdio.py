@@ -15,7 +15,16 @@ from mcp import Client
 
 from flowledger.mcp.__main__ import main
 
-from .conftest import REPO, REVIEW_INPUT, TOOL_NAMES, error_text, payload, stdio_params, wait_status
+from .conftest import (
+    READ_ONLY_NAMES,
+    REPO,
+    REVIEW_INPUT,
+    TOOL_NAMES,
+    error_text,
+    payload,
+    stdio_params,
+    wait_status,
+)
 
 
 @pytest.mark.parametrize("mode", ["auto", "legacy"])
@@ -159,27 +168,36 @@ async def test_stdio_end_to_end(tmp_path: Path, mode: str) -> None:
         assert statuses == {run_id: "completed", second["run_id"]: "cancelled"}
 
 
-async def test_session_owned_elsewhere_fails_at_startup(tmp_path: Path) -> None:
+async def test_session_owned_elsewhere_is_served_read_only_with_a_notice(
+    tmp_path: Path,
+) -> None:
+    """Usability 6: a second server on an owned session does not exit (the client would
+    see only "Connection closed"): it serves the reading tools and says why."""
     db = f"sqlite:///{tmp_path}/m.db"
     async with Client(stdio_params(db)) as client:
         assert len((await client.list_tools()).tools) == 7
-        second = await asyncio.create_subprocess_exec(
-            sys.executable,
-            "-m",
-            "flowledger.mcp",
-            "--db",
-            db,
-            cwd=str(REPO),
-            stdin=asyncio.subprocess.DEVNULL,
-            stdout=asyncio.subprocess.PIPE,
-            stderr=asyncio.subprocess.PIPE,
-        )
-        stdout, stderr = await asyncio.wait_for(second.communicate(), 30)
-        assert second.returncode == 2
-        assert stdout == b""
-        lines = stderr.decode().strip().splitlines()
-        assert len(lines) == 1, stderr
-        assert "owned by another process" in lines[0]
+        async with Client(stdio_params(db)) as second:
+            assert second.instructions is not None
+            assert "This server is read-only because workflow session" in second.instructions
+            assert "is owned by another process" in second.instructions
+            tools = [tool.name for tool in (await second.list_tools()).tools]
+            assert tools == READ_ONLY_NAMES
+            refused = error_text(
+                await second.call_tool(
+                    "workflow_run_start",
+                    {
+                        "definition_name": "document_review",
+                        "definition_version": "v1",
+                        "input": REVIEW_INPUT,
+                    },
+                )
+            )
+            assert refused.startswith(
+                "workflow tools: workflow_run_start is not available: this server is "
+                "read-only because workflow session "
+            )
+            assert refused.endswith("or serve another --session")
+            assert payload(await second.call_tool("workflow_run_list", {}))["runs"] == []
         # the first server is unaffected
         assert payload(await client.call_tool("workflow_run_list", {}))["runs"] == []
 

@@ -18,6 +18,7 @@ from flowledger.tools import (
     decode_arguments,
     parse_id,
 )
+from flowledger.workflows.schema import MAX_REPORTED_VIOLATIONS
 
 from .conftest import Env, refused
 
@@ -63,10 +64,12 @@ def test_accepts_text_bytes_mapping_and_none() -> None:
 
 
 def test_unknown_field_is_refused_in_document_order() -> None:
-    """§7.1: unknown fields are refused; the first one in the document is named."""
-    assert reason('{"run_id":"r","zeta":1,"alpha":2}') == "unknown field 'zeta'"
-    assert reason({"alpha": 1}) == "unknown field 'alpha'"
-    assert reason({"x" * 500: 1}).startswith("unknown field '" + "x" * 64 + "'...")
+    """§7.1: unknown fields are refused; every one is named, in document order."""
+    assert reason('{"run_id":"r","zeta":1,"alpha":2}') == (
+        "unknown field 'zeta'; unknown field 'alpha'"
+    )
+    assert reason({"run_id": "r", "alpha": 1}) == "unknown field 'alpha'"
+    assert reason({"run_id": "r", "x" * 500: 1}).startswith("unknown field '" + "x" * 64 + "'...")
 
 
 def test_trailing_and_multiple_values_are_refused() -> None:
@@ -121,10 +124,26 @@ def test_field_types() -> None:
 
 
 def test_missing_required_field() -> None:
-    """§7.1: a required field must be present (after unknown fields and types)."""
+    """§7.1: a required field must be present (reported after unknown fields and types)."""
     assert reason({}) == "missing required field 'run_id'"
-    assert reason({"limit": "x"}) == "field 'limit' must be an integer, not a string"
-    assert reason({"limit": 1, "nope": 1}) == "unknown field 'nope'"
+    assert reason({"run_id": "r", "limit": "x"}) == (
+        "field 'limit' must be an integer, not a string"
+    )
+    assert reason({"run_id": "r", "limit": 1, "nope": 1}) == "unknown field 'nope'"
+
+
+def test_every_violation_is_named_up_to_a_bound() -> None:
+    """Usability: all that is wrong at once, unknown fields, then types, then missing
+    fields; past the bound, how many more."""
+    assert reason({"limit": "x", "nope": 1}) == (
+        "unknown field 'nope'; field 'limit' must be an integer, not a string; "
+        "missing required field 'run_id'"
+    )
+    many = {f"extra_{index:02d}": 1 for index in range(12)}
+    text = reason(many)
+    assert text.startswith("unknown field 'extra_00'; unknown field 'extra_01'; ")
+    assert text.count("unknown field") == MAX_REPORTED_VIOLATIONS
+    assert text.endswith(f"; and {12 + 1 - MAX_REPORTED_VIOLATIONS} more")
 
 
 def test_size_limit_before_parsing() -> None:

@@ -205,15 +205,21 @@ async def test_resume_of_non_interrupted_run(env: Env) -> None:
 @pytest.mark.parametrize(
     ("payload", "message"),
     [
-        ({"increment": 0}, "$.increment does not match the definition's resume schema"),
-        ({"increment": SENTINEL}, "$.increment does not match the definition's resume schema"),
-        ({}, "$ is missing required property 'increment'"),
-        ({"increment": 1, SENTINEL: True}, "$ does not match the definition's resume schema"),
+        ({"increment": 0}, "$.increment: 0 is less than the minimum 1"),
+        ({"increment": SENTINEL}, "$.increment: expected an integer, got a string"),
+        ({}, "$.increment: required property missing"),
+        ({"increment": 1, "surplus": True}, "$.surplus: additional property not allowed"),
+        (
+            {"surplus": SENTINEL, "increment": "x"},
+            "$.increment: expected an integer, got a string; "
+            "$.surplus: additional property not allowed",
+        ),
     ],
 )
 async def test_resume_with_invalid_payload(env: Env, payload: dict[str, Any], message: str) -> None:
     """§7.6 step 4: the payload is canonicalised and validated before the supervisor is
-    called; the run stays interrupted; the message never quotes the payload."""
+    called; the run stays interrupted; the message names every violation with its path
+    (the payload's keys) and never quotes the payload's strings."""
     run_id = await interrupted_run(env)
     before = await env.registry_snapshot()
     error = await refused(

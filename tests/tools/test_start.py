@@ -153,22 +153,25 @@ async def test_unknown_definition(env: Env) -> None:
 @pytest.mark.parametrize(
     ("document", "message"),
     [
+        ({"count": SENTINEL}, "invalid input: $.count: expected an integer, got a string"),
+        ({"count": -1}, "invalid input: $.count: -1 is less than the minimum 0"),
+        ({}, "invalid input: $.count: required property missing"),
         (
-            {"count": SENTINEL},
-            "invalid input: $.count does not match the definition's input schema",
+            {"count": 1, "extra": SENTINEL},
+            "invalid input: $.extra: additional property not allowed",
         ),
-        ({"count": -1}, "invalid input: $.count does not match the definition's input schema"),
-        ({}, "invalid input: $ is missing required property 'count'"),
         (
-            {"count": 1, SENTINEL: 1},
-            "invalid input: $ does not match the definition's input schema",
+            {"count": -1, "extra": 1, "other": [SENTINEL]},
+            "invalid input: $.count: -1 is less than the minimum 0; "
+            "$.extra: additional property not allowed; $.other: additional property not allowed",
         ),
         ({"count": 10**30 + 1}, "invalid input: a number has no exact IEEE 754 double form"),
     ],
 )
 async def test_invalid_input(env: Env, document: dict[str, Any], message: str) -> None:
     """§7.3 steps 3-4: canonicalisation and the definition's validation refuse the input
-    before it is stored; the message names the place but never quotes the input."""
+    before it is stored; the message names every violation with its path and reason but
+    never quotes the input's strings."""
     before = await env.blob_keys()
     error = await refused(env.tools.call("workflow_run_start", start_args(document=document)))
     assert str(error) == f"workflow tools: {message}"

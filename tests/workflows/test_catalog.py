@@ -19,7 +19,13 @@ from flowledger.workflows.errors import (
 )
 from flowledger.workflows.metadata import Metadata, VertexMetadata
 
-from .test_definition import INPUT_SCHEMA, RESUME_SCHEMA, counter_definition, counter_runner
+from .test_definition import (
+    INPUT_SCHEMA,
+    RESUME_SCHEMA,
+    Counter,
+    counter_definition,
+    counter_runner,
+)
 
 RUN_ID = "00000000-0000-4000-8000-00000000000a"
 
@@ -191,7 +197,11 @@ def test_checklist_11_property_named_id() -> None:
     """§12.11 a schema with an ordinary property named id registers and validates
     {"count":1}."""
     schema = closed(properties={"id": {"type": "string"}, "count": {"type": "integer"}})
-    definition = Catalog().register(counter_definition(input_schema=schema))
+    # Counter has no ``id`` field: a decoder says where it goes (registration refuses
+    # a property the default decoder would drop).
+    definition = Catalog().register(
+        counter_definition(input_schema=schema, state_decoder=lambda d: Counter(count=d["count"]))
+    )
     assert definition.validate_input('{"count":1}').value.count == 1
 
 

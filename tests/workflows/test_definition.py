@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import logging
+import re
 from collections.abc import Sequence
 from typing import Any
 
@@ -20,7 +21,7 @@ from flowledger.workflows.definition import (
     ValidatedResume,
     WorkflowResult,
 )
-from flowledger.workflows.errors import InvalidInputError, InvalidSchemaError
+from flowledger.workflows.errors import DefinitionError, InvalidInputError, InvalidSchemaError
 from flowledger.workflows.metadata import Metadata, VertexMetadata
 
 INPUT_SCHEMA: dict[str, Any] = {
@@ -123,7 +124,7 @@ async def test_checklist_1_counter_round_trip() -> None:
     assert "does not belong to this definition" in invalid("input", caught)
     with pytest.raises(InvalidInputError) as caught:
         definition.validate_input('{"count":1,"unknown":2}')
-    assert "'unknown' was unexpected" in invalid("input", caught)
+    assert "$.unknown: additional property not allowed" in invalid("input", caught)
 
     token = definition.validate_input('{"count":1}')
     assert token.value == Counter(count=1)
@@ -151,7 +152,7 @@ async def test_checklist_2_resume_validation_is_strict() -> None:
     assert started.state == {"count": 2}
     with pytest.raises(InvalidInputError) as caught:
         definition.validate_resume('{"increment":1,"extra":2}')
-    assert "'extra' was unexpected" in invalid("resume", caught)
+    assert "$.extra: additional property not allowed" in invalid("resume", caught)
     with pytest.raises(InvalidInputError) as caught:
         definition.validate_resume('{"increment":"one"}')
     assert "$.increment" in invalid("resume", caught)
@@ -263,37 +264,50 @@ async def test_custom_decoders_are_used() -> None:
     assert resumed.state == {"count": 122}
 
 
-def test_decoder_failures_are_invalid_input() -> None:
-    """§1.6 a decoder failure is InvalidInputError (field input/resume) with the cause."""
+def test_decoder_failures_are_definition_errors() -> None:
+    """§1.6, changed (usability 2): the document passed the schema, so a decoder that
+    raises is the definition's mistake: DefinitionError (field input/resume) with the
+    cause. A decoder's own InvalidInputError still refuses the caller's document."""
 
     def boom(doc: dict[str, Any]) -> Any:
         raise ValueError("decoder says no")
 
     definition = registered(gated=True, state_decoder=boom, resume_decoder=boom)
-    with pytest.raises(InvalidInputError, match="decoder says no") as caught:
+    with pytest.raises(DefinitionError, match="decoder says no") as broken:
         definition.validate_input('{"count":1}')
-    assert invalid("input", caught) and isinstance(caught.value.__cause__, ValueError)
-    with pytest.raises(InvalidInputError, match="decoder says no") as caught:
+    assert broken.value.field == "input" and isinstance(broken.value.__cause__, ValueError)
+    assert (broken.value.name, broken.value.version) == ("counter", "v1")
+    assert not isinstance(broken.value, InvalidInputError)
+    with pytest.raises(DefinitionError, match="decoder says no") as broken:
         definition.validate_resume('{"increment":1}')
-    assert invalid("resume", caught)
+    assert broken.value.field == "resume"
+
+    def picky(doc: dict[str, Any]) -> Any:
+        raise InvalidInputError("input", "count must be even")
+
+    definition = registered(state_decoder=picky)
+    with pytest.raises(InvalidInputError, match="count must be even") as caught:
+        definition.validate_input('{"count":1}')
+    assert invalid("input", caught)
 
 
 def test_state_decoder_must_return_the_state_type() -> None:
-    """§1.6 the token value must be of the state type."""
+    """§1.6 the token value must be of the state type (else the definition is broken)."""
     definition = registered(state_decoder=lambda doc: {"count": doc["count"]})
-    with pytest.raises(InvalidInputError, match="returned dict, not Counter"):
+    with pytest.raises(DefinitionError, match="returned dict, not Counter"):
         definition.validate_input('{"count":1}')
 
 
 def test_default_state_decoder_is_the_runner_codec() -> None:
     """§1.6 without a state decoder the runner's pydantic codec decodes the state, so
-    its own rules apply after the schema's."""
+    its own rules apply after the schema's; a refusal names the state field and is the
+    definition's error, not the caller's."""
     loose = {"type": "object", "additionalProperties": False, "properties": {"count": {}}}
     definition = registered(input_schema=loose)
     assert definition.validate_input('{"count":7}').value == Counter(count=7)
-    with pytest.raises(InvalidInputError, match=r"state\.count") as caught:
+    with pytest.raises(DefinitionError, match="at state field 'count'") as broken:
         definition.validate_input('{"count":"many"}')
-    assert invalid("input", caught)
+    assert broken.value.path == "count" and broken.value.field == "input"
 
 
 @pytest.mark.parametrize(
@@ -336,7 +350,12 @@ async def test_numbers_reach_the_decoder_as_int_or_float() -> None:
     definition.validate_input('{"count": 12345678901234567890, "ratio": 0.25}')
     assert seen[-1] == {"count": 12345678901234567890, "ratio": 0.25}
     assert type(seen[-1]["count"]) is int and type(seen[-1]["ratio"]) is float
-    assert registered(input_schema=schema).validate_input('{"count": 2.0}').value == Counter(
+    counts = {
+        "type": "object",
+        "additionalProperties": False,
+        "properties": {"count": {"type": "integer"}},
+    }
+    assert registered(input_schema=counts).validate_input('{"count": 2.0}').value == Counter(
         count=2
     )
     with pytest.raises(InvalidInputError, match="out of range"):
@@ -590,3 +609,73 @@ async def test_a_catalog_registration_drives_the_definition() -> None:
     definition = catalog.resolve("counter", "v1")
     result = await definition.start(definition.validate_input('{"count":41}'), graph_run_id=RUN_ID)
     assert result.state == {"count": 42}
+
+
+# -- usability 2: the input schema must fit the state type -------------------------------
+
+
+class Order(pydantic.BaseModel):
+    item: str
+    quantity: int = 1
+    price: float = 0.0
+    note: str | None = None
+
+
+def order_definition(properties: dict[str, Any], **options: Any) -> TypedDefinition[Order]:
+    graph: flow.Graph[Order] = flow.Graph("order", state=Order)
+    graph.add_vertex("place", lambda state: {})
+    runner = graph.compile(entry="place", finish="place")
+    metadata = Metadata(
+        "order",
+        "v1",
+        description="Places an order.",
+        input_schema={"type": "object", "additionalProperties": False, "properties": properties},
+        vertices=[VertexMetadata("Place", "place")],
+    )
+    return TypedDefinition(metadata, runner, **options)
+
+
+def test_registration_refuses_an_input_property_the_state_would_drop() -> None:
+    definition = order_definition({"item": {"type": "string"}, "colour": {"type": "string"}})
+    with pytest.raises(InvalidSchemaError, match="property 'colour' has no field") as caught:
+        Catalog().register(definition)
+    assert caught.value.field == "input"
+    assert "state type Order" in str(caught.value)
+
+
+@pytest.mark.parametrize(
+    ("prop", "message"),
+    [
+        (
+            {"quantity": {"type": "string"}},
+            "'quantity' allows string, but the state field Order.quantity holds integer",
+        ),
+        (
+            {"quantity": {"type": "number"}},
+            "allows number, but the state field Order.quantity holds integer",
+        ),
+        ({"note": {"type": "integer"}}, "Order.note holds string or null"),
+    ],
+)
+def test_registration_refuses_types_the_state_cannot_hold(
+    prop: dict[str, Any], message: str
+) -> None:
+    with pytest.raises(InvalidSchemaError, match=re.escape(message)):
+        Catalog().register(order_definition({"item": {"type": "string"}, **prop}))
+
+
+def test_registration_accepts_fitting_and_uncomparable_types() -> None:
+    fitting = {
+        "item": {"type": "string", "minLength": 1},
+        "quantity": {"type": "integer"},
+        "price": {"type": "integer"},  # an integer fits a number
+        "note": {"enum": ["fast", "slow"]},  # no plain type: not compared
+    }
+    Catalog().register(order_definition(fitting))
+    # with its own decoder the author maps the document; nothing to compare
+    Catalog().register(
+        order_definition(
+            {"item": {"type": "string"}, "colour": {"type": "string"}},
+            state_decoder=lambda doc: Order(item=doc["item"]),
+        )
+    )

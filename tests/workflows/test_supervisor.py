@@ -16,6 +16,7 @@ from flowledger.storage import open_store
 from flowledger.workflows.errors import (
     AdoptionError,
     ConflictError,
+    DefinitionError,
     InvalidInputError,
     NotFoundError,
     SessionOwnedError,
@@ -224,6 +225,33 @@ async def test_ambiguous_read_errors_leave_the_run_alone(session: Session) -> No
     assert isinstance(error, AdoptionError)
     assert supervisor.last_error is error
     assert await status_of(session, run.id) is RunStatus.RUNNING
+    await supervisor.shutdown()
+
+
+class ChangedDecoder:
+    """A definition changed since its runs were written: stored inputs no longer decode."""
+
+    def __init__(self, inner: Any) -> None:
+        self._inner = inner
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._inner, name)
+
+    def validate_input(self, raw: bytes | str) -> Any:
+        raise DefinitionError("counter", "v1", "input", "count", "no longer an int")
+
+
+async def test_a_definition_error_on_a_stored_input_fails_the_run(session: Session) -> None:
+    """Usability 2: the supervisor treats a definition's own error on a stored input like an
+    invalid input (the run fails), instead of leaving it pending for ever."""
+    run = await session.create_run(document={"count": 1})
+    real = session.catalog._definitions[("counter", "v1")]  # type: ignore[attr-defined]
+    session.catalog._definitions[("counter", "v1")] = ChangedDecoder(real)  # type: ignore[attr-defined]
+    supervisor = session.supervisor()
+    await supervisor.activate()
+    await supervisor.wait_idle()
+    failed = await session.registry.get(session.session_id, run.id)
+    assert (failed.status, failed.status_summary) == (RunStatus.FAILED, "workflow input invalid")
     await supervisor.shutdown()
 
 

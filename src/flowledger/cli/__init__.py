@@ -28,6 +28,8 @@ from ..workflows.worker import WorkerSettings
 from .artifact import artifact_app
 from .continuing import follow_left_run, print_continue_hint, refuse_payload_for_left_run
 from .demo import run_demo
+from .helptext import hide_redundant_types
+from .loops import definition_loops
 from .render import (
     Pause,
     render_definitions,
@@ -55,6 +57,7 @@ from .worker import run_worker
 __all__ = ["app", "main"]
 
 CONNECTION = "Database and session"
+MAX_PAGE = 100
 
 DbOption = Annotated[
     str | None,
@@ -107,6 +110,7 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
     rich_markup_mode="rich",
 )
+hide_redundant_types()
 runs_app = typer.Typer(help="List and inspect runs.", no_args_is_help=True)
 app.add_typer(runs_app, name="runs")
 app.add_typer(artifact_app, name="artifact")
@@ -183,7 +187,10 @@ def runs_list(
     limit: Annotated[
         int | None,
         typer.Option(
-            "--limit", help="At most this many runs (1-100). \\[default: 50]", show_default=False
+            "--limit",
+            metavar="N",
+            help="At most this many runs (1-100). \\[default: 50]",
+            show_default=False,
         ),
     ] = None,
     db: DbOption = None,
@@ -199,7 +206,7 @@ def runs_list(
         if after is not None:
             arguments["after"] = after
         if limit is not None:
-            arguments["limit"] = limit
+            arguments["limit"] = _page_limit(limit)
         async with open_host(options, owner=False) as host:
             result = await host.call("workflow_run_list", arguments)
         if json_output:
@@ -240,7 +247,9 @@ def history(
     run: RunArgument,
     after_revision: Annotated[
         int | None,
-        typer.Option("--after-revision", help="Continue from this revision (a page cursor)."),
+        typer.Option(
+            "--after-revision", metavar="N", help="Continue from this revision (a page cursor)."
+        ),
     ] = None,
     after_event_id: Annotated[
         str | None,
@@ -249,7 +258,10 @@ def history(
     limit: Annotated[
         int | None,
         typer.Option(
-            "--limit", help="At most this many entries (1-100). \\[default: 50]", show_default=False
+            "--limit",
+            metavar="N",
+            help="At most this many entries (1-100). \\[default: 50]",
+            show_default=False,
         ),
     ] = None,
     db: DbOption = None,
@@ -267,13 +279,23 @@ def history(
         if after_event_id is not None:
             arguments["after_event_id"] = after_event_id
         if limit is not None:
-            arguments["limit"] = limit
+            arguments["limit"] = _page_limit(limit)
         async with open_host(options, owner=False) as host:
             result = await host.call("workflow_run_history", arguments)
+            loops = False
+            if not json_output:
+                run_record = await host.call("workflow_run_get", {"run_id": run})
+                loops = bool(
+                    definition_loops(
+                        host.session.catalog,
+                        str(run_record.get("definition_name", "")),
+                        str(run_record.get("definition_version", "")),
+                    )
+                )
         if json_output:
             emit_json(result)
         else:
-            render_history(stdout_console(), result, options.flags())
+            render_history(stdout_console(), result, options.flags(), loops=loops)
 
     run_command(work)
 
@@ -461,7 +483,8 @@ def resume(
 def cancel(
     run: RunArgument,
     reason: Annotated[
-        str | None, typer.Option("--reason", help="Why (at most 512 bytes; kept on the run).")
+        str | None,
+        typer.Option("--reason", metavar="TEXT", help="Why (at most 512 bytes; kept on the run)."),
     ] = None,
     db: DbOption = None,
     app_ref: AppOption = None,
@@ -498,13 +521,17 @@ def mcp(
     host: Annotated[
         str | None,
         typer.Option(
-            "--host", help="HTTP: address to listen on. \\[default: 127.0.0.1]", show_default=False
+            "--host",
+            metavar="HOST",
+            help="HTTP: address to listen on. \\[default: 127.0.0.1]",
+            show_default=False,
         ),
     ] = None,
     port: Annotated[
         int | None,
         typer.Option(
             "--port",
+            metavar="PORT",
             min=1,
             max=65535,
             help="HTTP: port to listen on. \\[default: 8765]",
@@ -570,7 +597,13 @@ def mcp(
     run_command(work, quiet_logs=False)
 
 
-@app.command()
+@app.command(
+    # One line per paragraph: rich help keeps a docstring's line breaks.
+    help="Execute the runs of every session: claim sessions with unfinished runs, adopt "
+    "the runs of workers that died, and act on front doors' requests.\n\n"
+    "Run as many as you like against one PostgreSQL database. SIGTERM or Ctrl-C stops a "
+    "worker cleanly (its sessions are released at once)."
+)
 def worker(
     db: DbOption = None,
     app_ref: AppOption = None,
@@ -592,12 +625,18 @@ def worker(
     ] = 0.5,
     max_sessions: Annotated[
         int,
-        typer.Option("--max-sessions", min=1, max=10_000, help="Sessions owned at most."),
+        typer.Option(
+            "--max-sessions", min=1, max=10_000, metavar="N", help="Sessions owned at most."
+        ),
     ] = 100,
     runs_per_session: Annotated[
         int,
         typer.Option(
-            "--runs-per-session", min=1, max=64, help="Runs of one session executed at once."
+            "--runs-per-session",
+            min=1,
+            max=64,
+            metavar="N",
+            help="Runs of one session executed at once.",
         ),
     ] = 4,
     rebuild_index: Annotated[
@@ -609,11 +648,6 @@ def worker(
         ),
     ] = False,
 ) -> None:
-    """Execute the runs of every session: claim sessions with unfinished runs, adopt
-    the runs of workers that died, and act on front doors' requests.
-
-    Run as many as you like against one PostgreSQL database. SIGTERM or Ctrl-C stops a
-    worker cleanly (its sessions are released at once)."""
     options = Options(db, app_ref, None)
     settings = WorkerSettings(
         lease_ttl=lease_ttl,
@@ -629,6 +663,13 @@ def worker(
 
 
 # -- shared -----------------------------------------------------------------------------
+
+
+def _page_limit(limit: int) -> int:
+    """``--limit`` as its help says: 1-100 (the tools would read 0 as "the default")."""
+    if not 1 <= limit <= MAX_PAGE:
+        raise CliError(f"--limit must be in 1..{MAX_PAGE}, not {limit}")
+    return limit
 
 
 def _print_status(console: Console, result: dict[str, Any], *, note: str = "") -> None:

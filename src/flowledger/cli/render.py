@@ -20,6 +20,8 @@ from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
 
+from .loops import entries_loop
+
 __all__ = [
     "KIND_ICONS",
     "STATUS_STYLES",
@@ -220,12 +222,18 @@ def _owner_text(owner: Mapping[str, Any]) -> Text:
 # -- history ----------------------------------------------------------------------------
 
 
-def history_table(entries: Sequence[Mapping[str, Any]], *, title: str | None = None) -> Table:
+def history_table(
+    entries: Sequence[Mapping[str, Any]], *, title: str | None = None, loops: bool = False
+) -> Table:
+    """The entries as a table; for a graph with a ``loops`` (or entries that show one) the
+    progress column is left out: completed vertices out of the total say nothing there."""
+    loops = loops or entries_loop(entries)
     table = Table(box=box.SIMPLE_HEAD, show_edge=False, title=title, title_justify="left")
     table.add_column("rev", justify="right")
     table.add_column("kind", no_wrap=True)
     table.add_column("vertex")
-    table.add_column("progress", justify="right")
+    if not loops:
+        table.add_column("progress", justify="right")
     table.add_column("time", no_wrap=True)
     for entry in entries:
         kind = str(entry.get("kind", ""))
@@ -234,22 +242,25 @@ def history_table(entries: Sequence[Mapping[str, Any]], *, title: str | None = N
         vertex_id = entry.get("vertex_id")
         if vertex_id and vertex_id != entry.get("vertex_label"):
             vertex.append(f" ({vertex_id})", style="dim")
+        progress = [] if loops else [_progress(entry)]
         table.add_row(
             str(entry.get("revision", "")),
             Text.assemble((icon + " ", style), (kind, style)),
             vertex,
-            _progress(entry),
+            *progress,
             format_time(entry.get("occurred_at"), date=False),
         )
     return table
 
 
-def render_history(console: Console, result: Mapping[str, Any], flags: Sequence[str]) -> None:
+def render_history(
+    console: Console, result: Mapping[str, Any], flags: Sequence[str], *, loops: bool = False
+) -> None:
     entries: Sequence[Mapping[str, Any]] = result.get("entries", [])
     if not entries:
         console.print("No activity recorded (yet) for this run.", style="dim")
     else:
-        console.print(history_table(entries))
+        console.print(history_table(entries, loops=loops))
     if "next_revision" in result or "next_event_id" in result:
         command = ["flowledger", "history", str(result.get("run_id", ""))]
         if "next_revision" in result:

@@ -205,9 +205,13 @@ async def open_host(
 ) -> AsyncIterator[Host]:
     """Open the database and the session; as ``owner``, hold the session (and execute its
     unfinished runs) until the block ends; as a ``front_door``, write pending runs and
-    requests for workers without owning it."""
+    requests for workers without owning it; else read only: the database must exist
+    (``no database at PATH``), nothing is written, and a read-only directory will do."""
     catalog = load_catalog(options.app)
-    async with open_session(options.url, catalog, options.session, activate=owner) as session:
+    read_only = not owner and not front_door
+    async with open_session(
+        options.url, catalog, options.session, activate=owner, read_only=read_only
+    ) as session:
         tools = make_tools(session, owner=owner, front_door=front_door)
         host = Host(options, session, tools, owner)
         if not owner:

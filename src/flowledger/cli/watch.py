@@ -3,8 +3,9 @@ what a paused run waits for.
 
 `Watch` reads the session's live activity subscription (`ActivityJournal.subscribe`),
 or, when a worker executes the run elsewhere (``from_journal``), follows the run's
-durable journal (`JournalFollower`): one line per activity of the watched run, and on a
-terminal a progress bar of completed vertices. For a completed vertex it also reads that
+durable journal (`JournalFollower`): one line per activity of the watched run (label,
+super-step, and for a graph without loops completed vertices out of the total), and on a
+terminal a progress bar. For a completed vertex it also reads that
 revision's checkpoint to say whether the vertex needed more than one attempt (a retry is
 not an activity).
 """
@@ -33,12 +34,15 @@ from .. import flow
 from ..workflows import ActivityKind, ActivityRecord, ActivitySubscription
 from ..workflows.follow import JournalFollower
 from ..workflows.session import WorkflowSession
+from .loops import definition_loops
 from .render import KIND_ICONS, Pause
 from .runtime import make_tools
 
 __all__ = ["Watch", "load_pause"]
 
 LABEL_WIDTH: Final = 34
+STEP_WIDTH: Final = 8  # "step 123"
+FRACTION_WIDTH: Final = 5  # "12/12"
 CHECKPOINT_CHUNK: Final = 64
 
 _PHRASES: Final = {
@@ -79,7 +83,9 @@ class Watch:
         self._origin: datetime | None = None
         self._graph_run_id = ""
         self._read_upto = -1
-        self._attempt: dict[str, int] = {}
+        self._attempt: dict[str, tuple[int, int]] = {}  # vertex -> (attempt, step)
+        self._looping = True  # until the definition's graph is known to have no cycle
+        self._completions = 0
         self.run_id = ""
         self.seen = 0
 
@@ -102,6 +108,10 @@ class Watch:
         with contextlib.suppress(Exception):
             run = await self._session.registry.get(self._session.session_id, run_id)
             self._graph_run_id = run.graph_run_id
+            loops = definition_loops(
+                self._session.catalog, run.definition_name, run.definition_version
+            )
+            self._looping = loops is not False
         if self._from_journal:
             try:
                 follower = JournalFollower(self._session.journal, self._session.session_id, run_id)
@@ -161,32 +171,47 @@ class Watch:
         line = Text(self._indent)
         line.append(icon + " ", style=style)
         note = ""
+        step = ""
         if kind is ActivityKind.VERTEX_COMPLETED:
             label = record.vertex_label or record.vertex_id or "step"
-            attempts = await self._attempts(record)
+            attempts, number = await self._attempts(record)
             if attempts > 1:
                 failures = attempts - 1
                 note = f"failed {'once' if failures == 1 else f'{failures} times'}, retried"
+            if attempts:  # known: super-steps count from 0, people from 1
+                step = f"step {number + 1}"
         else:
             label = _PHRASES.get(kind, str(kind))
         line.append(label, style="bold" if kind is not ActivityKind.VERTEX_COMPLETED else "")
-        if note:
-            line.append(f"  ({note})", style="yellow")
         line.pad_right(max(0, LABEL_WIDTH + len(self._indent) - line.cell_len))
-        if record.total_vertices:
-            line.append(f" {record.completed_vertices}/{record.total_vertices}", style="dim")
+        # Fixed-width columns; the retry note goes last so it never shifts them. A graph
+        # with a loop visits vertices more than once, so a count of them out of the total
+        # would stop at "7/7" long before the end: it shows the step number only.
+        line.append(f" {step:<{STEP_WIDTH}}", style="dim")
+        if not self._looping:
+            fraction = ""
+            if record.total_vertices:
+                fraction = f"{record.completed_vertices}/{record.total_vertices}"
+            line.append(f" {fraction:>{FRACTION_WIDTH}}", style="dim")
         elapsed = max(0.0, (record.occurred_at - self._origin).total_seconds())
         line.append(f"  +{elapsed:.2f}s", style="dim")
+        if note:
+            line.append(f"  ({note})", style="yellow")
         if self._progress is not None and self._bar is not None:
-            total = record.total_vertices or None
-            self._progress.update(self._bar, total=total, completed=record.completed_vertices)
+            if self._looping:  # no total to aim at: count the vertices completed so far
+                self._completions += kind is ActivityKind.VERTEX_COMPLETED
+                self._progress.update(self._bar, total=None, completed=self._completions)
+            else:
+                total = record.total_vertices or None
+                self._progress.update(self._bar, total=total, completed=record.completed_vertices)
         self._console.print(line, soft_wrap=True)
 
-    async def _attempts(self, record: ActivityRecord) -> int:
-        """How many attempts the completed vertex took (0 if unknown): checkpoints are read
-        incrementally, and the vertex's latest completion so far is the one announced."""
+    async def _attempts(self, record: ActivityRecord) -> tuple[int, int]:
+        """How many attempts the completed vertex took, and in which super-step ((0, 0)
+        if unknown): checkpoints are read incrementally, and the vertex's latest
+        completion so far is the one announced."""
         if not self._graph_run_id or record.vertex_id is None:
-            return 0
+            return 0, 0
         try:
             while True:
                 found = await self._session.checkpoints.history(
@@ -195,13 +220,13 @@ class Watch:
                 for checkpoint in found:
                     for vertex in checkpoint.vertices:
                         if vertex.status is flow.VertexStatus.DONE:
-                            self._attempt[vertex.vertex] = vertex.attempt
+                            self._attempt[vertex.vertex] = (vertex.attempt, vertex.step)
                     self._read_upto = checkpoint.revision
                 if len(found) < CHECKPOINT_CHUNK:
                     break
         except Exception:
-            return 0
-        return self._attempt.get(record.vertex_id, 0)
+            return 0, 0
+        return self._attempt.get(record.vertex_id, (0, 0))
 
 
 async def load_pause(

@@ -1,8 +1,10 @@
 """JSON, and nothing but JSON: how states and checkpoint parts become bytes and back.
 
 * `dumps` writes compact JSON with sorted keys, so equal values always give
-  equal bytes (which makes content addressing work). NaN and infinities are
-  refused.
+  equal bytes. NaN and infinities are refused. `dumps_ordered` is the same but
+  keeps key order; states are written with it, so a dict in a state comes back
+  in insertion order (the same value in the same order gives the same bytes,
+  which is all content addressing needs).
 * `loads` is strict: bounded size and nesting depth (checked before parsing),
   no duplicate keys, no NaN/Infinity literals, no trailing data.
 * `to_json_value` turns a Python value (dicts, lists, scalars, dataclasses,
@@ -36,6 +38,7 @@ __all__ = [
     "StateCodec",
     "copy_json",
     "dumps",
+    "dumps_ordered",
     "loads",
     "to_json_value",
 ]
@@ -57,10 +60,29 @@ _ENCODER: Final = json.JSONEncoder(
 )
 
 
+_ORDERED_ENCODER: Final = json.JSONEncoder(
+    separators=(",", ":"), sort_keys=False, ensure_ascii=False, allow_nan=False
+)
+
+
 def dumps(value: Any) -> bytes:
     """Compact, key-sorted UTF-8 JSON of plain JSON data."""
+    return _encode(_ENCODER, value)
+
+
+def dumps_ordered(value: Any) -> bytes:
+    """Compact UTF-8 JSON of plain JSON data that keeps every object's key order.
+
+    For state: a state's fields and dict values come back in the order they were
+    written. The bytes are still a function of the value *and its order*, so the same
+    value always has the same digest; two dicts equal but for their order are stored
+    once each, which costs a little de-duplication and loses nothing."""
+    return _encode(_ORDERED_ENCODER, value)
+
+
+def _encode(encoder: json.JSONEncoder, value: Any) -> bytes:
     try:
-        return _ENCODER.encode(value).encode()
+        return encoder.encode(value).encode()
     except (TypeError, ValueError) as exc:
         to_json_value(value)  # names the offending path if there is one
         raise CodecError("encode", "", str(exc)) from exc

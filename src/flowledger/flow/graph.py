@@ -43,6 +43,7 @@ from .policy import ErrorRoute, Retry
 from .reducers import FieldReducer, declared_reducers
 
 if TYPE_CHECKING:
+    from ..storage import Store
     from .runner import Runner
     from .store import CheckpointStore
 
@@ -201,17 +202,48 @@ class Graph(Generic[S]):
         *,
         entry: str,
         finish: str,
-        store: CheckpointStore | None = None,
+        store: CheckpointStore | Store | None = None,
         version: str = "0",
     ) -> Runner[S]:
-        """Validate, freeze, and return a `Runner` over ``store`` (default: a private
-        in-memory store). ``version`` is yours to bump when behaviour changes without the
-        topology changing; resume requires the exact same graph version."""
-        from .runner import Runner
-        from .store import MemoryCheckpointStore
+        """Validate, freeze, and return a `Runner` over ``store``. ``version`` is yours to
+        bump when behaviour changes without the topology changing; resume requires the
+        exact same graph version.
 
+        ``store`` is a `CheckpointStore`, or the `flowledger.storage.Store` that
+        ``open_store`` gives (its ledger then holds the checkpoints, exactly as the
+        workflow hosts keep them). Without one, checkpoints live in a private in-memory
+        store that ends with the process; a `TypedDefinition` in a catalog is rebound to
+        its host's database anyway, so definitions compile without a store. Anything else
+        is a `BuildError` now, not an ``AttributeError`` at the first checkpoint."""
+        from .runner import Runner
+
+        checkpoints = _checkpoint_store(store)
         compiled = CompiledGraph.build(self, entry, finish, version)
-        return Runner(compiled, MemoryCheckpointStore() if store is None else store)
+        return Runner(compiled, checkpoints)
+
+
+def _checkpoint_store(store: object) -> CheckpointStore:
+    from ..storage import Store, StoreOpener
+    from .ledger_store import LedgerCheckpointStore
+    from .store import CheckpointStore, MemoryCheckpointStore
+
+    if store is None:
+        return MemoryCheckpointStore()
+    if isinstance(store, Store):
+        return LedgerCheckpointStore(store.ledger)
+    if isinstance(store, StoreOpener):
+        raise BuildError(
+            "compile",
+            "store is an unopened open_store(...): use `async with open_store(url) as "
+            "store:` (or `store = await open_store(url)`) and pass that store",
+        )
+    if isinstance(store, CheckpointStore):
+        return store
+    raise BuildError(
+        "compile",
+        f"store must be a flowledger.storage.Store (from open_store) or a "
+        f"flow.CheckpointStore, not {type(store).__name__}",
+    )
 
 
 @dataclass(frozen=True)

@@ -43,7 +43,7 @@ from typing import Any, Final
 from ..storage import CorruptDataError, Ledger, LedgerConflictError, Record, digest_of
 from ..storage import StorageError as _StorageError
 from .checkpoint import Checkpoint, from_document, to_document
-from .codec import JsonObject, check_readable, dumps, loads
+from .codec import JsonObject, check_readable, dumps, dumps_ordered, loads
 from .errors import (
     CheckpointDecodeError,
     CheckpointNotFoundError,
@@ -179,7 +179,7 @@ class LedgerCheckpointStore:
         for name, value in doc.items():
             digest = self._big_string(value)
             if digest is None:
-                data = dumps(value)
+                data = dumps_ordered(value)  # a state keeps its key order
                 if len(data) <= INLINE_FIELD_BYTES:
                     manifest[name] = [value]
                     continue
@@ -189,7 +189,7 @@ class LedgerCheckpointStore:
                 if self._durable.get(digest) is None:
                     attachments[digest] = dumps(value)
             manifest[name] = digest
-        digest = self._attach(dumps(manifest), attachments)
+        digest = self._attach(dumps_ordered(manifest), attachments)
         memo[id(doc)] = digest
         return digest
 

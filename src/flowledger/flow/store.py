@@ -21,7 +21,7 @@ from collections.abc import Sequence
 from typing import Protocol, runtime_checkable
 
 from .checkpoint import Checkpoint, from_document, to_document
-from .codec import check_readable, dumps, loads
+from .codec import check_readable, dumps_ordered, loads
 from .errors import CheckpointNotFoundError, FlowError, RevisionConflictError, StoreError
 
 __all__ = ["CheckpointStore", "MemoryCheckpointStore", "check_batch"]
@@ -67,7 +67,7 @@ class MemoryCheckpointStore:
     async def append(self, checkpoints: Sequence[Checkpoint]) -> None:
         run_id, first = check_batch(checkpoints)
         try:
-            encoded = [dumps(to_document(cp)) for cp in checkpoints]
+            encoded = [dumps_ordered(to_document(cp)) for cp in checkpoints]  # keeps state order
             for data in encoded:  # refuse now what reading back would refuse later
                 check_readable(data)
         except FlowError as exc:

@@ -7,6 +7,7 @@ session it serves, so it refuses to start rather than run beside the owner.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import AsyncIterator
 from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass
@@ -22,6 +23,8 @@ from ..workflows.frontdoor import FrontDoor
 from ..workflows.ownership import owner_reader
 from ..workflows.session import WorkflowSession
 from .errors import McpStartupError
+
+log = logging.getLogger("flowledger.mcp")
 
 __all__ = ["ServedSession", "load_app", "open_served_session", "redact_url"]
 
@@ -63,6 +66,8 @@ class ServedSession:
     session: WorkflowSession
     tools: WorkflowTools
     executes: bool  # runs execute here (else a worker or the owner elsewhere does)
+    read_only: bool = False  # serve only the reading tools
+    notice: str = ""  # why it serves read-only although asked to own the session
 
     @property
     def session_id(self) -> str:
@@ -77,31 +82,40 @@ async def open_served_session(
     *,
     read_only: bool = False,
     no_execute: bool = False,
+    read_only_when_owned: bool = False,
 ) -> AsyncIterator[ServedSession]:
     """Open the store, own the session (``session_id`` or the database's default one,
     adopting its unfinished runs) and build its tools; shut the supervisor down on exit.
     A read-only server only reads, so it does not own the session: it can run beside the
     process that does. A ``no_execute`` server (a front door) does not own it either: its
-    tools write pending runs and requests that ``flowledger worker`` processes execute."""
+    tools write pending runs and requests that ``flowledger worker`` processes execute.
+    With ``read_only_when_owned`` (the stdio server), a session another process owns is
+    served read-only instead, saying why (``notice``): a stdio server that exits leaves
+    its client with nothing but "Connection closed". Otherwise that is `McpStartupError`
+    (the HTTP server answers 503 until the session is free)."""
     async with AsyncExitStack() as stack:
+        notice = ""
         try:
-            session = await stack.enter_async_context(
-                open_workflow_session(
-                    url, catalog, session_id, activate=not (read_only or no_execute)
-                )
+            session = await _enter(
+                stack, url, catalog, session_id, read_only=read_only, no_execute=no_execute
             )
         except SessionOwnedError as exc:
-            raise McpStartupError(
-                f"workflow session {exc.session_id} is owned by another process "
-                "(a worker or another server); stop it or serve another --session"
-            ) from exc
-        except ValueError as exc:  # a malformed --session
-            raise McpStartupError(str(exc)) from exc
-        except Exception as exc:
-            raise McpStartupError(
-                f"cannot open the workflow session on {redact_url(url)}: "
-                f"{type(exc).__name__}: {exc}"
-            ) from exc
+            if not read_only_when_owned:
+                raise McpStartupError(
+                    f"workflow session {exc.session_id} is owned by another process "
+                    "(a worker or another server); stop it or serve another --session"
+                ) from exc
+            notice = (
+                f"workflow session {exc.session_id} is owned by another process (a worker, "
+                "a `flowledger start`, or another MCP server); runs can be listed and "
+                "followed here, and to start, resume or cancel them stop that process and "
+                "restart this server, or serve another --session"
+            )
+            log.warning("serving read-only because %s", notice)
+            read_only = True
+            session = await _enter(
+                stack, url, catalog, session_id, read_only=True, no_execute=False
+            )
         control: SupervisorPort = session.supervisor
         start_timeout = 30.0
         if no_execute and not read_only:
@@ -118,4 +132,41 @@ async def open_served_session(
             pending=session.pending,
             owners=owner_reader(session.store.leases),
         )
-        yield ServedSession(session, tools, executes=not (read_only or no_execute))
+        yield ServedSession(
+            session,
+            tools,
+            executes=not (read_only or no_execute),
+            read_only=read_only,
+            notice=notice,
+        )
+
+
+async def _enter(
+    stack: AsyncExitStack,
+    url: str,
+    catalog: Catalog,
+    session_id: str | None,
+    *,
+    read_only: bool,
+    no_execute: bool,
+) -> WorkflowSession:
+    """`open_workflow_session` entered on ``stack``; its failures as `McpStartupError`,
+    but `SessionOwnedError` of an owning server, which the caller answers."""
+    try:
+        return await stack.enter_async_context(
+            open_workflow_session(
+                url,
+                catalog,
+                session_id,
+                activate=not (read_only or no_execute),
+                read_only=read_only,
+            )
+        )
+    except SessionOwnedError:
+        raise
+    except ValueError as exc:  # a malformed --session
+        raise McpStartupError(str(exc)) from exc
+    except Exception as exc:
+        raise McpStartupError(
+            f"cannot open the workflow session on {redact_url(url)}: {type(exc).__name__}: {exc}"
+        ) from exc

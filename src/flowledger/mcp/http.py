@@ -180,8 +180,9 @@ class _SessionHost:
                     served.tools,
                     journal=served.session.journal,
                     session_id=served.session_id,
-                    read_only=self.read_only,
+                    read_only=served.read_only,
                     executes=served.executes,
+                    notice=served.notice,
                 )
                 manager = StreamableHTTPSessionManager(
                     app=mcp.server,

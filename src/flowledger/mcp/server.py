@@ -10,7 +10,9 @@ low-level `mcp.server.lowlevel.Server`).
   model-safe message; it is never a protocol error and never takes the server down.
 * While a call runs, the session's activities are forwarded to the client: as
   ``notifications/progress`` (progress = completed vertices, total = total vertices,
-  message = ``"<kind> <vertex label>"``) when the request carries a progress token,
+  message = ``"<kind> <vertex label>"``; in a graph with a loop every completion still
+  advances progress by one, and once it passes the total no total is sent) when the
+  request carries a progress token,
   otherwise as ``notifications/message`` log entries (level ``info``, data = the activity
   JSON without its session ID) where the protocol allows them (always on handshake-era
   connections, subject to ``logging/setLevel``; on 2026-07-28 connections only when the
@@ -49,7 +51,7 @@ from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 from .. import __version__
 from ..tools import ToolError, ToolInfo, result_text
-from ..workflows.activity import ActivityRecord
+from ..workflows.activity import ActivityKind, ActivityRecord
 from ..workflows.follow import JournalFollower
 from ..workflows.journal import ActivityJournal
 
@@ -246,6 +248,7 @@ class WorkflowMcpServer:
         read_only: bool = False,
         executes: bool = True,
         name: str = SERVER_NAME,
+        notice: str = "",
     ) -> None:
         if journal is not None and session_id is None:
             raise ValueError("forwarding activities needs the session ID")
@@ -254,6 +257,10 @@ class WorkflowMcpServer:
         self.session_id = session_id
         self.read_only = read_only
         self.executes = executes
+        # Why this server is read-only although it was asked to own the session (another
+        # process owns it): told to the client in the initialize result's instructions
+        # and in every refusal of a hidden tool.
+        self.notice = notice
         infos = tools.infos()
         self._hidden = frozenset(i.name for i in infos if read_only and i.mutating)
         self._visible: dict[str, ToolInfo] = {
@@ -265,7 +272,11 @@ class WorkflowMcpServer:
             name,
             version=__version__,
             title="flowledger workflows",
-            instructions=INSTRUCTIONS,
+            instructions=(
+                f"{INSTRUCTIONS}\n\nThis server is read-only because {notice}."
+                if notice
+                else INSTRUCTIONS
+            ),
             on_list_tools=self._list_tools,
             on_call_tool=self._call_tool,
             get_tool_input_schema=self._input_schema,
@@ -318,8 +329,9 @@ class WorkflowMcpServer:
     ) -> types.CallToolResult:
         name = params.name
         if name in self._hidden:
+            why = f" because {self.notice}" if self.notice else ""
             return _text_result(
-                f"workflow tools: {name} is not available: this server is read-only",
+                f"workflow tools: {name} is not available: this server is read-only{why}",
                 error=True,
             )
         if name not in self._visible:
@@ -383,13 +395,16 @@ class WorkflowMcpServer:
             async def progress(record: ActivityRecord) -> None:
                 nonlocal last
                 done = record.completed_vertices
+                if record.kind == ActivityKind.VERTEX_COMPLETED:
+                    # A loop visits vertices again after the count reached the total:
+                    # each completion still advances, past a total that no longer holds.
+                    done = max(done, last + 1)
                 if done <= last:
                     return  # progress must increase within a request
                 last = done
+                total = record.total_vertices if done <= record.total_vertices else 0
                 await ctx.session.report_progress(
-                    float(done),
-                    float(record.total_vertices) if record.total_vertices else None,
-                    activity_message(record),
+                    float(done), float(total) if total else None, activity_message(record)
                 )
 
             return progress

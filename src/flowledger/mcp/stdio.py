@@ -197,14 +197,20 @@ async def serve_stdio(
         stopped = termination.stopped
         try:
             async with open_served_session(
-                db_url, catalog, session, read_only=read_only, no_execute=no_execute
+                db_url,
+                catalog,
+                session,
+                read_only=read_only,
+                no_execute=no_execute,
+                read_only_when_owned=True,
             ) as served:
                 mcp = WorkflowMcpServer(
                     served.tools,
                     journal=served.session.journal,
                     session_id=served.session_id,
-                    read_only=read_only,
+                    read_only=served.read_only,
                     executes=served.executes,
+                    notice=served.notice,
                 )
                 with _claim_stdin() as fd:
                     # stdio_server only iterates its stdin (``async for line in stdin``).

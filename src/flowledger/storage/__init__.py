@@ -19,6 +19,8 @@ from .errors import (
     SchemaVersionError,
     StorageError,
     StoreClosedError,
+    StoreNotFoundError,
+    StoreOpenError,
     ValueTooLargeError,
 )
 from .kv import KV, Entry
@@ -68,6 +70,8 @@ __all__ = [
     "StorageError",
     "Store",
     "StoreClosedError",
+    "StoreNotFoundError",
+    "StoreOpenError",
     "StoreOpener",
     "UnsupportedURLError",
     "ValueTooLargeError",

@@ -15,6 +15,8 @@ __all__ = [
     "SchemaVersionError",
     "StorageError",
     "StoreClosedError",
+    "StoreNotFoundError",
+    "StoreOpenError",
     "ValueTooLargeError",
 ]
 
@@ -39,6 +41,24 @@ class CorruptDataError(StorageError):
     def __init__(self, what: str) -> None:
         self.what = what
         super().__init__(f"{what} is corrupt: it does not match its stored checksum")
+
+
+class StoreNotFoundError(StorageError, LookupError):
+    """A store opened read-only does not exist (reading never creates one)."""
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+        super().__init__(f"no database at {path}")
+
+
+class StoreOpenError(StorageError):
+    """A store could not be opened; ``reason`` says why in words (a missing or read-only
+    directory, a read-only file, a file that is not a flowledger database)."""
+
+    def __init__(self, path: str, reason: str) -> None:
+        self.path = path
+        self.reason = reason
+        super().__init__(f"cannot open the database {path}: {reason}")
 
 
 class StoreClosedError(StorageError):

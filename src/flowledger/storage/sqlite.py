@@ -66,7 +66,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, Final, Literal, TypeVar
-from urllib.parse import parse_qsl, unquote, urlsplit
+from urllib.parse import parse_qsl, quote, unquote, urlsplit
 
 from .checksum import checksum, verified
 from .errors import (
@@ -79,6 +79,8 @@ from .errors import (
     LedgerConflictError,
     StorageError,
     StoreClosedError,
+    StoreNotFoundError,
+    StoreOpenError,
 )
 from .errors import SchemaVersionError as BaseSchemaVersionError
 from .kv import Entry
@@ -323,8 +325,9 @@ def _prefix_bounds(prefix: str) -> tuple[str, str] | None:
 class _Database:
     """The connection and every operation on it. Used only from the worker thread."""
 
-    def __init__(self, settings: SQLiteSettings) -> None:
+    def __init__(self, settings: SQLiteSettings, *, read_only: bool = False) -> None:
         self.settings = settings
+        self.read_only = read_only
         self.path = ""
         self._conn: sqlite3.Connection | None = None
         self._log_ids: dict[str, int] = {}
@@ -341,16 +344,28 @@ class _Database:
         path = os.path.abspath(self.settings.path)
         self.path = path
         parent = os.path.dirname(path)
+        if self.read_only:
+            self._conn = self._open_read_only(path)
+            return
         if not os.path.isdir(parent):
             raise FileNotFoundError(
                 errno.ENOENT, "the directory for the sqlite store does not exist", parent
             )
         if os.path.isdir(path):
             raise IsADirectoryError(errno.EISDIR, "the sqlite store path is a directory", path)
+        if os.path.exists(path) and (
+            not os.access(path, os.W_OK) or _read_only_file_system(parent)
+        ):
+            # SQLite would open it read-only without a word and fail at the first write.
+            refused = sqlite3.OperationalError("attempt to write a readonly database")
+            raise StoreOpenError(path, _open_failure(path, refused))
         timeout_ms = self.settings.busy_timeout_ms
-        conn = sqlite3.connect(
-            path, timeout=timeout_ms / 1000, isolation_level=None, check_same_thread=False
-        )
+        try:
+            conn = sqlite3.connect(
+                path, timeout=timeout_ms / 1000, isolation_level=None, check_same_thread=False
+            )
+        except sqlite3.OperationalError as exc:
+            raise StoreOpenError(path, _open_failure(path, exc)) from exc
         try:
             conn.execute(f"PRAGMA busy_timeout = {timeout_ms}")
             self._enable_wal(conn, timeout_ms)
@@ -358,10 +373,70 @@ class _Database:
             self._ensure_schema(conn)
             # From here on, `_Worker.call` waits for locks without blocking the event loop.
             conn.execute("PRAGMA busy_timeout = 0")
+        except sqlite3.OperationalError as exc:
+            conn.close()
+            if _is_busy(exc):
+                raise
+            raise StoreOpenError(path, _open_failure(path, exc)) from exc
         except BaseException:
             conn.close()
             raise
         self._conn = conn
+
+    def _open_read_only(self, path: str) -> sqlite3.Connection:
+        """Open an existing database for reading only: nothing is created, migrated or
+        written. A WAL database needs its shared-memory file, which SQLite cannot create
+        in a read-only directory; then the file is opened *immutable* (read as it is on
+        disk, without locks), which is what a read-only directory can hold anyway."""
+        if not os.path.exists(path):
+            raise StoreNotFoundError(path)
+        if os.path.isdir(path):
+            raise StoreOpenError(path, "the path is a directory, not a database file")
+        timeout_ms = self.settings.busy_timeout_ms
+        last: sqlite3.Error | None = None
+        for mode in ("mode=ro", "mode=ro&immutable=1"):
+            uri = f"file:{quote(path)}?{mode}"
+            try:
+                conn = sqlite3.connect(
+                    uri,
+                    uri=True,
+                    timeout=timeout_ms / 1000,
+                    isolation_level=None,
+                    check_same_thread=False,
+                )
+            except sqlite3.Error as exc:
+                last = exc
+                continue
+            try:
+                conn.execute("PRAGMA busy_timeout = 0")
+                version = self._check_version(conn)
+            except sqlite3.OperationalError as exc:
+                conn.close()
+                if _is_busy(exc):
+                    raise
+                last = exc
+                continue
+            except sqlite3.DatabaseError as exc:  # e.g. "file is not a database"
+                conn.close()
+                raise StoreOpenError(path, f"not a flowledger database ({exc})") from exc
+            except BaseException:
+                conn.close()
+                raise
+            if version is None:
+                conn.close()
+                raise StoreOpenError(
+                    path, "not a flowledger database (it has no flowledger schema)"
+                )
+            if version < SCHEMA_VERSION:
+                conn.close()
+                raise StoreOpenError(
+                    path,
+                    f"written by an older flowledger (schema version {version}); a command "
+                    "that writes (such as `flowledger start`) upgrades it first",
+                )
+            return conn
+        assert last is not None
+        raise StoreOpenError(path, _open_failure(path, last)) from last
 
     @staticmethod
     def _enable_wal(conn: sqlite3.Connection, timeout_ms: int) -> None:
@@ -683,6 +758,37 @@ class _Worker:
             self.db.close()
 
 
+def _open_failure(path: str, exc: sqlite3.Error) -> str:
+    """Why SQLite could not open (or first write) ``path``, in words: its own message
+    (``unable to open database file``) does not say."""
+    parent = os.path.dirname(path)
+    text = str(exc)
+    exists = os.path.exists(path)
+    if _read_only_file_system(parent):
+        return f"the file system holding {parent} is read-only ({text})"
+    if exists and not os.access(path, os.R_OK):
+        return f"permission denied: the file cannot be read ({text})"
+    if exists and not os.access(path, os.W_OK):
+        return f"the database file is read-only ({text})"
+    if not os.access(parent, os.W_OK):
+        if exists:
+            return (
+                f"the directory {parent} is read-only (SQLite keeps the -wal and -shm "
+                f"files next to the database); commands that only read can open it ({text})"
+            )
+        return f"permission denied: the directory {parent} is not writable ({text})"
+    if "readonly" in text:
+        return f"the database is read-only ({text})"
+    return text
+
+
+def _read_only_file_system(directory: str) -> bool:
+    try:
+        return bool(os.statvfs(directory).f_flag & os.ST_RDONLY)
+    except OSError:
+        return False
+
+
 def _is_busy(exc: sqlite3.OperationalError) -> bool:
     code = getattr(exc, "sqlite_errorcode", None)
     if code is not None:
@@ -805,10 +911,12 @@ class SQLiteLeaseBackend:
         return await self._worker.call(self._db.lease_status, name)
 
 
-async def connect_sqlite(url: str) -> Store:
-    """Open (creating if needed) the SQLite store named by ``url``."""
+async def connect_sqlite(url: str, *, read_only: bool = False) -> Store:
+    """Open (creating if needed) the SQLite store named by ``url``; with ``read_only``,
+    open an existing one for reading only (`StoreNotFoundError` if there is none, and
+    writes fail) - it works in a read-only directory or on a read-only file."""
     settings = parse_sqlite_url(url)
-    worker = _Worker(_Database(settings))
+    worker = _Worker(_Database(settings, read_only=read_only))
     try:
         await worker.call(worker.db.open)
     except BaseException:
@@ -820,5 +928,6 @@ async def connect_sqlite(url: str) -> Store:
         SQLiteBlobs(worker),
         SQLiteLedger(worker),
         Leaser(SQLiteLeaseBackend(worker)),
+        read_only=read_only,
         _close_backend=worker.close,
     )

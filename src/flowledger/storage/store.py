@@ -76,6 +76,7 @@ class Store:
     blobs: Blobs
     ledger: Ledger
     leases: Leaser
+    read_only: bool = False  # opened for reading only: nothing may be written
     _close_backend: Callable[[], Awaitable[None]] = field(default=_nothing, repr=False)
     _closed: bool = field(default=False, repr=False)
 
@@ -102,12 +103,13 @@ class Store:
 class StoreOpener:
     """What `open_store` returns: await it, or use it as an async context manager."""
 
-    def __init__(self, url: str) -> None:
+    def __init__(self, url: str, *, read_only: bool = False) -> None:
         self.url = url
+        self.read_only = read_only
         self._store: Store | None = None
 
     async def _open(self) -> Store:
-        return await _connect(self.url)
+        return await _connect(self.url, read_only=self.read_only)
 
     def __await__(self) -> Generator[Any, None, Store]:
         return self._open().__await__()
@@ -126,14 +128,20 @@ class StoreOpener:
             await self._store.close()
 
 
-def open_store(url: str) -> StoreOpener:
-    """Open the store named by ``url`` (see the module docstring for the forms)."""
+def open_store(url: str, *, read_only: bool = False) -> StoreOpener:
+    """Open the store named by ``url`` (see the module docstring for the forms).
+
+    With ``read_only`` (for commands that only read) an SQLite database must already
+    exist (`StoreNotFoundError`: ``no database at PATH``) and is opened without creating,
+    migrating or writing anything, also in a read-only directory; ``memory://`` gives an
+    empty store; PostgreSQL opens as usual (the server's permissions govern). The
+    store's ``read_only`` says which it is."""
     if not isinstance(url, str):
         raise TypeError(f"store URL must be a str, not {type(url).__name__}")
-    return StoreOpener(url)
+    return StoreOpener(url, read_only=read_only)
 
 
-async def _connect(url: str) -> Store:
+async def _connect(url: str, *, read_only: bool = False) -> Store:
     scheme = urlsplit(url).scheme
     if scheme == "memory":
         if url.rstrip("/") != "memory:":
@@ -141,11 +149,11 @@ async def _connect(url: str) -> Store:
         gate = MemoryGate()
         leases = Leaser(MemoryLeaseBackend(gate))
         primitives = (MemoryKV(gate), MemoryBlobs(gate), MemoryLedger(gate), leases)
-        return Store(url, *primitives, _close_backend=gate.close)
+        return Store(url, *primitives, read_only=read_only, _close_backend=gate.close)
     if scheme == "sqlite":
         from .sqlite import connect_sqlite
 
-        return await connect_sqlite(url)
+        return await connect_sqlite(url, read_only=read_only)
     if scheme in ("postgresql", "postgres"):
         try:
             from .postgres import connect_postgres

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from typing import Any, Final, Literal
 
 from flowledger.workflows.inputs import MAX_INPUT_PROPERTIES
-from flowledger.workflows.schema import BoundedJSONError, decode_bounded
+from flowledger.workflows.schema import MAX_REPORTED_VIOLATIONS, BoundedJSONError, decode_bounded
 
 from .errors import ToolError, invalid_arguments, quote
 
@@ -202,15 +202,15 @@ def decode_document(arguments: Mapping[str, Any] | str | bytes | None) -> dict[s
 def decode_arguments(
     arguments: Mapping[str, Any] | str | bytes | None, fields: Sequence[ArgumentField]
 ) -> dict[str, Any]:
-    """Decode ``arguments`` strictly against ``fields``: the first undeclared field (in
-    document order) is ``unknown field '<name>'``; then every present field is checked
-    for its JSON type in declaration order (``null`` is not a value of any type); then
-    the first missing required field is reported. Returns the decoded document."""
+    """Decode ``arguments`` strictly against ``fields`` and report every violation at
+    once, joined by ``"; "``: each undeclared field (in document order) as ``unknown
+    field '<name>'``; then each present field of the wrong JSON type, in declaration
+    order (``null`` is not a value of any type); then each missing required field.
+    At most `MAX_REPORTED_VIOLATIONS` are listed, then ``and N more``. Returns the
+    decoded document."""
     document = decode_document(arguments)
     declared = {field.name: field for field in fields}
-    for key in document:
-        if key not in declared:
-            raise invalid_arguments(f"unknown field {quote(key)}")
+    problems = [f"unknown field {quote(key)}" for key in document if key not in declared]
     for field in fields:
         if field.name not in document:
             continue
@@ -222,14 +222,20 @@ def decode_arguments(
         else:
             ok = isinstance(value, int) and not isinstance(value, bool)
         if not ok:
-            raise invalid_arguments(
+            problems.append(
                 f"field {field.name!r} must be {_JSON_KIND[field.kind]}, not {_kind(value)}"
             )
-        if field.unsigned and not 0 <= value <= MAX_UNSIGNED:
-            raise invalid_arguments(f"field {field.name!r} must be an integer in 0..{MAX_UNSIGNED}")
-    for field in fields:
-        if field.required and field.name not in document:
-            raise invalid_arguments(f"missing required field {field.name!r}")
+        elif field.unsigned and not 0 <= value <= MAX_UNSIGNED:
+            problems.append(f"field {field.name!r} must be an integer in 0..{MAX_UNSIGNED}")
+    problems += [
+        f"missing required field {field.name!r}"
+        for field in fields
+        if field.required and field.name not in document
+    ]
+    if problems:
+        listed = problems[:MAX_REPORTED_VIOLATIONS]
+        more = len(problems) - len(listed)
+        raise invalid_arguments("; ".join(listed) + (f"; and {more} more" if more else ""))
     return document
 
 

@@ -6,11 +6,15 @@ ID, graph run ID or ledger locator, and no storage key (keys embed the session I
 Messages are therefore written here from the *kind* of failure, never copied from the
 underlying exception; the typed workflow error that caused it stays available as
 ``cause`` (and ``__cause__``) for logs and for code that wants to branch on it.
+
+An input or resume document that fails its schema is the exception the caller can act
+on: every violation is named with its JSON path and reason (``invalid input:
+$.limit: 0 is less than the minimum 1; $.extra: additional property not allowed``).
+Paths name the caller's own keys and reasons quote its numbers, never its strings.
 """
 
 from __future__ import annotations
 
-import re
 from typing import Final
 
 from flowledger.workflows.definition import FOREIGN_TOKEN, NOT_REGISTERED, RESUME_NOT_SUPPORTED
@@ -18,6 +22,7 @@ from flowledger.workflows.errors import (
     AdoptionError,
     ConflictError,
     CorruptRecordError,
+    DefinitionError,
     FrontDoorTimeoutError,
     HistoryCursorError,
     InvalidInputError,
@@ -31,7 +36,11 @@ from flowledger.workflows.errors import (
 )
 from flowledger.workflows.inputs import MAX_INPUT_BYTES, MAX_INPUT_DEPTH, MAX_INPUT_PROPERTIES
 from flowledger.workflows.resumption import NO_PAYLOAD_FOR_ERROR, PAYLOAD_REQUIRED
-from flowledger.workflows.schema import BoundedJSONError, SchemaValidationError
+from flowledger.workflows.schema import (
+    BoundedJSONError,
+    SchemaValidationError,
+    describe_violations,
+)
 
 __all__ = [
     "PREFIX",
@@ -46,7 +55,6 @@ PREFIX: Final = "workflow tools: "
 
 _MAX_QUOTED: Final = 64
 _MAX_PATH: Final = 128
-_REQUIRED_PROPERTY: Final = re.compile(r"'([A-Za-z_][A-Za-z0-9_]{0,63})' is a required property")
 _NOT_ACCEPTING: Final = "supervisor is not accepting work"
 
 
@@ -92,17 +100,18 @@ def invalid_arguments(reason: str, *, cause: BaseException | None = None) -> Too
     return ToolError(f"invalid arguments: {reason}", cause=cause)
 
 
+def _bounded_path(path: str) -> str:
+    return path if len(path.encode()) <= _MAX_PATH else "a nested value"
+
+
 def _input_reason(error: InvalidInputError) -> str:
     """Why an input or resume document was refused, without quoting any of it."""
     field = error.field if error.field in ("input", "resume") else "document"
     cause = error.cause
     if isinstance(cause, SchemaValidationError):
-        match = _REQUIRED_PROPERTY.fullmatch(str(cause)[len(cause.path) + 2 :])
-        where = cause.path if len(cause.path.encode()) <= _MAX_PATH else "a nested value"
-        if match is not None:
-            # The property name comes from the schema's "required" list, not the document.
-            return f"{where} is missing required property {match.group(1)!r}"
-        return f"{where} does not match the definition's {field} schema"
+        # Every violation, with its path and reason; reasons never quote the document's
+        # strings (see `Violation`), and long paths are not repeated.
+        return describe_violations(cause.violations, cause.total, _bounded_path)
     if isinstance(cause, BoundedJSONError):
         return "the document is not one bounded JSON object"
     if not isinstance(cause, str):
@@ -145,6 +154,15 @@ def translate(
     subject = f"{subject} {run_id}" if run_id else f"the {subject}"
     if isinstance(error, FrontDoorTimeoutError):
         message = error.describe()  # names the public run ID only
+    elif isinstance(error, DefinitionError):
+        # The author's mistake: say so, and which state field; the decoder's own detail
+        # may quote the document, so it stays in ``cause`` for logs.
+        where = f" at state field {_bounded_path(error.path)}" if error.path else ""
+        message = (
+            f"{action}: workflow definition {quote(error.name)} version "
+            f"{quote(error.version)} is broken (not your {error.field}): its {error.field} "
+            f"decoder refused a document that passed its {error.field} schema{where}"
+        )
     elif isinstance(error, InvalidInputError):
         field = "resume" if error.field == "resume" else "input"
         message = f"invalid {field}: {_input_reason(error)}"

@@ -23,11 +23,12 @@ from typing import Any, Generic, Literal, Protocol, TypeVar, runtime_checkable
 
 from flowledger import flow
 
-from .errors import InvalidInputError, InvalidSchemaError
+from .errors import DefinitionError, InvalidInputError, InvalidSchemaError
 from .metadata import Metadata, bound_summary
 from .metadata import schema_bytes as _schema_bytes
 from .readiness import GRAPH_CHANGED, Diagnostic
 from .schema import BoundedJSONError, CompiledSchema, compile_schema, decode_document
+from .state_fields import check_state_fields
 
 __all__ = [
     "Definition",
@@ -193,6 +194,9 @@ class TypedDefinition(Generic[S]):
     * ``state_decoder`` turns a validated input object into the initial state; by default
       the runner's state codec (pydantic) does it. The input schema is closed
       (``additionalProperties: false`` everywhere), so unknown fields never reach it.
+      A decoder that raises `InvalidInputError` refuses the caller's document; any other
+      exception from a decoder (state or resume) means the definition is wrong, since
+      the document passed its schema: `DefinitionError`, naming the state field.
     * ``resume_decoder`` turns a validated resume object into the payload that
       `flow.interrupt` returns. **Divergence from the reference**, which requires one
       with a resume schema: by default the validated object itself is the payload.
@@ -212,6 +216,7 @@ class TypedDefinition(Generic[S]):
     ``vertex ID`` when a vertex descriptor names a vertex the graph does not have."""
 
     __slots__ = (
+        "_default_decoder",
         "_metadata",
         "_on_error",
         "_registration",
@@ -256,6 +261,7 @@ class TypedDefinition(Generic[S]):
         self._state_decoder: Callable[[dict[str, Any]], S] = (
             runner.graph.codec.load if state_decoder is None else state_decoder
         )
+        self._default_decoder = state_decoder is None
         self._resume_decoder: Callable[[dict[str, Any]], Any] = (
             _identity if resume_decoder is None else resume_decoder
         )
@@ -290,8 +296,17 @@ class TypedDefinition(Generic[S]):
 
     def registered_copy(self) -> TypedDefinition[S]:
         """Compile the input schema (field ``input``) and the resume schema, if any
-        (field ``resume``), and return a shallow copy owning a fresh registration."""
+        (field ``resume``), and return a shallow copy owning a fresh registration.
+
+        With the default state decoder, every input-schema property must also be a field
+        of the state type, of a type that can hold the property's values (see
+        `check_state_fields`): otherwise `InvalidSchemaError` (field ``input``) now,
+        rather than inputs silently dropped or refused at run time."""
         input_schema = compile_schema(self._metadata.input_schema_bytes, "input")
+        if self._default_decoder:
+            check_state_fields(
+                json.loads(self._metadata.input_schema_bytes), self._runner.graph.codec.state_type
+            )
         resume_bytes = self._metadata.resume_schema_bytes
         resume_schema = None if resume_bytes is None else compile_schema(resume_bytes, "resume")
         vertex_schemas = {
@@ -313,10 +328,21 @@ class TypedDefinition(Generic[S]):
         document = _check_document(raw, registration.input_schema, "input")
         try:
             state = self._state_decoder(document)
+        except InvalidInputError:
+            raise  # a custom decoder's own refusal of the caller's document
         except Exception as exc:
-            raise InvalidInputError("input", exc) from exc
+            raise self._broken("input", exc) from exc
         self._check_state(state)
         return ValidatedInput(registration, state)
+
+    def _broken(self, field: str, exc: Exception) -> DefinitionError:
+        """The document passed the schema, so a decoder that refuses it is the
+        definition's mistake: name the state field when the codec says which."""
+        path = ""
+        if isinstance(exc, flow.CodecError) and exc.path.startswith("state."):
+            path = exc.path[len("state.") :]
+        detail = exc.detail if isinstance(exc, flow.CodecError) else exc
+        return DefinitionError(self._metadata.name, self._metadata.version, field, path, detail)
 
     def validate_resume(self, raw: bytes | str, *, vertices: Sequence[str] = ()) -> ValidatedResume:
         """Like `validate_input` for a resume payload (field ``resume``), against the
@@ -337,8 +363,10 @@ class TypedDefinition(Generic[S]):
             document = _check_document(raw, schema, "resume")
         try:
             payload = self._resume_decoder(document)
+        except InvalidInputError:
+            raise
         except Exception as exc:
-            raise InvalidInputError("resume", exc) from exc
+            raise self._broken("resume", exc) from exc
         return ValidatedResume(registration, payload)
 
     def resume_schema_for(self, vertices: Sequence[str]) -> dict[str, Any] | None:
@@ -358,9 +386,12 @@ class TypedDefinition(Generic[S]):
         except TypeError:  # TypedDict classes refuse isinstance; their values are dicts
             ok = isinstance(state, dict)
         if not ok:
-            raise InvalidInputError(
+            raise DefinitionError(
+                self._metadata.name,
+                self._metadata.version,
                 "input",
-                f"state decoder returned {type(state).__name__}, not {state_type.__name__}",
+                "",
+                f"the state decoder returned {type(state).__name__}, not {state_type.__name__}",
             )
 
     def _owned(self, token: object, kind: type[_Token], field: str) -> Any:

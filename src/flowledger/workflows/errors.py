@@ -12,6 +12,7 @@ __all__ = [
     "AdoptionError",
     "ConflictError",
     "CorruptRecordError",
+    "DefinitionError",
     "DuplicateDefinitionError",
     "FrontDoorTimeoutError",
     "HistoryCursorError",
@@ -61,6 +62,31 @@ class InvalidSchemaError(WorkflowError, ValueError):
         self.field = field
         self.cause = cause
         super().__init__(f"invalid workflow schema ({field}): {_cause(cause)}")
+        if isinstance(cause, BaseException):
+            self.__cause__ = cause
+
+
+class DefinitionError(WorkflowError):
+    """The definition is wrong, not the caller's document: an input (or resume payload)
+    that passed the definition's schema could not be decoded. ``field`` is ``input`` or
+    ``resume``; ``path`` names the state field (``count``, ``items[0].name``) when the
+    decoder said which, else ``""``; ``detail`` is the decoder's reason (for logs: a
+    custom decoder's message may quote the document)."""
+
+    def __init__(
+        self, name: str, version: str, field: str, path: str, cause: BaseException | str
+    ) -> None:
+        self.name = name
+        self.version = version
+        self.field = field
+        self.path = path
+        self.cause = cause
+        self.detail = _cause(cause)
+        where = f" at state field {path!r}" if path else ""
+        super().__init__(
+            f"definition {name}@{version} is broken: its {field} decoder refused a document "
+            f"that passed its {field} schema{where}: {self.detail}"
+        )
         if isinstance(cause, BaseException):
             self.__cause__ = cause
 

@@ -19,7 +19,8 @@ from __future__ import annotations
 import decimal
 import json
 import re
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any, Final
 
@@ -38,15 +39,19 @@ __all__ = [
     "MAX_DOCUMENT_BYTES",
     "MAX_DOCUMENT_DEPTH",
     "MAX_DOCUMENT_PROPERTIES",
+    "MAX_REPORTED_VIOLATIONS",
     "MAX_SCHEMA_BYTES",
     "MAX_SCHEMA_DEPTH",
     "MAX_SCHEMA_PROPERTIES",
     "BoundedJSONError",
     "CompiledSchema",
     "SchemaValidationError",
+    "Violation",
     "compile_schema",
     "decode_bounded",
     "decode_document",
+    "describe_violations",
+    "violations_of",
 ]
 
 MAX_SCHEMA_BYTES: Final = 65536
@@ -203,13 +208,50 @@ def _kind(value: Any) -> str:
 # -- validation -------------------------------------------------------------------------
 
 
-class SchemaValidationError(ValueError):
-    """A document does not match its schema. The message starts with the JSON path of
-    the error (``$`` is the document root)."""
+MAX_REPORTED_VIOLATIONS: Final = 8
 
-    def __init__(self, path: str, message: str) -> None:
-        self.path = path
-        super().__init__(f"{path}: {message}")
+
+@dataclass(frozen=True, slots=True)
+class Violation:
+    """One way a document fails its schema: where (a JSON path, ``$`` is the root, e.g.
+    ``$.items[2].name``) and why, in words a person or a model can act on. The reason
+    names schema values (bounds, allowed values) and numbers of the document, never its
+    strings; the path names the document's keys."""
+
+    path: str
+    reason: str
+
+    def __str__(self) -> str:
+        return f"{self.path}: {self.reason}"
+
+
+class SchemaValidationError(ValueError):
+    """A document does not match its schema. ``violations`` lists what is wrong, at most
+    `MAX_REPORTED_VIOLATIONS` of them (in a deterministic order: shallower paths first),
+    and ``total`` counts all of them. The message is the listed violations joined by
+    ``"; "``, then ``"; and N more"``; it starts with the JSON path of the first one
+    (also ``path``)."""
+
+    def __init__(self, violations: Sequence[Violation], total: int | None = None) -> None:
+        if not violations:
+            raise ValueError("a SchemaValidationError needs at least one violation")
+        shown = tuple(violations[:MAX_REPORTED_VIOLATIONS])
+        self.violations = shown
+        self.total = max(len(violations), total or 0)
+        self.path = shown[0].path
+        super().__init__(describe_violations(shown, self.total))
+
+
+def describe_violations(
+    violations: Sequence[Violation], total: int, path: Callable[[str], str] = str
+) -> str:
+    """``violations`` as one line: each as ``path: reason`` (``path`` may rewrite the
+    paths, e.g. to bound them), joined by ``"; "``, then ``"; and N more"`` when
+    ``total`` counts more than are listed."""
+    text = "; ".join(f"{path(item.path)}: {item.reason}" for item in violations)
+    if total > len(violations):
+        text += f"; and {total - len(violations)} more"
+    return text
 
 
 def _is_integer(checker: Any, instance: Any) -> bool:
@@ -261,17 +303,172 @@ class CompiledSchema:
         return self._field
 
     def validate(self, document: Any) -> None:
-        """Return if ``document`` matches, else raise `SchemaValidationError` for the
-        `jsonschema.exceptions.best_match` error (deterministic: the shallowest, most
-        relevant one), naming its JSON path."""
+        """Return if ``document`` matches, else raise `SchemaValidationError` listing every
+        violation (see `violations_of`), shallowest first, then by path and reason."""
         try:
-            error = jsonschema.exceptions.best_match(self._validator.iter_errors(document))
+            errors = list(self._validator.iter_errors(document))
         except referencing.exceptions.Unresolvable as exc:  # compile resolved every $ref
-            raise SchemaValidationError("$", f"unresolvable reference: {exc}") from None
+            raise SchemaValidationError(
+                [Violation("$", f"unresolvable reference: {exc}")]
+            ) from None
         except RecursionError:  # compile refuses reference cycles; this is a last guard
-            raise SchemaValidationError("$", "schema recursion is too deep") from None
-        if error is not None:
-            raise SchemaValidationError(error.json_path, _message(error.message))
+            raise SchemaValidationError([Violation("$", "schema recursion is too deep")]) from None
+        if errors:
+            found = sorted(
+                {item for error in errors for item in violations_of(error)},
+                key=lambda item: (
+                    item.path.count(".") + item.path.count("["),
+                    item.path,
+                    item.reason,
+                ),
+            )
+            raise SchemaValidationError(found, len(found))
+
+
+_MAX_SCHEMA_VALUE_CHARS: Final = 120
+_TYPE_NAMES: Final = {
+    "object": "an object",
+    "array": "an array",
+    "string": "a string",
+    "integer": "an integer",
+    "number": "a number",
+    "boolean": "a boolean",
+    "null": "null",
+}
+
+
+def violations_of(error: Any) -> list[Violation]:
+    """The violations one `jsonschema` error stands for. ``required`` and
+    ``additionalProperties`` give one violation per property, at the property's own path
+    (``$.approved: required property missing``, ``$.extra: additional property not
+    allowed``); every other keyword one, at the value's path."""
+    where = error.json_path
+    keyword = error.validator
+    expected = error.validator_value
+    instance = error.instance
+    if keyword == "required" and isinstance(instance, dict) and isinstance(expected, list):
+        missing = [name for name in expected if isinstance(name, str) and name not in instance]
+        return [Violation(_child(where, name), "required property missing") for name in missing]
+    if keyword == "additionalProperties" and isinstance(instance, dict):
+        extra = _additional(error.schema, instance)
+        if extra:
+            return [
+                Violation(_child(where, name), "additional property not allowed") for name in extra
+            ]
+    if keyword == "dependentRequired" and isinstance(instance, dict) and isinstance(expected, dict):
+        found = []
+        for present, needed in expected.items():
+            if present in instance and isinstance(needed, list):
+                found += [
+                    Violation(
+                        _child(where, name),
+                        f"required property missing (when {present!r} is present)",
+                    )
+                    for name in needed
+                    if isinstance(name, str) and name not in instance
+                ]
+        if found:
+            return found
+    return [Violation(where, _reason(keyword, expected, instance, error.message))]
+
+
+def _child(path: str, name: str) -> str:
+    return f"{path}.{name}"
+
+
+def _additional(schema: Any, instance: dict[str, Any]) -> list[str]:
+    if not isinstance(schema, dict):
+        return []
+    declared = schema.get("properties")
+    declared = declared if isinstance(declared, dict) else {}
+    patterns = schema.get("patternProperties")
+    patterns = list(patterns) if isinstance(patterns, dict) else []
+    return [
+        name
+        for name in instance
+        if name not in declared and not any(re.search(pattern, name) for pattern in patterns)
+    ]
+
+
+def _reason(keyword: Any, expected: Any, instance: Any, message: str) -> str:
+    """Why a value fails ``keyword``: the schema's values are quoted (bounded), of the
+    document only numbers and kinds, never its strings."""
+    number = _number(instance)
+    if keyword == "type":
+        kinds = expected if isinstance(expected, list) else [expected]
+        wanted = " or ".join(_TYPE_NAMES.get(str(kind), str(kind)) for kind in kinds)
+        got = "an object" if isinstance(instance, dict) else _kind(instance)
+        return f"expected {wanted}, got {got}"
+    if number is not None:
+        bound = _schema_value(expected)
+        if keyword == "minimum":
+            return f"{number} is less than the minimum {bound}"
+        if keyword == "maximum":
+            return f"{number} is greater than the maximum {bound}"
+        if keyword == "exclusiveMinimum":
+            return f"{number} is not greater than {bound}"
+        if keyword == "exclusiveMaximum":
+            return f"{number} is not less than {bound}"
+        if keyword == "multipleOf":
+            return _message(message)  # ours (`_multiple_of`): numbers only
+    sizes = {
+        "minLength": "shorter than {} characters",
+        "maxLength": "longer than {} characters",
+        "minItems": "fewer than {} items",
+        "maxItems": "more than {} items",
+        "minProperties": "fewer than {} properties",
+        "maxProperties": "more than {} properties",
+        "minContains": "fewer than {} matching items",
+        "maxContains": "more than {} matching items",
+    }
+    if keyword in sizes:
+        return sizes[keyword].format(_schema_value(expected))
+    fixed = {
+        "pattern": f"does not match the pattern {_schema_value(expected)}",
+        "enum": f"must be one of {_schema_value(expected)}",
+        "const": f"must be {_schema_value(expected)}",
+        "format": f"is not a valid {_schema_value(expected)}",
+        "uniqueItems": "holds duplicate items",
+        "contains": "holds no item that matches the schema",
+        "anyOf": "matches none of the allowed alternatives",
+        "oneOf": "matches none, or more than one, of the alternatives",
+        "not": "matches a schema it must not match",
+        "propertyNames": "has a property name the schema does not allow",
+        "unevaluatedProperties": "has properties the schema does not allow",
+        "unevaluatedItems": "has items the schema does not allow",
+        "additionalProperties": "has properties the schema does not allow",
+        "items": "has items the schema does not allow",
+        "prefixItems": "has items the schema does not allow",
+        None: "no value is allowed here",
+    }
+    return fixed.get(keyword, f"does not satisfy {keyword!s}")
+
+
+def _json_numbers(value: Any) -> Any:
+    if isinstance(value, Decimal):
+        return int(value) if value == value.to_integral_value() else float(value)
+    if isinstance(value, list):
+        return [_json_numbers(item) for item in value]
+    if isinstance(value, dict):
+        return {key: _json_numbers(item) for key, item in value.items()}
+    return value
+
+
+def _number(value: Any) -> str | None:
+    if isinstance(value, bool) or not isinstance(value, int | float | Decimal):
+        return None
+    return bound_text(str(value), 64)
+
+
+def _schema_value(value: Any) -> str:
+    """A value from the schema as JSON writes it (its numbers are exact decimals)."""
+    try:
+        text = json.dumps(_json_numbers(value), ensure_ascii=False, default=str)
+    except (TypeError, ValueError):
+        text = str(value)
+    if len(text) > _MAX_SCHEMA_VALUE_CHARS:
+        text = text[: _MAX_SCHEMA_VALUE_CHARS - 3] + "..."
+    return text
 
 
 _DECIMAL_REPR: Final = re.compile(r"Decimal\('([^']*)'\)")

@@ -31,11 +31,14 @@ DEFAULT_SESSION_KEY: Final = "flowledger/default-session"
 
 
 async def default_session_id(store: Store) -> str:
-    """The database's default session, created on first use."""
+    """The database's default session, created on first use. A read-only store is not
+    written: without a default session yet, a fresh ID (of a session with no runs)."""
     try:
         entry = await store.kv.get(DEFAULT_SESSION_KEY)
     except KeyNotFoundError:
         created = str(uuid.uuid4())
+        if store.read_only:
+            return created
         try:
             await store.kv.put(DEFAULT_SESSION_KEY, created.encode(), expected=0)
             return created

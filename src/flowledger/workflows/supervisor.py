@@ -74,6 +74,7 @@ from .errors import (
     AdoptionError,
     ConflictError,
     CorruptRecordError,
+    DefinitionError,
     InvalidInputError,
     NotFoundError,
     ReconciliationError,
@@ -628,7 +629,7 @@ class Supervisor:
             raise AdoptionError(run.id, "load input", exc) from exc
         try:
             token = definition.validate_input(raw)
-        except InvalidInputError:
+        except (InvalidInputError, DefinitionError):  # a definition changed since the start
             return await self._fail_definite(definition, run, "workflow input invalid")
         if controller.cancels or self._boundary.requested:
             return None  # a cancellation waits for the lock: it cancels the run unstarted
@@ -1113,7 +1114,12 @@ class Supervisor:
                 definition = self.catalog.resolve(run.definition_name, run.definition_version)
                 payload = request.payload or None  # empty: the retry of an errored pause
                 token = await prepare_resume(definition, run, payload)
-            except (InvalidInputError, UnknownDefinitionError, ResumeBlockedError) as exc:
+            except (
+                InvalidInputError,
+                DefinitionError,
+                UnknownDefinitionError,
+                ResumeBlockedError,
+            ) as exc:
                 # Still interrupted at the same checkpoint: nothing took effect, so even an
                 # accepted request can be refused.
                 code = "blocked" if isinstance(exc, ResumeBlockedError) else "invalid"
