@@ -346,7 +346,7 @@ async def adopting(url: str, catalog: Catalog) -> AsyncIterator[WorkflowSession]
             await asyncio.sleep(0.2)
 
 
-def wait_for(predicate: Any, what: str, seconds: float = 60) -> None:
+def wait_for(predicate: Any, what: str, seconds: float = 300) -> None:
     deadline = time.monotonic() + seconds
     while not predicate():
         assert time.monotonic() < deadline, f"timed out waiting for {what}"
