@@ -346,7 +346,7 @@ async def adopting(url: str, catalog: Catalog) -> AsyncIterator[WorkflowSession]
             await asyncio.sleep(0.2)
 
 
-def wait_for(predicate: Any, what: str, seconds: float = 60) -> None:
+def wait_for(predicate: Any, what: str, seconds: float = 300) -> None:
     deadline = time.monotonic() + seconds
     while not predicate():
         assert time.monotonic() < deadline, f"timed out waiting for {what}"
@@ -407,3 +407,50 @@ async def test_a_crash_mid_call_never_repeats_a_tool_that_is_not_idempotent(
     else:
         assert final["status_summary"] == "outcome done"
         assert len(list(work.glob("started-*"))) == 2  # called again after the crash
+
+
+async def test_a_segment_keeps_one_session_per_source_and_a_resume_opens_a_new_one(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Two calls before a pause share one server process (one MCP session for the
+    segment); the pause closes it, and the call after the resume runs in a new one."""
+    from .runs.app import slow_source
+
+    work = tmp_path / "slow"
+    work.mkdir()
+    (work / "release").touch()
+    monkeypatch.setenv("SLOW_DIR", str(work))
+    count = {"kind": "tool", "dependency": "slow", "tool": "count_lines", "arguments": {}}
+    validated = validate_artifact(
+        {
+            "format": "flowledger.artifact/v1",
+            "name": "three_counts",
+            "version": "1",
+            "input_schema": {"type": "object", "additionalProperties": False},
+            "output_schema": {"type": "object", "additionalProperties": False},
+            "dependencies": {"slow": {"tools": ["count_lines"]}},
+            "start": "first",
+            "nodes": {
+                "first": {**count, "next": "second"},
+                "second": {**count, "next": "wait"},
+                "wait": {
+                    "kind": "interrupt",
+                    "resume_schema": {"type": "object", "additionalProperties": False},
+                    "next": "third",
+                },
+                "third": {**count, "next": "done"},
+                "done": {"kind": "end", "outcome": "done"},
+            },
+        }
+    )
+    catalog = Catalog()
+    catalog.register(compile_artifact(validated, sources={"slow": slow_source()}))
+    async with session(f"sqlite:///{tmp_path / 's.db'}", catalog) as (built, tools):
+        run_id = await start(tools, "three_counts", {})
+        assert (await settle(built, tools, run_id))["run_status"] == "interrupted"
+        done = await tools.call("workflow_run_resume", {"run_id": run_id, "resume": {}})
+        assert done["run_status"] == "completed"
+    calls = sorted(work.glob("started-*"), key=lambda path: path.stat().st_mtime_ns)
+    processes = [path.name.split("-")[1] for path in calls]
+    assert len(processes) == 3
+    assert processes[0] == processes[1] != processes[2]

@@ -477,12 +477,16 @@ class _Compiler:
             tool = await session.tool(node.tool)
             _check_arguments(name, node, tool.input_schema, arguments)
             key, run = info.idempotency_key, info.graph_run_id
+            if tool.repeatable:  # calling again after a crash is allowed: nothing to record
+                result = await session.call_tool(node.tool, arguments, timeout=node.timeout)
+                _raise_for_error(name, node, result)
+                return self._tool_result(scope, node_id, node, view, result, note)
             intent = await runtime.intents.get(run, key)
             if intent is not None and intent.state == "done" and intent.result is not None:
                 result = _stored_result(intent.result)
                 note.status = "reused"
             else:
-                if intent is not None and intent.state == "started" and not tool.repeatable:
+                if intent is not None and intent.state == "started":
                     raise ToolOutcomeUnknownError(
                         name,
                         f"a call of {node.dependency}.{node.tool} was under way when the run "
@@ -494,10 +498,7 @@ class _Compiler:
                 data = result.to_json()
                 if result.is_error:
                     await runtime.intents.record(run, key, "failed", node=name, tool=node.tool)
-                    text = bound_text(result.text or "no text", _ERROR_TEXT_BYTES)
-                    raise ToolErrorResult(
-                        name, f"{node.dependency}.{node.tool} answered with an error: {text}"
-                    )
+                    _raise_for_error(name, node, result)
                 size = len(json.dumps(data, ensure_ascii=False, separators=(",", ":")).encode())
                 if size > MAX_RESULT_BYTES:
                     raise ToolResultTooLargeError(
@@ -506,17 +507,32 @@ class _Compiler:
                 await runtime.intents.record(
                     run, key, "done", node=name, tool=node.tool, result=data
                 )
-            scope_result = {
-                "structured": None
-                if result.structured_content is None
-                else dict(result.structured_content),
-                "content": [dict(block) for block in result.content],
-                "text": result.text,
-            }
-            note.result = preview(scope_result["structured"] or scope_result["text"])
-            return self._assign(scope, node_id, list(node.assign), {**view, "result": scope_result})
+            return self._tool_result(scope, node_id, node, view, result, note)
 
         return body
+
+    def _tool_result(
+        self,
+        scope: _Scope,
+        node_id: str,
+        node: ToolNode,
+        view: Mapping[str, Any],
+        result: ToolResult,
+        note: _Note,
+    ) -> Update:
+        if len(json.dumps(result.to_json(), separators=(",", ":")).encode()) > MAX_RESULT_BYTES:
+            raise ToolResultTooLargeError(
+                scope.keys + node_id, f"the result is larger than {MAX_RESULT_BYTES} bytes"
+            )
+        scope_result = {
+            "structured": None
+            if result.structured_content is None
+            else dict(result.structured_content),
+            "content": [dict(block) for block in result.content],
+            "text": result.text,
+        }
+        note.result = preview(scope_result["structured"] or scope_result["text"])
+        return self._assign(scope, node_id, list(node.assign), {**view, "result": scope_result})
 
     def _switch(self, scope: _Scope, node_id: str, node: SwitchNode, traced: Any) -> None:
         vertex = scope.vertex(node_id)
@@ -650,6 +666,12 @@ def _reset_markers(gates: Mapping[str, list[_Gate]], scope: _Scope) -> Update:
         if join.startswith(scope.vertices)
         for gate in found
     }
+
+
+def _raise_for_error(name: str, node: ToolNode, result: ToolResult) -> None:
+    if result.is_error:
+        text = bound_text(result.text or "no text", _ERROR_TEXT_BYTES)
+        raise ToolErrorResult(name, f"{node.dependency}.{node.tool} answered with an error: {text}")
 
 
 def _stored_result(data: Mapping[str, Any]) -> ToolResult:

@@ -10,9 +10,10 @@ per run, step and vertex), and after the call its outcome:
   execution after a crash reuses it instead of calling again;
 * ``failed``: the tool answered with an error result (the call is known to have ended).
 
-A node that finds ``started`` knows nothing about the first call. It calls again only if
-the tool is annotated read-only or idempotent; otherwise it fails with
+A node that finds ``started`` knows nothing about the first call, so it fails with
 ``tool_outcome_unknown`` (`ToolOutcomeUnknownError`), leaving the decision to a person.
+Tools annotated read-only or idempotent may simply be called again: their calls record no
+intents at all (two fewer commits per call).
 
 Storage: one append-only ledger log per graph run, ``deploy/intents/<graph run id>``, in
 the database of the run's checkpoints; the latest record of a key is its state. Only the
