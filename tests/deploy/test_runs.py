@@ -454,3 +454,35 @@ async def test_a_segment_keeps_one_session_per_source_and_a_resume_opens_a_new_o
     processes = [path.name.split("-")[1] for path in calls]
     assert len(processes) == 3
     assert processes[0] == processes[1] != processes[2]
+
+
+async def test_a_saved_artifact_compiles_with_the_children_it_pinned(
+    tmp_path: Path, time_server: StdioSource, everything: StdioSource
+) -> None:
+    """Save the child, then the parent (which pins the child's digest); compile the saved
+    closure; the run is the same as from the files, and its graph version is the closure
+    digest the store recorded."""
+    from flowledger.deploy import ArtifactStore, compile_saved
+
+    url = f"sqlite:///{tmp_path / 'saved.db'}"
+    runs = Path(__file__).parent / "runs"
+    async with open_store(url) as store:
+        artifacts = ArtifactStore.over(store)
+        await artifacts.save(SESSION, (runs / "sign_off.yaml").read_text())
+        record = await artifacts.save(SESSION, (runs / "digest.yaml").read_text())
+        definition = await compile_saved(
+            artifacts,
+            SESSION,
+            "daily_digest",
+            "1",
+            sources={"clock": time_server, "everything": everything},
+        )
+    assert definition.closure_digest == record.closure_digest
+    assert definition.runner.graph_version.endswith(":" + record.closure_digest)
+    catalog = Catalog()
+    catalog.register(definition)
+    async with session(url, catalog) as (built, tools):
+        run_id = await start(tools, "daily_digest", {**DIGEST_INPUT, "review": False})
+        await settle(built, tools, run_id)
+        done = await tools.call("workflow_run_resume", {"run_id": run_id, "resume": {"go": True}})
+    assert (done["run_status"], done["status_summary"]) == ("completed", "outcome unreviewed")

@@ -29,7 +29,13 @@ from .artifact import (
     ToolNode,
     WorkflowNode,
 )
-from .compile import ArtifactDefinition, artifact_outcome, closure_digest, compile_artifact
+from .compile import (
+    ArtifactDefinition,
+    artifact_outcome,
+    closure_digest,
+    compile_artifact,
+    compile_saved,
+)
 from .document import SourceFormat, read_document
 from .errors import (
     ArtifactConflictError,
@@ -151,6 +157,7 @@ __all__ = [
     "artifact_outcome",
     "closure_digest",
     "compile_artifact",
+    "compile_saved",
     "contract_fingerprint",
     "full_fingerprint",
     "load_artifact",

@@ -86,10 +86,18 @@ from .source_errors import ToolArgumentsError
 from .source_pool import SourcePool
 from .source_spec import Source
 from .sources import ToolResult
+from .store import ArtifactStore
 from .trace import RunTrace, TraceEntry, preview, trace_error
 from .validate import ValidatedArtifact
 
-__all__ = ["FINISH", "ArtifactDefinition", "artifact_outcome", "compile_artifact"]
+__all__ = [
+    "FINISH",
+    "ArtifactDefinition",
+    "artifact_outcome",
+    "closure_digest",
+    "compile_artifact",
+    "compile_saved",
+]
 
 FINISH: Final = "finish__"
 INPUT: Final = "$input"
@@ -820,6 +828,25 @@ def compile_artifact(
         state_decoder=compiler.initial_state,
         resume_schemas=compiler.resume_schemas,
         closure_digest=digest,
+    )
+
+
+async def compile_saved(
+    artifacts: ArtifactStore,
+    session_id: str,
+    name: str,
+    version: str,
+    *,
+    sources: Mapping[str, Source],
+    connect_timeout: float = 10.0,
+) -> ArtifactDefinition:
+    """`compile_artifact` of a saved artifact and the children it pinned when it was
+    saved (each verified against its pinned digest)."""
+    closure = await artifacts.closure(session_id, name, version)
+    root = closure.pop(f"{name}@{version}")
+    children = {stored.record.name: stored.validated for stored in closure.values()}
+    return compile_artifact(
+        root.validated, children=children, sources=sources, connect_timeout=connect_timeout
     )
 
 
