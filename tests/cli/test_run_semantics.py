@@ -8,6 +8,9 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import subprocess
+import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -111,3 +114,49 @@ def test_on_error_fail_shows_failed_with_the_error(user: Cli) -> None:
     assert shown["error"] == {"type": "ConnectionError", "message": "upstream db-9 unavailable"}
     screen = run(user, "runs", "show", run_id)
     assert "ConnectionError: upstream db-9 unavailable" in screen.stdout
+
+
+def test_old_runs_finish_on_v1_and_new_runs_on_v2_through_a_worker(user: Cli) -> None:
+    """The migration path across processes: ``--no-execute`` front doors start one run of
+    each version and resume them; a ``flowledger worker`` with both versions registered
+    executes them, each on its own graph (only v2 has the audit step)."""
+    worker = subprocess.Popen(
+        [sys.executable, "-m", "flowledger", "worker", "--db", user.db, *APP,
+         "--lease-ttl", "2", "--poll", "0.1"],
+        cwd=user.cwd,
+        env={k: v for k, v in os.environ.items() if k != "FLOWLEDGER_DB"},
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )  # fmt: skip
+    try:
+        runs = {}
+        for version in ("v1", "v2"):
+            started = run(
+                user, "start", "ask", version, "--input", '{"text": "hi"}', "--no-execute",
+                "--json", *APP,
+            )  # fmt: skip
+            assert started.returncode == 0, started.stderr
+            runs[version] = json.loads(started.stdout)["run_id"]
+        for run_id in runs.values():
+            wait_until(user, run_id, "interrupted")
+            resumed = run(
+                user, "resume", run_id, "--payload", '{"approved": true}', "--no-execute", *APP
+            )
+            assert resumed.returncode == 0, resumed.stderr
+            wait_until(user, run_id, "completed")
+    finally:
+        worker.terminate()
+        worker.wait(timeout=60)
+    steps = {}
+    for version, run_id in runs.items():
+        history = json.loads(run(user, "history", run_id, "--json").stdout)["entries"]
+        steps[version] = [e["vertex_id"] for e in history if e["kind"] == "vertex_completed"]
+    assert steps["v1"] == ["draft", "approve", "publish"]
+    assert steps["v2"] == ["draft", "approve", "audit", "publish"]
+
+
+def wait_until(cli: Cli, run_id: str, status: str, seconds: float = 300) -> None:
+    deadline = time.monotonic() + seconds
+    while (current := show(cli, run_id)["run_status"]) != status:
+        assert time.monotonic() < deadline, f"run {run_id} is {current}, not {status}"
+        time.sleep(0.1)
