@@ -125,13 +125,7 @@ async def run_artifact(
         catalog.register(compile_artifact(validate_artifact(document), sources=sources))
         session = WorkflowSession.build(store, str(uuid.uuid4()), catalog)
         await session.supervisor.activate()
-        tools = WorkflowTools(
-            session.session_id,
-            catalog=session.catalog,
-            registry=session.registry,
-            inputs=session.inputs,
-            supervisor=session.supervisor,
-        )
+        tools = WorkflowTools.for_session(session)
         started = time.perf_counter()
         run = await tools.call(
             "workflow_run_start",

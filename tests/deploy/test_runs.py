@@ -47,14 +47,7 @@ async def session(
     async with open_store(url) as store:
         built = WorkflowSession.build(store, SESSION, catalog)
         await built.supervisor.activate()
-        tools = WorkflowTools(
-            built.session_id,
-            catalog=built.catalog,
-            registry=built.registry,
-            inputs=built.inputs,
-            supervisor=built.supervisor,
-            pending=built.pending,
-        )
+        tools = WorkflowTools.for_session(built)
         try:
             yield built, tools
         finally:
@@ -389,14 +382,7 @@ async def test_a_crash_mid_call_never_repeats_a_tool_that_is_not_idempotent(
     async with adopting(db, catalog()) as adopted:  # activation adopts the run
         assert await adopted.supervisor.wait_idle() is None
         [run] = (await adopted.registry.list(adopted.session_id)).runs
-        tools = WorkflowTools(
-            adopted.session_id,
-            catalog=adopted.catalog,
-            registry=adopted.registry,
-            inputs=adopted.inputs,
-            supervisor=adopted.supervisor,
-            pending=adopted.pending,
-        )
+        tools = WorkflowTools.for_session(adopted)
         final = await tools.call("workflow_run_get", {"run_id": run.id})
     assert final["run_status"] == expected, final
     lines = (work / "lines").read_text().splitlines() if (work / "lines").exists() else []

@@ -26,14 +26,7 @@ SENTINEL = "upstream-sentinel-7d41"
 
 
 def tools_for(session: WorkflowSession) -> WorkflowTools:
-    return WorkflowTools(
-        session.session_id,
-        catalog=session.catalog,
-        registry=session.registry,
-        inputs=session.inputs,
-        supervisor=session.supervisor,
-        pending=session.pending,
-    )
+    return WorkflowTools.for_session(session)
 
 
 @asynccontextmanager

@@ -44,7 +44,7 @@ from ..storage import StorageError
 from ..tools import StartTicketPort, SupervisorPort, ToolError, WorkflowTools
 from ..workflows import HistoryPage, SessionOwnedError, WorkflowError
 from ..workflows.frontdoor import FrontDoor
-from ..workflows.ownership import left_message, owner_reader
+from ..workflows.ownership import left_message
 from ..workflows.run import Run, RunStatus
 from ..workflows.session import WorkflowSession
 from .stopping import OwnerExit
@@ -187,16 +187,7 @@ def make_tools(session: WorkflowSession, *, owner: bool, front_door: bool = Fals
         door = FrontDoor.for_session(session)
         control = door
         start_timeout = door.start_timeout + 5  # the front door's own timeout speaks first
-    return WorkflowTools(
-        session.session_id,
-        catalog=session.catalog,
-        registry=session.registry,
-        inputs=session.inputs,
-        supervisor=control,
-        start_timeout=start_timeout,
-        pending=session.pending,
-        owners=owner_reader(session.store.leases),
-    )
+    return WorkflowTools.for_session(session, supervisor=control, start_timeout=start_timeout)
 
 
 @asynccontextmanager

@@ -20,7 +20,6 @@ from ..tools import SupervisorPort, WorkflowTools
 from ..workflows import Catalog
 from ..workflows.errors import SessionOwnedError
 from ..workflows.frontdoor import FrontDoor
-from ..workflows.ownership import owner_reader
 from ..workflows.session import WorkflowSession
 from .errors import McpStartupError
 
@@ -122,16 +121,7 @@ async def open_served_session(
             door = FrontDoor.for_session(session)
             control = door
             start_timeout = door.start_timeout + 5  # the front door's own timeout speaks
-        tools = WorkflowTools(
-            session.session_id,
-            catalog=session.catalog,
-            registry=session.registry,
-            inputs=session.inputs,
-            supervisor=control,
-            start_timeout=start_timeout,
-            pending=session.pending,
-            owners=owner_reader(session.store.leases),
-        )
+        tools = WorkflowTools.for_session(session, supervisor=control, start_timeout=start_timeout)
         yield ServedSession(
             session,
             tools,

@@ -31,7 +31,7 @@ from flowledger.workflows.errors import (
 from flowledger.workflows.history import HistoryPage
 from flowledger.workflows.inputs import canonical_json
 from flowledger.workflows.metadata import Metadata
-from flowledger.workflows.ownership import OwnerReader
+from flowledger.workflows.ownership import OwnerReader, owner_reader
 from flowledger.workflows.pending import Pending
 from flowledger.workflows.registry import RunPage
 from flowledger.workflows.resumption import assess, prepare_resume
@@ -42,6 +42,7 @@ from flowledger.workflows.run import (
     Run,
     RunStatus,
 )
+from flowledger.workflows.session import WorkflowSession
 
 from .arguments import ArgumentField, canonical_uuid, decode_arguments, new_uuid, parse_id
 from .errors import PrepareRunIntegrityError, ToolError, quote, translate
@@ -455,6 +456,30 @@ class WorkflowTools:
             "workflow_run_cancel": self._run_cancel,
             "workflow_run_history": self._run_history,
         }
+
+    @classmethod
+    def for_session(
+        cls,
+        session: WorkflowSession,
+        *,
+        supervisor: SupervisorPort | None = None,
+        start_timeout: float = DEFAULT_START_TIMEOUT,
+        **options: Any,
+    ) -> WorkflowTools:
+        """The bundle of ``session``, with everything the session keeps wired in (its
+        pending records, the owner status of its runs); ``supervisor`` defaults to the
+        session's own (pass a front door or a read-only control instead)."""
+        return cls(
+            session.session_id,
+            catalog=session.catalog,
+            registry=session.registry,
+            inputs=session.inputs,
+            supervisor=session.supervisor if supervisor is None else supervisor,
+            start_timeout=start_timeout,
+            pending=session.pending,
+            owners=owner_reader(session.store.leases),
+            **options,
+        )
 
     @property
     def session_id(self) -> str:
