@@ -82,9 +82,11 @@ pool after the store's leases are freed; calls already holding a connection
 finish, later calls raise `StoreClosedError`. Database errors other than the
 contract's propagate as ``psycopg.Error``.
 
-Checksums. Every KV value, blob and ledger record is stored with its CRC-32 and
-checked on every read: damaged bytes raise `CorruptDataError` (naming the key,
-or the log and sequence number) instead of being returned. Attachments are
+Checksums. Every KV value, blob and ledger record is stored with its CRC-32
+bound to its place (key and revision, blob key, log and sequence number) and
+checked on every read: damaged bytes, or a row copied to another place, raise
+`CorruptDataError` (naming the key, or the log and sequence number) instead of
+being returned. Attachments are
 checked by their reader against their SHA-256.
 
 Schema. The tables live in the URL's schema, next to
@@ -93,7 +95,8 @@ Opening a store reads the highest version (one query when up to date); a
 missing or older schema is migrated in one transaction under a
 transaction-scoped advisory lock (``pg_advisory_xact_lock``), so processes
 opening a fresh database together are safe. Version 2 adds the checksums and
-computes them for the rows already there (reading every value once). A
+computes them for the rows already there (reading every value once); version 3
+binds them to their places the same way, carrying any mismatch over. A
 database whose version is newer than this code knows raises
 `SchemaVersionError` before anything is written.
 """
@@ -115,7 +118,15 @@ import psycopg.errors
 from psycopg import sql
 from psycopg_pool import AsyncConnectionPool, PoolClosed
 
-from .checksum import checksum, verified
+from .checksum import (
+    blob_place,
+    bound_checksum,
+    checksum,
+    kv_place,
+    rebound,
+    record_place,
+    verified,
+)
 from .errors import (
     AttachmentNotFoundError,
     BlobConflictError,
@@ -147,7 +158,7 @@ __all__ = [
     "parse_postgres_url",
 ]
 
-SCHEMA_VERSION: Final = 2
+SCHEMA_VERSION: Final = 3
 
 _T = TypeVar("_T")
 _Conn = psycopg.AsyncConnection[tuple[Any, ...]]
@@ -328,6 +339,60 @@ async def _add_checksums(conn: _Conn, schema: str) -> None:
         )
 
 
+def _rebind_kv(row: tuple[Any, ...]) -> tuple[Any, ...]:
+    key, revision, content, crc = row
+    return rebound(kv_place(key, revision), content, crc), key
+
+
+def _rebind_blob(row: tuple[Any, ...]) -> tuple[Any, ...]:
+    key, content, crc = row
+    return rebound(blob_place(key), content, crc), key
+
+
+def _rebind_record(row: tuple[Any, ...]) -> tuple[Any, ...]:
+    log_id, name, seq, content, crc = row
+    return rebound(record_place(name, seq), content, crc), log_id, seq
+
+
+# Per checksummed table: its primary key, the statement reading every row, and the
+# function turning a row into (bound checksum, primary key...).
+_REBIND: Final[tuple[tuple[str, tuple[str, ...], LiteralString, Callable[..., Any]], ...]] = (
+    ("kv", ("key",), "SELECT key, revision, content, bound_crc FROM {s}.kv", _rebind_kv),
+    ("blobs", ("key",), "SELECT key, content, bound_crc FROM {s}.blobs", _rebind_blob),
+    (
+        "ledger_records",
+        ("log_id", "seq"),
+        "SELECT r.log_id, l.name, r.seq, r.content, r.bound_crc "
+        "FROM {s}.ledger_records r JOIN {s}.ledger_logs l ON l.id = r.log_id",
+        _rebind_record,
+    ),
+)
+
+
+async def _bind_checksums(conn: _Conn, schema: str) -> None:
+    """Migration 3: every checksum is bound to its value's place (see `checksum`), carrying
+    over any mismatch, so a value damaged before the upgrade stays detected. The column is
+    renamed to ``bound_crc``, so that a process of version 2 still running against the
+    schema fails loudly ("column does not exist") instead of writing unbound checksums."""
+    for table, keys, select, rebind in _REBIND:
+        names = {
+            "s": sql.Identifier(schema),
+            "t": sql.Identifier(table),
+            "keys": sql.SQL(", ").join(map(sql.Identifier, keys)),
+        }
+        await conn.execute(
+            sql.SQL("ALTER TABLE {s}.{t} RENAME COLUMN crc TO bound_crc").format(**names)
+        )
+        update = sql.SQL("UPDATE {s}.{t} SET bound_crc = %s WHERE ({keys}) = ({params})").format(
+            params=sql.SQL(", ").join(sql.Placeholder() * len(keys)), **names
+        )
+        async with conn.cursor(name="flowledger_bind_checksums") as rows:
+            await rows.execute(sql.SQL(select).format(s=sql.Identifier(schema)))
+            while batch := await rows.fetchmany(1000):
+                async with conn.cursor() as writer:
+                    await writer.executemany(update, [rebind(row) for row in batch])
+
+
 # A migration step is a statement (with ``{s}`` for the schema) or a coroutine function.
 _Step = LiteralString | Callable[[_Conn, str], Awaitable[None]]
 
@@ -370,6 +435,8 @@ _MIGRATIONS: Final[tuple[tuple[_Step, ...], ...]] = (
     ),
     # version 2: a CRC-32 beside every value, blob and record (see `checksum`)
     (_add_checksums,),
+    # version 3: each checksum bound to its value's place (see `checksum`)
+    (_bind_checksums,),
 )
 assert len(_MIGRATIONS) == SCHEMA_VERSION
 
@@ -388,14 +455,14 @@ _MIGRATION_LOCK: Final = "SELECT pg_advisory_xact_lock(%s)"
 class _Queries:
     """Every statement, rendered once per store for its schema."""
 
-    kv_get: bytes = b"SELECT content, revision, crc FROM {s}.kv WHERE key = %s"
+    kv_get: bytes = b"SELECT content, revision, bound_crc FROM {s}.kv WHERE key = %s"
     kv_revision: bytes = b"SELECT revision FROM {s}.kv WHERE key = %s"
     kv_create: bytes = (
-        b"INSERT INTO {s}.kv (key, revision, content, crc) VALUES (%s, 1, %s, %s) "
+        b"INSERT INTO {s}.kv (key, revision, content, bound_crc) VALUES (%s, 1, %s, %s) "
         b"ON CONFLICT (key) DO NOTHING RETURNING revision"
     )
     kv_update: bytes = (
-        b"UPDATE {s}.kv SET revision = revision + 1, content = %s, crc = %s "
+        b"UPDATE {s}.kv SET revision = revision + 1, content = %s, bound_crc = %s "
         b"WHERE key = %s AND revision = %s RETURNING revision"
     )
     kv_delete: bytes = b"DELETE FROM {s}.kv WHERE key = %s"
@@ -403,7 +470,7 @@ class _Queries:
     kv_keys: bytes = b"SELECT key FROM {s}.kv WHERE key >= %s AND key < %s ORDER BY key"
 
     blob_insert: bytes = (
-        b"INSERT INTO {s}.blobs (key, content, crc) VALUES (%s, %s, %s) "
+        b"INSERT INTO {s}.blobs (key, content, bound_crc) VALUES (%s, %s, %s) "
         b"ON CONFLICT (key) DO NOTHING "
         b"RETURNING 1"
     )
@@ -411,7 +478,7 @@ class _Queries:
     blob_same: bytes = (
         b"SELECT length(content) = %s AND sha256(content) = %s FROM {s}.blobs WHERE key = %s"
     )
-    blob_get: bytes = b"SELECT content, crc FROM {s}.blobs WHERE key = %s"
+    blob_get: bytes = b"SELECT content, bound_crc FROM {s}.blobs WHERE key = %s"
     blob_exists: bytes = b"SELECT 1 FROM {s}.blobs WHERE key = %s"
     blob_delete: bytes = b"DELETE FROM {s}.blobs WHERE key = %s"
     blob_list: bytes = b"SELECT key FROM {s}.blobs WHERE key >= %s AND key < %s ORDER BY key"
@@ -429,7 +496,7 @@ class _Queries:
     # inserted in digest order, so concurrent appends sharing some never deadlock.
     ledger_insert: bytes = (
         b"WITH records AS ("
-        b"INSERT INTO {s}.ledger_records (log_id, seq, content, crc) "
+        b"INSERT INTO {s}.ledger_records (log_id, seq, content, bound_crc) "
         b"SELECT %s, %s + r.ord, r.payload, r.crc "
         b"FROM unnest(%s::bytea[], %s::integer[]) WITH ORDINALITY AS r(payload, crc, ord)"
         b") INSERT INTO {s}.attachments (digest, data) "
@@ -438,7 +505,7 @@ class _Queries:
     )
     ledger_tip: bytes = b"SELECT tip FROM {s}.ledger_logs WHERE name = %s"
     ledger_read: bytes = (
-        b"SELECT r.seq, r.content, r.crc FROM {s}.ledger_records r "
+        b"SELECT r.seq, r.content, r.bound_crc FROM {s}.ledger_records r "
         b"JOIN {s}.ledger_logs l ON r.log_id = l.id "
         b"WHERE l.name = %s AND r.seq > %s ORDER BY r.seq LIMIT %s"
     )
@@ -673,12 +740,14 @@ class _Database:
             row = await _one(conn, self.q.kv_get, (key,))
             if row is None:
                 raise KeyNotFoundError(key)
-            return Entry(verified(row[0], row[2], f"value of key {key!r}"), row[1])
+            place = kv_place(key, row[1])
+            return Entry(verified(row[0], row[2], place, f"value of key {key!r}"), row[1])
 
         return await self.read(body)
 
     async def kv_put(self, key: str, value: bytes, expected: int) -> int:
-        crc = checksum(value)
+        # A create writes revision 1, an update ``expected + 1``: the same place either way.
+        crc = bound_checksum(kv_place(key, expected + 1), value)
 
         async def body(conn: _Conn) -> int:
             while True:
@@ -726,7 +795,7 @@ class _Database:
 
     async def blob_put(self, key: str, data: bytes) -> None:
         digest = hashlib.sha256(data).digest()
-        crc = checksum(data)
+        crc = bound_checksum(blob_place(key), data)
 
         async def body(conn: _Conn) -> None:
             while True:
@@ -754,7 +823,7 @@ class _Database:
         row = await self.read(lambda conn: _one(conn, self.q.blob_get, (key,)))
         if row is None:
             raise BlobNotFoundError(key)
-        return verified(row[0], row[1], f"blob {key!r}")
+        return verified(row[0], row[1], blob_place(key), f"blob {key!r}")
 
     async def blob_delete(self, key: str) -> None:
         await self._delete(self.q.blob_delete, self.q.blob_exists, key)
@@ -768,7 +837,10 @@ class _Database:
         self, name: str, payloads: list[bytes], expected: int, blobs: dict[str, bytes]
     ) -> int:
         tip = expected + len(payloads)
-        crcs = [checksum(payload) for payload in payloads]
+        crcs = [
+            bound_checksum(record_place(name, expected + i), payload)
+            for i, payload in enumerate(payloads, 1)
+        ]
         digests = [bytes.fromhex(d) for d in blobs]
         datas = list(blobs.values())
 
@@ -812,7 +884,10 @@ class _Database:
     async def ledger_read(self, name: str, after: int, limit: int) -> list[Record]:
         rows = await self.read(lambda conn: _rows(conn, self.q.ledger_read, (name, after, limit)))
         return [
-            Record(int(seq), verified(payload, crc, f"record {seq} of log {name!r}"))
+            Record(
+                int(seq),
+                verified(payload, crc, record_place(name, seq), f"record {seq} of log {name!r}"),
+            )
             for seq, payload, crc in rows
         ]
 

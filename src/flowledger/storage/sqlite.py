@@ -42,15 +42,17 @@ completion. `Store.close` closes the connection; later calls raise
 ``database is locked`` after ``busy_timeout``, or a full disk) propagate as
 `sqlite3.Error` after the transaction is rolled back.
 
-Every KV value, blob and ledger record is stored with its CRC-32 and checked on
-every read: damaged bytes raise `CorruptDataError` (naming the key, or the log
-and sequence number) instead of being returned. Attachments are checked by
-their reader against their SHA-256.
+Every KV value, blob and ledger record is stored with its CRC-32 bound to its
+place (key and revision, blob key, log and sequence number) and checked on
+every read: damaged bytes, or a row copied to another place, raise
+`CorruptDataError` (naming the key, or the log and sequence number) instead of
+being returned. Attachments are checked by their reader against their SHA-256.
 
 The schema version is kept in ``flowledger_meta``. Opening a database of an
 older version migrates it in one transaction (version 2 adds the checksums and
-computes them for the rows already there); opening one written by a newer
-schema raises `SchemaVersionError` before anything is written.
+computes them for the rows already there; version 3 binds them to their places,
+carrying any mismatch over); opening one written by a newer schema raises
+`SchemaVersionError` before anything is written.
 """
 
 from __future__ import annotations
@@ -67,7 +69,15 @@ from dataclasses import dataclass
 from typing import Any, Final, Literal, TypeVar
 from urllib.parse import parse_qsl, unquote, urlsplit
 
-from .checksum import checksum, verified
+from .checksum import (
+    blob_place,
+    bound_checksum,
+    checksum,
+    kv_place,
+    rebound,
+    record_place,
+    verified,
+)
 from .errors import (
     AttachmentNotFoundError,
     BlobConflictError,
@@ -99,7 +109,7 @@ __all__ = [
     "parse_sqlite_url",
 ]
 
-SCHEMA_VERSION: Final = 2
+SCHEMA_VERSION: Final = 3
 
 Synchronous = Literal["FULL", "NORMAL", "OFF"]
 
@@ -253,6 +263,20 @@ _MIGRATIONS: Final[tuple[tuple[str, ...], ...]] = (
         "ALTER TABLE ledger_records ADD COLUMN crc INTEGER NOT NULL DEFAULT 0",
         "UPDATE ledger_records SET crc = flowledger_crc32(content)",
     ),
+    # version 3: the checksum is bound to the value's place (see `checksum`), so a row
+    # copied to another key, revision, blob key, log or sequence number is corrupt where
+    # it lands. The column is renamed to ``bound_crc`` for the same reason as in version 2:
+    # a process of version 2 still running fails loudly instead of writing unbound ones.
+    (
+        "ALTER TABLE kv RENAME COLUMN crc TO bound_crc",
+        "UPDATE kv SET bound_crc = flowledger_rebind_kv(key, revision, content, bound_crc)",
+        "ALTER TABLE blobs RENAME COLUMN crc TO bound_crc",
+        "UPDATE blobs SET bound_crc = flowledger_rebind_blob(key, content, bound_crc)",
+        "ALTER TABLE ledger_records RENAME COLUMN crc TO bound_crc",
+        """UPDATE ledger_records SET bound_crc = flowledger_rebind_record(
+            (SELECT name FROM ledger_logs WHERE id = ledger_records.key >> 32),
+            ledger_records.key & 4294967295, content, bound_crc)""",
+    ),
 )
 assert len(_MIGRATIONS) == SCHEMA_VERSION
 
@@ -266,18 +290,18 @@ _SET_VERSION: Final = (
     "INSERT OR REPLACE INTO flowledger_meta (key, value) VALUES ('schema_version', ?)"
 )
 
-_KV_GET: Final = "SELECT content, revision, crc FROM kv WHERE key = ?"
+_KV_GET: Final = "SELECT content, revision, bound_crc FROM kv WHERE key = ?"
 _KV_REVISION: Final = "SELECT revision FROM kv WHERE key = ?"
-_KV_INSERT: Final = "INSERT INTO kv (key, revision, content, crc) VALUES (?, 1, ?, ?)"
-_KV_UPDATE: Final = "UPDATE kv SET revision = ?, content = ?, crc = ? WHERE key = ?"
+_KV_INSERT: Final = "INSERT INTO kv (key, revision, content, bound_crc) VALUES (?, 1, ?, ?)"
+_KV_UPDATE: Final = "UPDATE kv SET revision = ?, content = ?, bound_crc = ? WHERE key = ?"
 _KV_DELETE: Final = "DELETE FROM kv WHERE key = ?"
 _KV_KEYS: Final = "SELECT key FROM kv WHERE key >= ? AND key < ? ORDER BY key"
 
 _BLOB_INSERT: Final = (
-    "INSERT INTO blobs (key, content, crc) VALUES (?, ?, ?) ON CONFLICT (key) DO NOTHING"
+    "INSERT INTO blobs (key, content, bound_crc) VALUES (?, ?, ?) ON CONFLICT (key) DO NOTHING"
 )
 _BLOB_SAME: Final = "SELECT content = ? FROM blobs WHERE key = ?"
-_BLOB_GET: Final = "SELECT content, crc FROM blobs WHERE key = ?"
+_BLOB_GET: Final = "SELECT content, bound_crc FROM blobs WHERE key = ?"
 _BLOB_DELETE: Final = "DELETE FROM blobs WHERE key = ?"
 _BLOB_LIST: Final = "SELECT key FROM blobs WHERE key >= ? AND key < ? ORDER BY key"
 
@@ -286,9 +310,10 @@ MAX_SEQ: Final = (1 << _SEQ_BITS) - 1
 _LOG_ID: Final = "SELECT id FROM ledger_logs WHERE name = ?"
 _LOG_INSERT: Final = "INSERT INTO ledger_logs (name) VALUES (?)"
 _LEDGER_TIP: Final = "SELECT max(key) FROM ledger_records WHERE key BETWEEN ? AND ?"
-_LEDGER_INSERT: Final = "INSERT INTO ledger_records (key, content, crc) VALUES (?, ?, ?)"
+_LEDGER_INSERT: Final = "INSERT INTO ledger_records (key, content, bound_crc) VALUES (?, ?, ?)"
 _LEDGER_READ: Final = (
-    "SELECT key, content, crc FROM ledger_records WHERE key BETWEEN ? AND ? ORDER BY key LIMIT ?"
+    "SELECT key, content, bound_crc FROM ledger_records "
+    "WHERE key BETWEEN ? AND ? ORDER BY key LIMIT ?"
 )
 _LEDGER_NAMES: Final = "SELECT name FROM ledger_logs WHERE name >= ? AND name < ? ORDER BY name"
 _ATTACHMENT_INSERT: Final = "INSERT OR IGNORE INTO attachments (digest, data) VALUES (?, ?)"
@@ -386,6 +411,9 @@ class _Database:
         if self._check_version(conn) == SCHEMA_VERSION:
             return  # the common case: no write lock needed to open
         conn.create_function("flowledger_crc32", 1, checksum, deterministic=True)
+        conn.create_function("flowledger_rebind_kv", 4, _rebind_kv, deterministic=True)
+        conn.create_function("flowledger_rebind_blob", 3, _rebind_blob, deterministic=True)
+        conn.create_function("flowledger_rebind_record", 4, _rebind_record, deterministic=True)
         conn.execute("BEGIN IMMEDIATE")
         try:
             conn.execute(_CREATE_META)
@@ -431,7 +459,8 @@ class _Database:
         row = self.conn.execute(_KV_GET, (key,)).fetchone()
         if row is None:
             raise KeyNotFoundError(key)
-        return Entry(verified(row[0], row[2], f"value of key {key!r}"), row[1])
+        place = kv_place(key, row[1])
+        return Entry(verified(row[0], row[2], place, f"value of key {key!r}"), row[1])
 
     def kv_put(self, key: str, value: bytes, expected: int) -> int:
         conn = self.conn
@@ -442,9 +471,10 @@ class _Database:
             if actual != expected:
                 raise ConflictError(key, expected, actual)
             if actual == 0:
-                conn.execute(_KV_INSERT, (key, value, checksum(value)))
+                conn.execute(_KV_INSERT, (key, value, bound_checksum(kv_place(key, 1), value)))
             else:
-                conn.execute(_KV_UPDATE, (actual + 1, value, checksum(value), key))
+                crc = bound_checksum(kv_place(key, actual + 1), value)
+                conn.execute(_KV_UPDATE, (actual + 1, value, crc, key))
             conn.execute("COMMIT")
         except BaseException:
             _rollback(conn)
@@ -463,7 +493,8 @@ class _Database:
         conn = self.conn
         conn.execute("BEGIN IMMEDIATE")
         try:
-            if conn.execute(_BLOB_INSERT, (key, data, checksum(data))).rowcount == 0:
+            crc = bound_checksum(blob_place(key), data)
+            if conn.execute(_BLOB_INSERT, (key, data, crc)).rowcount == 0:
                 (same,) = conn.execute(_BLOB_SAME, (data, key)).fetchone()
                 if not same:
                     raise BlobConflictError(key)
@@ -476,7 +507,7 @@ class _Database:
         row = self.conn.execute(_BLOB_GET, (key,)).fetchone()
         if row is None:
             raise BlobNotFoundError(key)
-        return verified(row[0], row[1], f"blob {key!r}")
+        return verified(row[0], row[1], blob_place(key), f"blob {key!r}")
 
     def blob_delete(self, key: str) -> None:
         self._write_one(_BLOB_DELETE, (key,))
@@ -515,7 +546,10 @@ class _Database:
             if log is None:
                 log = int(conn.execute(_LOG_INSERT, (name,)).lastrowid or 0)
             base = (log << _SEQ_BITS) + actual
-            rows = [(base + i, p, checksum(p)) for i, p in enumerate(payloads, 1)]
+            rows = [
+                (base + i, p, bound_checksum(record_place(name, actual + i), p))
+                for i, p in enumerate(payloads, 1)
+            ]
             if len(rows) == 1:
                 conn.execute(_LEDGER_INSERT, rows[0])
             else:
@@ -538,10 +572,12 @@ class _Database:
             return []
         base = log << _SEQ_BITS
         rows = self.conn.execute(_LEDGER_READ, (base + after + 1, base | MAX_SEQ, limit))
-        return [
-            Record(key - base, verified(payload, crc, f"record {key - base} of log {name!r}"))
-            for key, payload, crc in rows
-        ]
+        records = []
+        for key, payload, crc in rows:
+            seq = key - base
+            what = f"record {seq} of log {name!r}"
+            records.append(Record(seq, verified(payload, crc, record_place(name, seq), what)))
+        return records
 
     def ledger_tip(self, name: str) -> int:
         log = self._log_id(name)
@@ -617,6 +653,23 @@ class _Database:
         except BaseException:
             _rollback(conn)
             raise
+
+
+# The migration to version 3 (SQL functions over each stored row).
+
+
+def _rebind_kv(key: str, revision: int, content: bytes, crc: int) -> int:
+    return rebound(kv_place(key, revision), content, crc)
+
+
+def _rebind_blob(key: str, content: bytes, crc: int) -> int:
+    return rebound(blob_place(key), content, crc)
+
+
+def _rebind_record(log: str | None, seq: int, content: bytes, crc: int) -> int:
+    if log is None:
+        return crc  # a record of no log: nothing can ever read it
+    return rebound(record_place(log, seq), content, crc)
 
 
 def _rollback(conn: sqlite3.Connection) -> None:
