@@ -18,6 +18,7 @@ from .errors import (
     LedgerConflictError,
     SchemaVersionError,
     StorageError,
+    StoreBrokenError,
     StoreClosedError,
     ValueTooLargeError,
 )
@@ -66,6 +67,7 @@ __all__ = [
     "SchemaVersionError",
     "StorageError",
     "Store",
+    "StoreBrokenError",
     "StoreClosedError",
     "StoreOpener",
     "UnsupportedURLError",

@@ -14,6 +14,7 @@ __all__ = [
     "LedgerConflictError",
     "SchemaVersionError",
     "StorageError",
+    "StoreBrokenError",
     "StoreClosedError",
     "ValueTooLargeError",
 ]
@@ -46,6 +47,23 @@ class StoreClosedError(StorageError):
 
     def __init__(self) -> None:
         super().__init__("store is closed")
+
+
+class StoreBrokenError(StorageError):
+    """The store found its files changed under it in a way its database engine cannot
+    survive (for SQLite: the database file replaced, or its ``-wal`` or ``-shm`` file
+    deleted, while it was open). From then on it refuses every write, and its leases are
+    lost (reason ``"broken"``): continuing could corrupt the database or let two owners
+    write at once. ``path`` is the database file, ``reason`` what was found."""
+
+    def __init__(self, path: str, reason: str) -> None:
+        self.path = path
+        self.reason = reason
+        super().__init__(
+            f"store {path!r} is broken and refuses writes: {reason} while it was open. "
+            f"Stop every process using it; the writes since the last checkpoint of its "
+            f"write-ahead log may be lost"
+        )
 
 
 class ValueTooLargeError(StorageError, ValueError):

@@ -11,7 +11,9 @@ background. Its *lost* signal fires exactly once, with a reason:
   ever free the grant it belongs to, never a later holder's);
 * ``"expired"`` - a renewal could not prove ownership before the TTL ran out;
 * ``"taken over"`` - another holder was granted the name (after our expiry);
-* ``"closed"`` - the store was closed (its leases are freed on the way out).
+* ``"closed"`` - the store was closed (its leases are freed on the way out);
+* ``"broken"`` - a renewal found the store broken (`StoreBrokenError`: its
+  files changed under it, so it refuses writes); nothing can be proven any more.
 
 A lease is a liveness hint, not a fence: a holder whose process stalls past
 its TTL may still believe it holds the lease for a moment. Writers that must
@@ -31,14 +33,14 @@ import time
 from collections.abc import Callable
 from typing import Literal, Protocol
 
-from .errors import StoreClosedError
+from .errors import StoreBrokenError, StoreClosedError
 from .names import validate_name
 
 __all__ = ["Lease", "LeaseBackend", "Leaser", "LostReason", "RenewStatus", "check_ttl"]
 
 log = logging.getLogger(__name__)
 
-LostReason = Literal["released", "expired", "taken over", "closed"]
+LostReason = Literal["released", "expired", "taken over", "closed", "broken"]
 RenewStatus = Literal["renewed", "expired", "taken over"]
 
 MAX_TTL = 3600.0
@@ -151,6 +153,10 @@ class Lease:
                 status = await self._backend.renew(self.name, self.epoch, self._holder, self.ttl)
             except asyncio.CancelledError:
                 raise
+            except StoreBrokenError as exc:
+                log.error("lease %r lost: %s", self.name, exc)
+                self._mark_lost("broken")
+                return
             except Exception:
                 # A transient failure: keep trying until the last proven expiry passes.
                 log.warning("renewing lease %r failed", self.name, exc_info=True)

@@ -87,6 +87,7 @@ from .errors import (
     LeaseHeldError,
     LedgerConflictError,
     StorageError,
+    StoreBrokenError,
     StoreClosedError,
 )
 from .errors import SchemaVersionError as BaseSchemaVersionError
@@ -352,6 +353,9 @@ class _Database:
         self.path = ""
         self._conn: sqlite3.Connection | None = None
         self._log_ids: dict[str, int] = {}
+        self._identity: tuple[int, int] | None = None  # (device, inode) of the open file
+        self._companions: tuple[str, ...] = ()  # the -wal and -shm files that must stay
+        self.broken: StoreBrokenError | None = None
 
     @property
     def conn(self) -> sqlite3.Connection:
@@ -382,10 +386,47 @@ class _Database:
             self._ensure_schema(conn)
             # From here on, `_Worker.call` waits for locks without blocking the event loop.
             conn.execute("PRAGMA busy_timeout = 0")
+            # The schema check read the file, so WAL mode has created both companions;
+            # they stay until the last connection closes, which cannot happen while ours
+            # is open.
+            info = os.stat(path)
+            self._identity = (info.st_dev, info.st_ino)
+            self._companions = tuple(
+                path + suffix for suffix in ("-wal", "-shm") if os.path.exists(path + suffix)
+            )
         except BaseException:
             conn.close()
             raise
         self._conn = conn
+
+    def check_files(self) -> None:
+        """Refuse to write (`StoreBrokenError`, sticky) once the files changed under us.
+
+        SQLite cannot survive its database file being replaced, or its ``-wal`` or
+        ``-shm`` file being deleted, while a connection is open: this connection would
+        keep writing to the unlinked files while the next process to open the path
+        starts afresh, without our last commits or our locks - so two owners could
+        write at once and the database be corrupted. Nothing notices from within
+        SQLite; this check is what can be detected from outside, before every write
+        and at every lease renewal (which a live owner makes every ``ttl / 3``).
+        """
+        if self.broken is not None:
+            raise self.broken
+        try:
+            info = os.stat(self.path)
+        except FileNotFoundError:
+            problem = "the database file was deleted or moved away"
+        else:
+            problem = ""
+            if (info.st_dev, info.st_ino) != self._identity:
+                problem = "the database file was replaced by another file"
+            for companion in self._companions:
+                if not problem and not os.path.exists(companion):
+                    suffix = companion[len(self.path) :]
+                    problem = f"its {suffix} file was deleted"
+        if problem:
+            self.broken = StoreBrokenError(self.path, problem)
+            raise self.broken
 
     @staticmethod
     def _enable_wal(conn: sqlite3.Connection, timeout_ms: int) -> None:
@@ -464,6 +505,7 @@ class _Database:
 
     def kv_put(self, key: str, value: bytes, expected: int) -> int:
         conn = self.conn
+        self.check_files()
         conn.execute("BEGIN IMMEDIATE")
         try:
             row = conn.execute(_KV_REVISION, (key,)).fetchone()
@@ -491,6 +533,7 @@ class _Database:
 
     def blob_put(self, key: str, data: bytes) -> None:
         conn = self.conn
+        self.check_files()
         conn.execute("BEGIN IMMEDIATE")
         try:
             crc = bound_checksum(blob_place(key), data)
@@ -535,6 +578,7 @@ class _Database:
         self, name: str, payloads: list[bytes], expected: int, blobs: dict[str, bytes]
     ) -> int:
         conn = self.conn
+        self.check_files()
         conn.execute("BEGIN IMMEDIATE")
         try:
             log = self._log_id(name)
@@ -602,6 +646,7 @@ class _Database:
 
     def lease_acquire(self, name: str, holder: str, ttl: float) -> int:
         conn = self.conn
+        self.check_files()
         conn.execute("BEGIN IMMEDIATE")
         try:
             now = time.time()  # read under the write lock: the wait for it may be long
@@ -623,6 +668,7 @@ class _Database:
 
     def lease_renew(self, name: str, epoch: int, holder: str, ttl: float) -> RenewStatus:
         conn = self.conn
+        self.check_files()
         conn.execute("BEGIN IMMEDIATE")
         try:
             now = time.time()
@@ -642,10 +688,13 @@ class _Database:
         return status
 
     def lease_release(self, name: str, epoch: int, holder: str) -> None:
+        if self.broken is not None:
+            return  # writing is what must not happen now; the grant runs out by its TTL
         self._write_one(_LEASE_RELEASE, (name, epoch, holder))
 
     def _write_one(self, sql: str, params: tuple[object, ...]) -> None:
         conn = self.conn
+        self.check_files()
         conn.execute("BEGIN IMMEDIATE")
         try:
             conn.execute(sql, params)
