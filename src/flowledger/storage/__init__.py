@@ -12,6 +12,7 @@ from .errors import (
     BlobNotFoundError,
     ConflictError,
     CorruptDataError,
+    FencedWriteError,
     InvalidValueError,
     KeyNotFoundError,
     LeaseHeldError,
@@ -22,6 +23,7 @@ from .errors import (
     StoreClosedError,
     ValueTooLargeError,
 )
+from .fence import Fence, FenceArg, current_fence, fence_arg, fencing
 from .kv import KV, Entry
 from .lease import Lease, Leaser, LostReason
 from .ledger import Ledger, Record, digest_of
@@ -54,6 +56,9 @@ __all__ = [
     "ConflictError",
     "CorruptDataError",
     "Entry",
+    "Fence",
+    "FenceArg",
+    "FencedWriteError",
     "InvalidNameError",
     "InvalidValueError",
     "KeyNotFoundError",
@@ -72,7 +77,10 @@ __all__ = [
     "StoreOpener",
     "UnsupportedURLError",
     "ValueTooLargeError",
+    "current_fence",
     "digest_of",
+    "fence_arg",
+    "fencing",
     "open_store",
     "validate_name",
 ]

@@ -8,6 +8,7 @@ __all__ = [
     "BlobNotFoundError",
     "ConflictError",
     "CorruptDataError",
+    "FencedWriteError",
     "InvalidValueError",
     "KeyNotFoundError",
     "LeaseHeldError",
@@ -137,6 +138,25 @@ class AttachmentNotFoundError(StorageError, KeyError):
 
     def __str__(self) -> str:
         return f"attachment not found: {self.digest}"
+
+
+class FencedWriteError(StorageError):
+    """A fenced write found its lease no longer held at its epoch (released, expired, or
+    granted to another holder since); nothing was written. ``current`` is the lease's
+    epoch now (0 if it was never granted), ``held`` whether that grant is live."""
+
+    def __init__(self, lease: str, epoch: int, current: int, held: bool) -> None:
+        self.lease = lease
+        self.epoch = epoch
+        self.current = current
+        self.held = held
+        if current != epoch:
+            now = f"it is at epoch {current}" + ("" if held else " and free")
+        else:
+            now = "it was released or has expired"
+        super().__init__(
+            f"write refused: lease {lease!r} is no longer held at epoch {epoch} ({now})"
+        )
 
 
 class LeaseHeldError(StorageError):

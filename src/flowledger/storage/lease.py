@@ -15,9 +15,10 @@ background. Its *lost* signal fires exactly once, with a reason:
 * ``"broken"`` - a renewal found the store broken (`StoreBrokenError`: its
   files changed under it, so it refuses writes); nothing can be proven any more.
 
-A lease is a liveness hint, not a fence: a holder whose process stalls past
-its TTL may still believe it holds the lease for a moment. Writers that must
-never overlap fence with compare-and-swap (KV revisions, ledger tips) too.
+A lease alone is a liveness hint: a holder whose process stalls past its TTL
+may still believe it holds the lease for a moment. Writes that must never land
+after the grant ended carry ``fence=lease.fence``, which the backend checks in
+the write's own transaction (see `fence`).
 
 Backends supply three small operations (`LeaseBackend`); renewal, the lost
 signal and release bookkeeping live here once for all of them.
@@ -34,6 +35,7 @@ from collections.abc import Callable
 from typing import Literal, Protocol
 
 from .errors import StoreBrokenError, StoreClosedError
+from .fence import Fence
 from .names import validate_name
 
 __all__ = ["Lease", "LeaseBackend", "Leaser", "LostReason", "RenewStatus", "check_ttl"]
@@ -90,6 +92,11 @@ class Lease:
     def __repr__(self) -> str:
         state = self._lost_reason or "held"
         return f"<Lease {self.name!r} epoch={self.epoch} {state}>"
+
+    @property
+    def fence(self) -> Fence:
+        """This grant as a fence for writes (see `fence`)."""
+        return Fence(self.name, self.epoch)
 
     @property
     def lost(self) -> bool:

@@ -43,6 +43,11 @@ Semantics, the same as the memory oracle's (the conformance suite compares them)
   still match and it has not expired (``"renewed"``, ``"expired"`` or
   ``"taken over"``); a release clears the holder and keeps the epoch.
 
+Fences. A fenced write (see `fence`) starts its transaction by reading its
+lease's row ``FOR SHARE``: a grant that is not current raises `FencedWriteError`
+before anything is written, and a takeover (an update of that row) waits until
+the write has ended, so it can never land after one.
+
 Lost acknowledgements. When the connection fails while a ``COMMIT`` is in
 flight (``psycopg.OperationalError`` after the commit was sent), the write may
 or may not have happened. It is resolved by re-reading on a fresh connection,
@@ -132,6 +137,7 @@ from .errors import (
     BlobConflictError,
     BlobNotFoundError,
     ConflictError,
+    FencedWriteError,
     KeyNotFoundError,
     LeaseHeldError,
     LedgerConflictError,
@@ -139,6 +145,7 @@ from .errors import (
     StoreClosedError,
 )
 from .errors import SchemaVersionError as BaseSchemaVersionError
+from .fence import Fence, check_fence
 from .kv import Entry
 from .lease import Leaser, RenewStatus
 from .ledger import Record, check_append, check_digests, check_read
@@ -532,6 +539,12 @@ class _Queries:
         b"RETURNING 1"
     )
     lease_get: bytes = b"SELECT epoch, holder FROM {s}.leases WHERE name = %s"
+    # A fenced write's first statement. The share lock makes a takeover (an UPDATE of the
+    # row) wait until the write has committed or rolled back.
+    lease_fence: bytes = (
+        b"SELECT epoch, holder IS NOT NULL AND expires_at > clock_timestamp() "
+        b"FROM {s}.leases WHERE name = %s FOR SHARE"
+    )
     lease_release: bytes = (
         b"UPDATE {s}.leases SET holder = NULL, expires_at = clock_timestamp() "
         b"WHERE name = %s AND epoch = %s AND holder = %s"
@@ -733,6 +746,17 @@ class _Database:
                 raise
             raise lost from None  # the re-read failed too: the outcome stays unknown
 
+    async def _check_fence(self, conn: _Conn, fence: Fence | None) -> None:
+        """The first statement of a fenced write: `FencedWriteError` unless ``fence``'s
+        grant is current; its row stays share-locked until the write ends."""
+        if fence is None:
+            return
+        row = await _one(conn, self.q.lease_fence, (fence.lease,))
+        live = row is not None and bool(row[1])
+        if row is None or row[0] != fence.epoch or not live:
+            current = 0 if row is None else int(row[0])
+            raise FencedWriteError(fence.lease, fence.epoch, current, live)
+
     # KV
 
     async def kv_get(self, key: str) -> Entry:
@@ -745,11 +769,12 @@ class _Database:
 
         return await self.read(body)
 
-    async def kv_put(self, key: str, value: bytes, expected: int) -> int:
+    async def kv_put(self, key: str, value: bytes, expected: int, fence: Fence | None) -> int:
         # A create writes revision 1, an update ``expected + 1``: the same place either way.
         crc = bound_checksum(kv_place(key, expected + 1), value)
 
         async def body(conn: _Conn) -> int:
+            await self._check_fence(conn, fence)
             while True:
                 if expected == 0:
                     row = await _one(conn, self.q.kv_create, (key, value, crc))
@@ -775,11 +800,12 @@ class _Database:
 
         return await self.write(body, resolve)
 
-    async def kv_delete(self, key: str) -> None:
-        await self._delete(self.q.kv_delete, self.q.kv_exists, key)
+    async def kv_delete(self, key: str, fence: Fence | None) -> None:
+        await self._delete(self.q.kv_delete, self.q.kv_exists, key, fence)
 
-    async def _delete(self, delete: bytes, exists: bytes, key: str) -> None:
+    async def _delete(self, delete: bytes, exists: bytes, key: str, fence: Fence | None) -> None:
         async def body(conn: _Conn) -> None:
+            await self._check_fence(conn, fence)
             await conn.execute(delete, (key,))
 
         async def resolve(lost: psycopg.OperationalError) -> None:
@@ -793,11 +819,12 @@ class _Database:
 
     # Blobs
 
-    async def blob_put(self, key: str, data: bytes) -> None:
+    async def blob_put(self, key: str, data: bytes, fence: Fence | None) -> None:
         digest = hashlib.sha256(data).digest()
         crc = bound_checksum(blob_place(key), data)
 
         async def body(conn: _Conn) -> None:
+            await self._check_fence(conn, fence)
             while True:
                 if await _one(conn, self.q.blob_insert, (key, data, crc)) is not None:
                     return
@@ -825,8 +852,8 @@ class _Database:
             raise BlobNotFoundError(key)
         return verified(row[0], row[1], blob_place(key), f"blob {key!r}")
 
-    async def blob_delete(self, key: str) -> None:
-        await self._delete(self.q.blob_delete, self.q.blob_exists, key)
+    async def blob_delete(self, key: str, fence: Fence | None) -> None:
+        await self._delete(self.q.blob_delete, self.q.blob_exists, key, fence)
 
     async def blob_list(self, low: str, high: str) -> list[str]:
         return await self.read(lambda conn: _column(conn, self.q.blob_list, (low, high)))
@@ -834,7 +861,12 @@ class _Database:
     # Ledger
 
     async def ledger_append(
-        self, name: str, payloads: list[bytes], expected: int, blobs: dict[str, bytes]
+        self,
+        name: str,
+        payloads: list[bytes],
+        expected: int,
+        blobs: dict[str, bytes],
+        fence: Fence | None,
     ) -> int:
         tip = expected + len(payloads)
         crcs = [
@@ -845,6 +877,7 @@ class _Database:
         datas = list(blobs.values())
 
         async def body(conn: _Conn) -> int:
+            await self._check_fence(conn, fence)
             while True:
                 if expected == 0:
                     row = await _one(conn, self.q.log_create, (name, tip))
@@ -989,15 +1022,19 @@ class PostgresKV:
         validate_name(key)
         return await self._db.kv_get(key)
 
-    async def put(self, key: str, value: bytes, *, expected: int) -> int:
+    async def put(
+        self, key: str, value: bytes, *, expected: int, fence: Fence | None = None
+    ) -> int:
         validate_name(key)
         check_revision("expected", expected)
         check_bytes("value", value, MAX_KV_VALUE_BYTES)
-        return await self._db.kv_put(key, bytes(value), expected)
+        check_fence(fence)
+        return await self._db.kv_put(key, bytes(value), expected, fence)
 
-    async def delete(self, key: str) -> None:
+    async def delete(self, key: str, *, fence: Fence | None = None) -> None:
         validate_name(key)
-        await self._db.kv_delete(key)
+        check_fence(fence)
+        await self._db.kv_delete(key, fence)
 
     async def keys(self, prefix: str = "") -> list[str]:
         bounds = _prefix_bounds(prefix)
@@ -1011,18 +1048,20 @@ class PostgresBlobs:
     def __init__(self, db: _Database) -> None:
         self._db = db
 
-    async def put(self, key: str, data: bytes) -> None:
+    async def put(self, key: str, data: bytes, *, fence: Fence | None = None) -> None:
         validate_name(key)
         check_bytes("blob", data, MAX_BLOB_BYTES)
-        await self._db.blob_put(key, bytes(data))
+        check_fence(fence)
+        await self._db.blob_put(key, bytes(data), fence)
 
     async def get(self, key: str) -> bytes:
         validate_name(key)
         return await self._db.blob_get(key)
 
-    async def delete(self, key: str) -> None:
+    async def delete(self, key: str, *, fence: Fence | None = None) -> None:
         validate_name(key)
-        await self._db.blob_delete(key)
+        check_fence(fence)
+        await self._db.blob_delete(key, fence)
 
     async def list(self, prefix: str = "") -> list[str]:
         bounds = _prefix_bounds(prefix)
@@ -1043,13 +1082,15 @@ class PostgresLedger:
         *,
         expected: int,
         attachments: Mapping[str, bytes] | None = None,
+        fence: Fence | None = None,
     ) -> int:
         validate_name(name)
         payloads, blobs = check_append(records, expected, attachments)
+        check_fence(fence)
         if expected + len(payloads) > _MAX_BIGINT:
             # No log ever gets there (and the new tip would not fit in a bigint).
             raise LedgerConflictError(name, expected, await self._db.ledger_tip(name))
-        return await self._db.ledger_append(name, payloads, expected, blobs)
+        return await self._db.ledger_append(name, payloads, expected, blobs, fence)
 
     async def read(self, name: str, *, after: int = 0, limit: int = 100) -> list[Record]:
         validate_name(name)

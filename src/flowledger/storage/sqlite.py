@@ -25,6 +25,8 @@ Semantics, the same as the memory oracle's (the conformance suite compares them)
 * KV revisions count 1, 2, 3, ... per key and restart at 1 after a delete.
   Ledger sequence numbers are 1-based and contiguous per log. Listings are
   sorted by byte order (the default ``BINARY`` collation; names are ASCII).
+* A fenced write (see `fence`) reads its lease's row inside its ``BEGIN
+  IMMEDIATE`` transaction, before anything else.
 * Leases live in a ``leases`` table and use the wall clock (`time.time`), so
   they work across processes on one machine; an acquire bumps the epoch only
   when the name is free or its holder's TTL has passed, and a release clears
@@ -83,6 +85,7 @@ from .errors import (
     BlobConflictError,
     BlobNotFoundError,
     ConflictError,
+    FencedWriteError,
     KeyNotFoundError,
     LeaseHeldError,
     LedgerConflictError,
@@ -91,6 +94,7 @@ from .errors import (
     StoreClosedError,
 )
 from .errors import SchemaVersionError as BaseSchemaVersionError
+from .fence import Fence, check_fence
 from .kv import Entry
 from .lease import Leaser, RenewStatus
 from .ledger import Record, check_append, check_digests, check_read
@@ -503,11 +507,12 @@ class _Database:
         place = kv_place(key, row[1])
         return Entry(verified(row[0], row[2], place, f"value of key {key!r}"), row[1])
 
-    def kv_put(self, key: str, value: bytes, expected: int) -> int:
+    def kv_put(self, key: str, value: bytes, expected: int, fence: Fence | None) -> int:
         conn = self.conn
         self.check_files()
         conn.execute("BEGIN IMMEDIATE")
         try:
+            self._check_fence(fence)
             row = conn.execute(_KV_REVISION, (key,)).fetchone()
             actual = 0 if row is None else row[0]
             if actual != expected:
@@ -523,19 +528,20 @@ class _Database:
             raise
         return actual + 1
 
-    def kv_delete(self, key: str) -> None:
-        self._write_one(_KV_DELETE, (key,))
+    def kv_delete(self, key: str, fence: Fence | None) -> None:
+        self._write_one(_KV_DELETE, (key,), fence)
 
     def kv_keys(self, low: str, high: str) -> list[str]:
         return [row[0] for row in self.conn.execute(_KV_KEYS, (low, high))]
 
     # Blobs
 
-    def blob_put(self, key: str, data: bytes) -> None:
+    def blob_put(self, key: str, data: bytes, fence: Fence | None) -> None:
         conn = self.conn
         self.check_files()
         conn.execute("BEGIN IMMEDIATE")
         try:
+            self._check_fence(fence)
             crc = bound_checksum(blob_place(key), data)
             if conn.execute(_BLOB_INSERT, (key, data, crc)).rowcount == 0:
                 (same,) = conn.execute(_BLOB_SAME, (data, key)).fetchone()
@@ -552,8 +558,8 @@ class _Database:
             raise BlobNotFoundError(key)
         return verified(row[0], row[1], blob_place(key), f"blob {key!r}")
 
-    def blob_delete(self, key: str) -> None:
-        self._write_one(_BLOB_DELETE, (key,))
+    def blob_delete(self, key: str, fence: Fence | None) -> None:
+        self._write_one(_BLOB_DELETE, (key,), fence)
 
     def blob_list(self, low: str, high: str) -> list[str]:
         return [row[0] for row in self.conn.execute(_BLOB_LIST, (low, high))]
@@ -575,12 +581,18 @@ class _Database:
         return 0 if row is None or row[0] is None else int(row[0]) - base
 
     def ledger_append(
-        self, name: str, payloads: list[bytes], expected: int, blobs: dict[str, bytes]
+        self,
+        name: str,
+        payloads: list[bytes],
+        expected: int,
+        blobs: dict[str, bytes],
+        fence: Fence | None,
     ) -> int:
         conn = self.conn
         self.check_files()
         conn.execute("BEGIN IMMEDIATE")
         try:
+            self._check_fence(fence)
             log = self._log_id(name)
             actual = 0 if log is None else self._tip(log)
             if actual != expected:
@@ -692,11 +704,23 @@ class _Database:
             return  # writing is what must not happen now; the grant runs out by its TTL
         self._write_one(_LEASE_RELEASE, (name, epoch, holder))
 
-    def _write_one(self, sql: str, params: tuple[object, ...]) -> None:
+    def _check_fence(self, fence: Fence | None) -> None:
+        """Inside a write transaction (which holds the database's write lock until it
+        ends, so no grant can change meanwhile): `FencedWriteError` unless ``fence``'s
+        grant is current."""
+        if fence is None:
+            return
+        row = self.conn.execute(_LEASE_GET, (fence.lease,)).fetchone()
+        live = row is not None and row[1] is not None and row[2] > time.time()
+        if row is None or row[0] != fence.epoch or not live:
+            raise FencedWriteError(fence.lease, fence.epoch, 0 if row is None else row[0], live)
+
+    def _write_one(self, sql: str, params: tuple[object, ...], fence: Fence | None = None) -> None:
         conn = self.conn
         self.check_files()
         conn.execute("BEGIN IMMEDIATE")
         try:
+            self._check_fence(fence)
             conn.execute(sql, params)
             conn.execute("COMMIT")
         except BaseException:
@@ -794,15 +818,19 @@ class SQLiteKV:
         validate_name(key)
         return await self._worker.call(self._db.kv_get, key)
 
-    async def put(self, key: str, value: bytes, *, expected: int) -> int:
+    async def put(
+        self, key: str, value: bytes, *, expected: int, fence: Fence | None = None
+    ) -> int:
         validate_name(key)
         check_revision("expected", expected)
         check_bytes("value", value, MAX_KV_VALUE_BYTES)
-        return await self._worker.call(self._db.kv_put, key, value, expected)
+        check_fence(fence)
+        return await self._worker.call(self._db.kv_put, key, value, expected, fence)
 
-    async def delete(self, key: str) -> None:
+    async def delete(self, key: str, *, fence: Fence | None = None) -> None:
         validate_name(key)
-        await self._worker.call(self._db.kv_delete, key)
+        check_fence(fence)
+        await self._worker.call(self._db.kv_delete, key, fence)
 
     async def keys(self, prefix: str = "") -> list[str]:
         bounds = _prefix_bounds(prefix)
@@ -817,18 +845,20 @@ class SQLiteBlobs:
         self._worker = worker
         self._db = worker.db
 
-    async def put(self, key: str, data: bytes) -> None:
+    async def put(self, key: str, data: bytes, *, fence: Fence | None = None) -> None:
         validate_name(key)
         check_bytes("blob", data, MAX_BLOB_BYTES)
-        await self._worker.call(self._db.blob_put, key, data)
+        check_fence(fence)
+        await self._worker.call(self._db.blob_put, key, data, fence)
 
     async def get(self, key: str) -> bytes:
         validate_name(key)
         return await self._worker.call(self._db.blob_get, key)
 
-    async def delete(self, key: str) -> None:
+    async def delete(self, key: str, *, fence: Fence | None = None) -> None:
         validate_name(key)
-        await self._worker.call(self._db.blob_delete, key)
+        check_fence(fence)
+        await self._worker.call(self._db.blob_delete, key, fence)
 
     async def list(self, prefix: str = "") -> list[str]:
         bounds = _prefix_bounds(prefix)
@@ -850,10 +880,14 @@ class SQLiteLedger:
         *,
         expected: int,
         attachments: Mapping[str, bytes] | None = None,
+        fence: Fence | None = None,
     ) -> int:
         validate_name(name)
         payloads, blobs = check_append(records, expected, attachments)
-        return await self._worker.call(self._db.ledger_append, name, payloads, expected, blobs)
+        check_fence(fence)
+        return await self._worker.call(
+            self._db.ledger_append, name, payloads, expected, blobs, fence
+        )
 
     async def read(self, name: str, *, after: int = 0, limit: int = 100) -> list[Record]:
         validate_name(name)
