@@ -210,3 +210,31 @@ async def test_fencing_sets_the_current_fence_for_a_context() -> None:
             assert fence_arg() == {}
         assert current_fence() == outer
     assert current_fence() is None
+
+
+async def test_a_refusal_of_the_current_fence_is_reported_first(store: Store) -> None:
+    """Inside `fencing(fence, on_refused=...)`, a backend that refuses a write carrying that
+    fence calls ``on_refused`` before it raises; refusals of other fences, and refusals
+    outside the context, are not reported."""
+    await seed(store)
+    lease = await store.leases.acquire("owner", ttl=10)
+    await lease.release()
+    reported: list[FencedWriteError] = []
+    raised: list[FencedWriteError] = []
+
+    def on_refused(error: FencedWriteError) -> None:
+        assert not raised  # before the write raises
+        reported.append(error)
+
+    with fencing(lease.fence, on_refused=on_refused):
+        assert fence_arg() == {"fence": lease.fence}
+        with pytest.raises(FencedWriteError) as caught:
+            await store.ledger.append("w/log", [b"r"], expected=1, **fence_arg())
+        raised.append(caught.value)
+        with pytest.raises(FencedWriteError):
+            await store.kv.put("w/created", b"v", expected=0, fence=Fence("other", 1))
+    assert reported == raised
+    with pytest.raises(FencedWriteError):
+        await store.kv.put("w/created", b"v", expected=0, fence=lease.fence)
+    assert reported == raised
+    await assert_nothing_written(store)

@@ -111,6 +111,18 @@ class Lease:
         assert self._lost_reason is not None
         return self._lost_reason
 
+    async def wait_proven(self) -> bool:
+        """True at once while the last renewal still proves the grant (it was sent less
+        than a TTL ago by the monotonic clock, so the backend cannot have expired it yet);
+        otherwise wait for the next renewal: True if it renewed, False once the lease is
+        lost. A holder that was stalled (SIGSTOP, a blocked loop) learns here, before it
+        acts, whether it still holds the lease."""
+        while not self.lost:
+            if time.monotonic() < self._proven_until:
+                return True
+            await asyncio.sleep(min(0.01, self.ttl / 30))
+        return False
+
     def on_lost(self, callback: Callable[[LostReason], object]) -> None:
         """Call ``callback(reason)`` once when the lease is lost (now, if it already is)."""
         if self._lost_reason is not None:

@@ -29,7 +29,7 @@ from .errors import (
     LedgerConflictError,
     StoreClosedError,
 )
-from .fence import Fence, check_fence
+from .fence import Fence, check_fence, refused
 from .kv import Entry
 from .lease import RenewStatus
 from .ledger import Record, check_append, check_digests, check_read
@@ -261,7 +261,7 @@ class MemoryLeaseBackend:
             live = row is not None and row.holder is not None and row.expires_at > time.monotonic()
             if row is None or row.epoch != fence.epoch or not live:
                 current = 0 if row is None else row.epoch
-                raise FencedWriteError(fence.lease, fence.epoch, current, live)
+                raise refused(FencedWriteError(fence.lease, fence.epoch, current, live))
             yield
 
     async def release(self, name: str, epoch: int, holder: str) -> None:

@@ -46,7 +46,10 @@ Semantics, the same as the memory oracle's (the conformance suite compares them)
 Fences. A fenced write (see `fence`) starts its transaction by reading its
 lease's row ``FOR SHARE``: a grant that is not current raises `FencedWriteError`
 before anything is written, and a takeover (an update of that row) waits until
-the write has ended, so it can never land after one.
+the write has ended, so it can never land after one. The same statement sets
+``idle_in_transaction_session_timeout`` to 5 s for the transaction, so a writer
+stalled in the middle of one (SIGSTOP, a frozen VM) is disconnected by the server
+and rolled back instead of blocking the takeover for as long as it is stopped.
 
 Lost acknowledgements. When the connection fails while a ``COMMIT`` is in
 flight (``psycopg.OperationalError`` after the commit was sent), the write may
@@ -145,7 +148,7 @@ from .errors import (
     StoreClosedError,
 )
 from .errors import SchemaVersionError as BaseSchemaVersionError
-from .fence import Fence, check_fence
+from .fence import Fence, check_fence, refused
 from .kv import Entry
 from .lease import Leaser, RenewStatus
 from .ledger import Record, check_append, check_digests, check_read
@@ -178,6 +181,8 @@ _DEFAULT_CONNECT_TIMEOUT: Final = 10
 _MAX_CONNECT_TIMEOUT: Final = 3600
 # Sequence numbers never get near this; clamping keeps huge ``after`` values bindable.
 _MAX_BIGINT: Final = 2**63 - 1
+# The longest a fenced write may keep its transaction idle (it holds its lease's row).
+_FENCED_IDLE_LIMIT: Final = "5s"
 
 
 class SchemaVersionError(BaseSchemaVersionError):
@@ -540,9 +545,12 @@ class _Queries:
     )
     lease_get: bytes = b"SELECT epoch, holder FROM {s}.leases WHERE name = %s"
     # A fenced write's first statement. The share lock makes a takeover (an UPDATE of the
-    # row) wait until the write has committed or rolled back.
+    # row) wait until the write has committed or rolled back; so that a writer stalled in
+    # the middle of its transaction cannot hold it forever, the server ends the writer's
+    # session once it has kept the transaction idle for `_FENCED_IDLE_LIMIT`.
     lease_fence: bytes = (
-        b"SELECT epoch, holder IS NOT NULL AND expires_at > clock_timestamp() "
+        b"SELECT epoch, holder IS NOT NULL AND expires_at > clock_timestamp(), "
+        b"set_config('idle_in_transaction_session_timeout', %s, true) "
         b"FROM {s}.leases WHERE name = %s FOR SHARE"
     )
     lease_release: bytes = (
@@ -751,11 +759,11 @@ class _Database:
         grant is current; its row stays share-locked until the write ends."""
         if fence is None:
             return
-        row = await _one(conn, self.q.lease_fence, (fence.lease,))
+        row = await _one(conn, self.q.lease_fence, (_FENCED_IDLE_LIMIT, fence.lease))
         live = row is not None and bool(row[1])
         if row is None or row[0] != fence.epoch or not live:
             current = 0 if row is None else int(row[0])
-            raise FencedWriteError(fence.lease, fence.epoch, current, live)
+            raise refused(FencedWriteError(fence.lease, fence.epoch, current, live))
 
     # KV
 

@@ -94,7 +94,7 @@ from .errors import (
     StoreClosedError,
 )
 from .errors import SchemaVersionError as BaseSchemaVersionError
-from .fence import Fence, check_fence
+from .fence import Fence, check_fence, refused
 from .kv import Entry
 from .lease import Leaser, RenewStatus
 from .ledger import Record, check_append, check_digests, check_read
@@ -713,7 +713,8 @@ class _Database:
         row = self.conn.execute(_LEASE_GET, (fence.lease,)).fetchone()
         live = row is not None and row[1] is not None and row[2] > time.time()
         if row is None or row[0] != fence.epoch or not live:
-            raise FencedWriteError(fence.lease, fence.epoch, 0 if row is None else row[0], live)
+            current = 0 if row is None else int(row[0])
+            raise refused(FencedWriteError(fence.lease, fence.epoch, current, live))
 
     def _write_one(self, sql: str, params: tuple[object, ...], fence: Fence | None = None) -> None:
         conn = self.conn

@@ -45,16 +45,17 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import inspect
 import logging
 import time
 from collections.abc import Awaitable, Callable, Coroutine, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
-from typing import Any, Final, Protocol, TypeVar
+from typing import Any, Concatenate, Final, ParamSpec, Protocol, TypeVar
 
 from .. import flow
-from ..storage import Lease, LeaseHeldError, Leaser
+from ..storage import FencedWriteError, Lease, LeaseHeldError, Leaser, fencing
 from .activity import RESUMING_SUMMARY, ProjectedActivity, project
 from .catalog import Catalog
 from .definition import Definition, WorkflowResult
@@ -86,6 +87,23 @@ __all__ = ["ActivityPublisher", "StartTicket", "Supervisor"]
 log = logging.getLogger(__name__)
 
 T = TypeVar("T")
+P = ParamSpec("P")
+
+
+def _owner_writes(
+    method: Callable[Concatenate[Supervisor, P], Coroutine[Any, Any, T]],
+) -> Callable[Concatenate[Supervisor, P], Coroutine[Any, Any, T]]:
+    """Run ``method`` with the session lease's fence on every write it (and every task it
+    starts) makes, so a stale owner's first write fails inside its own transaction."""
+
+    @functools.wraps(method)
+    async def fenced(self: Supervisor, /, *args: P.args, **kwargs: P.kwargs) -> T:
+        lease = self._lease
+        with fencing(None if lease is None else lease.fence, on_refused=self._on_fenced):
+            return await method(self, *args, **kwargs)
+
+    return fenced
+
 
 MAX_CANCEL_ATTEMPTS: Final = 8
 START_SUMMARY: Final = "workflow running"
@@ -230,6 +248,8 @@ class Supervisor:
         self._lease_ttl = lease_ttl
         self._state = "inactive"
         self._lease: Lease | None = None
+        self._fenced_off = False  # a write carrying the lease's fence was refused
+        self._vertex_guard = flow.Hooks(on_vertex_start=self._before_vertex)
         self._controllers: dict[str, _Controller] = {}
         self._workers: set[asyncio.Task[Any]] = set()
         self._idle = asyncio.Event()
@@ -342,8 +362,29 @@ class Supervisor:
             if controller.execution is not None:
                 controller.execution.cancel()
 
+    def _on_fenced(self, error: FencedWriteError) -> None:
+        """A write was refused because the lease's grant ended: ownership is lost now,
+        even if the renewal that would say so has not run yet (the process stalled)."""
+        if self._fenced_off:
+            return
+        self._fenced_off = True
+        if self._state == "active":
+            log.warning("session %s: ownership lost (%s)", self._session_id, error)
+            self._cancel_everything()
+
+    async def _before_vertex(self, _record: object) -> None:
+        """Start a vertex only while ownership is proven: a stalled owner (whose last
+        renewal is older than the TTL) waits here for its next renewal, and a loss found
+        meanwhile ends the segment before the task starts."""
+        lease = self._lease
+        if lease is not None and await lease.wait_proven() and not self._fenced_off:
+            return
+        raise asyncio.CancelledError()  # hooks swallow exceptions; this ends the segment
+
     def _ownership_lost(self) -> bool:
-        return self._state != "active" or self._lease is None or self._lease.lost
+        return (
+            self._state != "active" or self._lease is None or self._lease.lost or self._fenced_off
+        )
 
     async def wait_idle(self) -> BaseException | None:
         """Wait until no start or adoption worker is running; return `last_error`."""
@@ -412,6 +453,7 @@ class Supervisor:
         controller = self._controllers.get(run_id)
         return controller is not None and controller.lock.locked()
 
+    @_owner_writes
     async def _contained(self, work: Coroutine[Any, Any, None]) -> None:
         try:
             await work
@@ -420,6 +462,7 @@ class Supervisor:
         except Exception as exc:
             log.warning("session %s: request handler failed: %s", self._session_id, exc)
 
+    @_owner_writes
     async def _in_slot(self, work: Coroutine[Any, Any, None]) -> None:
         try:
             async with self._slots:
@@ -542,7 +585,7 @@ class Supervisor:
         live = LiveActivities(
             lambda current: self._reconcile_activities(definition, current), running
         )
-        hooks = [live.hook]
+        hooks = [live.hook, self._vertex_guard]
         if ack is not None:
             hooks.append(flow.Hooks(on_run_start=lambda _record: ack()))
         try:
@@ -637,7 +680,8 @@ class Supervisor:
             try:
                 try:
                     result = await self._execute(
-                        controller, definition.adopt(run.graph_run_id, hooks=[live.hook])
+                        controller,
+                        definition.adopt(run.graph_run_id, hooks=[live.hook, self._vertex_guard]),
                     )
                 finally:
                     run = await live.finish()
@@ -659,6 +703,7 @@ class Supervisor:
 
     # -- resume ----------------------------------------------------------------------------
 
+    @_owner_writes
     async def resume(self, run_id: str, payload: bytes | str) -> Run | None:
         """Continue an interrupted run with a payload the resume schema accepts; return the
         run record after the segment (None if ownership was lost on the way)."""
@@ -693,7 +738,9 @@ class Supervisor:
             try:
                 result = await self._execute(
                     controller,
-                    definition.resume(run.graph_run_id, token, hooks=[live.hook]),
+                    definition.resume(
+                        run.graph_run_id, token, hooks=[live.hook, self._vertex_guard]
+                    ),
                 )
             finally:
                 running = await live.finish()
@@ -710,6 +757,7 @@ class Supervisor:
 
     # -- cancel ----------------------------------------------------------------------------
 
+    @_owner_writes
     async def cancel(self, run_id: str, reason: str = "") -> Run | None:
         """Cancel a run (idempotent for an already cancelled one); return its record."""
         controller = self._controller(run_id)
@@ -812,6 +860,7 @@ class Supervisor:
             except Exception as exc:
                 log.warning("session %s: polling for requests failed: %s", self._session_id, exc)
 
+    @_owner_writes
     async def poll(
         self, unfinished: Sequence[str] | None = None, bells: Sequence[str] | None = None
     ) -> None:
