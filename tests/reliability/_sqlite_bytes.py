@@ -53,6 +53,23 @@ class SqliteBytes:
         with self._connect() as db:
             db.execute("UPDATE ledger_records SET content = ? WHERE key = ?", (data, key))
 
+    def read_record_row(self, log: str, seq: int) -> tuple[bytes, int]:
+        """A record's bytes and its stored checksum, as a copy of the whole row would take."""
+        key = self.record_key(log, seq)
+        with self._connect() as db:
+            row = db.execute(
+                "SELECT content, bound_crc FROM ledger_records WHERE key = ?", (key,)
+            ).fetchone()
+        assert row is not None
+        return bytes(row[0]), int(row[1])
+
+    def write_record_row(self, log: str, seq: int, row: tuple[bytes, int]) -> None:
+        key = self.record_key(log, seq)
+        with self._connect() as db:
+            db.execute(
+                "UPDATE ledger_records SET content = ?, bound_crc = ? WHERE key = ?", (*row, key)
+            )
+
     def digests(self) -> list[str]:
         with self._connect() as db:
             return [bytes(r[0]).hex() for r in db.execute("SELECT digest FROM attachments")]

@@ -14,7 +14,7 @@ from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TypeVar
 
-from flowledger.storage import KV, Blobs, Ledger, Store
+from flowledger.storage import KV, Blobs, Fence, Ledger, Store
 from flowledger.storage.kv import Entry
 from flowledger.storage.ledger import Record
 
@@ -94,13 +94,15 @@ class FaultyKV:
     async def get(self, key: str) -> Entry:
         return await self._faults.call("kv.get", key, lambda: self._inner.get(key))
 
-    async def put(self, key: str, value: bytes, *, expected: int) -> int:
+    async def put(
+        self, key: str, value: bytes, *, expected: int, fence: Fence | None = None
+    ) -> int:
         return await self._faults.call(
-            "kv.put", key, lambda: self._inner.put(key, value, expected=expected)
+            "kv.put", key, lambda: self._inner.put(key, value, expected=expected, fence=fence)
         )
 
-    async def delete(self, key: str) -> None:
-        await self._faults.call("kv.delete", key, lambda: self._inner.delete(key))
+    async def delete(self, key: str, *, fence: Fence | None = None) -> None:
+        await self._faults.call("kv.delete", key, lambda: self._inner.delete(key, fence=fence))
 
     async def keys(self, prefix: str = "") -> list[str]:
         return await self._faults.call(
@@ -113,14 +115,14 @@ class FaultyBlobs:
         self._inner = inner
         self._faults = faults
 
-    async def put(self, key: str, data: bytes) -> None:
-        await self._faults.call("blobs.put", key, lambda: self._inner.put(key, data))
+    async def put(self, key: str, data: bytes, *, fence: Fence | None = None) -> None:
+        await self._faults.call("blobs.put", key, lambda: self._inner.put(key, data, fence=fence))
 
     async def get(self, key: str) -> bytes:
         return await self._faults.call("blobs.get", key, lambda: self._inner.get(key))
 
-    async def delete(self, key: str) -> None:
-        await self._faults.call("blobs.delete", key, lambda: self._inner.delete(key))
+    async def delete(self, key: str, *, fence: Fence | None = None) -> None:
+        await self._faults.call("blobs.delete", key, lambda: self._inner.delete(key, fence=fence))
 
     async def list(self, prefix: str = "") -> list[str]:
         return await self._faults.call(
@@ -140,11 +142,14 @@ class FaultyLedger:
         *,
         expected: int,
         attachments: Mapping[str, bytes] | None = None,
+        fence: Fence | None = None,
     ) -> int:
         return await self._faults.call(
             "ledger.append",
             name,
-            lambda: self._inner.append(name, records, expected=expected, attachments=attachments),
+            lambda: self._inner.append(
+                name, records, expected=expected, attachments=attachments, fence=fence
+            ),
         )
 
     async def read(self, name: str, *, after: int = 0, limit: int = 100) -> list[Record]:

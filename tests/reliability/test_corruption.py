@@ -203,6 +203,38 @@ async def test_corrupt_checkpoint_record_fails_the_run_instead_of_resuming(db: D
     assert await db.store.ledger.tip(log) == tip
 
 
+async def test_checkpoints_copied_from_another_sessions_run_are_detected(db: Db) -> None:
+    """Intact checkpoint rows (bytes and checksum) of run X of session A copied over those
+    of run Y of session B - a hand edit, a bad merge of two databases - are corrupt where
+    they land: Y's history is a typed decode error, and a resume of Y marks it failed
+    ("workflow checkpoint unavailable") instead of continuing with X's state."""
+    x = await interrupted_asker(db)  # session A, count 0
+    other = build_session(db.store)
+    other_supervisor = other.supervisor()
+    await other_supervisor.activate()
+    try:
+        y = await other.create_run("asker", {"count": 40})
+        await (await other_supervisor.start(y.id)).wait()
+        assert await other_supervisor.wait_idle() is None
+        x_log, y_log = f"flow/runs/{x.graph_run_id}", f"flow/runs/{y.graph_run_id}"
+        tip = await db.store.ledger.tip(y_log)
+        assert tip == await db.store.ledger.tip(x_log) > 1
+        # Revision 0 names its run; the later records leave the fixed part out.
+        for seq in range(2, tip + 1):
+            db.bytes.write_record_row(y_log, seq, db.bytes.read_record_row(x_log, seq))
+        with pytest.raises(flow.StoreError) as caught:
+            await flow.LedgerCheckpointStore(db.store.ledger).history(y.graph_run_id)
+        assert isinstance(caught.value.__cause__, flow.CheckpointDecodeError)
+        after = await other_supervisor.resume(y.id, b'{"increment": 2}')
+        assert after is not None
+        assert_bounded_failure(after, "workflow checkpoint unavailable")
+        assert await db.store.ledger.tip(y_log) == tip  # nothing appended on X's state
+        x_history = await db.session.checkpoints.history(x.graph_run_id)
+        assert len(x_history) == tip  # the source run is untouched
+    finally:
+        await other_supervisor.shutdown()
+
+
 async def test_resume_of_a_corrupt_checkpoint_returns_the_failed_run(db: Db) -> None:
     run = await interrupted_asker(db)
     log = f"flow/runs/{run.graph_run_id}"

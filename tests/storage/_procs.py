@@ -15,6 +15,11 @@ Run as a script, it is the child process of ``test_processes.py``::
         acquire / hold briefly / release NAME, printing one JSON line per grant:
         {"epoch": n, "start": t0, "end": t1, "lost": bool} (times from time.monotonic,
         which on Linux is one clock for every process), then {"done": true}.
+    python _procs.py own URL NAME TTL
+        acquire NAME with TTL, print {"epoch": n}; then keep writing a KV counter every
+        20 ms, printing {"writing": true} after the third write. On the first refused
+        write print {"write_error": type name, "reason": ...}; then wait for the lease's
+        loss and print {"lost": reason, "refused": type name of one more write's error}.
 """
 
 from __future__ import annotations
@@ -187,12 +192,40 @@ async def _contend(url: str, name: str, seconds: float) -> None:
         _emit(done=True)
 
 
+async def _own(url: str, name: str, ttl: float) -> None:
+    from flowledger.storage import StorageError, open_store
+
+    async with open_store(url) as store:
+        lease = await store.leases.acquire(name, ttl=ttl)
+        _emit(epoch=lease.epoch)
+        revision, writes = 0, 0
+        while True:
+            try:
+                revision = await store.kv.put("owned/counter", b"%d" % writes, expected=revision)
+            except StorageError as exc:
+                _emit(write_error=type(exc).__name__, reason=getattr(exc, "reason", str(exc)))
+                break
+            writes += 1
+            if writes == 3:
+                _emit(writing=True)
+            await asyncio.sleep(0.02)
+        reason = await asyncio.wait_for(lease.wait_lost(), 60)
+        try:
+            await store.kv.put("owned/counter", b"again", expected=revision)
+            refused = None
+        except StorageError as exc:
+            refused = type(exc).__name__
+        _emit(lost=reason, refused=refused)
+
+
 def main(argv: list[str]) -> None:
     mode, url, name, number = argv
     if mode == "hold":
         asyncio.run(_hold(url, name, float(number)))
     elif mode == "contend":
         asyncio.run(_contend(url, name, float(number)))
+    elif mode == "own":
+        asyncio.run(_own(url, name, float(number)))
     else:
         raise SystemExit(f"unknown mode {mode!r}")
 

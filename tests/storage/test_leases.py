@@ -382,3 +382,29 @@ async def test_status_reads_a_lease_without_holding_it(store: Store, store_url: 
 async def test_status_of_a_bad_name_is_refused(store: Store) -> None:
     with pytest.raises(InvalidNameError):
         await store.leases.status("Bad Name")
+
+
+async def test_wait_proven_answers_at_once_while_renewals_prove_the_grant(
+    store: Store, store_url: str
+) -> None:
+    """A held lease is proven at once; a holder stalled past its TTL while another holder
+    took the name learns from `wait_proven` that it lost it (False), without acting."""
+    lease = await store.leases.acquire("proven", ttl=5)
+    assert await lease.wait_proven() is True
+    await lease.release()
+    assert await lease.wait_proven() is False
+    thread = LoopThread()
+    try:
+        stalled = await open_in(thread, store, store_url)
+        held = await thread.arun(stalled.leases.acquire("owner", ttl=0.2))
+        thread.block(1.0)  # no renewal runs
+        await asyncio.sleep(0.4)
+        async with peer_store(store, store_url) as other:
+            taker = await other.leases.acquire("owner", ttl=10)
+            assert await thread.arun(held.wait_proven()) is False
+            assert held.lost_reason == "taken over"
+            await taker.release()
+        if stalled is not store:
+            await thread.arun(stalled.close())
+    finally:
+        thread.close()

@@ -29,6 +29,7 @@ from flowledger.storage import (
     LeaseHeldError,
     LedgerConflictError,
     Store,
+    StoreBrokenError,
     UnsupportedURLError,
     digest_of,
     open_store,
@@ -39,6 +40,8 @@ from flowledger.storage.sqlite import (
     SQLiteSettings,
     parse_sqlite_url,
 )
+
+from ._procs import Child
 
 
 def url_for(path: Path, query: str = "") -> str:
@@ -620,3 +623,86 @@ async def test_lease_held_by_another_process(tmp_path: Path) -> None:
         if child.returncode is None:
             child.kill()
             await child.wait()
+
+
+# --- files changed under a live store ----------------------------------------------------
+
+
+@pytest.mark.parametrize("deleted", [("-wal",), ("-shm",), ("-wal", "-shm")])
+async def test_deleted_wal_or_shm_breaks_the_store(
+    tmp_path: Path, deleted: tuple[str, ...]
+) -> None:
+    """Deleting the -wal or -shm file of an open database (which SQLite documents as
+    unsafe) is found before the next write and at the next lease renewal: every write is
+    refused with `StoreBrokenError` saying what happened, and the leases are lost."""
+    path = tmp_path / "s.db"
+    async with open_store(url_for(path)) as store:
+        lease = await store.leases.acquire("owner", ttl=0.3)
+        await store.kv.put("k", b"before", expected=0)
+        for suffix in deleted:
+            os.unlink(f"{path}{suffix}")
+        assert await asyncio.wait_for(lease.wait_lost(), 30) == "broken"
+        writes: list[Callable[[], Any]] = [
+            lambda: store.kv.put("k", b"after", expected=1),
+            lambda: store.kv.delete("k"),
+            lambda: store.blobs.put("b", b"x"),
+            lambda: store.ledger.append("log", [b"x"], expected=0),
+            lambda: store.leases.acquire("other", ttl=1),
+        ]
+        for write in writes:
+            with pytest.raises(StoreBrokenError) as caught:
+                await write()
+            assert caught.value.path == str(path)
+            assert caught.value.reason == f"its {deleted[0]} file was deleted"
+            assert "refuses writes" in str(caught.value)
+        await lease.release()  # no write, no error: the grant runs out by its TTL
+
+
+async def test_a_replaced_database_file_breaks_the_store(tmp_path: Path) -> None:
+    path = tmp_path / "s.db"
+    async with open_store(url_for(path)) as store:
+        await store.kv.put("k", b"before", expected=0)
+        copy = tmp_path / "copy.db"
+        copy.write_bytes(path.read_bytes())
+        os.replace(copy, path)
+        with pytest.raises(StoreBrokenError) as caught:
+            await store.kv.put("k", b"after", expected=1)
+        assert caught.value.reason == "the database file was replaced by another file"
+        with pytest.raises(StoreBrokenError):  # sticky
+            await store.kv.put("k", b"after", expected=1)
+
+
+async def test_a_store_whose_files_are_intact_keeps_writing(tmp_path: Path) -> None:
+    """Other connections opening and closing, checkpoints and a reopen do not trip the check."""
+    path = tmp_path / "s.db"
+    async with open_store(url_for(path)) as store:
+        lease = await store.leases.acquire("owner", ttl=0.15)
+        for round in range(5):
+            async with open_store(url_for(path)) as other:
+                await other.kv.put(f"other/{round}", b"x", expected=0)
+            await on_connection(store, lambda c: c.execute("PRAGMA wal_checkpoint(TRUNCATE)"))
+            await store.kv.put(f"mine/{round}", b"x", expected=0)
+        await asyncio.sleep(0.3)  # renewals ran meanwhile
+        assert not lease.lost
+        await lease.release()
+
+
+@pytest.mark.slow
+async def test_wal_and_shm_deleted_under_a_live_owner_process(tmp_path: Path) -> None:
+    """A live owner in another process, writing and renewing its lease: after its -wal and
+    -shm files are deleted, its next write is refused with `StoreBrokenError` and its lease
+    is lost as "broken" - it stops writing instead of corrupting the database."""
+    path = tmp_path / "s.db"
+    child = Child("own", url_for(path), "owner", "0.6")
+    try:
+        assert (await child.aread())["epoch"] == 1
+        assert await child.aread() == {"writing": True}
+        for suffix in ("-wal", "-shm"):
+            os.unlink(f"{path}{suffix}")
+        refused = await child.aread(30)
+        assert refused["write_error"] == "StoreBrokenError"
+        assert refused["reason"] in ("its -wal file was deleted", "its -shm file was deleted")
+        assert await child.aread(30) == {"lost": "broken", "refused": "StoreBrokenError"}
+        assert await asyncio.to_thread(child.proc.wait, 30) == 0
+    finally:
+        child.close()

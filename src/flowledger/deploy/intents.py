@@ -124,7 +124,7 @@ class ToolIntents:
             for _ in range(8):
                 tip = await self._ledger.tip(name)
                 try:
-                    await self._ledger.append(name, [data], expected=tip)
+                    await self._ledger.append(name, [data], expected=tip, **storage.fence_arg())
                     break
                 except storage.LedgerConflictError:
                     continue

@@ -178,7 +178,7 @@ class RunTrace:
             for _ in range(8):  # another process appending to the same log: read and retry
                 tip = await self._ledger.tip(name)
                 try:
-                    await self._ledger.append(name, [data], expected=tip)
+                    await self._ledger.append(name, [data], expected=tip, **storage.fence_arg())
                     return
                 except storage.LedgerConflictError:
                     continue

@@ -40,7 +40,14 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 
-from ..storage import CorruptDataError, Ledger, LedgerConflictError, Record, digest_of
+from ..storage import (
+    CorruptDataError,
+    Ledger,
+    LedgerConflictError,
+    Record,
+    digest_of,
+    fence_arg,
+)
 from ..storage import StorageError as _StorageError
 from .checkpoint import Checkpoint, from_document, to_document
 from .codec import JsonObject, check_readable, dumps, dumps_ordered, loads
@@ -158,7 +165,10 @@ class LedgerCheckpointStore:
         except (FlowError, ValueError) as exc:
             raise StoreError("append", exc) from exc
         try:
-            await self.ledger.append(name, records, expected=first, attachments=attachments)
+            # An owner's append carries its lease fence (`storage.fencing`), if it set one.
+            await self.ledger.append(
+                name, records, expected=first, attachments=attachments, **fence_arg()
+            )
         except LedgerConflictError as conflict:
             raise RevisionConflictError(run_id, conflict.actual, first) from conflict
         except (_StorageError, OSError, ValueError, TypeError) as exc:

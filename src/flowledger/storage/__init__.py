@@ -12,17 +12,20 @@ from .errors import (
     BlobNotFoundError,
     ConflictError,
     CorruptDataError,
+    FencedWriteError,
     InvalidValueError,
     KeyNotFoundError,
     LeaseHeldError,
     LedgerConflictError,
     SchemaVersionError,
     StorageError,
+    StoreBrokenError,
     StoreClosedError,
     StoreNotFoundError,
     StoreOpenError,
     ValueTooLargeError,
 )
+from .fence import Fence, FenceArg, current_fence, fence_arg, fencing
 from .kv import KV, Entry
 from .lease import Lease, Leaser, LeaseStatus, LostReason
 from .ledger import Ledger, Record, digest_of
@@ -55,6 +58,9 @@ __all__ = [
     "ConflictError",
     "CorruptDataError",
     "Entry",
+    "Fence",
+    "FenceArg",
+    "FencedWriteError",
     "InvalidNameError",
     "InvalidValueError",
     "KeyNotFoundError",
@@ -69,13 +75,17 @@ __all__ = [
     "SchemaVersionError",
     "StorageError",
     "Store",
+    "StoreBrokenError",
     "StoreClosedError",
     "StoreNotFoundError",
     "StoreOpenError",
     "StoreOpener",
     "UnsupportedURLError",
     "ValueTooLargeError",
+    "current_fence",
     "digest_of",
+    "fence_arg",
+    "fencing",
     "open_store",
     "validate_name",
 ]

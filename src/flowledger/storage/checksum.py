@@ -4,6 +4,14 @@ record, and check on every read.
 A checksum turns silent damage (a flipped bit on disk, a hand edit, a bad restore) into a
 `CorruptDataError` naming what is damaged, instead of a value that decodes to something
 else. CRC-32 detects every error burst of up to 32 bits, so every single flipped byte.
+
+Since schema version 3 the checksum is *bound to the value's place*: it covers the place
+(``kv`` + key + revision, ``blob`` + key, ``record`` + log name + sequence number) before
+the bytes. So an intact value copied, with its checksum, to another key, revision, blob
+key, log or sequence number fails its check where it lands: a record is only ever read
+back where it was written. Names are ASCII without NUL bytes, so a NUL separates the
+parts of a place unambiguously.
+
 It is not an authenticity check: whoever can write the database can write a matching
 checksum. Attachments need none: they are addressed by their SHA-256, and their reader
 verifies that.
@@ -18,17 +26,55 @@ import zlib
 
 from .errors import CorruptDataError
 
-__all__ = ["checksum", "verified"]
+__all__ = [
+    "blob_place",
+    "bound_checksum",
+    "checksum",
+    "kv_place",
+    "rebound",
+    "record_place",
+    "verified",
+]
 
 
-def checksum(data: bytes) -> int:
-    """CRC-32 of ``data`` as a signed 32-bit integer."""
-    crc = zlib.crc32(data)
+def _signed(crc: int) -> int:
     return crc - (1 << 32) if crc >= 1 << 31 else crc
 
 
-def verified(data: bytes, stored: int, what: str) -> bytes:
-    """``data`` if it matches its ``stored`` checksum; otherwise `CorruptDataError`."""
-    if zlib.crc32(data) != stored & 0xFFFFFFFF:
+def checksum(data: bytes) -> int:
+    """CRC-32 of ``data`` alone as a signed 32-bit integer (schema version 2's checksum)."""
+    return _signed(zlib.crc32(data))
+
+
+def kv_place(key: str, revision: int) -> bytes:
+    return b"kv\0%s\0%d" % (key.encode(), revision)
+
+
+def blob_place(key: str) -> bytes:
+    return b"blob\0%s" % key.encode()
+
+
+def record_place(log: str, seq: int) -> bytes:
+    return b"record\0%s\0%d" % (log.encode(), seq)
+
+
+def bound_checksum(place: bytes, data: bytes) -> int:
+    """CRC-32 of ``place``, a NUL, then ``data``, as a signed 32-bit integer."""
+    return _signed(zlib.crc32(data, zlib.crc32(place + b"\0")))
+
+
+def rebound(place: bytes, data: bytes, stored: int) -> int:
+    """The bound checksum that replaces a version-2 checksum ``stored`` of ``data``.
+
+    A CRC is linear, so carrying over the difference between ``stored`` and the true
+    unbound checksum keeps any damage visible: a value that was intact stays intact, and a
+    value that was already damaged before the upgrade still fails its check after it.
+    """
+    return bound_checksum(place, data) ^ checksum(data) ^ stored
+
+
+def verified(data: bytes, stored: int, place: bytes, what: str) -> bytes:
+    """``data`` if it matches its ``stored`` checksum at ``place``; else `CorruptDataError`."""
+    if bound_checksum(place, data) != stored:
         raise CorruptDataError(what)
     return data

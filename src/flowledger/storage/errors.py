@@ -8,12 +8,14 @@ __all__ = [
     "BlobNotFoundError",
     "ConflictError",
     "CorruptDataError",
+    "FencedWriteError",
     "InvalidValueError",
     "KeyNotFoundError",
     "LeaseHeldError",
     "LedgerConflictError",
     "SchemaVersionError",
     "StorageError",
+    "StoreBrokenError",
     "StoreClosedError",
     "StoreNotFoundError",
     "StoreOpenError",
@@ -66,6 +68,23 @@ class StoreClosedError(StorageError):
 
     def __init__(self) -> None:
         super().__init__("store is closed")
+
+
+class StoreBrokenError(StorageError):
+    """The store found its files changed under it in a way its database engine cannot
+    survive (for SQLite: the database file replaced, or its ``-wal`` or ``-shm`` file
+    deleted, while it was open). From then on it refuses every write, and its leases are
+    lost (reason ``"broken"``): continuing could corrupt the database or let two owners
+    write at once. ``path`` is the database file, ``reason`` what was found."""
+
+    def __init__(self, path: str, reason: str) -> None:
+        self.path = path
+        self.reason = reason
+        super().__init__(
+            f"store {path!r} is broken and refuses writes: {reason} while it was open. "
+            f"Stop every process using it; the writes since the last checkpoint of its "
+            f"write-ahead log may be lost"
+        )
 
 
 class ValueTooLargeError(StorageError, ValueError):
@@ -139,6 +158,25 @@ class AttachmentNotFoundError(StorageError, KeyError):
 
     def __str__(self) -> str:
         return f"attachment not found: {self.digest}"
+
+
+class FencedWriteError(StorageError):
+    """A fenced write found its lease no longer held at its epoch (released, expired, or
+    granted to another holder since); nothing was written. ``current`` is the lease's
+    epoch now (0 if it was never granted), ``held`` whether that grant is live."""
+
+    def __init__(self, lease: str, epoch: int, current: int, held: bool) -> None:
+        self.lease = lease
+        self.epoch = epoch
+        self.current = current
+        self.held = held
+        if current != epoch:
+            now = f"it is at epoch {current}" + ("" if held else " and free")
+        else:
+            now = "it was released or has expired"
+        super().__init__(
+            f"write refused: lease {lease!r} is no longer held at epoch {epoch} ({now})"
+        )
 
 
 class LeaseHeldError(StorageError):

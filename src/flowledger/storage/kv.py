@@ -11,12 +11,17 @@ Semantics every backend keeps:
 * ``delete`` is idempotent; afterwards a create-only put succeeds again.
 * ``keys(prefix)`` is sorted by byte order and unique; the prefix is a plain
   string filter, not a validated name.
+* ``put`` and ``delete`` take an optional ``fence=`` (see `fence`): checked in the
+  same transaction, a grant that is no longer current raises `FencedWriteError`
+  and changes nothing.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
+
+from .fence import Fence
 
 __all__ = ["KV", "Entry"]
 
@@ -33,10 +38,12 @@ class KV(Protocol):
         """Return the value and revision; `KeyNotFoundError` if absent."""
         ...
 
-    async def put(self, key: str, value: bytes, *, expected: int) -> int:
+    async def put(
+        self, key: str, value: bytes, *, expected: int, fence: Fence | None = None
+    ) -> int:
         """Compare-and-swap; return the new revision."""
         ...
 
-    async def delete(self, key: str) -> None: ...
+    async def delete(self, key: str, *, fence: Fence | None = None) -> None: ...
 
     async def keys(self, prefix: str = "") -> list[str]: ...

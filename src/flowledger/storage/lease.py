@@ -11,11 +11,14 @@ background. Its *lost* signal fires exactly once, with a reason:
   ever free the grant it belongs to, never a later holder's);
 * ``"expired"`` - a renewal could not prove ownership before the TTL ran out;
 * ``"taken over"`` - another holder was granted the name (after our expiry);
-* ``"closed"`` - the store was closed (its leases are freed on the way out).
+* ``"closed"`` - the store was closed (its leases are freed on the way out);
+* ``"broken"`` - a renewal found the store broken (`StoreBrokenError`: its
+  files changed under it, so it refuses writes); nothing can be proven any more.
 
-A lease is a liveness hint, not a fence: a holder whose process stalls past
-its TTL may still believe it holds the lease for a moment. Writers that must
-never overlap fence with compare-and-swap (KV revisions, ledger tips) too.
+A lease alone is a liveness hint: a holder whose process stalls past its TTL
+may still believe it holds the lease for a moment. Writes that must never land
+after the grant ended carry ``fence=lease.fence``, which the backend checks in
+the write's own transaction (see `fence`).
 
 Anyone can read a name's `LeaseStatus` without holding it (`Leaser.status`): the
 latest grant's epoch, whether it is current, and until when it runs (or since when it
@@ -37,7 +40,8 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Literal, Protocol
 
-from .errors import StoreClosedError
+from .errors import StoreBrokenError, StoreClosedError
+from .fence import Fence
 from .names import validate_name
 
 __all__ = [
@@ -52,7 +56,7 @@ __all__ = [
 
 log = logging.getLogger(__name__)
 
-LostReason = Literal["released", "expired", "taken over", "closed"]
+LostReason = Literal["released", "expired", "taken over", "closed", "broken"]
 RenewStatus = Literal["renewed", "expired", "taken over"]
 
 MAX_TTL = 3600.0
@@ -122,6 +126,11 @@ class Lease:
         return f"<Lease {self.name!r} epoch={self.epoch} {state}>"
 
     @property
+    def fence(self) -> Fence:
+        """This grant as a fence for writes (see `fence`)."""
+        return Fence(self.name, self.epoch)
+
+    @property
     def lost(self) -> bool:
         return self._lost_reason is not None
 
@@ -133,6 +142,18 @@ class Lease:
         await self._lost_event.wait()
         assert self._lost_reason is not None
         return self._lost_reason
+
+    async def wait_proven(self) -> bool:
+        """True at once while the last renewal still proves the grant (it was sent less
+        than a TTL ago by the monotonic clock, so the backend cannot have expired it yet);
+        otherwise wait for the next renewal: True if it renewed, False once the lease is
+        lost. A holder that was stalled (SIGSTOP, a blocked loop) learns here, before it
+        acts, whether it still holds the lease."""
+        while not self.lost:
+            if time.monotonic() < self._proven_until:
+                return True
+            await asyncio.sleep(min(0.01, self.ttl / 30))
+        return False
 
     def on_lost(self, callback: Callable[[LostReason], object]) -> None:
         """Call ``callback(reason)`` once when the lease is lost (now, if it already is)."""
@@ -183,6 +204,10 @@ class Lease:
                 status = await self._backend.renew(self.name, self.epoch, self._holder, self.ttl)
             except asyncio.CancelledError:
                 raise
+            except StoreBrokenError as exc:
+                log.error("lease %r lost: %s", self.name, exc)
+                self._mark_lost("broken")
+                return
             except Exception:
                 # A transient failure: keep trying until the last proven expiry passes.
                 log.warning("renewing lease %r failed", self.name, exc_info=True)

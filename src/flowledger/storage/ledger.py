@@ -12,6 +12,9 @@
   hash to its key.
 * ``read(name, after=s, limit=n)`` returns up to ``n`` records with
   ``seq > s`` in ascending order.
+* ``append`` takes an optional ``fence=`` (see `fence`): checked in the same
+  transaction, a grant that is no longer current raises `FencedWriteError`
+  and writes nothing.
 """
 
 from __future__ import annotations
@@ -22,6 +25,7 @@ from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
 from .errors import InvalidValueError
+from .fence import Fence
 from .limits import (
     MAX_ATTACHMENT_BYTES,
     MAX_ATTACHMENTS_PER_APPEND,
@@ -55,6 +59,7 @@ class Ledger(Protocol):
         *,
         expected: int,
         attachments: Mapping[str, bytes] | None = None,
+        fence: Fence | None = None,
     ) -> int: ...
 
     async def read(self, name: str, *, after: int = 0, limit: int = 100) -> list[Record]: ...

@@ -6,13 +6,16 @@ KV revisions count 1, 2, 3, ... per key and restart at 1 after a delete.
 Leases use the monotonic clock and honour TTLs like the durable backends.
 The four primitives of one store share a `MemoryGate`: once the store is
 closed, every call raises `StoreClosedError`, as with the durable backends.
+They also share the lease backend, whose lock a fenced write holds from its
+fence check to its last change, so no grant can change in between.
 """
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import time
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
@@ -21,11 +24,13 @@ from .errors import (
     BlobConflictError,
     BlobNotFoundError,
     ConflictError,
+    FencedWriteError,
     KeyNotFoundError,
     LeaseHeldError,
     LedgerConflictError,
     StoreClosedError,
 )
+from .fence import Fence, check_fence, refused
 from .kv import Entry
 from .lease import LeaseStatus, RenewStatus
 from .ledger import Record, check_append, check_digests, check_read
@@ -57,8 +62,11 @@ class _LeaseRow:
 
 
 class MemoryKV:
-    def __init__(self, gate: MemoryGate | None = None) -> None:
+    def __init__(
+        self, gate: MemoryGate | None = None, leases: MemoryLeaseBackend | None = None
+    ) -> None:
         self._gate = MemoryGate() if gate is None else gate
+        self._leases = MemoryLeaseBackend(self._gate) if leases is None else leases
         self._lock = threading.Lock()
         self._kv: dict[str, Entry] = {}
 
@@ -71,12 +79,15 @@ class MemoryKV:
             raise KeyNotFoundError(key)
         return entry
 
-    async def put(self, key: str, value: bytes, *, expected: int) -> int:
+    async def put(
+        self, key: str, value: bytes, *, expected: int, fence: Fence | None = None
+    ) -> int:
         validate_name(key)
         check_revision("expected", expected)
         check_bytes("value", value, MAX_KV_VALUE_BYTES)
+        check_fence(fence)
         self._gate.check()
-        with self._lock:
+        with self._lock, self._leases.holding(fence):
             current = self._kv.get(key)
             actual = 0 if current is None else current.revision
             if actual != expected:
@@ -84,10 +95,11 @@ class MemoryKV:
             self._kv[key] = Entry(bytes(value), actual + 1)
             return actual + 1
 
-    async def delete(self, key: str) -> None:
+    async def delete(self, key: str, *, fence: Fence | None = None) -> None:
         validate_name(key)
+        check_fence(fence)
         self._gate.check()
-        with self._lock:
+        with self._lock, self._leases.holding(fence):
             self._kv.pop(key, None)
 
     async def keys(self, prefix: str = "") -> list[str]:
@@ -97,16 +109,20 @@ class MemoryKV:
 
 
 class MemoryBlobs:
-    def __init__(self, gate: MemoryGate | None = None) -> None:
+    def __init__(
+        self, gate: MemoryGate | None = None, leases: MemoryLeaseBackend | None = None
+    ) -> None:
         self._gate = MemoryGate() if gate is None else gate
+        self._leases = MemoryLeaseBackend(self._gate) if leases is None else leases
         self._lock = threading.Lock()
         self._blobs: dict[str, bytes] = {}
 
-    async def put(self, key: str, data: bytes) -> None:
+    async def put(self, key: str, data: bytes, *, fence: Fence | None = None) -> None:
         validate_name(key)
         check_bytes("blob", data, MAX_BLOB_BYTES)
+        check_fence(fence)
         self._gate.check()
-        with self._lock:
+        with self._lock, self._leases.holding(fence):
             existing = self._blobs.get(key)
             if existing is None:
                 self._blobs[key] = bytes(data)
@@ -122,10 +138,11 @@ class MemoryBlobs:
             raise BlobNotFoundError(key)
         return data
 
-    async def delete(self, key: str) -> None:
+    async def delete(self, key: str, *, fence: Fence | None = None) -> None:
         validate_name(key)
+        check_fence(fence)
         self._gate.check()
-        with self._lock:
+        with self._lock, self._leases.holding(fence):
             self._blobs.pop(key, None)
 
     async def list(self, prefix: str = "") -> list[str]:
@@ -135,8 +152,11 @@ class MemoryBlobs:
 
 
 class MemoryLedger:
-    def __init__(self, gate: MemoryGate | None = None) -> None:
+    def __init__(
+        self, gate: MemoryGate | None = None, leases: MemoryLeaseBackend | None = None
+    ) -> None:
         self._gate = MemoryGate() if gate is None else gate
+        self._leases = MemoryLeaseBackend(self._gate) if leases is None else leases
         self._lock = threading.Lock()
         self._logs: dict[str, list[bytes]] = {}
         self._attachments: dict[str, bytes] = {}
@@ -148,11 +168,13 @@ class MemoryLedger:
         *,
         expected: int,
         attachments: Mapping[str, bytes] | None = None,
+        fence: Fence | None = None,
     ) -> int:
         validate_name(name)
         payloads, blobs = check_append(records, expected, attachments)
+        check_fence(fence)
         self._gate.check()
-        with self._lock:
+        with self._lock, self._leases.holding(fence):
             log = self._logs.get(name, [])
             if len(log) != expected:
                 raise LedgerConflictError(name, expected, len(log))
@@ -226,6 +248,22 @@ class MemoryLeaseBackend:
                 return "expired"
             row.expires_at = now + ttl
             return "renewed"
+
+    @contextlib.contextmanager
+    def holding(self, fence: Fence | None) -> Iterator[None]:
+        """Hold the lease table for a write fenced by ``fence`` (nothing for ``None``):
+        `FencedWriteError` unless its grant is current, and no grant changes until the
+        write is done."""
+        if fence is None:
+            yield
+            return
+        with self._lock:
+            row = self._leases.get(fence.lease)
+            live = row is not None and row.holder is not None and row.expires_at > time.monotonic()
+            if row is None or row.epoch != fence.epoch or not live:
+                current = 0 if row is None else row.epoch
+                raise refused(FencedWriteError(fence.lease, fence.epoch, current, live))
+            yield
 
     async def release(self, name: str, epoch: int, holder: str) -> None:
         self._gate.check()

@@ -44,6 +44,14 @@ Semantics, the same as the memory oracle's (the conformance suite compares them)
   ``"taken over"``); a release clears the holder, keeps the epoch and records
   when (in ``expires_at``).
 
+Fences. A fenced write (see `fence`) starts its transaction by reading its
+lease's row ``FOR SHARE``: a grant that is not current raises `FencedWriteError`
+before anything is written, and a takeover (an update of that row) waits until
+the write has ended, so it can never land after one. The same statement sets
+``idle_in_transaction_session_timeout`` to 5 s for the transaction, so a writer
+stalled in the middle of one (SIGSTOP, a frozen VM) is disconnected by the server
+and rolled back instead of blocking the takeover for as long as it is stopped.
+
 Lost acknowledgements. When the connection fails while a ``COMMIT`` is in
 flight (``psycopg.OperationalError`` after the commit was sent), the write may
 or may not have happened. It is resolved by re-reading on a fresh connection,
@@ -83,9 +91,11 @@ pool after the store's leases are freed; calls already holding a connection
 finish, later calls raise `StoreClosedError`. Database errors other than the
 contract's propagate as ``psycopg.Error``.
 
-Checksums. Every KV value, blob and ledger record is stored with its CRC-32 and
-checked on every read: damaged bytes raise `CorruptDataError` (naming the key,
-or the log and sequence number) instead of being returned. Attachments are
+Checksums. Every KV value, blob and ledger record is stored with its CRC-32
+bound to its place (key and revision, blob key, log and sequence number) and
+checked on every read: damaged bytes, or a row copied to another place, raise
+`CorruptDataError` (naming the key, or the log and sequence number) instead of
+being returned. Attachments are
 checked by their reader against their SHA-256.
 
 Schema. The tables live in the URL's schema, next to
@@ -94,7 +104,8 @@ Opening a store reads the highest version (one query when up to date); a
 missing or older schema is migrated in one transaction under a
 transaction-scoped advisory lock (``pg_advisory_xact_lock``), so processes
 opening a fresh database together are safe. Version 2 adds the checksums and
-computes them for the rows already there (reading every value once). A
+computes them for the rows already there (reading every value once); version 3
+binds them to their places the same way, carrying any mismatch over. A
 database whose version is newer than this code knows raises
 `SchemaVersionError` before anything is written.
 """
@@ -117,12 +128,21 @@ import psycopg.errors
 from psycopg import sql
 from psycopg_pool import AsyncConnectionPool, PoolClosed
 
-from .checksum import checksum, verified
+from .checksum import (
+    blob_place,
+    bound_checksum,
+    checksum,
+    kv_place,
+    rebound,
+    record_place,
+    verified,
+)
 from .errors import (
     AttachmentNotFoundError,
     BlobConflictError,
     BlobNotFoundError,
     ConflictError,
+    FencedWriteError,
     KeyNotFoundError,
     LeaseHeldError,
     LedgerConflictError,
@@ -130,6 +150,7 @@ from .errors import (
     StoreClosedError,
 )
 from .errors import SchemaVersionError as BaseSchemaVersionError
+from .fence import Fence, check_fence, refused
 from .kv import Entry
 from .lease import Leaser, LeaseStatus, RenewStatus
 from .ledger import Record, check_append, check_digests, check_read
@@ -149,7 +170,7 @@ __all__ = [
     "parse_postgres_url",
 ]
 
-SCHEMA_VERSION: Final = 2
+SCHEMA_VERSION: Final = 3
 
 _T = TypeVar("_T")
 _Conn = psycopg.AsyncConnection[tuple[Any, ...]]
@@ -162,6 +183,8 @@ _DEFAULT_CONNECT_TIMEOUT: Final = 10
 _MAX_CONNECT_TIMEOUT: Final = 3600
 # Sequence numbers never get near this; clamping keeps huge ``after`` values bindable.
 _MAX_BIGINT: Final = 2**63 - 1
+# The longest a fenced write may keep its transaction idle (it holds its lease's row).
+_FENCED_IDLE_LIMIT: Final = "5s"
 
 
 class SchemaVersionError(BaseSchemaVersionError):
@@ -330,6 +353,60 @@ async def _add_checksums(conn: _Conn, schema: str) -> None:
         )
 
 
+def _rebind_kv(row: tuple[Any, ...]) -> tuple[Any, ...]:
+    key, revision, content, crc = row
+    return rebound(kv_place(key, revision), content, crc), key
+
+
+def _rebind_blob(row: tuple[Any, ...]) -> tuple[Any, ...]:
+    key, content, crc = row
+    return rebound(blob_place(key), content, crc), key
+
+
+def _rebind_record(row: tuple[Any, ...]) -> tuple[Any, ...]:
+    log_id, name, seq, content, crc = row
+    return rebound(record_place(name, seq), content, crc), log_id, seq
+
+
+# Per checksummed table: its primary key, the statement reading every row, and the
+# function turning a row into (bound checksum, primary key...).
+_REBIND: Final[tuple[tuple[str, tuple[str, ...], LiteralString, Callable[..., Any]], ...]] = (
+    ("kv", ("key",), "SELECT key, revision, content, bound_crc FROM {s}.kv", _rebind_kv),
+    ("blobs", ("key",), "SELECT key, content, bound_crc FROM {s}.blobs", _rebind_blob),
+    (
+        "ledger_records",
+        ("log_id", "seq"),
+        "SELECT r.log_id, l.name, r.seq, r.content, r.bound_crc "
+        "FROM {s}.ledger_records r JOIN {s}.ledger_logs l ON l.id = r.log_id",
+        _rebind_record,
+    ),
+)
+
+
+async def _bind_checksums(conn: _Conn, schema: str) -> None:
+    """Migration 3: every checksum is bound to its value's place (see `checksum`), carrying
+    over any mismatch, so a value damaged before the upgrade stays detected. The column is
+    renamed to ``bound_crc``, so that a process of version 2 still running against the
+    schema fails loudly ("column does not exist") instead of writing unbound checksums."""
+    for table, keys, select, rebind in _REBIND:
+        names = {
+            "s": sql.Identifier(schema),
+            "t": sql.Identifier(table),
+            "keys": sql.SQL(", ").join(map(sql.Identifier, keys)),
+        }
+        await conn.execute(
+            sql.SQL("ALTER TABLE {s}.{t} RENAME COLUMN crc TO bound_crc").format(**names)
+        )
+        update = sql.SQL("UPDATE {s}.{t} SET bound_crc = %s WHERE ({keys}) = ({params})").format(
+            params=sql.SQL(", ").join(sql.Placeholder() * len(keys)), **names
+        )
+        async with conn.cursor(name="flowledger_bind_checksums") as rows:
+            await rows.execute(sql.SQL(select).format(s=sql.Identifier(schema)))
+            while batch := await rows.fetchmany(1000):
+                async with conn.cursor() as writer:
+                    await writer.executemany(update, [rebind(row) for row in batch])
+
+
 # A migration step is a statement (with ``{s}`` for the schema) or a coroutine function.
 _Step = LiteralString | Callable[[_Conn, str], Awaitable[None]]
 
@@ -372,6 +449,8 @@ _MIGRATIONS: Final[tuple[tuple[_Step, ...], ...]] = (
     ),
     # version 2: a CRC-32 beside every value, blob and record (see `checksum`)
     (_add_checksums,),
+    # version 3: each checksum bound to its value's place (see `checksum`)
+    (_bind_checksums,),
 )
 assert len(_MIGRATIONS) == SCHEMA_VERSION
 
@@ -390,14 +469,14 @@ _MIGRATION_LOCK: Final = "SELECT pg_advisory_xact_lock(%s)"
 class _Queries:
     """Every statement, rendered once per store for its schema."""
 
-    kv_get: bytes = b"SELECT content, revision, crc FROM {s}.kv WHERE key = %s"
+    kv_get: bytes = b"SELECT content, revision, bound_crc FROM {s}.kv WHERE key = %s"
     kv_revision: bytes = b"SELECT revision FROM {s}.kv WHERE key = %s"
     kv_create: bytes = (
-        b"INSERT INTO {s}.kv (key, revision, content, crc) VALUES (%s, 1, %s, %s) "
+        b"INSERT INTO {s}.kv (key, revision, content, bound_crc) VALUES (%s, 1, %s, %s) "
         b"ON CONFLICT (key) DO NOTHING RETURNING revision"
     )
     kv_update: bytes = (
-        b"UPDATE {s}.kv SET revision = revision + 1, content = %s, crc = %s "
+        b"UPDATE {s}.kv SET revision = revision + 1, content = %s, bound_crc = %s "
         b"WHERE key = %s AND revision = %s RETURNING revision"
     )
     kv_delete: bytes = b"DELETE FROM {s}.kv WHERE key = %s"
@@ -405,7 +484,7 @@ class _Queries:
     kv_keys: bytes = b"SELECT key FROM {s}.kv WHERE key >= %s AND key < %s ORDER BY key"
 
     blob_insert: bytes = (
-        b"INSERT INTO {s}.blobs (key, content, crc) VALUES (%s, %s, %s) "
+        b"INSERT INTO {s}.blobs (key, content, bound_crc) VALUES (%s, %s, %s) "
         b"ON CONFLICT (key) DO NOTHING "
         b"RETURNING 1"
     )
@@ -413,7 +492,7 @@ class _Queries:
     blob_same: bytes = (
         b"SELECT length(content) = %s AND sha256(content) = %s FROM {s}.blobs WHERE key = %s"
     )
-    blob_get: bytes = b"SELECT content, crc FROM {s}.blobs WHERE key = %s"
+    blob_get: bytes = b"SELECT content, bound_crc FROM {s}.blobs WHERE key = %s"
     blob_exists: bytes = b"SELECT 1 FROM {s}.blobs WHERE key = %s"
     blob_delete: bytes = b"DELETE FROM {s}.blobs WHERE key = %s"
     blob_list: bytes = b"SELECT key FROM {s}.blobs WHERE key >= %s AND key < %s ORDER BY key"
@@ -431,7 +510,7 @@ class _Queries:
     # inserted in digest order, so concurrent appends sharing some never deadlock.
     ledger_insert: bytes = (
         b"WITH records AS ("
-        b"INSERT INTO {s}.ledger_records (log_id, seq, content, crc) "
+        b"INSERT INTO {s}.ledger_records (log_id, seq, content, bound_crc) "
         b"SELECT %s, %s + r.ord, r.payload, r.crc "
         b"FROM unnest(%s::bytea[], %s::integer[]) WITH ORDINALITY AS r(payload, crc, ord)"
         b") INSERT INTO {s}.attachments (digest, data) "
@@ -440,7 +519,7 @@ class _Queries:
     )
     ledger_tip: bytes = b"SELECT tip FROM {s}.ledger_logs WHERE name = %s"
     ledger_read: bytes = (
-        b"SELECT r.seq, r.content, r.crc FROM {s}.ledger_records r "
+        b"SELECT r.seq, r.content, r.bound_crc FROM {s}.ledger_records r "
         b"JOIN {s}.ledger_logs l ON r.log_id = l.id "
         b"WHERE l.name = %s AND r.seq > %s ORDER BY r.seq LIMIT %s"
     )
@@ -467,6 +546,15 @@ class _Queries:
         b"RETURNING 1"
     )
     lease_get: bytes = b"SELECT epoch, holder FROM {s}.leases WHERE name = %s"
+    # A fenced write's first statement. The share lock makes a takeover (an UPDATE of the
+    # row) wait until the write has committed or rolled back; so that a writer stalled in
+    # the middle of its transaction cannot hold it forever, the server ends the writer's
+    # session once it has kept the transaction idle for `_FENCED_IDLE_LIMIT`.
+    lease_fence: bytes = (
+        b"SELECT epoch, holder IS NOT NULL AND expires_at > clock_timestamp(), "
+        b"set_config('idle_in_transaction_session_timeout', %s, true) "
+        b"FROM {s}.leases WHERE name = %s FOR SHARE"
+    )
     lease_release: bytes = (
         b"UPDATE {s}.leases SET holder = NULL, expires_at = clock_timestamp() "
         b"WHERE name = %s AND epoch = %s AND holder = %s"
@@ -672,6 +760,17 @@ class _Database:
                 raise
             raise lost from None  # the re-read failed too: the outcome stays unknown
 
+    async def _check_fence(self, conn: _Conn, fence: Fence | None) -> None:
+        """The first statement of a fenced write: `FencedWriteError` unless ``fence``'s
+        grant is current; its row stays share-locked until the write ends."""
+        if fence is None:
+            return
+        row = await _one(conn, self.q.lease_fence, (_FENCED_IDLE_LIMIT, fence.lease))
+        live = row is not None and bool(row[1])
+        if row is None or row[0] != fence.epoch or not live:
+            current = 0 if row is None else int(row[0])
+            raise refused(FencedWriteError(fence.lease, fence.epoch, current, live))
+
     # KV
 
     async def kv_get(self, key: str) -> Entry:
@@ -679,14 +778,17 @@ class _Database:
             row = await _one(conn, self.q.kv_get, (key,))
             if row is None:
                 raise KeyNotFoundError(key)
-            return Entry(verified(row[0], row[2], f"value of key {key!r}"), row[1])
+            place = kv_place(key, row[1])
+            return Entry(verified(row[0], row[2], place, f"value of key {key!r}"), row[1])
 
         return await self.read(body)
 
-    async def kv_put(self, key: str, value: bytes, expected: int) -> int:
-        crc = checksum(value)
+    async def kv_put(self, key: str, value: bytes, expected: int, fence: Fence | None) -> int:
+        # A create writes revision 1, an update ``expected + 1``: the same place either way.
+        crc = bound_checksum(kv_place(key, expected + 1), value)
 
         async def body(conn: _Conn) -> int:
+            await self._check_fence(conn, fence)
             while True:
                 if expected == 0:
                     row = await _one(conn, self.q.kv_create, (key, value, crc))
@@ -712,11 +814,12 @@ class _Database:
 
         return await self.write(body, resolve)
 
-    async def kv_delete(self, key: str) -> None:
-        await self._delete(self.q.kv_delete, self.q.kv_exists, key)
+    async def kv_delete(self, key: str, fence: Fence | None) -> None:
+        await self._delete(self.q.kv_delete, self.q.kv_exists, key, fence)
 
-    async def _delete(self, delete: bytes, exists: bytes, key: str) -> None:
+    async def _delete(self, delete: bytes, exists: bytes, key: str, fence: Fence | None) -> None:
         async def body(conn: _Conn) -> None:
+            await self._check_fence(conn, fence)
             await conn.execute(delete, (key,))
 
         async def resolve(lost: psycopg.OperationalError) -> None:
@@ -730,11 +833,12 @@ class _Database:
 
     # Blobs
 
-    async def blob_put(self, key: str, data: bytes) -> None:
+    async def blob_put(self, key: str, data: bytes, fence: Fence | None) -> None:
         digest = hashlib.sha256(data).digest()
-        crc = checksum(data)
+        crc = bound_checksum(blob_place(key), data)
 
         async def body(conn: _Conn) -> None:
+            await self._check_fence(conn, fence)
             while True:
                 if await _one(conn, self.q.blob_insert, (key, data, crc)) is not None:
                     return
@@ -760,10 +864,10 @@ class _Database:
         row = await self.read(lambda conn: _one(conn, self.q.blob_get, (key,)))
         if row is None:
             raise BlobNotFoundError(key)
-        return verified(row[0], row[1], f"blob {key!r}")
+        return verified(row[0], row[1], blob_place(key), f"blob {key!r}")
 
-    async def blob_delete(self, key: str) -> None:
-        await self._delete(self.q.blob_delete, self.q.blob_exists, key)
+    async def blob_delete(self, key: str, fence: Fence | None) -> None:
+        await self._delete(self.q.blob_delete, self.q.blob_exists, key, fence)
 
     async def blob_list(self, low: str, high: str) -> list[str]:
         return await self.read(lambda conn: _column(conn, self.q.blob_list, (low, high)))
@@ -771,14 +875,23 @@ class _Database:
     # Ledger
 
     async def ledger_append(
-        self, name: str, payloads: list[bytes], expected: int, blobs: dict[str, bytes]
+        self,
+        name: str,
+        payloads: list[bytes],
+        expected: int,
+        blobs: dict[str, bytes],
+        fence: Fence | None,
     ) -> int:
         tip = expected + len(payloads)
-        crcs = [checksum(payload) for payload in payloads]
+        crcs = [
+            bound_checksum(record_place(name, expected + i), payload)
+            for i, payload in enumerate(payloads, 1)
+        ]
         digests = [bytes.fromhex(d) for d in blobs]
         datas = list(blobs.values())
 
         async def body(conn: _Conn) -> int:
+            await self._check_fence(conn, fence)
             while True:
                 if expected == 0:
                     row = await _one(conn, self.q.log_create, (name, tip))
@@ -818,7 +931,10 @@ class _Database:
     async def ledger_read(self, name: str, after: int, limit: int) -> list[Record]:
         rows = await self.read(lambda conn: _rows(conn, self.q.ledger_read, (name, after, limit)))
         return [
-            Record(int(seq), verified(payload, crc, f"record {seq} of log {name!r}"))
+            Record(
+                int(seq),
+                verified(payload, crc, record_place(name, seq), f"record {seq} of log {name!r}"),
+            )
             for seq, payload, crc in rows
         ]
 
@@ -926,15 +1042,19 @@ class PostgresKV:
         validate_name(key)
         return await self._db.kv_get(key)
 
-    async def put(self, key: str, value: bytes, *, expected: int) -> int:
+    async def put(
+        self, key: str, value: bytes, *, expected: int, fence: Fence | None = None
+    ) -> int:
         validate_name(key)
         check_revision("expected", expected)
         check_bytes("value", value, MAX_KV_VALUE_BYTES)
-        return await self._db.kv_put(key, bytes(value), expected)
+        check_fence(fence)
+        return await self._db.kv_put(key, bytes(value), expected, fence)
 
-    async def delete(self, key: str) -> None:
+    async def delete(self, key: str, *, fence: Fence | None = None) -> None:
         validate_name(key)
-        await self._db.kv_delete(key)
+        check_fence(fence)
+        await self._db.kv_delete(key, fence)
 
     async def keys(self, prefix: str = "") -> list[str]:
         bounds = _prefix_bounds(prefix)
@@ -948,18 +1068,20 @@ class PostgresBlobs:
     def __init__(self, db: _Database) -> None:
         self._db = db
 
-    async def put(self, key: str, data: bytes) -> None:
+    async def put(self, key: str, data: bytes, *, fence: Fence | None = None) -> None:
         validate_name(key)
         check_bytes("blob", data, MAX_BLOB_BYTES)
-        await self._db.blob_put(key, bytes(data))
+        check_fence(fence)
+        await self._db.blob_put(key, bytes(data), fence)
 
     async def get(self, key: str) -> bytes:
         validate_name(key)
         return await self._db.blob_get(key)
 
-    async def delete(self, key: str) -> None:
+    async def delete(self, key: str, *, fence: Fence | None = None) -> None:
         validate_name(key)
-        await self._db.blob_delete(key)
+        check_fence(fence)
+        await self._db.blob_delete(key, fence)
 
     async def list(self, prefix: str = "") -> list[str]:
         bounds = _prefix_bounds(prefix)
@@ -980,13 +1102,15 @@ class PostgresLedger:
         *,
         expected: int,
         attachments: Mapping[str, bytes] | None = None,
+        fence: Fence | None = None,
     ) -> int:
         validate_name(name)
         payloads, blobs = check_append(records, expected, attachments)
+        check_fence(fence)
         if expected + len(payloads) > _MAX_BIGINT:
             # No log ever gets there (and the new tip would not fit in a bigint).
             raise LedgerConflictError(name, expected, await self._db.ledger_tip(name))
-        return await self._db.ledger_append(name, payloads, expected, blobs)
+        return await self._db.ledger_append(name, payloads, expected, blobs, fence)
 
     async def read(self, name: str, *, after: int = 0, limit: int = 100) -> list[Record]:
         validate_name(name)

@@ -25,6 +25,8 @@ Semantics, the same as the memory oracle's (the conformance suite compares them)
 * KV revisions count 1, 2, 3, ... per key and restart at 1 after a delete.
   Ledger sequence numbers are 1-based and contiguous per log. Listings are
   sorted by byte order (the default ``BINARY`` collation; names are ASCII).
+* A fenced write (see `fence`) reads its lease's row inside its ``BEGIN
+  IMMEDIATE`` transaction, before anything else.
 * Leases live in a ``leases`` table and use the wall clock (`time.time`), so
   they work across processes on one machine; an acquire bumps the epoch only
   when the name is free or its holder's TTL has passed, and a release clears
@@ -42,15 +44,17 @@ completion. `Store.close` closes the connection; later calls raise
 ``database is locked`` after ``busy_timeout``, or a full disk) propagate as
 `sqlite3.Error` after the transaction is rolled back.
 
-Every KV value, blob and ledger record is stored with its CRC-32 and checked on
-every read: damaged bytes raise `CorruptDataError` (naming the key, or the log
-and sequence number) instead of being returned. Attachments are checked by
-their reader against their SHA-256.
+Every KV value, blob and ledger record is stored with its CRC-32 bound to its
+place (key and revision, blob key, log and sequence number) and checked on
+every read: damaged bytes, or a row copied to another place, raise
+`CorruptDataError` (naming the key, or the log and sequence number) instead of
+being returned. Attachments are checked by their reader against their SHA-256.
 
 The schema version is kept in ``flowledger_meta``. Opening a database of an
 older version migrates it in one transaction (version 2 adds the checksums and
-computes them for the rows already there); opening one written by a newer
-schema raises `SchemaVersionError` before anything is written.
+computes them for the rows already there; version 3 binds them to their places,
+carrying any mismatch over); opening one written by a newer schema raises
+`SchemaVersionError` before anything is written.
 """
 
 from __future__ import annotations
@@ -68,21 +72,32 @@ from datetime import UTC, datetime
 from typing import Any, Final, Literal, TypeVar
 from urllib.parse import parse_qsl, quote, unquote, urlsplit
 
-from .checksum import checksum, verified
+from .checksum import (
+    blob_place,
+    bound_checksum,
+    checksum,
+    kv_place,
+    rebound,
+    record_place,
+    verified,
+)
 from .errors import (
     AttachmentNotFoundError,
     BlobConflictError,
     BlobNotFoundError,
     ConflictError,
+    FencedWriteError,
     KeyNotFoundError,
     LeaseHeldError,
     LedgerConflictError,
     StorageError,
+    StoreBrokenError,
     StoreClosedError,
     StoreNotFoundError,
     StoreOpenError,
 )
 from .errors import SchemaVersionError as BaseSchemaVersionError
+from .fence import Fence, check_fence, refused
 from .kv import Entry
 from .lease import Leaser, LeaseStatus, RenewStatus
 from .ledger import Record, check_append, check_digests, check_read
@@ -102,7 +117,7 @@ __all__ = [
     "parse_sqlite_url",
 ]
 
-SCHEMA_VERSION: Final = 2
+SCHEMA_VERSION: Final = 3
 
 Synchronous = Literal["FULL", "NORMAL", "OFF"]
 
@@ -256,6 +271,20 @@ _MIGRATIONS: Final[tuple[tuple[str, ...], ...]] = (
         "ALTER TABLE ledger_records ADD COLUMN crc INTEGER NOT NULL DEFAULT 0",
         "UPDATE ledger_records SET crc = flowledger_crc32(content)",
     ),
+    # version 3: the checksum is bound to the value's place (see `checksum`), so a row
+    # copied to another key, revision, blob key, log or sequence number is corrupt where
+    # it lands. The column is renamed to ``bound_crc`` for the same reason as in version 2:
+    # a process of version 2 still running fails loudly instead of writing unbound ones.
+    (
+        "ALTER TABLE kv RENAME COLUMN crc TO bound_crc",
+        "UPDATE kv SET bound_crc = flowledger_rebind_kv(key, revision, content, bound_crc)",
+        "ALTER TABLE blobs RENAME COLUMN crc TO bound_crc",
+        "UPDATE blobs SET bound_crc = flowledger_rebind_blob(key, content, bound_crc)",
+        "ALTER TABLE ledger_records RENAME COLUMN crc TO bound_crc",
+        """UPDATE ledger_records SET bound_crc = flowledger_rebind_record(
+            (SELECT name FROM ledger_logs WHERE id = ledger_records.key >> 32),
+            ledger_records.key & 4294967295, content, bound_crc)""",
+    ),
 )
 assert len(_MIGRATIONS) == SCHEMA_VERSION
 
@@ -269,18 +298,18 @@ _SET_VERSION: Final = (
     "INSERT OR REPLACE INTO flowledger_meta (key, value) VALUES ('schema_version', ?)"
 )
 
-_KV_GET: Final = "SELECT content, revision, crc FROM kv WHERE key = ?"
+_KV_GET: Final = "SELECT content, revision, bound_crc FROM kv WHERE key = ?"
 _KV_REVISION: Final = "SELECT revision FROM kv WHERE key = ?"
-_KV_INSERT: Final = "INSERT INTO kv (key, revision, content, crc) VALUES (?, 1, ?, ?)"
-_KV_UPDATE: Final = "UPDATE kv SET revision = ?, content = ?, crc = ? WHERE key = ?"
+_KV_INSERT: Final = "INSERT INTO kv (key, revision, content, bound_crc) VALUES (?, 1, ?, ?)"
+_KV_UPDATE: Final = "UPDATE kv SET revision = ?, content = ?, bound_crc = ? WHERE key = ?"
 _KV_DELETE: Final = "DELETE FROM kv WHERE key = ?"
 _KV_KEYS: Final = "SELECT key FROM kv WHERE key >= ? AND key < ? ORDER BY key"
 
 _BLOB_INSERT: Final = (
-    "INSERT INTO blobs (key, content, crc) VALUES (?, ?, ?) ON CONFLICT (key) DO NOTHING"
+    "INSERT INTO blobs (key, content, bound_crc) VALUES (?, ?, ?) ON CONFLICT (key) DO NOTHING"
 )
 _BLOB_SAME: Final = "SELECT content = ? FROM blobs WHERE key = ?"
-_BLOB_GET: Final = "SELECT content, crc FROM blobs WHERE key = ?"
+_BLOB_GET: Final = "SELECT content, bound_crc FROM blobs WHERE key = ?"
 _BLOB_DELETE: Final = "DELETE FROM blobs WHERE key = ?"
 _BLOB_LIST: Final = "SELECT key FROM blobs WHERE key >= ? AND key < ? ORDER BY key"
 
@@ -289,9 +318,10 @@ MAX_SEQ: Final = (1 << _SEQ_BITS) - 1
 _LOG_ID: Final = "SELECT id FROM ledger_logs WHERE name = ?"
 _LOG_INSERT: Final = "INSERT INTO ledger_logs (name) VALUES (?)"
 _LEDGER_TIP: Final = "SELECT max(key) FROM ledger_records WHERE key BETWEEN ? AND ?"
-_LEDGER_INSERT: Final = "INSERT INTO ledger_records (key, content, crc) VALUES (?, ?, ?)"
+_LEDGER_INSERT: Final = "INSERT INTO ledger_records (key, content, bound_crc) VALUES (?, ?, ?)"
 _LEDGER_READ: Final = (
-    "SELECT key, content, crc FROM ledger_records WHERE key BETWEEN ? AND ? ORDER BY key LIMIT ?"
+    "SELECT key, content, bound_crc FROM ledger_records "
+    "WHERE key BETWEEN ? AND ? ORDER BY key LIMIT ?"
 )
 _LEDGER_NAMES: Final = "SELECT name FROM ledger_logs WHERE name >= ? AND name < ? ORDER BY name"
 _ATTACHMENT_INSERT: Final = "INSERT OR IGNORE INTO attachments (digest, data) VALUES (?, ?)"
@@ -331,6 +361,9 @@ class _Database:
         self.path = ""
         self._conn: sqlite3.Connection | None = None
         self._log_ids: dict[str, int] = {}
+        self._identity: tuple[int, int] | None = None  # (device, inode) of the open file
+        self._companions: tuple[str, ...] = ()  # the -wal and -shm files that must stay
+        self.broken: StoreBrokenError | None = None
 
     @property
     def conn(self) -> sqlite3.Connection:
@@ -373,6 +406,14 @@ class _Database:
             self._ensure_schema(conn)
             # From here on, `_Worker.call` waits for locks without blocking the event loop.
             conn.execute("PRAGMA busy_timeout = 0")
+            # The schema check read the file, so WAL mode has created both companions;
+            # they stay until the last connection closes, which cannot happen while ours
+            # is open.
+            info = os.stat(path)
+            self._identity = (info.st_dev, info.st_ino)
+            self._companions = tuple(
+                path + suffix for suffix in ("-wal", "-shm") if os.path.exists(path + suffix)
+            )
         except sqlite3.OperationalError as exc:
             conn.close()
             if _is_busy(exc):
@@ -438,6 +479,37 @@ class _Database:
         assert last is not None
         raise StoreOpenError(path, _open_failure(path, last)) from last
 
+    def check_files(self) -> None:
+        """Refuse to write (`StoreBrokenError`, sticky) once the files changed under us.
+
+        SQLite cannot survive its database file being replaced, or its ``-wal`` or
+        ``-shm`` file being deleted, while a connection is open: this connection would
+        keep writing to the unlinked files while the next process to open the path
+        starts afresh, without our last commits or our locks - so two owners could
+        write at once and the database be corrupted. Nothing notices from within
+        SQLite; this check is what can be detected from outside, before every write
+        and at every lease renewal (which a live owner makes every ``ttl / 3``).
+        """
+        if self.broken is not None:
+            raise self.broken
+        if self._identity is None:
+            return  # opened read-only: it never writes
+        try:
+            info = os.stat(self.path)
+        except FileNotFoundError:
+            problem = "the database file was deleted or moved away"
+        else:
+            problem = ""
+            if (info.st_dev, info.st_ino) != self._identity:
+                problem = "the database file was replaced by another file"
+            for companion in self._companions:
+                if not problem and not os.path.exists(companion):
+                    suffix = companion[len(self.path) :]
+                    problem = f"its {suffix} file was deleted"
+        if problem:
+            self.broken = StoreBrokenError(self.path, problem)
+            raise self.broken
+
     @staticmethod
     def _enable_wal(conn: sqlite3.Connection, timeout_ms: int) -> None:
         # Leaving rollback-journal mode takes an exclusive lock without consulting
@@ -462,6 +534,9 @@ class _Database:
         if self._check_version(conn) == SCHEMA_VERSION:
             return  # the common case: no write lock needed to open
         conn.create_function("flowledger_crc32", 1, checksum, deterministic=True)
+        conn.create_function("flowledger_rebind_kv", 4, _rebind_kv, deterministic=True)
+        conn.create_function("flowledger_rebind_blob", 3, _rebind_blob, deterministic=True)
+        conn.create_function("flowledger_rebind_record", 4, _rebind_record, deterministic=True)
         conn.execute("BEGIN IMMEDIATE")
         try:
             conn.execute(_CREATE_META)
@@ -507,39 +582,46 @@ class _Database:
         row = self.conn.execute(_KV_GET, (key,)).fetchone()
         if row is None:
             raise KeyNotFoundError(key)
-        return Entry(verified(row[0], row[2], f"value of key {key!r}"), row[1])
+        place = kv_place(key, row[1])
+        return Entry(verified(row[0], row[2], place, f"value of key {key!r}"), row[1])
 
-    def kv_put(self, key: str, value: bytes, expected: int) -> int:
+    def kv_put(self, key: str, value: bytes, expected: int, fence: Fence | None) -> int:
         conn = self.conn
+        self.check_files()
         conn.execute("BEGIN IMMEDIATE")
         try:
+            self._check_fence(fence)
             row = conn.execute(_KV_REVISION, (key,)).fetchone()
             actual = 0 if row is None else row[0]
             if actual != expected:
                 raise ConflictError(key, expected, actual)
             if actual == 0:
-                conn.execute(_KV_INSERT, (key, value, checksum(value)))
+                conn.execute(_KV_INSERT, (key, value, bound_checksum(kv_place(key, 1), value)))
             else:
-                conn.execute(_KV_UPDATE, (actual + 1, value, checksum(value), key))
+                crc = bound_checksum(kv_place(key, actual + 1), value)
+                conn.execute(_KV_UPDATE, (actual + 1, value, crc, key))
             conn.execute("COMMIT")
         except BaseException:
             _rollback(conn)
             raise
         return actual + 1
 
-    def kv_delete(self, key: str) -> None:
-        self._write_one(_KV_DELETE, (key,))
+    def kv_delete(self, key: str, fence: Fence | None) -> None:
+        self._write_one(_KV_DELETE, (key,), fence)
 
     def kv_keys(self, low: str, high: str) -> list[str]:
         return [row[0] for row in self.conn.execute(_KV_KEYS, (low, high))]
 
     # Blobs
 
-    def blob_put(self, key: str, data: bytes) -> None:
+    def blob_put(self, key: str, data: bytes, fence: Fence | None) -> None:
         conn = self.conn
+        self.check_files()
         conn.execute("BEGIN IMMEDIATE")
         try:
-            if conn.execute(_BLOB_INSERT, (key, data, checksum(data))).rowcount == 0:
+            self._check_fence(fence)
+            crc = bound_checksum(blob_place(key), data)
+            if conn.execute(_BLOB_INSERT, (key, data, crc)).rowcount == 0:
                 (same,) = conn.execute(_BLOB_SAME, (data, key)).fetchone()
                 if not same:
                     raise BlobConflictError(key)
@@ -552,10 +634,10 @@ class _Database:
         row = self.conn.execute(_BLOB_GET, (key,)).fetchone()
         if row is None:
             raise BlobNotFoundError(key)
-        return verified(row[0], row[1], f"blob {key!r}")
+        return verified(row[0], row[1], blob_place(key), f"blob {key!r}")
 
-    def blob_delete(self, key: str) -> None:
-        self._write_one(_BLOB_DELETE, (key,))
+    def blob_delete(self, key: str, fence: Fence | None) -> None:
+        self._write_one(_BLOB_DELETE, (key,), fence)
 
     def blob_list(self, low: str, high: str) -> list[str]:
         return [row[0] for row in self.conn.execute(_BLOB_LIST, (low, high))]
@@ -577,11 +659,18 @@ class _Database:
         return 0 if row is None or row[0] is None else int(row[0]) - base
 
     def ledger_append(
-        self, name: str, payloads: list[bytes], expected: int, blobs: dict[str, bytes]
+        self,
+        name: str,
+        payloads: list[bytes],
+        expected: int,
+        blobs: dict[str, bytes],
+        fence: Fence | None,
     ) -> int:
         conn = self.conn
+        self.check_files()
         conn.execute("BEGIN IMMEDIATE")
         try:
+            self._check_fence(fence)
             log = self._log_id(name)
             actual = 0 if log is None else self._tip(log)
             if actual != expected:
@@ -591,7 +680,10 @@ class _Database:
             if log is None:
                 log = int(conn.execute(_LOG_INSERT, (name,)).lastrowid or 0)
             base = (log << _SEQ_BITS) + actual
-            rows = [(base + i, p, checksum(p)) for i, p in enumerate(payloads, 1)]
+            rows = [
+                (base + i, p, bound_checksum(record_place(name, actual + i), p))
+                for i, p in enumerate(payloads, 1)
+            ]
             if len(rows) == 1:
                 conn.execute(_LEDGER_INSERT, rows[0])
             else:
@@ -614,10 +706,12 @@ class _Database:
             return []
         base = log << _SEQ_BITS
         rows = self.conn.execute(_LEDGER_READ, (base + after + 1, base | MAX_SEQ, limit))
-        return [
-            Record(key - base, verified(payload, crc, f"record {key - base} of log {name!r}"))
-            for key, payload, crc in rows
-        ]
+        records = []
+        for key, payload, crc in rows:
+            seq = key - base
+            what = f"record {seq} of log {name!r}"
+            records.append(Record(seq, verified(payload, crc, record_place(name, seq), what)))
+        return records
 
     def ledger_tip(self, name: str) -> int:
         log = self._log_id(name)
@@ -642,6 +736,7 @@ class _Database:
 
     def lease_acquire(self, name: str, holder: str, ttl: float) -> int:
         conn = self.conn
+        self.check_files()
         conn.execute("BEGIN IMMEDIATE")
         try:
             now = time.time()  # read under the write lock: the wait for it may be long
@@ -663,6 +758,7 @@ class _Database:
 
     def lease_renew(self, name: str, epoch: int, holder: str, ttl: float) -> RenewStatus:
         conn = self.conn
+        self.check_files()
         conn.execute("BEGIN IMMEDIATE")
         try:
             now = time.time()
@@ -682,6 +778,8 @@ class _Database:
         return status
 
     def lease_release(self, name: str, epoch: int, holder: str) -> None:
+        if self.broken is not None:
+            return  # writing is what must not happen now; the grant runs out by its TTL
         self._write_one(_LEASE_RELEASE, (time.time(), name, epoch, holder))
 
     def lease_status(self, name: str) -> LeaseStatus:
@@ -694,15 +792,46 @@ class _Database:
         until = datetime.fromtimestamp(expires_at, UTC) if expires_at > 0 else None
         return LeaseStatus(int(epoch), held, until)
 
-    def _write_one(self, sql: str, params: tuple[object, ...]) -> None:
+    def _check_fence(self, fence: Fence | None) -> None:
+        """Inside a write transaction (which holds the database's write lock until it
+        ends, so no grant can change meanwhile): `FencedWriteError` unless ``fence``'s
+        grant is current."""
+        if fence is None:
+            return
+        row = self.conn.execute(_LEASE_GET, (fence.lease,)).fetchone()
+        live = row is not None and row[1] is not None and row[2] > time.time()
+        if row is None or row[0] != fence.epoch or not live:
+            current = 0 if row is None else int(row[0])
+            raise refused(FencedWriteError(fence.lease, fence.epoch, current, live))
+
+    def _write_one(self, sql: str, params: tuple[object, ...], fence: Fence | None = None) -> None:
         conn = self.conn
+        self.check_files()
         conn.execute("BEGIN IMMEDIATE")
         try:
+            self._check_fence(fence)
             conn.execute(sql, params)
             conn.execute("COMMIT")
         except BaseException:
             _rollback(conn)
             raise
+
+
+# The migration to version 3 (SQL functions over each stored row).
+
+
+def _rebind_kv(key: str, revision: int, content: bytes, crc: int) -> int:
+    return rebound(kv_place(key, revision), content, crc)
+
+
+def _rebind_blob(key: str, content: bytes, crc: int) -> int:
+    return rebound(blob_place(key), content, crc)
+
+
+def _rebind_record(log: str | None, seq: int, content: bytes, crc: int) -> int:
+    if log is None:
+        return crc  # a record of no log: nothing can ever read it
+    return rebound(record_place(log, seq), content, crc)
 
 
 def _rollback(conn: sqlite3.Connection) -> None:
@@ -809,15 +938,19 @@ class SQLiteKV:
         validate_name(key)
         return await self._worker.call(self._db.kv_get, key)
 
-    async def put(self, key: str, value: bytes, *, expected: int) -> int:
+    async def put(
+        self, key: str, value: bytes, *, expected: int, fence: Fence | None = None
+    ) -> int:
         validate_name(key)
         check_revision("expected", expected)
         check_bytes("value", value, MAX_KV_VALUE_BYTES)
-        return await self._worker.call(self._db.kv_put, key, value, expected)
+        check_fence(fence)
+        return await self._worker.call(self._db.kv_put, key, value, expected, fence)
 
-    async def delete(self, key: str) -> None:
+    async def delete(self, key: str, *, fence: Fence | None = None) -> None:
         validate_name(key)
-        await self._worker.call(self._db.kv_delete, key)
+        check_fence(fence)
+        await self._worker.call(self._db.kv_delete, key, fence)
 
     async def keys(self, prefix: str = "") -> list[str]:
         bounds = _prefix_bounds(prefix)
@@ -832,18 +965,20 @@ class SQLiteBlobs:
         self._worker = worker
         self._db = worker.db
 
-    async def put(self, key: str, data: bytes) -> None:
+    async def put(self, key: str, data: bytes, *, fence: Fence | None = None) -> None:
         validate_name(key)
         check_bytes("blob", data, MAX_BLOB_BYTES)
-        await self._worker.call(self._db.blob_put, key, data)
+        check_fence(fence)
+        await self._worker.call(self._db.blob_put, key, data, fence)
 
     async def get(self, key: str) -> bytes:
         validate_name(key)
         return await self._worker.call(self._db.blob_get, key)
 
-    async def delete(self, key: str) -> None:
+    async def delete(self, key: str, *, fence: Fence | None = None) -> None:
         validate_name(key)
-        await self._worker.call(self._db.blob_delete, key)
+        check_fence(fence)
+        await self._worker.call(self._db.blob_delete, key, fence)
 
     async def list(self, prefix: str = "") -> list[str]:
         bounds = _prefix_bounds(prefix)
@@ -865,10 +1000,14 @@ class SQLiteLedger:
         *,
         expected: int,
         attachments: Mapping[str, bytes] | None = None,
+        fence: Fence | None = None,
     ) -> int:
         validate_name(name)
         payloads, blobs = check_append(records, expected, attachments)
-        return await self._worker.call(self._db.ledger_append, name, payloads, expected, blobs)
+        check_fence(fence)
+        return await self._worker.call(
+            self._db.ledger_append, name, payloads, expected, blobs, fence
+        )
 
     async def read(self, name: str, *, after: int = 0, limit: int = 100) -> list[Record]:
         validate_name(name)

@@ -147,8 +147,14 @@ async def _connect(url: str, *, read_only: bool = False) -> Store:
         if url.rstrip("/") != "memory:":
             raise UnsupportedURLError(url, "memory:// takes no path or options")
         gate = MemoryGate()
-        leases = Leaser(MemoryLeaseBackend(gate))
-        primitives = (MemoryKV(gate), MemoryBlobs(gate), MemoryLedger(gate), leases)
+        backend = MemoryLeaseBackend(gate)
+        leases = Leaser(backend)
+        primitives = (
+            MemoryKV(gate, backend),
+            MemoryBlobs(gate, backend),
+            MemoryLedger(gate, backend),
+            leases,
+        )
         return Store(url, *primitives, read_only=read_only, _close_backend=gate.close)
     if scheme == "sqlite":
         from .sqlite import connect_sqlite

@@ -47,6 +47,7 @@ from ..storage import (
     Ledger,
     LedgerConflictError,
     Record,
+    fence_arg,
 )
 from .activity import ActivityRecord, ProjectedActivity
 from .errors import ActivityValidationError, CorruptRecordError
@@ -259,7 +260,7 @@ class ActivityJournal:
                 attempts += 1
                 try:
                     tip = await self._ledger.append(
-                        name, [_encode(item) for item in chunk], expected=tip
+                        name, [_encode(item) for item in chunk], expected=tip, **fence_arg()
                     )
                 except LedgerConflictError:
                     if attempts >= PUBLISH_ATTEMPTS:

@@ -32,7 +32,7 @@ from enum import StrEnum
 from typing import Any, Final
 
 from .. import flow
-from ..storage import KV, CorruptDataError, KeyNotFoundError, validate_name
+from ..storage import KV, CorruptDataError, KeyNotFoundError, fence_arg, validate_name
 from .errors import CorruptRecordError
 from .metadata import MAX_LABEL_BYTES, Metadata, bound_text
 from .run import is_id
@@ -295,17 +295,18 @@ class PendingStore:
         read-then-swap cannot race another writer; a damaged record is replaced)."""
         key = pending_key(session_id, run_id)
         data = _encode(pending)
+        fence = fence_arg()  # the owner's lease, when it set one (`storage.fencing`)
         try:
             current = await self._kv.get(key)
         except KeyNotFoundError:
-            await self._kv.put(key, data, expected=0)
+            await self._kv.put(key, data, expected=0, **fence)
             return
         except CorruptDataError:
-            await self._kv.delete(key)
-            await self._kv.put(key, data, expected=0)
+            await self._kv.delete(key, **fence)
+            await self._kv.put(key, data, expected=0, **fence)
             return
         if current.value != data:
-            await self._kv.put(key, data, expected=current.revision)
+            await self._kv.put(key, data, expected=current.revision, **fence)
 
     async def get(self, session_id: str, run_id: str) -> Pending | None:
         key = pending_key(session_id, run_id)

@@ -135,7 +135,7 @@ class RunRegistry:
                 exc.add_note("index unfinished run")
                 raise
         try:
-            revision = await self._kv.put(key, data, expected=0)
+            revision = await self._kv.put(key, data, expected=0, **storage.fence_arg())
         except storage.ConflictError as exc:
             raise ConflictError(
                 run.session_id, run.id, "run already exists", expected=0, actual=exc.actual
@@ -215,7 +215,9 @@ class RunRegistry:
         key = run_key(next.session_id, next.id)
         data = encode_run(next)
         try:
-            revision = await self._kv.put(key, data, expected=expected_revision)
+            revision = await self._kv.put(
+                key, data, expected=expected_revision, **storage.fence_arg()
+            )
         except storage.ConflictError as exc:
             raise conflict("stale revision", exc.actual) from exc
         except Exception as exc:

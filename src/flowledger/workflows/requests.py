@@ -41,7 +41,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, replace
 from typing import Any, Final, Literal
 
-from ..storage import KV, CorruptDataError, KeyNotFoundError, validate_name
+from ..storage import KV, CorruptDataError, KeyNotFoundError, fence_arg, validate_name
 from ..storage import ConflictError as StorageConflictError
 from .errors import ConflictError, CorruptRecordError
 from .run import is_id
@@ -247,12 +247,13 @@ class RunRequests:
         return await self._swap(replace(request, state="failed", error=code))
 
     async def delete_resume(self, session_id: str, run_id: str) -> None:
-        await self.kv.delete(resume_request_key(session_id, run_id))
+        await self.kv.delete(resume_request_key(session_id, run_id), **fence_arg())
 
     async def _swap(self, request: ResumeRequest) -> ResumeRequest:
         key = resume_request_key(request.session_id, request.run_id)
         try:
-            revision = await self.kv.put(key, _encode_resume(request), expected=request.revision)
+            data = _encode_resume(request)
+            revision = await self.kv.put(key, data, expected=request.revision, **fence_arg())
         except StorageConflictError as exc:
             raise ConflictError(
                 request.session_id,
@@ -306,7 +307,7 @@ class RunRequests:
         return [k[len(prefix) :] for k in await self.kv.keys(prefix) if is_id(k[len(prefix) :])]
 
     async def delete_cancel(self, session_id: str, run_id: str) -> None:
-        await self.kv.delete(cancel_request_key(session_id, run_id))
+        await self.kv.delete(cancel_request_key(session_id, run_id), **fence_arg())
 
     # -- bells -----------------------------------------------------------------------------
 

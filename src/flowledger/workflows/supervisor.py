@@ -57,16 +57,17 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import inspect
 import logging
 import time
 from collections.abc import Awaitable, Callable, Coroutine, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
-from typing import Any, Final, Protocol, TypeVar
+from typing import Any, Concatenate, Final, ParamSpec, Protocol, TypeVar
 
 from .. import flow
-from ..storage import Lease, LeaseHeldError, Leaser
+from ..storage import FencedWriteError, Lease, LeaseHeldError, Leaser, fencing
 from .activity import RESUMING_SUMMARY, ProjectedActivity, project
 from .catalog import Catalog
 from .definition import Definition, WorkflowResult
@@ -104,6 +105,23 @@ __all__ = ["ActivityPublisher", "StartTicket", "Supervisor"]
 log = logging.getLogger(__name__)
 
 T = TypeVar("T")
+P = ParamSpec("P")
+
+
+def _owner_writes(
+    method: Callable[Concatenate[Supervisor, P], Coroutine[Any, Any, T]],
+) -> Callable[Concatenate[Supervisor, P], Coroutine[Any, Any, T]]:
+    """Run ``method`` with the session lease's fence on every write it (and every task it
+    starts) makes, so a stale owner's first write fails inside its own transaction."""
+
+    @functools.wraps(method)
+    async def fenced(self: Supervisor, /, *args: P.args, **kwargs: P.kwargs) -> T:
+        lease = self._lease
+        with fencing(None if lease is None else lease.fence, on_refused=self._on_fenced):
+            return await method(self, *args, **kwargs)
+
+    return fenced
+
 
 MAX_CANCEL_ATTEMPTS: Final = 8
 START_SUMMARY: Final = "workflow running"
@@ -262,6 +280,8 @@ class Supervisor:
         self._lease_ttl = lease_ttl
         self._state = "inactive"
         self._lease: Lease | None = None
+        self._fenced_off = False  # a write carrying the lease's fence was refused
+        self._vertex_guard = flow.Hooks(on_vertex_start=self._before_vertex)
         self._controllers: dict[str, _Controller] = {}
         self._workers: set[asyncio.Task[Any]] = set()
         self._idle = asyncio.Event()
@@ -376,8 +396,29 @@ class Supervisor:
             if controller.execution is not None:
                 controller.execution.cancel()
 
+    def _on_fenced(self, error: FencedWriteError) -> None:
+        """A write was refused because the lease's grant ended: ownership is lost now,
+        even if the renewal that would say so has not run yet (the process stalled)."""
+        if self._fenced_off:
+            return
+        self._fenced_off = True
+        if self._state == "active":
+            log.warning("session %s: ownership lost (%s)", self._session_id, error)
+            self._cancel_everything()
+
+    async def _before_vertex(self, _record: object) -> None:
+        """Start a vertex only while ownership is proven: a stalled owner (whose last
+        renewal is older than the TTL) waits here for its next renewal, and a loss found
+        meanwhile ends the segment before the task starts."""
+        lease = self._lease
+        if lease is not None and await lease.wait_proven() and not self._fenced_off:
+            return
+        raise asyncio.CancelledError()  # hooks swallow exceptions; this ends the segment
+
     def _ownership_lost(self) -> bool:
-        return self._state != "active" or self._lease is None or self._lease.lost
+        return (
+            self._state != "active" or self._lease is None or self._lease.lost or self._fenced_off
+        )
 
     async def wait_idle(self) -> BaseException | None:
         """Wait until no start or adoption worker is running; return `last_error`."""
@@ -511,6 +552,7 @@ class Supervisor:
         controller = self._controllers.get(run_id)
         return controller is not None and controller.lock.locked()
 
+    @_owner_writes
     async def _contained(self, work: Coroutine[Any, Any, None]) -> None:
         try:
             await work
@@ -519,6 +561,7 @@ class Supervisor:
         except Exception as exc:
             log.warning("session %s: request handler failed: %s", self._session_id, exc)
 
+    @_owner_writes
     async def _in_slot(self, work: Coroutine[Any, Any, None]) -> None:
         try:
             async with self._slots:
@@ -642,7 +685,7 @@ class Supervisor:
         live = LiveActivities(
             lambda current: self._reconcile_activities(definition, current), running
         )
-        hooks = [live.hook, self._boundary.hook]
+        hooks = self._segment_hooks(live)
         if ack is not None:
             hooks.append(flow.Hooks(on_run_start=lambda _record: ack()))
         try:
@@ -742,7 +785,10 @@ class Supervisor:
                 try:
                     result = await self._execute(
                         controller,
-                        definition.adopt(run.graph_run_id, hooks=[live.hook, self._boundary.hook]),
+                        definition.adopt(
+                            run.graph_run_id,
+                            hooks=[live.hook, self._boundary.hook, self._vertex_guard],
+                        ),
                     )
                 finally:
                     run = await live.finish()
@@ -752,6 +798,11 @@ class Supervisor:
             if result is None:
                 return
         await self._apply_result(definition, run, result)
+
+    def _segment_hooks(self, live: LiveActivities) -> list[flow.Hooks]:
+        """What watches every segment this owner executes: live activities, the stop at
+        the next step boundary, and the lease check before each vertex."""
+        return [live.hook, self._boundary.hook, self._vertex_guard]
 
     async def _adoption_blocked(self, run: Run, reason: str) -> None:
         """Leave a running run whose checkpoint this definition cannot continue as it is,
@@ -776,6 +827,7 @@ class Supervisor:
 
     # -- resume ----------------------------------------------------------------------------
 
+    @_owner_writes
     async def resume(self, run_id: str, payload: bytes | str | None) -> Run | None:
         """Continue an interrupted run - a request pause with a payload the resume schema
         accepts, an errored pause with ``None`` (a retry) - and return the run record after
@@ -822,7 +874,9 @@ class Supervisor:
                 result = await self._execute(
                     controller,
                     definition.resume(
-                        run.graph_run_id, token, hooks=[live.hook, self._boundary.hook]
+                        run.graph_run_id,
+                        token,
+                        hooks=[live.hook, self._boundary.hook, self._vertex_guard],
                     ),
                 )
             finally:
@@ -846,6 +900,7 @@ class Supervisor:
         _, first = await record_cancel_intent(self.registry, self._session_id, run_id)
         return first
 
+    @_owner_writes
     async def cancel(self, run_id: str, reason: str = "") -> Run | None:
         """Cancel a run (idempotent for an already cancelled one); return its record."""
         controller = self._controller(run_id)
@@ -948,6 +1003,7 @@ class Supervisor:
             except Exception as exc:
                 log.warning("session %s: polling for requests failed: %s", self._session_id, exc)
 
+    @_owner_writes
     async def poll(
         self, unfinished: Sequence[str] | None = None, bells: Sequence[str] | None = None
     ) -> None:

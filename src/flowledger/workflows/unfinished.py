@@ -26,7 +26,14 @@ import time
 from collections.abc import Callable
 from typing import Final
 
-from ..storage import KV, ConflictError, CorruptDataError, KeyNotFoundError, validate_name
+from ..storage import (
+    KV,
+    ConflictError,
+    CorruptDataError,
+    KeyNotFoundError,
+    fence_arg,
+    validate_name,
+)
 from .run import is_id
 
 __all__ = ["ORPHAN_GRACE", "UNFINISHED_PREFIX", "UnfinishedIndex", "unfinished_key"]
@@ -60,7 +67,7 @@ class UnfinishedIndex:
 
     async def remove(self, session_id: str, run_id: str) -> None:
         """Delete the entry (idempotent)."""
-        await self.kv.delete(unfinished_key(session_id, run_id))
+        await self.kv.delete(unfinished_key(session_id, run_id), **fence_arg())
 
     async def runs(self, session_id: str) -> list[str]:
         """The run IDs indexed for one session, in ID order."""
