@@ -14,6 +14,9 @@ import pytest
 from mcp import Client
 
 from flowledger.mcp.__main__ import main
+from flowledger.storage import open_store
+from flowledger.workflows.run import owner_lease_name
+from flowledger.workflows.session import default_session_id
 
 from .conftest import (
     READ_ONLY_NAMES,
@@ -278,8 +281,13 @@ async def test_sigterm_releases_the_session_at_once(tmp_path: Path) -> None:
     server.terminate()
     _, stderr = await asyncio.wait_for(server.communicate(), 30)
     assert server.returncode == 0, stderr
-    # well within the 15 s lease TTL, another server owns the session
-    async with asyncio.timeout(10), Client(stdio_params(db)) as client:
+    # Released, not left to run out its 15 s TTL: the lease is free now, and another server
+    # owns the session at once (the deadline only catches a hang).
+    async with open_store(db) as store:
+        session_id = await default_session_id(store)
+        status = await store.leases.status(owner_lease_name(session_id))
+    assert not status.held
+    async with asyncio.timeout(120), Client(stdio_params(db)) as client:
         assert len((await client.list_tools()).tools) == 7
 
 

