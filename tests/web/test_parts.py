@@ -122,13 +122,22 @@ def test_vertex_states_from_history_status_and_pause() -> None:
     running = vertex_states(shape, {"run_status": "running"}, entries)
     assert running["intake"] == running["style"] == "done"
     assert running["facts"] == running["summarize"] == "running"
-    assert running["report"] == "running"  # a successor of style: a candidate
+    assert running["report"] == "not_reached"  # a join: it waits for all three checks
+    entries += [{"kind": "vertex_completed", "vertex_id": v} for v in ("facts", "summarize")]
+    joined = vertex_states(shape, {"run_status": "running"}, entries)
+    assert joined["report"] == "running" and joined["approval"] == "not_reached"
+    loop = graph_shape(kinds_definition())
+    assert loop is not None
+    routed = vertex_states(
+        loop, {"run_status": "running"}, [{"kind": "vertex_completed", "vertex_id": "work"}]
+    )
+    assert routed == {"work": "done", "done": "running"}  # a route's target: a candidate
     paused = vertex_states(
         shape,
         {"run_status": "interrupted", "pending": {"kind": "request", "vertex_id": "approval"}},
         entries,
     )
-    assert paused["approval"] == "paused" and paused["facts"] == "not_reached"
+    assert paused["approval"] == "paused" and paused["report"] == "not_reached"
     errored = vertex_states(
         shape,
         {

@@ -329,4 +329,42 @@ def test_tokens_sign_in_and_keep_sessions_apart(db: Path) -> None:
 def test_non_loopback_without_tokens_is_refused() -> None:
     with pytest.raises(WebStartupError, match="non-loopback"):
         WebServer("sqlite:///unused.db", host="0.0.0.0")
-    WebServer("sqlite:///unused.db", host="0.0.0.0", tokens={"t" * 16: "1" * 8})
+    WebServer(
+        "sqlite:///unused.db",
+        host="0.0.0.0",
+        tokens={"t" * 16: "11111111-1111-4111-8111-111111111111"},
+    )
+
+
+def test_a_session_that_cannot_be_opened_is_503(tmp_path: Path) -> None:
+    token = "a-token-for-a-missing-db"
+    # read-only on a database that does not exist: the token's session cannot be opened
+    with dashboard(
+        tmp_path / "missing.db",
+        read_only=True,
+        tokens={token: "33333333-3333-4333-8333-333333333333"},
+    ) as client:
+        headers = {"authorization": f"Bearer {token}"}
+        response = client.get("/runs", headers=headers)
+        assert response.status_code == 503
+        assert "unavailable" in response.text and "missing.db" not in response.text
+        assert client.get("/events/runs", headers=headers).status_code == 503
+    assert not (tmp_path / "missing.db").exists()
+
+
+def test_a_form_too_large_is_refused(client: TestClient) -> None:
+    token = csrf(client, "/definitions/document_review/v1")
+    response = client.post(
+        "/definitions/document_review/v1/start",
+        data={"csrf": token, "title": "t", "document": "d" * (1 << 20)},
+    )
+    assert response.status_code == 413
+    assert "No runs" in client.get("/runs").text
+
+
+def test_login_without_tokens_goes_to_the_runs(client: TestClient) -> None:
+    assert client.get("/login").status_code == 200
+    assert client.get("/login", headers={"host": "evil.example"}).status_code == 400
+    signed = client.post("/login", data={"csrf": csrf(client, "/login"), "token": "x"})
+    assert signed.status_code == 303 and signed.headers["location"] == "/runs"
+    assert client.post("/logout", data={}).status_code == 403

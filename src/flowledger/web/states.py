@@ -5,9 +5,10 @@ pending pause (the paused or errored vertex). No checkpoint state is read.
 * ``done``: completed at least once in this run;
 * ``paused``: the vertex a pending request waits at;
 * ``failed``: the vertex of an errored pause, or of the error that failed the run;
-* ``running``: while the run runs, the entry (before anything completed) and the
-  not-yet-completed successors of completed vertices - the frontier the engine works on
-  (for a route, each of its targets is a candidate until one completes);
+* ``running``: while the run runs, its frontier: the entry before anything completed,
+  and each not-yet-completed vertex whose edge predecessors have all completed (a join
+  waits for all of its branches), or that is a target of a completed route source (each
+  target is a candidate until one completes);
 * ``not_reached``: everything else.
 """
 
@@ -38,11 +39,13 @@ def vertex_states(
     status = str(run.get("run_status", ""))
     if status == "running":
         frontier = {shape.entry} if not done else set()
-        for name in done:
-            frontier.update(shape.successors(name))
+        for name in names:
+            before = [a for a, b in shape.edges if b == name]
+            routed = [a for a, b in shape.routes if b == name]
+            if (before and all(a in done for a in before)) or any(a in done for a in routed):
+                frontier.add(name)
         for name in frontier - done:
-            if name in states:
-                states[name] = "running"
+            states[name] = "running"
     pending = run.get("pending")
     if isinstance(pending, Mapping):
         paused = "failed" if pending.get("kind") == "error" else "paused"
