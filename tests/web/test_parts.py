@@ -12,7 +12,7 @@ from flowledger.examples.review import review_definition
 from flowledger.web.forms import WHOLE, FormError, form_fields, parse_form
 from flowledger.web.graph import graph_shape, layout, render_svg
 from flowledger.web.states import vertex_states
-from flowledger.web.views import Cursor, RunFilter, parse_cursor
+from flowledger.web.views import Cursor, RunFilter, moment, parse_cursor
 
 from .web_app import kinds_definition
 
@@ -161,3 +161,16 @@ def test_cursors_and_filters() -> None:
     assert not RunFilter("completed").matches(run)
     assert not RunFilter(definition="e").matches(run)
     assert not RunFilter(search="zz").matches(run)
+
+
+def test_times_compare_as_instants() -> None:
+    # fractional seconds have no fixed width: as text, ":03Z" would sort after ":03.1Z"
+    assert moment("2026-01-01T00:00:03Z") < moment("2026-01-01T00:00:03.1Z")
+    assert moment("2026-01-01T00:00:03.1Z") < moment("2026-01-01T00:00:03.12Z")
+    assert moment("") == moment("nonsense") < moment("2000-01-01T00:00:00Z")
+    runs = [
+        {"run_id": "a", "created_at": "2026-01-01T00:00:03.12Z"},
+        {"run_id": "b", "created_at": "2026-01-01T00:00:03Z"},
+        {"run_id": "c", "created_at": "2026-01-01T00:00:03.1Z"},
+    ]
+    assert [r["run_id"] for r in RunFilter().select(runs)] == ["a", "c", "b"]

@@ -62,6 +62,7 @@ from .views import (
     RunFilter,
     all_history,
     all_runs,
+    moment,
     parse_cursor,
     pretty_json,
     progress,
@@ -260,7 +261,7 @@ class Dashboard:
             number = min(number, pages)
             shown = selected[(number - 1) * RUNS_PAGE : number * RUNS_PAGE]
             rows = [await self._row(tools, run) for run in shown]
-            mark = max((str(run["updated_at"]) for run in runs), default="")
+            mark = max((str(run["updated_at"]) for run in runs), key=moment, default="")
         except ToolError as exc:
             return self._refused(request, self._tool_refusal(exc))
         except _Refusal as refusal:
@@ -607,24 +608,25 @@ class Dashboard:
             request.query_params.get("definition", ""),
             request.query_params.get("q", "").strip(),
         )
-        mark = [request.headers.get("last-event-id") or request.query_params.get("since", "")]
+        since = request.headers.get("last-event-id") or request.query_params.get("since", "")
+        mark_text, mark_moment = [since], [moment(since)]
         served = ctx.served
 
         async def produce() -> AsyncIterator[str]:
             runs = await all_runs(served.tools)
             changed = sorted(
-                (run for run in runs if str(run["updated_at"]) > mark[0]),
-                key=lambda run: (str(run["updated_at"]), str(run["created_at"])),
+                (run for run in runs if moment(run["updated_at"]) > mark_moment[0]),
+                key=lambda run: (moment(run["updated_at"]), moment(run["created_at"])),
             )
             for run in changed:
-                mark[0] = max(mark[0], str(run["updated_at"]))
+                mark_text[0], mark_moment[0] = str(run["updated_at"]), moment(run["updated_at"])
                 if not chosen.matches(run):
                     continue
                 row = await self._row(served.tools, run)
                 yield sse(
                     "row",
                     {"run_id": run["run_id"], "html": self._row_html(row)},
-                    event_id=mark[0],
+                    event_id=mark_text[0],
                 )
 
         wake = Wake(served.session.journal, served.session_id, lambda _record: True)

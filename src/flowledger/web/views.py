@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from typing import Any, Final
 
 from ..tools import WorkflowTools
@@ -26,6 +27,7 @@ __all__ = [
     "RunFilter",
     "all_history",
     "all_runs",
+    "moment",
     "parse_cursor",
     "pretty_json",
     "progress",
@@ -68,6 +70,19 @@ def parse_cursor(text: str | None) -> Cursor | None:
     if not sep or not revision.isdigit() or len(revision) > 19 or not event_id:
         return None
     return Cursor(int(revision), event_id)
+
+
+_EPOCH: Final = datetime(1970, 1, 1, tzinfo=UTC)
+
+
+def moment(text: object) -> datetime:
+    """A result's RFC 3339 time as an instant (the text is not comparable as text: its
+    fractional seconds have no fixed width); the epoch for anything else."""
+    try:
+        value = datetime.fromisoformat(str(text))
+    except ValueError:
+        return _EPOCH
+    return value if value.tzinfo is not None else _EPOCH
 
 
 def pretty_json(value: Any) -> str:
@@ -150,7 +165,7 @@ class RunFilter:
 
     def select(self, runs: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
         chosen = [run for run in runs if self.matches(run)]
-        chosen.sort(key=lambda run: (run["created_at"], run["run_id"]), reverse=True)
+        chosen.sort(key=lambda run: (moment(run["created_at"]), run["run_id"]), reverse=True)
         return chosen
 
 
