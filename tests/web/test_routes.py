@@ -310,7 +310,7 @@ def test_tokens_sign_in_and_keep_sessions_apart(db: Path) -> None:
         assert signed.status_code == 303
         cookie = signed.headers["set-cookie"]
         assert "fl_login=" in cookie and "HttpOnly" in cookie and "SameSite=strict" in cookie
-        assert alice not in cookie
+        assert alice not in cookie and "Secure" not in cookie  # plain HTTP on loopback
         run = start(client, "document_review", "v1", **DOC)
         wait_for(client, run, "interrupted")
         as_bob = client.get(f"/runs/{run}", headers={"authorization": f"Bearer {bob}"})
@@ -324,6 +324,10 @@ def test_tokens_sign_in_and_keep_sessions_apart(db: Path) -> None:
         out = client.post("/logout", data={"csrf": csrf(client)})
         assert out.status_code == 303 and out.headers["location"] == "/login"
         assert client.get(f"/runs/{run}").status_code == 303
+        over_https = client.post(
+            "https://127.0.0.1/login", data={"csrf": csrf(client, "/login"), "token": alice}
+        )
+        assert "Secure" in over_https.headers["set-cookie"]
 
 
 def test_non_loopback_without_tokens_is_refused() -> None:

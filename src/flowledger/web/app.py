@@ -116,6 +116,8 @@ class Dashboard:
     def __init__(
         self, pool: SessionPool, gate: Gate, *, read_only: bool, secure_cookies: bool = False
     ) -> None:
+        """``secure_cookies`` marks every cookie ``Secure`` (requests over HTTPS get it
+        anyway)."""
         self.pool = pool
         self.gate = gate
         self.read_only = read_only
@@ -204,13 +206,12 @@ class Dashboard:
         )
         response = HTMLResponse(body, status_code=status, headers=_SECURITY_HEADERS)
         if request.cookies.get(CSRF_COOKIE) != csrf:
-            self._set_cookie(response, CSRF_COOKIE, csrf)
+            self._set_cookie(request, response, CSRF_COOKIE, csrf)
         return response
 
-    def _set_cookie(self, response: Response, name: str, value: str) -> None:
-        response.set_cookie(
-            name, value, httponly=True, samesite="strict", secure=self.secure_cookies, path="/"
-        )
+    def _set_cookie(self, request: Request, response: Response, name: str, value: str) -> None:
+        secure = self.secure_cookies or request.url.scheme == "https"
+        response.set_cookie(name, value, httponly=True, samesite="strict", secure=secure, path="/")
 
     def _refused(self, request: Request, refusal: _Refusal) -> Response:
         if refusal.redirect:
@@ -652,7 +653,7 @@ class Dashboard:
         if login is None:
             return self._page(request, "login.html", {"error": "unknown token"}, status=401)
         response = RedirectResponse("/runs", status_code=303)
-        self._set_cookie(response, LOGIN_COOKIE, login)
+        self._set_cookie(request, response, LOGIN_COOKIE, login)
         return response
 
     async def _logout(self, request: Request) -> Response:

@@ -3,10 +3,10 @@
 * **Tokens.** Without tokens the dashboard serves one session and only on a loopback
   address (`refuse_open_bind`). With tokens (the MCP tokens file format,
   `flowledger.mcp.tokens`) every request is anonymous until it carries
-  ``Authorization: Bearer <token>`` or the login cookie that ``POST /login`` sets
-  (``HttpOnly; SameSite=Strict``, and ``Secure`` behind HTTPS) in exchange for a token;
-  the token selects the session. Login cookies are random, kept in memory (a restart
-  logs everyone out) and never contain the token.
+  ``Authorization: Bearer <token>`` or the login cookie that ``POST /login`` sets in
+  exchange for a token (``HttpOnly; SameSite=Strict``, and ``Secure`` on a request that
+  came over HTTPS); the token selects the session. Login cookies are random, kept in
+  memory (a restart logs everyone out) and never contain the token.
 * **CSRF.** Every browser gets a random ``fl_csrf`` cookie (``HttpOnly;
   SameSite=Strict``); every form carries the same value, and every POST whose form field
   does not match the cookie is refused (403) before anything runs. A cross-site page
