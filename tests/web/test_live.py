@@ -6,14 +6,17 @@ from __future__ import annotations
 
 import json
 import re
+import subprocess
+import sys
 import time
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import httpx2 as httpx
 import pytest
 
-from .servers import web_server
+from .servers import APP, REPO, cli, web_server
 
 pytestmark = pytest.mark.slow
 
@@ -131,3 +134,45 @@ def test_unknown_run_and_bad_cursor(client: httpx.Client) -> None:
     assert client.get(f"events/runs/{missing}").status_code == 404
     assert client.get("events/runs/x").status_code == 404
     assert client.get("runs", headers={"host": "evil.example"}).status_code == 400
+
+
+def test_read_only_follows_runs_another_process_executes(tmp_path: Path) -> None:
+    db = tmp_path / "beside.db"
+    first = cli(db, "start", "kinds", "v1", "--input", '{"count": 1}')
+    assert first.returncode == 0, first.stderr  # the database exists now
+    with web_server(db, "--read-only") as url, httpx.Client(base_url=url, timeout=DEADLINE) as c:
+        match = re.search(r'data-stream="([^"]+)"', c.get("runs").text)
+        assert match is not None
+        with c.stream("GET", match.group(1).replace("&amp;", "&")) as response:
+            assert response.status_code == 200
+            owner = subprocess.Popen(
+                [
+                    sys.executable,
+                    "-m",
+                    "flowledger",
+                    "start",
+                    "document_review",
+                    "v1",
+                    "--json",
+                    "--db",
+                    f"sqlite:///{db}",
+                    "--app",
+                    APP,
+                    "--input",
+                    json.dumps({"title": "Elsewhere", "document": "Hi."}),
+                ],
+                cwd=REPO,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                text=True,
+            )
+            try:
+                out, err = owner.communicate(timeout=DEADLINE)
+            finally:
+                if owner.poll() is None:
+                    owner.kill()
+            assert owner.returncode == 0, err
+            run_id = json.loads(out.strip().splitlines()[-1])["run_id"]
+            for line in response.iter_lines():
+                if line.startswith("data: ") and run_id in line and "interrupted" in line:
+                    break
