@@ -85,6 +85,7 @@ def test_start_refuses_invalid_input_with_the_servers_error(client: TestClient) 
     )
     assert too_long.status_code == 400
     assert 'id="form-error"' in too_long.text and "title" in too_long.text
+    assert "workflow tools:" not in too_long.text  # the tools' prefix is for models
     assert 'value="' + "x" * 201 + '"' in too_long.text  # what was typed stays
     assert "No runs" in client.get("/runs").text  # nothing was started
 

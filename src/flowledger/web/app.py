@@ -45,7 +45,8 @@ from starlette.responses import HTMLResponse, RedirectResponse, Response, Stream
 from starlette.routing import BaseRoute, Mount, Route
 from starlette.staticfiles import StaticFiles
 
-from ..tools import ToolError
+from ..tools import ToolError, WorkflowTools
+from ..tools.errors import PREFIX
 from ..workflows.errors import ConflictError, NotFoundError
 from ..workflows.run import RunStatus, is_id
 from .forms import FormError, form_fields, parse_form
@@ -94,6 +95,12 @@ class _Refusal(Exception):
         super().__init__(message)
         self.status = status
         self.redirect = redirect
+
+
+def _said(error: ToolError) -> str:
+    """A tool's error as a page shows it (without the prefix that tells a model whose
+    error it is)."""
+    return error.message.removeprefix(PREFIX)
 
 
 def _short_time(value: object) -> str:
@@ -227,11 +234,12 @@ class Dashboard:
 
     @staticmethod
     def _tool_refusal(error: ToolError) -> _Refusal:
+        message = _said(error)
         if isinstance(error.cause, NotFoundError):
-            return _Refusal(404, error.message)
+            return _Refusal(404, message)
         if isinstance(error.cause, ConflictError):
-            return _Refusal(409, error.message)
-        return _Refusal(400, error.message)
+            return _Refusal(409, message)
+        return _Refusal(400, message)
 
     @staticmethod
     def _run_id(request: Request) -> str:
@@ -295,7 +303,7 @@ class Dashboard:
             ctx=ctx,
         )
 
-    async def _row(self, tools: Any, run: dict[str, Any]) -> dict[str, Any]:
+    async def _row(self, tools: WorkflowTools, run: dict[str, Any]) -> dict[str, Any]:
         done = await progress(tools, run)
         return {**run, "progress": done}
 
@@ -453,7 +461,7 @@ class Dashboard:
                 {"definition_name": name, "definition_version": version, "input": value},
             )
         except (FormError, ToolError) as exc:
-            message = exc.message if isinstance(exc, ToolError) else str(exc)
+            message = _said(exc) if isinstance(exc, ToolError) else str(exc)
             view.update(error=message, values=fields)
             return self._page(request, "definition.html", view, ctx=ctx, status=400)
         return RedirectResponse(f"/runs/{result['run_id']}", status_code=303)
