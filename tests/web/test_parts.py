@@ -108,6 +108,7 @@ def test_routes_are_drawn_and_loops_laid_out() -> None:
     assert set(shape.routes) == {("work", "work"), ("work", "done")}
     svg = str(render_svg(layout(shape), {}, title="kinds"))
     assert 'class="route" data-source="work" data-target="done"' in svg
+    assert '<path class="route" data-source="work" data-target="work"' in svg  # the loop
 
 
 def test_vertex_states_from_history_status_and_pause() -> None:

@@ -28,6 +28,7 @@ _BOX_HEIGHT: Final = 34.0
 _MIN_WIDTH: Final = 84.0
 _PADDING: Final = 24.0
 _MARGIN: Final = 16.0
+_LOOP: Final = 30.0  # how far a vertex's loop to itself reaches beyond its right side
 
 
 @dataclass(frozen=True)
@@ -156,6 +157,8 @@ def layout(shape: GraphShape) -> Picture:
     bottom = (
         max([v.y + v.h / 2 for v in placed] + [p[1] for e in lines for p in e.points]) + _MARGIN
     )
+    if any(a == b for a, b in (*shape.edges, *shape.routes)):
+        right += _LOOP  # room for the loops drawn beside their vertex
     placed = [PlacedVertex(v.id, v.label, v.x - left, v.y - top, v.w, v.h) for v in placed]
     lines = [
         PlacedEdge(e.source, e.target, tuple((x - left, y - top) for x, y in e.points), e.route)
@@ -221,6 +224,22 @@ def render_svg(picture: Picture, states: Mapping[str, str], *, title: str) -> Ma
         out.append(
             f'<polyline class="{kind}" data-source="{escape(edge.source)}" '
             f'data-target="{escape(edge.target)}" points="{path}" marker-end="url(#arrow)"/>'
+        )
+    loops = {
+        (a, route)
+        for pairs, route in ((picture.shape.edges, False), (picture.shape.routes, True))
+        for a, b in pairs
+        if a == b
+    }
+    for name, route in sorted(loops):
+        box = boxes[name]
+        edge_x, top, bottom = box.x + box.w / 2, box.y - box.h / 4, box.y + box.h / 4
+        kind = "route" if route else "edge"
+        out.append(
+            f'<path class="{kind}" data-source="{escape(name)}" data-target="{escape(name)}" '
+            f'd="M{_fmt(edge_x)},{_fmt(top)} C{_fmt(edge_x + _LOOP)},{_fmt(top - 10)} '
+            f'{_fmt(edge_x + _LOOP)},{_fmt(bottom + 10)} {_fmt(edge_x)},{_fmt(bottom)}" '
+            'marker-end="url(#arrow)"/>'
         )
     for vertex in picture.vertices:
         state = states.get(vertex.id, "not_reached")
