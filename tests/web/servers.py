@@ -17,6 +17,7 @@ import sys
 import threading
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import NoReturn
 
@@ -58,9 +59,24 @@ def cli(db: Path, *args: str) -> subprocess.CompletedProcess[str]:
     )
 
 
+@dataclass
+class WebProcess:
+    process: subprocess.Popen[str]
+    url: str
+    stderr: list[str]  # the lines it wrote so far (all of them once it exited)
+    done: threading.Event
+
+
 @contextmanager
 def web_server(db: Path, *extra: str) -> Iterator[str]:
     """``flowledger web`` on a free loopback port; yields its base URL (ending in /)."""
+    with web_process(db, *extra) as served:
+        yield served.url
+
+
+@contextmanager
+def web_process(db: Path, *extra: str) -> Iterator[WebProcess]:
+    """`web_server`, yielding the process and what it writes on stderr."""
     command: Sequence[str] = [
         sys.executable,
         "-m",
@@ -79,12 +95,14 @@ def web_server(db: Path, *extra: str) -> Iterator[str]:
     )
     lines: queue.Queue[str | None] = queue.Queue()
     collected: list[str] = []
+    done = threading.Event()
 
     def pump() -> None:
         assert process.stderr is not None
         for line in process.stderr:
             lines.put(line)
         lines.put(None)
+        done.set()
 
     threading.Thread(target=pump, daemon=True).start()
     try:
@@ -100,7 +118,14 @@ def web_server(db: Path, *extra: str) -> Iterator[str]:
             match = _SERVING.search(line)
             if match is not None:
                 url = match.group(1)
-        yield url
+        served = WebProcess(process, url, collected, done)
+
+        def keep() -> None:
+            while (line := lines.get()) is not None:
+                collected.append(line)
+
+        threading.Thread(target=keep, daemon=True).start()
+        yield served
     finally:
         if process.poll() is None:
             process.send_signal(signal.SIGINT)

@@ -4,11 +4,15 @@
 * ``flaky`` v1: ``fetch`` fails the first time each title is seen by this process (an
   errored pause; retrying it succeeds), then ``store``;
 * ``kinds`` v1: one quick step, an input schema with a field of every kind the forms
-  generate (integer, number, enum, boolean, array as JSON), and a route back to itself.
+  generate (integer, number, enum, boolean, array as JSON), and a route back to itself;
+* ``waiter`` v1: ``wait`` is in flight until the file its input names exists, then
+  ``after``.
 """
 
 from __future__ import annotations
 
+import asyncio
+from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel, Field
@@ -103,9 +107,48 @@ def kinds_definition() -> TypedDefinition[Kinds]:
     return TypedDefinition(metadata, runner)
 
 
+class Waiter(BaseModel):
+    path: str
+    after: bool = False
+
+
+async def wait(state: Waiter) -> dict[str, Any]:
+    """Waits until the file ``path`` exists: a step that is in flight until a test says."""
+    flag = Path(state.path)
+    while not await asyncio.to_thread(flag.exists):  # noqa: ASYNC110 - another process sets it
+        await asyncio.sleep(0.02)
+    return {}
+
+
+async def after(state: Waiter) -> dict[str, Any]:
+    return {"after": True}
+
+
+def waiter_definition() -> TypedDefinition[Waiter]:
+    graph: flow.Graph[Waiter] = flow.Graph("waiter", state=Waiter)
+    graph.add_vertex("wait", wait)
+    graph.add_vertex("after", after)
+    graph.add_edge("wait", "after")
+    runner = graph.compile(entry="wait", finish="after", version="1")
+    metadata = Metadata(
+        "waiter",
+        "v1",
+        description="Wait for a file, then one more step.",
+        input_schema={
+            "type": "object",
+            "additionalProperties": False,
+            "required": ["path"],
+            "properties": {"path": {"type": "string", "minLength": 1, "maxLength": 4096}},
+        },
+        vertices=[VertexMetadata("wait", "wait"), VertexMetadata("after", "after")],
+    )
+    return TypedDefinition(metadata, runner)
+
+
 def catalog() -> Catalog:
     result = Catalog()
     result.register(review_definition())
     result.register(flaky_definition())
     result.register(kinds_definition())
+    result.register(waiter_definition())
     return result

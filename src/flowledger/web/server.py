@@ -7,9 +7,11 @@ or serve ``--read-only`` beside it).
 
 from __future__ import annotations
 
+import signal
 import socket
 import sys
 from collections.abc import Callable, Mapping
+from types import FrameType
 from typing import Final
 
 import uvicorn
@@ -136,9 +138,19 @@ def _reason(exc: BaseException) -> str:
 
 
 class _Uvicorn(uvicorn.Server):
+    """uvicorn, telling us once it listens, and not raising the signal that stopped it
+    again once it has stopped: the sessions still have to stop their runs at the next
+    step boundary (a second SIGINT, then, lets go at once)."""
+
     def __init__(self, config: uvicorn.Config, on_started: Callable[[], None]) -> None:
         super().__init__(config)
         self._on_started = on_started
+
+    def handle_exit(self, sig: int, frame: FrameType | None) -> None:
+        if self.should_exit and sig == signal.SIGINT:
+            self.force_exit = True
+        else:
+            self.should_exit = True
 
     async def startup(self, sockets: list[socket.socket] | None = None) -> None:
         await super().startup(sockets=sockets)

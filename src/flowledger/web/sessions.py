@@ -33,6 +33,11 @@ log = logging.getLogger("flowledger.web")
 _STOP_TIMEOUT: Final = 15.0
 
 
+def _say(line: str) -> None:
+    sys.stderr.write(f"flowledger web: {line}\n")
+    sys.stderr.flush()
+
+
 class SessionUnavailableError(Exception):
     """A session could not be opened (its reason is logged, never shown to a browser)."""
 
@@ -135,8 +140,10 @@ class _Host:
                 await self._stop.wait()
                 supervisor = session.supervisor
                 if supervisor.active:
+                    if not supervisor.idle:
+                        _say("stopping; the runs in flight stop at their next step boundary")
                     for run in await supervisor.stop():
-                        sys.stderr.write(f"flowledger web: {left_message(run)}\n")
+                        _say(left_message(run))
         except Exception as exc:
             if not self.ready.done():
                 self.ready.set_exception(exc)
