@@ -32,7 +32,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
@@ -41,7 +41,7 @@ from urllib.parse import urlencode
 from jinja2 import Environment, FileSystemLoader, select_autoescape
 from starlette.applications import Starlette
 from starlette.requests import Request
-from starlette.responses import HTMLResponse, RedirectResponse, Response, StreamingResponse
+from starlette.responses import HTMLResponse, RedirectResponse, Response
 from starlette.routing import BaseRoute, Mount, Route
 from starlette.staticfiles import StaticFiles
 
@@ -51,10 +51,11 @@ from ..workflows.errors import ConflictError, NotFoundError
 from ..workflows.run import RunStatus, is_id
 from .forms import FormError, form_fields, parse_form
 from .graph import render_svg
-from .live import Wake, sse, stream
+from .live import Wake
 from .security import CSRF_COOKIE, CSRF_FIELD, LOGIN_COOKIE, Gate, new_secret
 from .sessions import Served, SessionPool, SessionUnavailableError
 from .states import STATES, vertex_states
+from .streams import RowEvents, RunEvents, event_stream
 from .views import (
     RUNS_PAGE,
     TIMELINE_PAGE,
@@ -572,40 +573,28 @@ class Dashboard:
             return self._refused(request, self._tool_refusal(exc))
         except _Refusal as refusal:
             return self._refused(request, refusal)
-        served = ctx.served
-        position = [cursor]
-        last_state: list[str] = [""]
-
-        async def produce() -> AsyncIterator[str]:
-            tools = served.tools
-            fresh = await all_history(tools, run_id, position[0])
-            for entry in fresh:
-                position[0] = Cursor.after(entry)
-                html = self._env.get_template("_entry.html").render(entry=entry)
-                yield sse("activity", {"html": html}, event_id=position[0].text())
-            run = await tools.call("workflow_run_get", {"run_id": run_id})
-            signature = pretty_json(run)
-            if fresh or signature != last_state[0]:
-                last_state[0] = signature
-                entries = await all_history(tools, run_id)
-                parts = self._run_parts(ctx, run, entries)
-                yield sse(
-                    "run",
-                    {
-                        "header": self._env.get_template("_header.html").render(parts),
-                        "pending": self._env.get_template("_pending.html").render(
-                            {**parts, "read_only": self.read_only}
-                        ),
-                        "states": parts["states"],
-                        "pause": parts["pause_key"],
-                        "status": run["run_status"],
-                    },
-                )
-
-        wake = Wake(served.session.journal, served.session_id, lambda r: r.run_id == run_id)
-        return StreamingResponse(
-            stream(produce, wake), media_type="text/event-stream", headers=_SECURITY_HEADERS
+        events = RunEvents(
+            ctx.served,
+            run_id,
+            cursor,
+            entry_html=lambda entry: self._env.get_template("_entry.html").render(entry=entry),
+            run_event=lambda run, entries: self._run_event(ctx, run, entries),
         )
+        return event_stream(
+            ctx.served, events, lambda record: record.run_id == run_id, _SECURITY_HEADERS
+        )
+
+    def _run_event(
+        self, ctx: _Ctx, run: dict[str, Any], entries: list[dict[str, Any]]
+    ) -> dict[str, Any]:
+        parts = self._run_parts(ctx, run, entries)
+        return {
+            "header": self._env.get_template("_header.html").render(parts),
+            "pending": self._env.get_template("_pending.html").render(parts),
+            "states": parts["states"],
+            "pause": parts["pause_key"],
+            "status": run["run_status"],
+        }
 
     async def _runs_events(self, request: Request) -> Response:
         try:
@@ -618,30 +607,13 @@ class Dashboard:
             request.query_params.get("q", "").strip(),
         )
         since = request.headers.get("last-event-id") or request.query_params.get("since", "")
-        mark_text, mark_moment = [since], [moment(since)]
-        served = ctx.served
+        tools = ctx.served.tools
 
-        async def produce() -> AsyncIterator[str]:
-            runs = await all_runs(served.tools)
-            changed = sorted(
-                (run for run in runs if moment(run["updated_at"]) > mark_moment[0]),
-                key=lambda run: (moment(run["updated_at"]), moment(run["created_at"])),
-            )
-            for run in changed:
-                mark_text[0], mark_moment[0] = str(run["updated_at"]), moment(run["updated_at"])
-                if not chosen.matches(run):
-                    continue
-                row = await self._row(served.tools, run)
-                yield sse(
-                    "row",
-                    {"run_id": run["run_id"], "html": self._row_html(row)},
-                    event_id=mark_text[0],
-                )
+        async def row_html(run: dict[str, Any]) -> str:
+            return self._row_html(await self._row(tools, run))
 
-        wake = Wake(served.session.journal, served.session_id, lambda _record: True)
-        return StreamingResponse(
-            stream(produce, wake), media_type="text/event-stream", headers=_SECURITY_HEADERS
-        )
+        events = RowEvents(ctx.served, chosen, since, row_html=row_html)
+        return event_stream(ctx.served, events, lambda _record: True, _SECURITY_HEADERS)
 
     # -- signing in --------------------------------------------------------------------------
 
