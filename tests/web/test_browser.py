@@ -209,3 +209,18 @@ def test_tokens_wrong_rejected_and_sessions_apart(browser: Any, tmp_path: Path) 
         finally:
             for context in contexts:
                 context.close()
+
+
+def test_json_fields_are_checked_in_the_page(server: str, page: Any) -> None:
+    page.goto(server + "definitions/kinds/v1")
+    page.fill("#f-count", "2")
+    page.fill("#f-tags", "[oops")
+    page.click("#start-form button[type=submit]")
+    assert page.url.endswith("/definitions/kinds/v1")  # not sent
+    assert "not valid JSON" in page.eval_on_selector("#f-tags", "e => e.validationMessage")
+    page.fill("#f-tags", '["a"]')
+    page.select_option("#f-color", '"green"')
+    page.click("#start-form button[type=submit]")
+    page.wait_for_url(re.compile(r"/runs/[0-9a-f-]{36}$"))
+    page.wait_for_selector("#header .status-completed")
+    vertex(page, "done", "done")
