@@ -52,6 +52,7 @@ from .runtime import (
 )
 from .source import source_app
 from .watch import Watch, load_pause
+from .web import register_web
 from .worker import run_worker
 
 __all__ = ["app", "main"]
@@ -115,6 +116,7 @@ runs_app = typer.Typer(help="List and inspect runs.", no_args_is_help=True)
 app.add_typer(runs_app, name="runs")
 app.add_typer(artifact_app, name="artifact")
 app.add_typer(source_app, name="source")
+register_web(app)
 
 
 def _version(value: bool) -> None:

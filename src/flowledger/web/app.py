@@ -1,0 +1,647 @@
+"""The dashboard's Starlette application: pages, forms, live streams and assets.
+
+Routes (``--read-only`` serves none of the POST routes that change runs; they answer 405
+or 404 like any unknown route):
+
+====================================  ====================================================
+``GET  /``                            redirect to ``/runs``
+``GET  /runs``                        the runs table (``status``, ``definition``, ``q``
+                                      - a run ID or part of one - and ``page``)
+``GET  /runs/{id}``                   one run (``after``: a timeline cursor)
+``GET  /definitions``                 the definitions
+``GET  /definitions/{name}/{ver}``    one definition, its graph and its start form
+``POST /definitions/{name}/{ver}/start``  start a run from the form
+``POST /runs/{id}/resume``            answer the pending request from the form
+``POST /runs/{id}/retry``             retry an errored pause
+``POST /runs/{id}/cancel``            cancel (``reason``)
+``GET  /events/runs``                 SSE: rows of the runs table
+``GET  /events/runs/{id}``            SSE: one run's activities and state
+``GET  /login``, ``POST /login``,     sign in with a token (only with tokens)
+``POST /logout``
+``GET  /static/...``                  the CSS and the script, from the package
+====================================  ====================================================
+
+Every POST is checked (host, origin, CSRF field) before its form is acted on. Errors are
+pages with the status they stand for: 400 bad input (the server's own message, shown
+above the form), 403 CSRF, 404 no such run or definition (including another session's
+run), 409 a run that cannot do that now, 503 the session cannot be served.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Final
+from urllib.parse import urlencode
+
+from jinja2 import Environment, FileSystemLoader, select_autoescape
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import HTMLResponse, RedirectResponse, Response
+from starlette.routing import BaseRoute, Mount, Route
+from starlette.staticfiles import StaticFiles
+
+from ..tools import ToolError, WorkflowTools
+from ..tools.errors import PREFIX
+from ..workflows.errors import ConflictError, NotFoundError
+from ..workflows.run import RunStatus, is_id
+from .forms import FormError, form_fields, parse_form
+from .graph import render_svg
+from .live import Wake
+from .security import CSRF_COOKIE, CSRF_FIELD, LOGIN_COOKIE, Gate, new_secret
+from .sessions import Served, SessionPool, SessionUnavailableError
+from .states import STATES, vertex_states
+from .streams import RowEvents, RunEvents, event_stream
+from .views import (
+    RUNS_PAGE,
+    TIMELINE_PAGE,
+    Cursor,
+    GraphCache,
+    RunFilter,
+    all_history,
+    all_runs,
+    moment,
+    parse_cursor,
+    pretty_json,
+    progress,
+)
+
+__all__ = ["Dashboard"]
+
+log = logging.getLogger("flowledger.web")
+
+_HERE: Final = Path(__file__).parent
+_MAX_FORM_BYTES: Final = 1 << 20
+_RESUME_DEADLINE: Final = 60.0  # only a guard against a hang: resume returns long before
+_TERMINAL: Final = frozenset({"completed", "cancelled", "failed"})
+_SECURITY_HEADERS: Final = {
+    "content-security-policy": (
+        "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
+        "frame-ancestors 'none'; form-action 'self'; base-uri 'none'"
+    ),
+    "x-content-type-options": "nosniff",
+    "referrer-policy": "same-origin",
+    "cache-control": "no-store",
+}
+
+
+class _Refusal(Exception):
+    """A request answered with an error page (or a redirect) instead of its result."""
+
+    def __init__(self, status: int, message: str, *, redirect: str = "") -> None:
+        super().__init__(message)
+        self.status = status
+        self.redirect = redirect
+
+
+def _said(error: ToolError) -> str:
+    """A tool's error as a page shows it (without the prefix that tells a model whose
+    error it is)."""
+    return error.message.removeprefix(PREFIX)
+
+
+def _short_time(value: object) -> str:
+    text = str(value or "")
+    return text.replace("T", " ").removesuffix("Z")[:19]
+
+
+@dataclass(frozen=True)
+class _Ctx:
+    """One request's served session and its CSRF value."""
+
+    served: Served
+    csrf: str
+    fresh_csrf: bool
+
+
+class Dashboard:
+    """The ASGI application of ``flowledger web``."""
+
+    def __init__(
+        self, pool: SessionPool, gate: Gate, *, read_only: bool, secure_cookies: bool = False
+    ) -> None:
+        """``secure_cookies`` marks every cookie ``Secure`` (requests over HTTPS get it
+        anyway)."""
+        self.pool = pool
+        self.gate = gate
+        self.read_only = read_only
+        self.secure_cookies = secure_cookies
+        self.graphs = GraphCache(pool.catalog)
+        self._background: set[asyncio.Task[Any]] = set()
+        self._env = Environment(
+            loader=FileSystemLoader(str(_HERE / "templates")),
+            autoescape=select_autoescape(default=True, default_for_string=True),
+            trim_blocks=True,
+            lstrip_blocks=True,
+        )
+        self._env.filters["short_time"] = _short_time
+        self._env.filters["pretty_json"] = pretty_json
+        self._env.globals.update(read_only=read_only, uses_tokens=gate.uses_tokens)
+
+    # -- the application ---------------------------------------------------------------------
+
+    def asgi_app(self) -> Starlette:
+        routes: list[BaseRoute] = [
+            Route("/", self._home),
+            Route("/runs", self._runs),
+            Route("/runs/{run_id}", self._run),
+            Route("/definitions", self._definitions),
+            Route("/definitions/{name}/{version}", self._definition),
+            Route("/events/runs", self._runs_events),
+            Route("/events/runs/{run_id}", self._run_events),
+            Route("/login", self._login_page, methods=["GET"]),
+            Route("/login", self._login, methods=["POST"]),
+            Route("/logout", self._logout, methods=["POST"]),
+            Mount("/static", StaticFiles(directory=str(_HERE / "static")), name="static"),
+        ]
+        if not self.read_only:
+            routes += [
+                Route("/definitions/{name}/{version}/start", self._start, methods=["POST"]),
+                Route("/runs/{run_id}/resume", self._resume, methods=["POST"]),
+                Route("/runs/{run_id}/retry", self._retry, methods=["POST"]),
+                Route("/runs/{run_id}/cancel", self._cancel, methods=["POST"]),
+            ]
+        return Starlette(routes=routes)
+
+    # -- shared steps ------------------------------------------------------------------------
+
+    async def _context(self, request: Request, *, page: bool = True) -> _Ctx:
+        if not self.gate.host_allowed(request):
+            raise _Refusal(400, "this dashboard answers only to a loopback host name")
+        session_id: str | None = None
+        if self.gate.uses_tokens:
+            session_id = self.gate.session_of(request)
+            if session_id is None:
+                if page and request.method == "GET":
+                    raise _Refusal(303, "sign in", redirect="/login")
+                raise _Refusal(401, "sign in with a token first")
+        try:
+            served = await self.pool.get(session_id)
+        except SessionUnavailableError:
+            raise _Refusal(503, "the workflow session is unavailable; try again later") from None
+        cookie = request.cookies.get(CSRF_COOKIE, "")
+        return _Ctx(served, cookie or new_secret(), not cookie)
+
+    async def _form(self, request: Request) -> dict[str, str]:
+        """The POST's form fields, once host, origin and CSRF field are checked."""
+        if not self.gate.host_allowed(request) or not self.gate.origin_allowed(request):
+            raise _Refusal(403, "cross-origin request refused")
+        length = request.headers.get("content-length")
+        if length is not None and (not length.isdigit() or int(length) > _MAX_FORM_BYTES):
+            raise _Refusal(413, "the form is too large")
+        form = await request.form(max_files=0, max_fields=200, max_part_size=_MAX_FORM_BYTES)
+        fields = {key: value for key, value in form.items() if isinstance(value, str)}
+        if not Gate.csrf_matches(request, fields.get(CSRF_FIELD)):
+            raise _Refusal(403, "the form's CSRF token is missing or wrong; reload the page")
+        return fields
+
+    def _page(
+        self,
+        request: Request,
+        template: str,
+        context: Mapping[str, Any],
+        *,
+        ctx: _Ctx | None = None,
+        status: int = 200,
+    ) -> Response:
+        csrf = ctx.csrf if ctx is not None else request.cookies.get(CSRF_COOKIE) or new_secret()
+        body = self._env.get_template(template).render(
+            {**context, "csrf": csrf, "csrf_field": CSRF_FIELD, "path": request.url.path}
+        )
+        response = HTMLResponse(body, status_code=status, headers=_SECURITY_HEADERS)
+        if request.cookies.get(CSRF_COOKIE) != csrf:
+            self._set_cookie(request, response, CSRF_COOKIE, csrf)
+        return response
+
+    def _set_cookie(self, request: Request, response: Response, name: str, value: str) -> None:
+        secure = self.secure_cookies or request.url.scheme == "https"
+        response.set_cookie(name, value, httponly=True, samesite="strict", secure=secure, path="/")
+
+    def _refused(self, request: Request, refusal: _Refusal) -> Response:
+        if refusal.redirect:
+            return RedirectResponse(refusal.redirect, status_code=303)
+        if request.url.path.startswith("/events/"):
+            return Response(str(refusal), status_code=refusal.status, media_type="text/plain")
+        return self._page(
+            request,
+            "error.html",
+            {"status": refusal.status, "message": str(refusal)},
+            status=refusal.status,
+        )
+
+    @staticmethod
+    def _tool_refusal(error: ToolError) -> _Refusal:
+        message = _said(error)
+        if isinstance(error.cause, NotFoundError):
+            return _Refusal(404, message)
+        if isinstance(error.cause, ConflictError):
+            return _Refusal(409, message)
+        return _Refusal(400, message)
+
+    @staticmethod
+    def _run_id(request: Request) -> str:
+        run_id = str(request.path_params["run_id"])
+        if not is_id(run_id):
+            raise _Refusal(404, f"no run {run_id!r}: a run ID is a UUID")
+        return run_id
+
+    # -- pages -------------------------------------------------------------------------------
+
+    async def _home(self, request: Request) -> Response:
+        return RedirectResponse("/runs", status_code=303)
+
+    async def _runs(self, request: Request) -> Response:
+        try:
+            ctx = await self._context(request)
+            chosen = RunFilter(
+                request.query_params.get("status", ""),
+                request.query_params.get("definition", ""),
+                request.query_params.get("q", "").strip(),
+            )
+            page_text = request.query_params.get("page", "1")
+            number = int(page_text) if page_text.isdigit() and int(page_text) >= 1 else 1
+            tools = ctx.served.tools
+            runs = await all_runs(tools)
+            selected = chosen.select(runs)
+            pages = max(1, -(-len(selected) // RUNS_PAGE))
+            number = min(number, pages)
+            shown = selected[(number - 1) * RUNS_PAGE : number * RUNS_PAGE]
+            rows = [await self._row(tools, run) for run in shown]
+            mark = max((str(run["updated_at"]) for run in runs), key=moment, default="")
+        except ToolError as exc:
+            return self._refused(request, self._tool_refusal(exc))
+        except _Refusal as refusal:
+            return self._refused(request, refusal)
+        names = sorted(
+            {item.name for item in ctx.served.session.catalog.list()}
+            | {str(run["definition_name"]) for run in runs}
+        )
+
+        def link(page: int) -> str:
+            return "/runs?" + urlencode({**chosen.query(), "page": str(page)})
+
+        stream_query = urlencode({**chosen.query(), "since": mark})
+        return self._page(
+            request,
+            "runs.html",
+            {
+                "rows": rows,
+                "filter": chosen,
+                "statuses": [str(s) for s in RunStatus],
+                "definitions": names,
+                "page": number,
+                "pages": pages,
+                "total": len(selected),
+                "previous": link(number - 1) if number > 1 else "",
+                "next": link(number + 1) if number < pages else "",
+                "stream": f"/events/runs?{stream_query}",
+                "first_page": number == 1,
+            },
+            ctx=ctx,
+        )
+
+    async def _row(self, tools: WorkflowTools, run: dict[str, Any]) -> dict[str, Any]:
+        done = await progress(tools, run)
+        return {**run, "progress": done}
+
+    def _row_html(self, row: Mapping[str, Any]) -> str:
+        return self._env.get_template("_row.html").render(row=row)
+
+    async def _run(self, request: Request) -> Response:
+        try:
+            ctx = await self._context(request)
+            run_id = self._run_id(request)
+            cursor = parse_cursor(request.query_params.get("after"))
+            if cursor is None:
+                raise _Refusal(400, "after must be a timeline cursor (<revision>:<event id>)")
+            return self._page(
+                request, "run.html", await self._run_view(ctx, run_id, cursor), ctx=ctx
+            )
+        except ToolError as exc:
+            return self._refused(request, self._tool_refusal(exc))
+        except _Refusal as refusal:
+            return self._refused(request, refusal)
+
+    async def _run_view(
+        self,
+        ctx: _Ctx,
+        run_id: str,
+        cursor: Cursor,
+        *,
+        error: str = "",
+        values: Mapping[str, str] | None = None,
+    ) -> dict[str, Any]:
+        tools = ctx.served.tools
+        run = await tools.call("workflow_run_get", {"run_id": run_id})
+        entries = await all_history(tools, run_id)
+        page = await tools.call(
+            "workflow_run_history",
+            {"run_id": run_id, "limit": TIMELINE_PAGE, **cursor.arguments()},
+        )
+        later = ""
+        if "next_revision" in page and page["entries"]:
+            later = "?" + urlencode({"after": Cursor.after(page["entries"][-1]).text()})
+        end = Cursor.after(entries[-1]).text() if entries else ""
+        return {
+            **self._run_parts(ctx, run, entries, error=error, values=values),
+            "timeline": page["entries"],
+            "timeline_first": cursor == Cursor(),
+            "timeline_later": later,
+            "at_end": not later,
+            "stream": f"/events/runs/{run_id}?" + urlencode({"after": end}),
+        }
+
+    def _run_parts(
+        self,
+        ctx: _Ctx,
+        run: Mapping[str, Any],
+        entries: list[dict[str, Any]],
+        *,
+        error: str = "",
+        values: Mapping[str, str] | None = None,
+    ) -> dict[str, Any]:
+        picture = self.graphs.picture(str(run["definition_name"]), str(run["definition_version"]))
+        states: dict[str, str] = {}
+        svg = None
+        if picture is not None:
+            states = vertex_states(picture.shape, run, entries)
+            svg = render_svg(picture, states, title=f"graph of {run['definition_name']}")
+        pending = run.get("pending")
+        fields = []
+        if isinstance(pending, Mapping) and pending.get("kind") == "request":
+            fields = form_fields(pending.get("resume_schema"))
+        last = entries[-1] if entries else None
+        done = None
+        for entry in reversed(entries):
+            if entry.get("total_vertices"):
+                done = (int(entry.get("completed_vertices", 0)), int(entry["total_vertices"]))
+                break
+        pause_key = str(run["run_status"])
+        if isinstance(pending, Mapping):
+            pause_key += f":{pending.get('kind')}:{pending.get('checkpoint_revision')}"
+        return {
+            "run": run,
+            "pause_key": pause_key,
+            "svg": svg,
+            "states": states,
+            "state_names": STATES,
+            "pending": pending if isinstance(pending, Mapping) else None,
+            "fields": fields,
+            "values": values or {},
+            "error": error,
+            "last": last,
+            "done": done,
+            "terminal": run["run_status"] in _TERMINAL,
+            "csrf": ctx.csrf,
+            "csrf_field": CSRF_FIELD,
+        }
+
+    async def _definitions(self, request: Request) -> Response:
+        try:
+            ctx = await self._context(request)
+            listing = await ctx.served.tools.call("workflow_definition_list", {})
+        except ToolError as exc:
+            return self._refused(request, self._tool_refusal(exc))
+        except _Refusal as refusal:
+            return self._refused(request, refusal)
+        return self._page(
+            request,
+            "definitions.html",
+            {"definitions": listing["definitions"], "truncated": listing["truncated"]},
+            ctx=ctx,
+        )
+
+    async def _definition_view(self, ctx: _Ctx, name: str, version: str) -> dict[str, Any]:
+        listing = await ctx.served.tools.call("workflow_definition_list", {})
+        for item in listing["definitions"]:
+            if item["name"] == name and item["version"] == version:
+                picture = self.graphs.picture(name, version)
+                svg = None if picture is None else render_svg(picture, {}, title=f"graph of {name}")
+                return {
+                    "definition": item,
+                    "svg": svg,
+                    "fields": form_fields(item["input_schema"]),
+                    "values": {},
+                    "error": "",
+                }
+        raise _Refusal(404, f"no definition {name!r} version {version!r}")
+
+    async def _definition(self, request: Request) -> Response:
+        try:
+            ctx = await self._context(request)
+            view = await self._definition_view(
+                ctx, str(request.path_params["name"]), str(request.path_params["version"])
+            )
+        except ToolError as exc:
+            return self._refused(request, self._tool_refusal(exc))
+        except _Refusal as refusal:
+            return self._refused(request, refusal)
+        return self._page(request, "definition.html", view, ctx=ctx)
+
+    # -- changing runs -----------------------------------------------------------------------
+
+    async def _start(self, request: Request) -> Response:
+        name = str(request.path_params["name"])
+        version = str(request.path_params["version"])
+        try:
+            ctx = await self._context(request, page=False)
+            fields = await self._form(request)
+            view = await self._definition_view(ctx, name, version)
+        except ToolError as exc:
+            return self._refused(request, self._tool_refusal(exc))
+        except _Refusal as refusal:
+            return self._refused(request, refusal)
+        try:
+            value = parse_form(view["definition"]["input_schema"], fields)
+            result = await ctx.served.tools.call(
+                "workflow_run_start",
+                {"definition_name": name, "definition_version": version, "input": value},
+            )
+        except (FormError, ToolError) as exc:
+            message = _said(exc) if isinstance(exc, ToolError) else str(exc)
+            view.update(error=message, values=fields)
+            return self._page(request, "definition.html", view, ctx=ctx, status=400)
+        return RedirectResponse(f"/runs/{result['run_id']}", status_code=303)
+
+    async def _resume(self, request: Request) -> Response:
+        return await self._continue(request, answer=True)
+
+    async def _retry(self, request: Request) -> Response:
+        return await self._continue(request, answer=False)
+
+    async def _continue(self, request: Request, *, answer: bool) -> Response:
+        """Resume with the form's answer, or retry an errored pause. The tool returns
+        when the run pauses again or ends, which may be long: the page is answered as soon
+        as the run has resumed (its ``run_resumed`` activity) or the call has failed."""
+        try:
+            ctx = await self._context(request, page=False)
+            run_id = self._run_id(request)
+            fields = await self._form(request)
+            tools = ctx.served.tools
+            run = await tools.call("workflow_run_get", {"run_id": run_id})
+        except ToolError as exc:
+            return self._refused(request, self._tool_refusal(exc))
+        except _Refusal as refusal:
+            return self._refused(request, refusal)
+        pending = run.get("pending")
+        arguments: dict[str, Any] = {"run_id": run_id}
+        try:
+            if not isinstance(pending, Mapping):
+                raise _Refusal(409, f"run {run_id} is {run['run_status']}; nothing to resume")
+            if answer:
+                if pending.get("kind") != "request":
+                    raise _Refusal(409, "this pause is an error: retry it instead")
+                arguments["resume"] = parse_form(pending.get("resume_schema"), fields)
+            elif pending.get("kind") != "error":
+                raise _Refusal(409, "this pause waits for an answer: resume it with the form")
+            await self._resume_call(ctx.served, run_id, arguments)
+        except _Refusal as refusal:
+            if refusal.status != 400:
+                return self._refused(request, refusal)
+            return await self._run_again(request, ctx, run_id, str(refusal), fields)
+        except FormError as exc:
+            return await self._run_again(request, ctx, run_id, str(exc), fields)
+        return RedirectResponse(f"/runs/{run_id}", status_code=303)
+
+    async def _run_again(
+        self, request: Request, ctx: _Ctx, run_id: str, error: str, fields: Mapping[str, str]
+    ) -> Response:
+        view = await self._run_view(ctx, run_id, Cursor(), error=error, values=fields)
+        return self._page(request, "run.html", view, ctx=ctx, status=400)
+
+    async def _resume_call(self, served: Served, run_id: str, arguments: dict[str, Any]) -> None:
+        wake = Wake(
+            served.session.journal,
+            served.session_id,
+            lambda record: record.run_id == run_id,
+        )
+        call = asyncio.create_task(served.tools.call("workflow_run_resume", arguments))
+        self._background.add(call)
+        call.add_done_callback(self._finished)
+        try:
+            watcher = asyncio.create_task(wake.wait(_RESUME_DEADLINE))
+            await asyncio.wait({call, watcher}, return_when=asyncio.FIRST_COMPLETED)
+            watcher.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await watcher
+        finally:
+            await wake.close()
+        if call.done():
+            exc = call.exception()
+            if isinstance(exc, ToolError):
+                raise self._tool_refusal(exc)
+            if exc is not None:
+                raise exc
+
+    def _finished(self, task: asyncio.Task[Any]) -> None:
+        self._background.discard(task)
+        if not task.cancelled() and task.exception() is not None:
+            log.info("resume ended with: %s", task.exception())
+
+    async def _cancel(self, request: Request) -> Response:
+        try:
+            ctx = await self._context(request, page=False)
+            run_id = self._run_id(request)
+            fields = await self._form(request)
+            arguments = {"run_id": run_id, "reason": fields.get("reason", "")}
+            await ctx.served.tools.call("workflow_run_cancel", arguments)
+        except ToolError as exc:
+            refusal = self._tool_refusal(exc)
+            if refusal.status == 400:
+                return await self._run_again(request, ctx, run_id, refusal.args[0], fields)
+            return self._refused(request, refusal)
+        except _Refusal as refusal:
+            return self._refused(request, refusal)
+        return RedirectResponse(f"/runs/{run_id}", status_code=303)
+
+    # -- live --------------------------------------------------------------------------------
+
+    async def _run_events(self, request: Request) -> Response:
+        try:
+            ctx = await self._context(request, page=False)
+            run_id = self._run_id(request)
+            text = request.headers.get("last-event-id") or request.query_params.get("after")
+            cursor = parse_cursor(text)
+            if cursor is None:
+                raise _Refusal(400, "the stream's cursor must be <revision>:<event id>")
+            await ctx.served.tools.call("workflow_run_get", {"run_id": run_id})
+        except ToolError as exc:
+            return self._refused(request, self._tool_refusal(exc))
+        except _Refusal as refusal:
+            return self._refused(request, refusal)
+        events = RunEvents(
+            ctx.served,
+            run_id,
+            cursor,
+            entry_html=lambda entry: self._env.get_template("_entry.html").render(entry=entry),
+            run_event=lambda run, entries: self._run_event(ctx, run, entries),
+        )
+        return event_stream(
+            ctx.served, events, lambda record: record.run_id == run_id, _SECURITY_HEADERS
+        )
+
+    def _run_event(
+        self, ctx: _Ctx, run: dict[str, Any], entries: list[dict[str, Any]]
+    ) -> dict[str, Any]:
+        parts = self._run_parts(ctx, run, entries)
+        return {
+            "header": self._env.get_template("_header.html").render(parts),
+            "pending": self._env.get_template("_pending.html").render(parts),
+            "states": parts["states"],
+            "pause": parts["pause_key"],
+            "status": run["run_status"],
+        }
+
+    async def _runs_events(self, request: Request) -> Response:
+        try:
+            ctx = await self._context(request, page=False)
+        except _Refusal as refusal:
+            return self._refused(request, refusal)
+        chosen = RunFilter(
+            request.query_params.get("status", ""),
+            request.query_params.get("definition", ""),
+            request.query_params.get("q", "").strip(),
+        )
+        since = request.headers.get("last-event-id") or request.query_params.get("since", "")
+        tools = ctx.served.tools
+
+        async def row_html(run: dict[str, Any]) -> str:
+            return self._row_html(await self._row(tools, run))
+
+        events = RowEvents(ctx.served, chosen, since, row_html=row_html)
+        return event_stream(ctx.served, events, lambda _record: True, _SECURITY_HEADERS)
+
+    # -- signing in --------------------------------------------------------------------------
+
+    async def _login_page(self, request: Request) -> Response:
+        if not self.gate.host_allowed(request):
+            return self._refused(request, _Refusal(400, "loopback host names only"))
+        return self._page(request, "login.html", {"error": ""})
+
+    async def _login(self, request: Request) -> Response:
+        try:
+            fields = await self._form(request)
+        except _Refusal as refusal:
+            return self._refused(request, refusal)
+        if not self.gate.uses_tokens:
+            return RedirectResponse("/runs", status_code=303)
+        login = self.gate.log_in(fields.get("token", "").strip())
+        if login is None:
+            return self._page(request, "login.html", {"error": "unknown token"}, status=401)
+        response = RedirectResponse("/runs", status_code=303)
+        self._set_cookie(request, response, LOGIN_COOKIE, login)
+        return response
+
+    async def _logout(self, request: Request) -> Response:
+        try:
+            await self._form(request)
+        except _Refusal as refusal:
+            return self._refused(request, refusal)
+        self.gate.log_out(request)
+        response = RedirectResponse("/login" if self.gate.uses_tokens else "/runs", 303)
+        response.delete_cookie(LOGIN_COOKIE, path="/")
+        return response

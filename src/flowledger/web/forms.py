@@ -1,0 +1,147 @@
+"""HTML forms generated from JSON Schemas (a definition's input schema, a pause's resume
+schema), and the submitted fields turned back into the JSON object the tool receives.
+
+An object schema with ``properties`` becomes one field per property: a text input (a
+textarea when ``maxLength`` exceeds `LONG_TEXT` or is absent on a property called like a
+body), a number input, a yes/no select for booleans, a select for an ``enum``, and a JSON
+textarea for anything else (objects, arrays, unions). The HTML constraints (``required``,
+lengths, bounds) let the browser check what it can; the page's script checks the JSON
+fields; the server parses every field here (`FormError` names the field) and the tool
+then validates the whole object against the schema, whose error the page shows.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, Final
+
+__all__ = ["FormError", "FormField", "form_fields", "parse_form"]
+
+LONG_TEXT: Final = 200
+WHOLE: Final = "__json__"  # the one field of a schema that is not an object with properties
+
+
+class FormError(ValueError):
+    """A submitted field cannot be read as its schema's type."""
+
+    def __init__(self, name: str, message: str) -> None:
+        super().__init__(f"{name}: {message}")
+        self.field = name
+
+
+@dataclass(frozen=True)
+class FormField:
+    name: str
+    kind: str  # text, textarea, integer, number, boolean, enum, json
+    required: bool
+    description: str = ""
+    attributes: dict[str, str] = field(default_factory=dict)
+    options: tuple[str, ...] = ()  # enum: the JSON texts of the allowed values
+    default: str = ""
+
+
+def _kind(schema: Mapping[str, Any]) -> str:
+    if "enum" in schema and all(isinstance(v, (str, int, float, bool)) for v in schema["enum"]):
+        return "enum"
+    kind = schema.get("type")
+    if kind == "string":
+        limit = schema.get("maxLength")
+        return "textarea" if not isinstance(limit, int) or limit > LONG_TEXT else "text"
+    if kind in ("integer", "number", "boolean"):
+        return str(kind)
+    return "json"
+
+
+def _attributes(kind: str, schema: Mapping[str, Any]) -> dict[str, str]:
+    out: dict[str, str] = {}
+    if kind in ("text", "textarea"):
+        for key, attr in (("minLength", "minlength"), ("maxLength", "maxlength")):
+            if isinstance(schema.get(key), int):
+                out[attr] = str(schema[key])
+    if kind in ("integer", "number"):
+        out["step"] = "1" if kind == "integer" else "any"
+        for key, attr in (("minimum", "min"), ("maximum", "max")):
+            value = schema.get(key)
+            if isinstance(value, (int, float)) and not isinstance(value, bool):
+                out[attr] = str(value)
+    return out
+
+
+def form_fields(schema: Mapping[str, Any] | None) -> list[FormField]:
+    """The fields of a form for ``schema`` (none for a schema that takes no properties)."""
+    if not isinstance(schema, Mapping):
+        return [FormField(WHOLE, "json", True, "the whole value, as JSON")]
+    properties = schema.get("properties")
+    if schema.get("type") != "object" or not isinstance(properties, Mapping):
+        return [FormField(WHOLE, "json", True, "the whole value, as JSON")]
+    required = set(schema.get("required") or ())
+    fields = []
+    for name, prop in properties.items():
+        prop = prop if isinstance(prop, Mapping) else {}
+        kind = _kind(prop)
+        default = ""
+        if "default" in prop:
+            value = prop["default"]
+            default = value if isinstance(value, str) and kind != "json" else json.dumps(value)
+        fields.append(
+            FormField(
+                name=str(name),
+                kind=kind,
+                required=name in required,
+                description=str(prop.get("description", "")),
+                attributes=_attributes(kind, prop),
+                options=tuple(json.dumps(v) for v in prop.get("enum", ())),
+                default=default,
+            )
+        )
+    return fields
+
+
+def _value(item: FormField, text: str) -> Any:
+    if item.kind in ("text", "textarea"):
+        return text
+    if item.kind == "boolean":
+        if text not in ("true", "false"):
+            raise FormError(item.name, "choose yes or no")
+        return text == "true"
+    if item.kind == "integer":
+        try:
+            return int(text.strip())
+        except ValueError:
+            raise FormError(item.name, "must be a whole number") from None
+    if item.kind == "number":
+        try:
+            number = float(text.strip())
+        except ValueError:
+            raise FormError(item.name, "must be a number") from None
+        if not math.isfinite(number):
+            raise FormError(item.name, "must be a finite number")
+        return int(number) if number.is_integer() and "." not in text else number
+    try:  # enum (JSON texts of the allowed values) and json
+        return json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise FormError(item.name, f"is not valid JSON ({exc.msg} at {exc.pos})") from None
+
+
+def parse_form(schema: Mapping[str, Any] | None, form: Mapping[str, str]) -> Any:
+    """The JSON value the submitted ``form`` stands for under ``schema``. An empty
+    optional field is left out; an empty required field is `FormError` (the schema's
+    own check would say the same, less clearly)."""
+    fields = form_fields(schema)
+    if len(fields) == 1 and fields[0].name == WHOLE:
+        text = form.get(WHOLE, "")
+        if not text.strip():
+            raise FormError("value", "is required")
+        return _value(fields[0], text)
+    out: dict[str, Any] = {}
+    for item in fields:
+        text = form.get(item.name, "")
+        if text == "" or (item.kind not in ("text", "textarea") and not text.strip()):
+            if item.required:
+                raise FormError(item.name, "is required")
+            continue
+        out[item.name] = _value(item, text)
+    return out

@@ -1,0 +1,197 @@
+"""The workflow sessions a dashboard serves, each with its tool bundle.
+
+Without tokens there is one: ``--session`` or the database's default session, opened
+before the server listens. With tokens each token's session is opened on its first
+request. A served session is *owned* (the dashboard holds its lease and executes its
+runs, including those ``flowledger start --no-execute`` writes for an owner), unless the
+dashboard is ``--read-only``: then it only reads, beside whichever process owns it.
+
+Each session lives in its own task, entered and left there, and stops at shutdown:
+runs in flight stop at their next step boundary (each one left unfinished is named on
+stderr), then the session lease is released.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import sys
+from dataclasses import dataclass, field
+from typing import Final
+
+from ..host import open_session
+from ..tools import StartTicketPort, SupervisorPort, WorkflowTools
+from ..workflows import Catalog, HistoryPage
+from ..workflows.ownership import left_message, owner_reader
+from ..workflows.session import WorkflowSession
+
+__all__ = ["ReadingControl", "Served", "SessionPool", "SessionUnavailableError"]
+
+log = logging.getLogger("flowledger.web")
+
+_STOP_TIMEOUT: Final = 15.0
+
+
+def _say(line: str) -> None:
+    sys.stderr.write(f"flowledger web: {line}\n")
+    sys.stderr.flush()
+
+
+class SessionUnavailableError(Exception):
+    """A session could not be opened (its reason is logged, never shown to a browser)."""
+
+
+class ReadingControl:
+    """The supervisor's reading half for a read-only dashboard: history pages straight
+    from the durable journal, for runs of the session only; nothing can be changed (the
+    read-only dashboard serves no route that would try)."""
+
+    def __init__(self, session: WorkflowSession) -> None:
+        self._session = session
+
+    @property
+    def session_id(self) -> str:
+        return self._session.session_id
+
+    async def history(
+        self,
+        run_id: str,
+        *,
+        after_revision: int = 0,
+        after_event_id: str | None = None,
+        limit: int = 0,
+    ) -> HistoryPage:
+        await self._session.registry.get(self._session.session_id, run_id)
+        return await self._session.journal.page(
+            self._session.session_id,
+            run_id,
+            after_revision=after_revision,
+            after_event_id=after_event_id,
+            limit=limit,
+        )
+
+    async def start(self, run_id: str) -> StartTicketPort:
+        raise PermissionError("the dashboard is read-only")
+
+    async def resume(self, run_id: str, payload: bytes | None) -> object:
+        raise PermissionError("the dashboard is read-only")
+
+    async def cancel(self, run_id: str, reason: str) -> object:
+        raise PermissionError("the dashboard is read-only")
+
+
+@dataclass(eq=False)
+class Served:
+    """One served session and its tools."""
+
+    session: WorkflowSession
+    tools: WorkflowTools
+
+    @property
+    def session_id(self) -> str:
+        return self.session.session_id
+
+
+@dataclass(eq=False)
+class _Host:
+    url: str
+    catalog: Catalog
+    session_id: str | None
+    read_only: bool
+    ready: asyncio.Future[Served] = field(init=False)
+    task: asyncio.Task[None] = field(init=False)
+
+    def __post_init__(self) -> None:
+        loop = asyncio.get_running_loop()
+        self._stop = asyncio.Event()
+        self.ready = loop.create_future()
+        self.ready.add_done_callback(lambda f: f.cancelled() or f.exception())
+        self.task = loop.create_task(self._run())
+
+    @property
+    def failed(self) -> bool:
+        return self.task.done() or (
+            self.ready.done() and (self.ready.cancelled() or self.ready.exception() is not None)
+        )
+
+    async def _run(self) -> None:
+        try:
+            async with open_session(
+                self.url,
+                self.catalog,
+                self.session_id,
+                activate=not self.read_only,
+                read_only=self.read_only,
+            ) as session:
+                control: SupervisorPort = (
+                    ReadingControl(session) if self.read_only else session.supervisor
+                )
+                tools = WorkflowTools(
+                    session.session_id,
+                    catalog=session.catalog,
+                    registry=session.registry,
+                    inputs=session.inputs,
+                    supervisor=control,
+                    pending=session.pending,
+                    owners=owner_reader(session.store.leases),
+                )
+                self.ready.set_result(Served(session, tools))
+                await self._stop.wait()
+                supervisor = session.supervisor
+                if supervisor.active:
+                    if not supervisor.idle:
+                        _say("stopping; the runs in flight stop at their next step boundary")
+                    for run in await supervisor.stop():
+                        _say(left_message(run))
+        except Exception as exc:
+            if not self.ready.done():
+                self.ready.set_exception(exc)
+            else:
+                log.error("workflow session failed: %s", exc)
+        finally:
+            if not self.ready.done():
+                self.ready.set_exception(SessionUnavailableError("the server is stopping"))
+
+    async def stop(self) -> None:
+        self._stop.set()
+        try:
+            await asyncio.wait_for(asyncio.shield(self.task), _STOP_TIMEOUT)
+        except TimeoutError:
+            self.task.cancel()
+            with contextlib.suppress(BaseException):
+                await self.task
+
+
+class SessionPool:
+    """The sessions of one dashboard, by session ID (None: the default session)."""
+
+    def __init__(self, url: str, catalog: Catalog, *, read_only: bool) -> None:
+        self.url = url
+        self.catalog = catalog
+        self.read_only = read_only
+        self._hosts: dict[str | None, _Host] = {}
+
+    async def get(self, session_id: str | None) -> Served:
+        """The served session; `SessionUnavailableError` when it cannot be opened (a
+        later request tries again)."""
+        host = self._hosts.get(session_id)
+        if host is None or host.failed:
+            host = _Host(self.url, self.catalog, session_id, self.read_only)
+            self._hosts[session_id] = host
+        try:
+            return await asyncio.shield(host.ready)
+        except Exception as exc:
+            log.error("cannot serve a workflow session: %s", exc)
+            raise SessionUnavailableError(str(exc)) from exc
+
+    async def open_first(self, session_id: str | None) -> Served:
+        """Open a session before serving, letting its failure through as it is."""
+        host = _Host(self.url, self.catalog, session_id, self.read_only)
+        self._hosts[session_id] = host
+        return await asyncio.shield(host.ready)
+
+    async def close(self) -> None:
+        hosts, self._hosts = list(self._hosts.values()), {}
+        for host in hosts:
+            await host.stop()

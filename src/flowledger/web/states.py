@@ -1,0 +1,61 @@
+"""Each vertex's state in one run, from what the owning session may see: the run's
+activity history (``vertex_completed`` entries name their vertex), its status, and its
+pending pause (the paused or errored vertex). No checkpoint state is read.
+
+* ``done``: completed at least once in this run;
+* ``paused``: the vertex a pending request waits at;
+* ``failed``: the vertex of an errored pause, or of the error that failed the run;
+* ``running``: while the run runs, its frontier: the entry before anything completed,
+  and each not-yet-completed vertex whose edge predecessors have all completed (a join
+  waits for all of its branches), or that is a target of a completed route source (each
+  target is a candidate until one completes);
+* ``not_reached``: everything else.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any, Final
+
+from .graph import GraphShape
+
+__all__ = ["STATES", "vertex_states"]
+
+STATES: Final = ("not_reached", "running", "done", "paused", "failed")
+
+
+def vertex_states(
+    shape: GraphShape,
+    run: Mapping[str, Any],
+    entries: Sequence[Mapping[str, Any]],
+) -> dict[str, str]:
+    """``{vertex_id: state}`` for every vertex of ``shape``; ``run`` is a
+    ``workflow_run_get`` result and ``entries`` the run's history entries in order."""
+    names = [name for name, _ in shape.vertices]
+    states = dict.fromkeys(names, "not_reached")
+    done = {str(e["vertex_id"]) for e in entries if e.get("kind") == "vertex_completed"}
+    for name in done & states.keys():
+        states[name] = "done"
+    status = str(run.get("run_status", ""))
+    if status == "running":
+        frontier = {shape.entry} if not done else set()
+        for name in names:
+            before = [a for a, b in shape.edges if b == name]
+            routed = [a for a, b in shape.routes if b == name]
+            if (before and all(a in done for a in before)) or any(a in done for a in routed):
+                frontier.add(name)
+        for name in frontier - done:
+            states[name] = "running"
+    pending = run.get("pending")
+    if isinstance(pending, Mapping):
+        paused = "failed" if pending.get("kind") == "error" else "paused"
+        for item in pending.get("vertices") or [pending]:
+            vertex = item.get("vertex_id") if isinstance(item, Mapping) else None
+            if vertex in states:
+                states[str(vertex)] = paused
+    error = run.get("error")
+    if status == "failed" and isinstance(error, Mapping):
+        vertex = error.get("vertex_id")
+        if vertex in states:
+            states[str(vertex)] = "failed"
+    return states

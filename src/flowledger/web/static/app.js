@@ -1,0 +1,100 @@
+// flowledger dashboard: live updates over Server-Sent Events, and form checks.
+// The server renders every fragment (escaped); this script only places them.
+"use strict";
+
+function fragmentRows(html) {
+  const body = document.createElement("tbody");
+  body.innerHTML = html.trim();
+  return body.firstElementChild;
+}
+
+function liveRuns(table) {
+  const source = new EventSource(table.dataset.stream);
+  const body = table.tBodies[0];
+  source.addEventListener("row", (event) => {
+    const data = JSON.parse(event.data);
+    const row = fragmentRows(data.html);
+    const current = body.querySelector(`tr[data-run="${data.run_id}"]`);
+    if (current) {
+      current.replaceWith(row);
+    } else if (table.dataset.firstPage === "true") {
+      body.prepend(row);
+      const empty = document.getElementById("no-runs");
+      if (empty) empty.remove();
+    } else {
+      return;
+    }
+    row.classList.add("fresh");
+  });
+}
+
+function liveRun(root) {
+  const source = new EventSource(root.dataset.stream);
+  const timeline = document.getElementById("timeline");
+  source.addEventListener("activity", (event) => {
+    if (root.dataset.atEnd !== "true") return; // an earlier page: the later link shows more
+    const row = fragmentRows(JSON.parse(event.data).html);
+    if (timeline.querySelector(`tr[data-event="${row.dataset.event}"]`)) return;
+    row.classList.add("fresh");
+    timeline.append(row);
+  });
+  source.addEventListener("run", (event) => {
+    const data = JSON.parse(event.data);
+    document.getElementById("header").innerHTML = data.header;
+    const actions = document.getElementById("actions");
+    // the panel is only replaced when the pause changed: what someone is typing, and
+    // the server's answer to the last submission, stay
+    if (actions.dataset.pause !== data.pause) {
+      actions.innerHTML = data.pending;
+      actions.dataset.pause = data.pause;
+      bindForms(actions);
+    }
+    for (const [vertex, state] of Object.entries(data.states)) {
+      const node = document.querySelector(`svg.graph .vertex[data-vertex="${vertex}"]`);
+      if (node) {
+        node.dataset.state = state;
+        const title = node.querySelector("title");
+        if (title) title.textContent = `${vertex}: ${state.replace("_", " ")}`;
+      }
+    }
+    root.dataset.status = data.status;
+  });
+}
+
+// JSON fields are checked in the page (the browser checks the other constraints);
+// the server checks everything again.
+function checkJson(field) {
+  if (!field.value.trim()) {
+    field.setCustomValidity("");
+    return;
+  }
+  try {
+    JSON.parse(field.value);
+    field.setCustomValidity("");
+  } catch (error) {
+    field.setCustomValidity(`not valid JSON: ${error.message}`);
+  }
+}
+
+function bindForms(scope) {
+  for (const form of scope.querySelectorAll("form.schema-form")) {
+    for (const field of form.querySelectorAll("textarea[data-json]")) {
+      field.addEventListener("input", () => checkJson(field));
+    }
+    form.addEventListener("submit", (event) => {
+      for (const field of form.querySelectorAll("textarea[data-json]")) checkJson(field);
+      if (!form.noValidate && !form.checkValidity()) {
+        event.preventDefault();
+        form.reportValidity();
+      }
+    });
+  }
+}
+
+document.addEventListener("DOMContentLoaded", () => {
+  const runs = document.getElementById("runs");
+  if (runs && runs.dataset.stream) liveRuns(runs);
+  const run = document.getElementById("run");
+  if (run && run.dataset.stream) liveRun(run);
+  bindForms(document);
+});

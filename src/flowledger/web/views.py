@@ -1,0 +1,188 @@
+"""What the pages show, read through the session's tool bundle only: nothing a tool
+result excludes (inputs, state, session internals) can reach a page.
+
+Runs are read whole (up to `MAX_RUNS`) because the registry lists them in run-ID order
+only: the runs page filters and sorts them (latest first) in memory, then pages.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any, Final
+
+from ..tools import WorkflowTools
+from ..workflows import Catalog
+from ..workflows.errors import UnknownDefinitionError
+from .graph import Picture, graph_shape, layout
+
+__all__ = [
+    "MAX_RUNS",
+    "RUNS_PAGE",
+    "TIMELINE_PAGE",
+    "Cursor",
+    "GraphCache",
+    "RunFilter",
+    "all_history",
+    "all_runs",
+    "moment",
+    "parse_cursor",
+    "pretty_json",
+    "progress",
+]
+
+MAX_RUNS: Final = 5000
+RUNS_PAGE: Final = 25
+TIMELINE_PAGE: Final = 50
+_MAX_HISTORY_PAGES: Final = 200  # 20 000 entries: the vertex states of longer runs are cut
+
+
+@dataclass(frozen=True)
+class Cursor:
+    """A history position: entries after ``event_id`` of ``revision`` (or, without
+    ``event_id``, from ``revision`` on)."""
+
+    revision: int = 0
+    event_id: str = ""
+
+    def arguments(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"after_revision": self.revision}
+        if self.event_id:
+            out["after_event_id"] = self.event_id
+        return out
+
+    def text(self) -> str:
+        return f"{self.revision}:{self.event_id}" if self.event_id else ""
+
+    @staticmethod
+    def after(entry: Mapping[str, Any]) -> Cursor:
+        return Cursor(int(entry["revision"]), str(entry["event_id"]))
+
+
+def parse_cursor(text: str | None) -> Cursor | None:
+    """``"<revision>:<event id>"`` (an SSE event ID, a timeline link); None if malformed.
+    The empty text is the start of the history."""
+    if not text:
+        return Cursor()
+    revision, sep, event_id = text.partition(":")
+    if not sep or not revision.isdigit() or len(revision) > 19 or not event_id:
+        return None
+    return Cursor(int(revision), event_id)
+
+
+_EPOCH: Final = datetime(1970, 1, 1, tzinfo=UTC)
+
+
+def moment(text: object) -> datetime:
+    """A result's RFC 3339 time as an instant (the text is not comparable as text: its
+    fractional seconds have no fixed width); the epoch for anything else."""
+    try:
+        value = datetime.fromisoformat(str(text))
+    except ValueError:
+        return _EPOCH
+    return value if value.tzinfo is not None else _EPOCH
+
+
+def pretty_json(value: Any) -> str:
+    return json.dumps(value, indent=2, ensure_ascii=False, sort_keys=False)
+
+
+async def all_runs(tools: WorkflowTools) -> list[dict[str, Any]]:
+    runs: list[dict[str, Any]] = []
+    after = ""
+    while len(runs) < MAX_RUNS:
+        arguments: dict[str, Any] = {"limit": 100}
+        if after:
+            arguments["after"] = after
+        page = await tools.call("workflow_run_list", arguments)
+        runs.extend(page["runs"])
+        after = page.get("next", "")
+        if not after:
+            break
+    return runs[:MAX_RUNS]
+
+
+async def all_history(
+    tools: WorkflowTools, run_id: str, cursor: Cursor | None = None
+) -> list[dict[str, Any]]:
+    """The run's history entries after ``cursor`` (all of them without)."""
+    entries: list[dict[str, Any]] = []
+    position = cursor or Cursor()
+    for _ in range(_MAX_HISTORY_PAGES):
+        page = await tools.call(
+            "workflow_run_history", {"run_id": run_id, "limit": 100, **position.arguments()}
+        )
+        entries.extend(page["entries"])
+        if "next_revision" not in page or not page["entries"]:
+            break
+        position = Cursor.after(page["entries"][-1])
+    return entries
+
+
+async def progress(tools: WorkflowTools, run: Mapping[str, Any]) -> tuple[int, int] | None:
+    """(completed, total) vertices from the run's latest activities, if they say."""
+    page = await tools.call(
+        "workflow_run_history",
+        {"run_id": run["run_id"], "after_revision": int(run["checkpoint_revision"]), "limit": 100},
+    )
+    for entry in reversed(page["entries"]):
+        if entry.get("total_vertices"):
+            return int(entry.get("completed_vertices", 0)), int(entry["total_vertices"])
+    if page["entries"] or run["checkpoint_revision"] == 0:
+        return None
+    latest = await all_history(tools, str(run["run_id"]))  # the cursor ran ahead: read all
+    for entry in reversed(latest):
+        if entry.get("total_vertices"):
+            return int(entry.get("completed_vertices", 0)), int(entry["total_vertices"])
+    return None
+
+
+@dataclass(frozen=True)
+class RunFilter:
+    status: str = ""
+    definition: str = ""
+    search: str = ""
+
+    def matches(self, run: Mapping[str, Any]) -> bool:
+        if self.status and run["run_status"] != self.status:
+            return False
+        if self.definition and run["definition_name"] != self.definition:
+            return False
+        return not (self.search and self.search.strip().lower() not in str(run["run_id"]))
+
+    def query(self) -> dict[str, str]:
+        return {
+            key: value
+            for key, value in (
+                ("status", self.status),
+                ("definition", self.definition),
+                ("q", self.search),
+            )
+            if value
+        }
+
+    def select(self, runs: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+        chosen = [run for run in runs if self.matches(run)]
+        chosen.sort(key=lambda run: (moment(run["created_at"]), run["run_id"]), reverse=True)
+        return chosen
+
+
+class GraphCache:
+    """Each definition's laid-out picture, computed once (definitions are immutable)."""
+
+    def __init__(self, catalog: Catalog) -> None:
+        self._catalog = catalog
+        self._pictures: dict[tuple[str, str], Picture | None] = {}
+
+    def picture(self, name: str, version: str) -> Picture | None:
+        key = (name, version)
+        if key not in self._pictures:
+            try:
+                definition = self._catalog.resolve(name, version)
+            except UnknownDefinitionError:
+                return None
+            shape = graph_shape(definition)
+            self._pictures[key] = None if shape is None else layout(shape)
+        return self._pictures[key]

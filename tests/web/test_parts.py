@@ -1,0 +1,177 @@
+"""The dashboard's pure parts: forms from schemas, the graph picture, vertex states and
+history cursors."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+import pytest
+
+from flowledger.examples.review import review_definition
+from flowledger.web.forms import WHOLE, FormError, form_fields, parse_form
+from flowledger.web.graph import graph_shape, layout, render_svg
+from flowledger.web.states import vertex_states
+from flowledger.web.views import Cursor, RunFilter, moment, parse_cursor
+
+from .web_app import kinds_definition
+
+SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "required": ["name", "count"],
+    "properties": {
+        "name": {"type": "string", "maxLength": 20, "description": "who"},
+        "body": {"type": "string"},
+        "count": {"type": "integer", "minimum": 1},
+        "ratio": {"type": "number"},
+        "ok": {"type": "boolean"},
+        "color": {"enum": ["red", 2]},
+        "tags": {"type": "array"},
+    },
+}
+
+
+def test_fields_follow_the_schema() -> None:
+    fields = {f.name: f for f in form_fields(SCHEMA)}
+    assert {name: f.kind for name, f in fields.items()} == {
+        "name": "text",
+        "body": "textarea",
+        "count": "integer",
+        "ratio": "number",
+        "ok": "boolean",
+        "color": "enum",
+        "tags": "json",
+    }
+    assert fields["name"].required and not fields["body"].required
+    assert fields["name"].attributes == {"maxlength": "20"}
+    assert fields["count"].attributes == {"step": "1", "min": "1"}
+    assert fields["color"].options == ('"red"', "2")
+    assert [f.name for f in form_fields({"type": "array"})] == [WHOLE]
+    assert [f.name for f in form_fields(None)] == [WHOLE]
+
+
+def test_parse_turns_fields_into_json() -> None:
+    value = parse_form(
+        SCHEMA,
+        {
+            "name": "a",
+            "body": "",
+            "count": " 3 ",
+            "ratio": "1.5",
+            "ok": "false",
+            "color": "2",
+            "tags": '["x"]',
+            "csrf": "ignored",
+        },
+    )
+    assert value == {"name": "a", "count": 3, "ratio": 1.5, "ok": False, "color": 2, "tags": ["x"]}
+    assert parse_form(SCHEMA, {"name": "a", "count": "1", "ratio": "2"})["ratio"] == 2
+    assert parse_form({"type": "array"}, {WHOLE: "[1, 2]"}) == [1, 2]
+
+
+@pytest.mark.parametrize(
+    ("form", "message"),
+    [
+        ({"count": "1"}, "name: is required"),
+        ({"name": "a"}, "count: is required"),
+        ({"name": "a", "count": "1.5"}, "count: must be a whole number"),
+        ({"name": "a", "count": "1", "ratio": "nan"}, "ratio: must be a finite number"),
+        ({"name": "a", "count": "1", "ok": "yes"}, "ok: choose yes or no"),
+        ({"name": "a", "count": "1", "tags": "{"}, "tags: is not valid JSON"),
+    ],
+)
+def test_parse_names_the_bad_field(form: dict[str, str], message: str) -> None:
+    with pytest.raises(FormError, match=re.escape(message)):
+        parse_form(SCHEMA, form)
+
+
+def test_the_picture_has_every_vertex_edge_and_role() -> None:
+    shape = graph_shape(review_definition())
+    assert shape is not None
+    assert shape.entry == "intake" and shape.finish == "finalize"
+    picture = layout(shape)
+    assert len(picture.vertices) == 7 and len(picture.edges) == 8
+    placed = {v.id: v for v in picture.vertices}
+    assert placed["intake"].y < placed["report"].y < placed["finalize"].y  # layered
+    for v in picture.vertices:  # inside the picture
+        assert v.x - v.w / 2 >= 0 and v.x + v.w / 2 <= picture.width
+    svg = str(render_svg(picture, {"intake": "done"}, title="g <1>"))
+    assert svg.count('class="vertex"') == 7 and svg.count('class="edge"') == 8
+    assert 'data-vertex="intake" data-state="done" data-role="entry"' in svg
+    assert 'data-vertex="finalize" data-state="not_reached" data-role="finish"' in svg
+    assert ">style check</text>" in svg and 'aria-label="g &lt;1&gt;"' in svg
+
+
+def test_routes_are_drawn_and_loops_laid_out() -> None:
+    shape = graph_shape(kinds_definition())
+    assert shape is not None
+    assert set(shape.routes) == {("work", "work"), ("work", "done")}
+    svg = str(render_svg(layout(shape), {}, title="kinds"))
+    assert 'class="route" data-source="work" data-target="done"' in svg
+    assert '<path class="route" data-source="work" data-target="work"' in svg  # the loop
+
+
+def test_vertex_states_from_history_status_and_pause() -> None:
+    shape = graph_shape(review_definition())
+    assert shape is not None
+    started = vertex_states(shape, {"run_status": "running"}, [])
+    assert started["intake"] == "running" and started["report"] == "not_reached"
+    entries = [
+        {"kind": "vertex_completed", "vertex_id": "intake"},
+        {"kind": "vertex_completed", "vertex_id": "style"},
+    ]
+    running = vertex_states(shape, {"run_status": "running"}, entries)
+    assert running["intake"] == running["style"] == "done"
+    assert running["facts"] == running["summarize"] == "running"
+    assert running["report"] == "not_reached"  # a join: it waits for all three checks
+    entries += [{"kind": "vertex_completed", "vertex_id": v} for v in ("facts", "summarize")]
+    joined = vertex_states(shape, {"run_status": "running"}, entries)
+    assert joined["report"] == "running" and joined["approval"] == "not_reached"
+    loop = graph_shape(kinds_definition())
+    assert loop is not None
+    routed = vertex_states(
+        loop, {"run_status": "running"}, [{"kind": "vertex_completed", "vertex_id": "work"}]
+    )
+    assert routed == {"work": "done", "done": "running"}  # a route's target: a candidate
+    paused = vertex_states(
+        shape,
+        {"run_status": "interrupted", "pending": {"kind": "request", "vertex_id": "approval"}},
+        entries,
+    )
+    assert paused["approval"] == "paused" and paused["report"] == "not_reached"
+    errored = vertex_states(
+        shape,
+        {
+            "run_status": "interrupted",
+            "pending": {"kind": "error", "vertices": [{"vertex_id": "facts"}]},
+        },
+        entries,
+    )
+    assert errored["facts"] == "failed"
+
+
+def test_cursors_and_filters() -> None:
+    assert parse_cursor("") == Cursor()
+    assert parse_cursor("4:abc") == Cursor(4, "abc")
+    for bad in ("4", "x:abc", "4:", "-1:a", "9" * 20 + ":a"):
+        assert parse_cursor(bad) is None
+    assert Cursor(4, "abc").arguments() == {"after_revision": 4, "after_event_id": "abc"}
+    assert Cursor().arguments() == {"after_revision": 0}
+    run = {"run_id": "abcd-1", "run_status": "running", "definition_name": "d", "created_at": "1"}
+    assert RunFilter("running", "d", "ABCD").matches(run)
+    assert not RunFilter("completed").matches(run)
+    assert not RunFilter(definition="e").matches(run)
+    assert not RunFilter(search="zz").matches(run)
+
+
+def test_times_compare_as_instants() -> None:
+    # fractional seconds have no fixed width: as text, ":03Z" would sort after ":03.1Z"
+    assert moment("2026-01-01T00:00:03Z") < moment("2026-01-01T00:00:03.1Z")
+    assert moment("2026-01-01T00:00:03.1Z") < moment("2026-01-01T00:00:03.12Z")
+    assert moment("") == moment("nonsense") < moment("2000-01-01T00:00:00Z")
+    runs = [
+        {"run_id": "a", "created_at": "2026-01-01T00:00:03.12Z"},
+        {"run_id": "b", "created_at": "2026-01-01T00:00:03Z"},
+        {"run_id": "c", "created_at": "2026-01-01T00:00:03.1Z"},
+    ]
+    assert [r["run_id"] for r in RunFilter().select(runs)] == ["a", "c", "b"]

@@ -1,0 +1,154 @@
+"""The dashboard tests' catalog (``--app tests.web.web_app:catalog``): the built-in
+``document_review`` plus
+
+* ``flaky`` v1: ``fetch`` fails the first time each title is seen by this process (an
+  errored pause; retrying it succeeds), then ``store``;
+* ``kinds`` v1: one quick step, an input schema with a field of every kind the forms
+  generate (integer, number, enum, boolean, array as JSON), and a route back to itself;
+* ``waiter`` v1: ``wait`` is in flight until the file its input names exists, then
+  ``after``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, Field
+
+from flowledger import flow
+from flowledger.examples.review import review_definition
+from flowledger.workflows import Catalog, Metadata, TypedDefinition, VertexMetadata
+
+_seen: set[str] = set()
+
+
+class Flaky(BaseModel):
+    title: str
+    stored: bool = False
+
+
+async def fetch(state: Flaky) -> dict[str, Any]:
+    if state.title not in _seen:
+        _seen.add(state.title)
+        raise ConnectionError("the source did not answer")
+    return {}
+
+
+async def store(state: Flaky) -> dict[str, Any]:
+    return {"stored": True}
+
+
+def flaky_definition() -> TypedDefinition[Flaky]:
+    graph: flow.Graph[Flaky] = flow.Graph("flaky", state=Flaky)
+    graph.add_vertex("fetch", fetch)
+    graph.add_vertex("store", store)
+    graph.add_edge("fetch", "store")
+    runner = graph.compile(entry="fetch", finish="store", version="1")
+    metadata = Metadata(
+        "flaky",
+        "v1",
+        description="Fetch (fails once per title), then store.",
+        input_schema={
+            "type": "object",
+            "additionalProperties": False,
+            "required": ["title"],
+            "properties": {"title": {"type": "string", "minLength": 1, "maxLength": 80}},
+        },
+        vertices=[VertexMetadata("fetch", "fetch"), VertexMetadata("store", "store")],
+    )
+    return TypedDefinition(metadata, runner)
+
+
+class Kinds(BaseModel):
+    count: int
+    ratio: float = 0.5
+    color: str = "red"
+    flag: bool = False
+    tags: list[str] = Field(default_factory=list)
+    rounds: int = 0
+
+
+async def work(state: Kinds) -> dict[str, Any]:
+    return {"rounds": state.rounds + 1}
+
+
+async def done(state: Kinds) -> dict[str, Any]:
+    return {}
+
+
+def kinds_definition() -> TypedDefinition[Kinds]:
+    graph: flow.Graph[Kinds] = flow.Graph("kinds", state=Kinds)
+    graph.add_vertex("work", work)
+    graph.add_vertex("done", done)
+    graph.add_route(
+        "work", targets=["work", "done"], pick=lambda s: "done" if s.rounds >= 2 else "work"
+    )
+    runner = graph.compile(entry="work", finish="done", version="1")
+    metadata = Metadata(
+        "kinds",
+        "v1",
+        description="Every kind of form field.",
+        input_schema={
+            "type": "object",
+            "additionalProperties": False,
+            "required": ["count"],
+            "properties": {
+                "count": {"type": "integer", "minimum": 1, "maximum": 10},
+                "ratio": {"type": "number"},
+                "color": {"enum": ["red", "green"]},
+                "flag": {"type": "boolean"},
+                "tags": {"type": "array", "items": {"type": "string"}},
+            },
+        },
+        vertices=[VertexMetadata("working", "work"), VertexMetadata("done", "done")],
+    )
+    return TypedDefinition(metadata, runner)
+
+
+class Waiter(BaseModel):
+    path: str
+    after: bool = False
+
+
+async def wait(state: Waiter) -> dict[str, Any]:
+    """Waits until the file ``path`` exists: a step that is in flight until a test says."""
+    flag = Path(state.path)
+    while not await asyncio.to_thread(flag.exists):  # noqa: ASYNC110 - another process sets it
+        await asyncio.sleep(0.02)
+    return {}
+
+
+async def after(state: Waiter) -> dict[str, Any]:
+    return {"after": True}
+
+
+def waiter_definition() -> TypedDefinition[Waiter]:
+    graph: flow.Graph[Waiter] = flow.Graph("waiter", state=Waiter)
+    graph.add_vertex("wait", wait)
+    graph.add_vertex("after", after)
+    graph.add_edge("wait", "after")
+    runner = graph.compile(entry="wait", finish="after", version="1")
+    metadata = Metadata(
+        "waiter",
+        "v1",
+        description="Wait for a file, then one more step.",
+        input_schema={
+            "type": "object",
+            "additionalProperties": False,
+            "required": ["path"],
+            "properties": {"path": {"type": "string", "minLength": 1, "maxLength": 4096}},
+        },
+        vertices=[VertexMetadata("wait", "wait"), VertexMetadata("after", "after")],
+    )
+    return TypedDefinition(metadata, runner)
+
+
+def catalog() -> Catalog:
+    result = Catalog()
+    result.register(review_definition())
+    result.register(flaky_definition())
+    result.register(kinds_definition())
+    result.register(waiter_definition())
+    return result
