@@ -53,6 +53,14 @@ class SqliteBytes:
         with self._connect() as db:
             db.execute("UPDATE ledger_records SET content = ? WHERE key = ?", (data, key))
 
+    def rename_attachment(self, digest: str, new_digest: str) -> None:
+        """Store an attachment under another digest (its old one then names nothing)."""
+        with self._connect() as db:
+            db.execute(
+                "UPDATE attachments SET digest = ? WHERE digest = ?",
+                (bytes.fromhex(new_digest), bytes.fromhex(digest)),
+            )
+
     def digests(self) -> list[str]:
         with self._connect() as db:
             return [bytes(r[0]).hex() for r in db.execute("SELECT digest FROM attachments")]

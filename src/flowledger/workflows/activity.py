@@ -582,7 +582,13 @@ class Projector:
     an `ActivityValidationError` leaves the projector unusable (build a new one).
 
     The projector holds no checkpoint, only `ProjectionState`, so its memory is bounded
-    by the number of distinct completed ``(step, vertex)`` pairs, not by state sizes."""
+    by the number of distinct completed ``(step, vertex)`` pairs, not by state sizes.
+
+    ``replay`` re-derives a journal already published (to rebuild a damaged one): the
+    registry record at each publication is gone, so ``run_resumed`` - the only activity
+    that depends on it - is emitted wherever the run went on after an interrupted
+    checkpoint other than by being cancelled, which is when the supervisor publishes it
+    (a resume marks the run ``workflow resuming`` at the interrupted revision)."""
 
     def __init__(
         self,
@@ -592,8 +598,10 @@ class Projector:
         fail_on_error: bool = False,
         state: ProjectionState | None = None,
         emit_from: int = 0,
+        replay: bool = False,
     ) -> None:
         _check_identity(run, metadata)
+        self._replay = replay
         self._graph_run_id = run.graph_run_id
         self._metadata = metadata
         self._fail_on_error = fail_on_error
@@ -698,13 +706,17 @@ class Projector:
                 ActivityKind.RUN_STARTED,
                 _when(record.created_at, record.updated_at),
             )
-        if (
-            run.status == "running"
-            and run.status_summary == RESUMING_SUMMARY
-            and revision > 0
-            and revision == run.checkpoint_revision + 1
-            and state.previous_interrupted
-        ):
+        if self._replay:
+            resumed = state.previous_interrupted and record.status is not RunStatus.CANCELLED
+        else:
+            resumed = (
+                run.status == "running"
+                and run.status_summary == RESUMING_SUMMARY
+                and revision > 0
+                and revision == run.checkpoint_revision + 1
+                and state.previous_interrupted
+            )
+        if resumed:
             self._emit(out, run, revision, ActivityKind.RUN_RESUMED, _when(record.updated_at))
         fresh: list[VertexRecord] = []
         for vertex in cp.vertices:
