@@ -166,11 +166,23 @@ async def main() -> None:
         for n in lengths:
             walls: list[float] = []
             cpus: list[float] = []
+            failures = 0
             for _ in range(args.repeat):
-                wall, cpu = await measure(layer, n, args.sync)
+                try:
+                    wall, cpu = await measure(layer, n, args.sync)
+                except AssertionError as exc:  # e.g. the session lease expired on a busy machine
+                    failures += 1
+                    print(f"{layer} {n}: run did not finish: {exc}", flush=True)
+                    continue
                 walls.append(wall)
                 cpus.append(cpu)
-            print(f"{layer:9s} {n:6d}  {_summary(walls):>22s}  {_summary(cpus):>22s}", flush=True)
+            if not walls:
+                continue
+            note = f"  ({failures} of {args.repeat} runs did not finish)" if failures else ""
+            print(
+                f"{layer:9s} {n:6d}  {_summary(walls):>22s}  {_summary(cpus):>22s}{note}",
+                flush=True,
+            )
 
 
 if __name__ == "__main__":

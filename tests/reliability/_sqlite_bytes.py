@@ -53,6 +53,12 @@ class SqliteBytes:
         with self._connect() as db:
             db.execute("UPDATE ledger_records SET content = ? WHERE key = ?", (data, key))
 
+    def delete_record(self, log: str, seq: int) -> None:
+        """Remove one ledger record (the log's tip stays: a gap where it was)."""
+        key = self.record_key(log, seq)
+        with self._connect() as db:
+            db.execute("DELETE FROM ledger_records WHERE key = ?", (key,))
+
     def rename_attachment(self, digest: str, new_digest: str) -> None:
         """Store an attachment under another digest (its old one then names nothing)."""
         with self._connect() as db:

@@ -461,6 +461,29 @@ async def test_a_damaged_journal_record_is_rebuilt_and_resume_returns_the_run(
     await check_consistent(db.session, await db.session.registry.get(sid, run.id))
 
 
+async def test_a_missing_journal_record_is_rebuilt_when_the_run_is_adopted(db: Db) -> None:
+    """A journal record that is gone (a gap below the tip) is detected by the next owner's
+    publication, the journal rebuilt, and the run's status follows its checkpoints."""
+    db.session.gates.close("two")
+    run = await db.session.create_run()
+    await (await db.supervisor.start(run.id)).wait()
+    await asyncio.wait_for(db.session.gates.entered["two"].wait(), 60)
+    await db.supervisor.shutdown()
+    sid = db.session.session_id
+    log = journal_name(sid, run.id)
+    before = await db.session.journal.records(sid, run.id)
+    assert len(before) == 2
+    db.bytes.delete_record(log, 1)  # run_started: a gap below the tip
+    db = await restart(db)
+    after = await db.session.registry.get(sid, run.id)
+    assert after.status is RunStatus.COMPLETED
+    records = await db.session.journal.records(sid, run.id)
+    assert records[: len(before)] == before
+    assert [str(r.activity.kind) for r in records][-1] == "run_completed"
+    assert await db.session.journal.generation(sid, run.id) == 1
+    await check_consistent(db.session, after)
+
+
 async def test_history_of_a_damaged_journal_is_rebuilt_byte_for_byte(db: Db) -> None:
     """A history read that finds a damaged record (here, of a finished run that paused and
     was resumed) makes the owning supervisor rebuild the journal from the checkpoints;

@@ -95,11 +95,13 @@ async def create_loop_run(session: Session, goal: int) -> Run:
     )
 
 
-async def assert_complete_history(session: Session, run: Run, goal: int) -> None:
+async def assert_complete_history(
+    session: Session, run: Run, goal: int, *, longer_than: int = 10_000
+) -> None:
     done = await session.registry.get(session.session_id, run.id)
     assert done.status is RunStatus.COMPLETED, done.status_summary
     history = await session.checkpoints.history(run.graph_run_id)
-    assert len(history) > 10_000
+    assert len(history) > longer_than
     assert done.checkpoint_revision == history[-1].revision
     assert done.activity_cursor == len(history)
     records = await session.journal.records(session.session_id, run.id)
@@ -151,4 +153,39 @@ async def test_adoption_publishes_a_long_backlog_in_pages(tmp_path: Any) -> None
         await supervisor.activate()
         assert await supervisor.wait_idle() is None
         await assert_complete_history(session, run, goal)
+        await supervisor.shutdown()
+
+
+class CountingStore(flow.LedgerCheckpointStore):
+    """Counts the checkpoints every history read returns."""
+
+    read = 0
+
+    async def history(
+        self, run_id: str, *, after: int = -1, limit: int | None = None
+    ) -> list[flow.Checkpoint]:
+        page = await super().history(run_id, after=after, limit=limit)
+        self.read += len(page)
+        return page
+
+
+async def test_each_checkpoint_is_read_once_for_projection() -> None:
+    """The work of publishing is linear: during a run's segment, live publication and the
+    segment's end read every checkpoint exactly once (the old projection re-read the whole
+    history each time, quadratic in the run's length)."""
+    goal = 3_000
+    async with open_store("memory://") as store:
+        session = build_session(store)
+        counting = CountingStore(store.ledger)
+        catalog = Catalog()
+        catalog.register(loop_definition(counting))
+        session.catalog = catalog
+        run = await create_loop_run(session, goal)
+        supervisor = session.supervisor()
+        await supervisor.activate()
+        assert await supervisor.wait_idle() is None
+        read = counting.read
+        history = await session.checkpoints.history(run.graph_run_id)
+        assert read == len(history)
+        await assert_complete_history(session, run, goal, longer_than=5_000)
         await supervisor.shutdown()

@@ -122,3 +122,37 @@ def test_finish_reports_the_failure_even_before_emit_from() -> None:
     (failed,) = projector.finish(run)
     assert encoded([failed]) == encoded(project(run, METADATAS[2], history)[-1:])
     assert failed.revision == 2
+
+
+def test_replay_emits_run_resumed_where_a_paused_run_went_on() -> None:
+    """Rebuilding a journal (``replay``): ``run_resumed`` follows an interrupted checkpoint
+    exactly where a resume published it - with the event ID the live projection gave it -
+    and never before the cancellation of a paused run."""
+    metadata = METADATAS[2]
+    resumed = [
+        checkpoint(0),
+        checkpoint(1, RunStatus.INTERRUPTED),
+        checkpoint(2, vertices=[done("draft", 1)]),
+        checkpoint(3, RunStatus.COMPLETED),
+    ]
+    live = project(
+        FakeRun(status="running", status_summary="workflow resuming", checkpoint_revision=1),
+        metadata,
+        resumed,
+    )
+    replayed = Projector(FakeRun(status="completed"), metadata, replay=True)
+    replay = replayed.advance(FakeRun(status="completed"), resumed)
+    resumes = [item for item in live if str(item.activity.kind) == "run_resumed"]
+    assert resumes and encoded(resumes) == encoded(
+        [item for item in replay if str(item.activity.kind) == "run_resumed"]
+    )
+    cancelled = [
+        checkpoint(0),
+        checkpoint(1, RunStatus.INTERRUPTED),
+        checkpoint(2, RunStatus.CANCELLED),
+    ]
+    run = FakeRun(status="cancelled")
+    kinds = [
+        str(i.activity.kind) for i in Projector(run, metadata, replay=True).advance(run, cancelled)
+    ]
+    assert kinds == ["run_started", "run_interrupted", "run_cancelled"]

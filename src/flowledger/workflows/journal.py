@@ -398,10 +398,16 @@ class ActivityJournal:
         return tip, known, last_revision
 
     async def _read(self, name: str, after: int, limit: int) -> list[Record]:
+        """Records after ``after``; a record missing in between (a gap in the sequence)
+        is a `CorruptRecordError`, like a damaged one."""
         try:
-            return await self._ledger.read(name, after=after, limit=limit)
+            records = await self._ledger.read(name, after=after, limit=limit)
         except CorruptDataError as exc:
             raise CorruptRecordError(name, exc) from exc
+        for offset, record in enumerate(records):
+            if record.seq != after + 1 + offset:
+                raise CorruptRecordError(name, f"record {after + 1 + offset} is missing")
+        return records
 
     async def _read_range(self, name: str, after: int, upto: int) -> list[Record]:
         """Records with ``after < seq <= upto``."""
