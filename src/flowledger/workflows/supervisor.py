@@ -1230,10 +1230,14 @@ class Supervisor:
     async def _history_repaired(self, run_id: str) -> None:
         """`history` found the run's journal damaged: as the owner, rebuild it."""
         controller = self._controller(run_id)
-        async with controller.lock:
-            run = await self.registry.get(self._session_id, run_id)
-            definition = self.catalog.resolve(run.definition_name, run.definition_version)
-            await self._rebuild_journal(definition, run)
+        try:
+            async with controller.lock:
+                run = await self.registry.get(self._session_id, run_id)
+                definition = self.catalog.resolve(run.definition_name, run.definition_version)
+                await self._rebuild_journal(definition, run)
+        finally:
+            if not self._busy(run_id):
+                self._forget_if_idle(run_id)
 
     # -- writes ----------------------------------------------------------------------------
 
