@@ -14,6 +14,9 @@ Prints wall and CPU microseconds per step, median of --repeat runs (min/max in b
 A per-step cost that grows with N is a quadratic run.
 
     python bench/long_runs.py [--steps 1000,5000,10000,20000] [--repeat 3] [--sync FULL]
+                              [--backend sqlite|memory] [--layers flow,workflows]
+
+``--backend memory`` takes the disk out, which shows the cost of publication itself.
 """
 
 from __future__ import annotations
@@ -137,10 +140,12 @@ async def workflows_run(store: Store, n: int) -> int:
     return history[-1].run.step + 1
 
 
-async def measure(layer: str, n: int, sync: str) -> tuple[float, float]:
+async def measure(layer: str, n: int, sync: str, backend: str) -> tuple[float, float]:
     """(wall, CPU) microseconds per step of one run."""
     with tempfile.TemporaryDirectory() as tmp:
         url = f"sqlite:///{os.path.join(tmp, 'bench.db')}?synchronous={sync}"
+        if backend == "memory":
+            url = "memory://"
         async with open_store(url) as store:
             wall, cpu = time.perf_counter(), time.process_time()
             steps = await (flow_run(store, n) if layer == "flow" else workflows_run(store, n))
@@ -158,9 +163,11 @@ async def main() -> None:
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--sync", default="FULL")
     parser.add_argument("--layers", default="flow,workflows")
+    parser.add_argument("--backend", choices=["sqlite", "memory"], default="sqlite")
     args = parser.parse_args()
     lengths = [int(part) for part in args.steps.split(",")]
-    print(f"synchronous={args.sync}, median of {args.repeat} [min..max], us per step")
+    where = f"sqlite synchronous={args.sync}" if args.backend == "sqlite" else "memory"
+    print(f"{where}, median of {args.repeat} [min..max], us per step")
     print(f"{'layer':9s} {'steps':>6s}  {'wall':>22s}  {'cpu':>22s}")
     for layer in args.layers.split(","):
         for n in lengths:
@@ -169,7 +176,7 @@ async def main() -> None:
             failures = 0
             for _ in range(args.repeat):
                 try:
-                    wall, cpu = await measure(layer, n, args.sync)
+                    wall, cpu = await measure(layer, n, args.sync, args.backend)
                 except AssertionError as exc:  # e.g. the session lease expired on a busy machine
                     failures += 1
                     print(f"{layer} {n}: run did not finish: {exc}", flush=True)
