@@ -20,6 +20,7 @@ from flowledger.workflows.activity import (
     Projector,
     project,
 )
+from flowledger.workflows.errors import ActivityValidationError
 from flowledger.workflows.journal import _encode
 
 from ._activity_support import FakeMetadata, FakeRun, FakeVertex, checkpoint, done
@@ -156,3 +157,25 @@ def test_replay_emits_run_resumed_where_a_paused_run_went_on() -> None:
         str(i.activity.kind) for i in Projector(run, metadata, replay=True).advance(run, cancelled)
     ]
     assert kinds == ["run_started", "run_interrupted", "run_cancelled"]
+
+
+def test_projection_state_json_is_strict() -> None:
+    """A saved state that is not exactly `to_json`'s shape is refused, naming the field."""
+    good = ProjectionState(
+        revision=3, completed=2, ordinals={"draft": 2}, seen={(1, "draft"), (2, "draft")}
+    ).to_json()
+    assert ProjectionState.from_json(json.loads(json.dumps(good))).to_json() == good
+    bad: list[tuple[dict[str, Any], str]] = [
+        ({**good, "extra": 1}, "projection state"),
+        ({**good, "revision": -1}, "projection state revision"),
+        ({**good, "terminal": 1}, "projection state terminal"),
+        ({**good, "ordinals": {"Bad": 1}}, "projection state ordinals"),
+        ({**good, "seen": [[1]]}, "projection state seen"),
+    ]
+    for doc, field in bad:
+        try:
+            ProjectionState.from_json(doc)
+        except ActivityValidationError as exc:
+            assert exc.field == field
+        else:
+            raise AssertionError(f"{doc} was accepted")

@@ -18,6 +18,11 @@ Ordering and atomicity:
   *before* the registry records the status they lead to; the activity cursor
   then advances. A crash in between republishes the same event ids, which the
   journal treats as duplicates.
+* Publication is incremental (`projection`): only the checkpoints after the
+  cursor are read, in pages, by a per-run projector kept between publications
+  and rebuilt from revision 0 when missing. A journal found damaged is rebuilt
+  from the checkpoints (`ActivityJournal.rebuild`, reported in the log) and the
+  publication carries on, so the run's status follows its checkpoints.
 * Cancellation first signals an in-flight execution, then takes the lock,
   records a durable cancel intent (so the next owner finishes the job if this
   one dies) and appends Flow's cancelled checkpoint, retrying revision
