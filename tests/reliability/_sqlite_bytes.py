@@ -70,6 +70,20 @@ class SqliteBytes:
                 "UPDATE ledger_records SET content = ?, bound_crc = ? WHERE key = ?", (*row, key)
             )
 
+    def delete_record(self, log: str, seq: int) -> None:
+        """Remove one ledger record (the log's tip stays: a gap where it was)."""
+        key = self.record_key(log, seq)
+        with self._connect() as db:
+            db.execute("DELETE FROM ledger_records WHERE key = ?", (key,))
+
+    def rename_attachment(self, digest: str, new_digest: str) -> None:
+        """Store an attachment under another digest (its old one then names nothing)."""
+        with self._connect() as db:
+            db.execute(
+                "UPDATE attachments SET digest = ? WHERE digest = ?",
+                (bytes.fromhex(new_digest), bytes.fromhex(digest)),
+            )
+
     def digests(self) -> list[str]:
         with self._connect() as db:
             return [bytes(r[0]).hex() for r in db.execute("SELECT digest FROM attachments")]

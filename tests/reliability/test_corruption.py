@@ -10,6 +10,7 @@ resumes with a wrong state.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import uuid
 from collections import Counter
@@ -263,6 +264,32 @@ async def test_corrupt_state_attachment_fails_the_run_on_adoption(db: Db) -> Non
         await tools.call("workflow_run_resume", {"run_id": run.id, "resume": {"increment": 1}})
 
 
+@pytest.mark.parametrize("paused", [True, False])
+async def test_a_renamed_state_attachment_fails_the_run_on_adoption(db: Db, paused: bool) -> None:
+    """Regression (Reliability II, 3): an attachment stored under another digest (so the
+    checkpoint's own digest names nothing) is a corrupt checkpoint, as docs/reliability.md
+    promises: the new owner's adoption reaches ``failed`` ("workflow checkpoint corrupt")
+    and reports no worker error, instead of retrying forever; nothing runs again."""
+    if paused:
+        run = await interrupted_asker(db)
+    else:  # a running run whose owner stopped mid-segment
+        db.session.gates.close("two")
+        run = await db.session.create_run()
+        await (await db.supervisor.start(run.id)).wait()
+        await asyncio.wait_for(db.session.gates.entered["two"].wait(), 60)
+        await db.supervisor.shutdown()
+    log = f"flow/runs/{run.graph_run_id}"
+    tip = await db.store.ledger.tip(log)
+    for digest in db.bytes.digests():
+        db.bytes.rename_attachment(digest, "f" * 8 + digest[8:])
+    db = await restart(db, clean=True)
+    after = await db.session.registry.get(db.session.session_id, run.id)
+    assert_bounded_failure(after, "workflow checkpoint corrupt")
+    assert db.session.gates.runs == {}
+    assert await db.store.ledger.tip(log) == tip
+    assert (await db.session.kinds(run.id))[-1] == "run_failed"
+
+
 async def test_run_failed_for_a_corrupt_checkpoint_publishes_run_failed(db: Db) -> None:
     run = await interrupted_asker(db)
     for digest in db.bytes.digests():
@@ -364,21 +391,22 @@ async def test_corrupt_run_record_refuses_activation_with_its_cause(db: Db) -> N
 
 async def test_a_flipped_activity_record_is_a_corrupt_record(db: Db) -> None:
     """Activity journal records are checked like checkpoints: a damaged one makes the
-    run's history a `CorruptRecordError` (a `ToolError` through the tools), never a
-    shortened or altered history."""
+    journal's reads a `CorruptRecordError`, never a shortened or altered history. Through
+    the tools, the owning supervisor then rebuilds the journal from the checkpoints and
+    answers with the history as it was published."""
     run = await interrupted_asker(db)
     log = journal_name(db.session.session_id, run.id)
     original = db.bytes.read_record(log, 1)
     tools = tools_for(db.session, db.supervisor)
+    published = await tools.call("workflow_run_history", {"run_id": run.id})
     for position in range(0, len(original), max(1, len(original) // 32)):
         db.bytes.write_record(log, 1, flip(original, position))
         with pytest.raises(CorruptRecordError):
             await db.session.journal.records(db.session.session_id, run.id)
         with pytest.raises(CorruptRecordError):
             await db.session.journal.page(db.session.session_id, run.id)
-        with pytest.raises(ToolError):
-            await tools.call("workflow_run_history", {"run_id": run.id})
-    db.bytes.write_record(log, 1, original)
+    assert await tools.call("workflow_run_history", {"run_id": run.id}) == published
+    assert await db.session.journal.generation(db.session.session_id, run.id) == 1
     assert (await db.session.kinds(run.id))[0] == "run_started"
 
 
@@ -418,3 +446,118 @@ async def test_flipped_index_and_heartbeat_records_count_as_unreadable(db: Db) -
     assert [w.worker_id for w in await read_workers(db.store)] == [worker_id]
     db.bytes.write("kv", worker_key(worker_id), flip(heartbeat.encode(), 3))
     assert await read_workers(db.store) == []
+
+
+# -- activity journal repair ----------------------------------------------------------------
+
+
+def _journal_bytes(db: Db, run: Run, tip: int, generation: int = 0) -> list[bytes]:
+    log = journal_name(db.session.session_id, run.id, generation)
+    return [db.bytes.read_record(log, seq) for seq in range(1, tip + 1)]
+
+
+async def test_a_damaged_journal_record_is_rebuilt_and_resume_returns_the_run(
+    db: Db, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Regression (Reliability II, 3): with a flipped byte in an activity record, a resume
+    used to run the workflow to completion and then fail with "publish durable activity
+    failed", leaving the run ``running / workflow resuming`` forever. Now the damage is
+    detected, reported (a warning naming the run, not its data), the journal rebuilt from
+    the checkpoints with the same event IDs, and the run's status follows its
+    checkpoints: ``completed``."""
+    run = await interrupted_asker(db)
+    sid = db.session.session_id
+    log = journal_name(sid, run.id)
+    before = await db.session.journal.records(sid, run.id)
+    damaged = db.bytes.read_record(log, 2)
+    db.bytes.write_record(log, 2, flip(damaged, len(damaged) // 2))
+    with caplog.at_level("WARNING"):
+        after = await db.supervisor.resume(run.id, b'{"increment": 3}')
+    assert after is not None and after.status is RunStatus.COMPLETED
+    assert db.session.gates.runs == {"ask": 2}
+    assert await db.session.journal.generation(sid, run.id) == 1
+    records = await db.session.journal.records(sid, run.id)
+    assert [str(r.activity.kind) for r in records] == [
+        "run_started",
+        "run_interrupted",
+        "run_resumed",
+        "vertex_completed",
+        "run_completed",
+    ]
+    assert records[: len(before)] == before  # the same activities, the same event IDs
+    warnings = [r.getMessage() for r in caplog.records if "journal" in r.getMessage()]
+    assert len(warnings) == 1 and run.id in warnings[0]
+    assert "increment" not in warnings[0] and "how much" not in warnings[0]
+    # The superseded log is left as it was; nothing reads it any more.
+    assert db.bytes.read_record(log, 2) != damaged
+    await check_consistent(db.session, await db.session.registry.get(sid, run.id))
+
+
+async def test_a_missing_journal_record_is_rebuilt_when_the_run_is_adopted(db: Db) -> None:
+    """A journal record that is gone (a gap below the tip) is detected by the next owner's
+    publication, the journal rebuilt, and the run's status follows its checkpoints."""
+    db.session.gates.close("two")
+    run = await db.session.create_run()
+    await (await db.supervisor.start(run.id)).wait()
+    await asyncio.wait_for(db.session.gates.entered["two"].wait(), 60)
+    await db.supervisor.shutdown()
+    sid = db.session.session_id
+    log = journal_name(sid, run.id)
+    before = await db.session.journal.records(sid, run.id)
+    assert len(before) == 2
+    db.bytes.delete_record(log, 1)  # run_started: a gap below the tip
+    db = await restart(db)
+    after = await db.session.registry.get(sid, run.id)
+    assert after.status is RunStatus.COMPLETED
+    records = await db.session.journal.records(sid, run.id)
+    assert records[: len(before)] == before
+    assert [str(r.activity.kind) for r in records][-1] == "run_completed"
+    assert await db.session.journal.generation(sid, run.id) == 1
+    await check_consistent(db.session, after)
+
+
+async def test_history_of_a_damaged_journal_is_rebuilt_byte_for_byte(db: Db) -> None:
+    """A history read that finds a damaged record (here, of a finished run that paused and
+    was resumed) makes the owning supervisor rebuild the journal from the checkpoints;
+    every rebuilt record is byte-for-byte the one published originally, the
+    ``run_resumed`` included."""
+    run = await interrupted_asker(db)
+    done = await db.supervisor.resume(run.id, b'{"increment": 2}')
+    assert done is not None and done.status is RunStatus.COMPLETED
+    sid = db.session.session_id
+    log = journal_name(sid, run.id)
+    tip = await db.store.ledger.tip(log)
+    original = _journal_bytes(db, run, tip)
+    page = await db.supervisor.history(run.id)
+    db.bytes.write_record(log, 3, flip(original[2], 5))
+    with pytest.raises(CorruptRecordError):
+        await db.session.journal.page(sid, run.id)
+    assert await db.supervisor.history(run.id) == page
+    assert await db.session.journal.generation(sid, run.id) == 1
+    assert _journal_bytes(db, run, tip, 1) == original
+    assert await db.store.ledger.tip(journal_name(sid, run.id, 1)) == tip
+
+
+async def test_a_journal_rebuild_cut_short_changes_nothing(db: Db) -> None:
+    """A rebuild that fails half-way leaves the current journal as it was (its partial
+    log is never read); the next rebuild uses a fresh generation."""
+    run = await interrupted_asker(db)
+    sid = db.session.session_id
+    journal = db.session.journal
+    records = await journal.records(sid, run.id)
+
+    async def broken() -> AsyncIterator[list[Any]]:
+        yield records[:1]
+        raise OSError("disk gone")
+
+    with pytest.raises(OSError):
+        await journal.rebuild(sid, run.id, broken())
+    assert await journal.generation(sid, run.id) == 0
+    assert await journal.records(sid, run.id) == records
+
+    async def whole() -> AsyncIterator[list[Any]]:
+        yield records
+
+    assert await journal.rebuild(sid, run.id, whole()) == 2
+    assert await journal.records(sid, run.id) == records
+    assert await journal.position(sid, run.id) == len(records)

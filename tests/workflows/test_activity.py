@@ -14,12 +14,16 @@ import pytest
 
 from flowledger import flow
 from flowledger.flow import Checkpoint, RunStatus, VertexRecord, VertexStatus
+from flowledger.flow.ledger_store import MAX_HISTORY
 from flowledger.workflows.activity import (
+    MAX_CHECKPOINTS,
     MESSAGES,
     STATUSES,
     ActivityKind,
     ActivityRecord,
     ProjectedActivity,
+    ProjectionState,
+    Projector,
     _derive,
     event_id,
     format_time,
@@ -695,7 +699,6 @@ def naive_time() -> list[Checkpoint]:
         (FakeRun(graph_run_id=u(0)), TWO, lambda: [], "run"),
         (FakeRun(), FakeMetadata(name="other_flow"), lambda: [], "definition"),
         (FakeRun(), FakeMetadata(version="2"), lambda: [], "definition"),
-        (FakeRun(), TWO, lambda: [checkpoint(0)] * 10_001, "history"),
         (FakeRun(), HugeVertices(), lambda: [], "definition vertices"),
         (FakeRun(), TWO, lambda: [checkpoint(0), None], "checkpoint"),
         (FakeRun(), TWO, lambda: [checkpoint(0), checkpoint(2)], "checkpoint revision"),
@@ -713,6 +716,16 @@ def test_projection_validation(run: Any, metadata: Any, history: Any, field: str
     with pytest.raises(ActivityValidationError) as caught:
         project(run, metadata, history())
     assert caught.value.field == field
+
+
+def test_projection_history_limit_is_the_store_limit() -> None:
+    """The projection accepts every history the checkpoint store holds (its limit is the
+    store's, not a smaller one of its own) and refuses a checkpoint past it."""
+    assert MAX_CHECKPOINTS == MAX_HISTORY
+    projector = Projector(FakeRun(), TWO, state=ProjectionState(revision=MAX_CHECKPOINTS))
+    with pytest.raises(ActivityValidationError) as caught:
+        projector.advance(FakeRun(), [checkpoint(MAX_CHECKPOINTS)])
+    assert caught.value.field == "history"
 
 
 def test_invalid_definition_identity_fails_projection() -> None:

@@ -29,8 +29,10 @@ De-duplication, so that bytes written per step grow with what changed:
 Reading is strict: size and depth bounds before parsing, unknown fields
 rejected, the envelope's revision must equal the ledger sequence - 1, the run
 id must be the one asked for, and attachment bytes must hash to their digest.
-Any such failure, and a record that fails the backend's checksum
-(`CorruptDataError`), is a `StoreError` wrapping a `CheckpointDecodeError`.
+Any such failure, a record or attachment that fails the backend's checksum
+(`CorruptDataError`), and an attachment a record names that is not stored (renamed or
+lost: `AttachmentNotFoundError`) is a `StoreError` wrapping a `CheckpointDecodeError`:
+damaged or missing bytes never come back, so it is definite, never retried.
 """
 
 from __future__ import annotations
@@ -41,6 +43,7 @@ from dataclasses import dataclass
 from typing import Any, Final
 
 from ..storage import (
+    AttachmentNotFoundError,
     CorruptDataError,
     Ledger,
     LedgerConflictError,
@@ -347,7 +350,16 @@ class LedgerCheckpointStore:
             else:
                 found[digest] = data
         if missing:
-            for digest, data in (await self.ledger.attachments(missing)).items():
+            try:
+                stored = await self.ledger.attachments(missing)
+            except AttachmentNotFoundError as exc:
+                raise CheckpointDecodeError("state", f"attachment {exc.digest} is missing") from exc
+            except CorruptDataError as exc:
+                raise CheckpointDecodeError("state", str(exc)) from exc
+            for digest in missing:
+                if digest not in stored:
+                    raise CheckpointDecodeError("state", f"attachment {digest} is missing")
+            for digest, data in stored.items():
                 if digest_of(data) != digest:
                     raise CheckpointDecodeError("state", f"attachment {digest} is corrupt")
                 self._durable.remember(digest, data)

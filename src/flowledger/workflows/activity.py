@@ -21,6 +21,7 @@ included; with no vertex descriptors both counters are 0.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import re
 import uuid
@@ -31,6 +32,7 @@ from enum import StrEnum
 from typing import Any, Final, Protocol
 
 from ..flow import Checkpoint, InterruptKind, RunStatus, StepPhase, VertexRecord, VertexStatus
+from ..flow.ledger_store import MAX_HISTORY
 from .errors import ActivityValidationError
 from .metadata import bound_text
 
@@ -49,6 +51,8 @@ __all__ = [
     "ActivityRecord",
     "MetadataView",
     "ProjectedActivity",
+    "ProjectionState",
+    "Projector",
     "RunView",
     "VertexView",
     "event_id",
@@ -93,7 +97,10 @@ ACTIVITY_STATUSES: Final = frozenset(STATUSES.values())
 MAX_LABEL_BYTES: Final = 128
 MAX_MESSAGE_BYTES: Final = 512
 MAX_TOTAL_VERTICES: Final = 1_000_000
-MAX_CHECKPOINTS: Final = 10_000
+#: Checkpoints a projection accepts: the checkpoint store's own history limit, so every
+#: history the engine can write (its step budget is per run, one or more checkpoints a
+#: step) is projected.
+MAX_CHECKPOINTS: Final = MAX_HISTORY
 MAX_CHECKPOINT_VERTICES: Final = 10_000
 MAX_DEFINITION_VERTICES: Final = 1_000_000
 
@@ -471,7 +478,7 @@ def _when(*candidates: datetime | None) -> datetime:
     raise ActivityValidationError("occurred_at", "no timestamp available")
 
 
-def _validate_inputs(run: RunView, metadata: MetadataView, history: Sequence[Checkpoint]) -> None:
+def _check_identity(run: RunView, metadata: MetadataView) -> None:
     if run is None:
         raise ActivityValidationError("run", "is required")
     for attr in ("session_id", "id", "graph_run_id"):
@@ -481,16 +488,181 @@ def _validate_inputs(run: RunView, metadata: MetadataView, history: Sequence[Che
         raise ActivityValidationError("definition", "is required")
     if metadata.name != run.definition_name or metadata.version != run.definition_version:
         raise ActivityValidationError("definition", "name and version must equal the run's")
-    if len(history) > MAX_CHECKPOINTS:
-        raise ActivityValidationError("history", f"more than {MAX_CHECKPOINTS} checkpoints")
     if len(metadata.vertices) > MAX_DEFINITION_VERTICES:
         raise ActivityValidationError(
             "definition vertices", f"more than {MAX_DEFINITION_VERTICES} vertex descriptors"
         )
-    terminal = False
-    for index, cp in enumerate(history):
+
+
+def _paused_by_error(cp: Checkpoint) -> bool:
+    """The checkpoint pauses the run for a task error (or a halt), not for a request."""
+    if cp.phase is StepPhase.HALTED:
+        return True
+    return cp.phase is StepPhase.PAUSED and any(
+        item.kind is InterruptKind.ERRORED for item in cp.interrupts
+    )
+
+
+@dataclass(slots=True)
+class ProjectionState:
+    """What projecting checkpoints ``0 .. revision - 1`` carries forward to the next one.
+
+    It depends on the checkpoints only (never on the registry record or the definition's
+    error policy), so a projector resumed from it emits exactly what a whole-history
+    projection emits for the later revisions. JSON-able through `to_json` / `from_json`.
+    ``seen`` holds the ``(step, vertex)`` pairs already counted (a vertex record repeats
+    in the checkpoints of its step); ``previous_interrupted`` whether checkpoint
+    ``revision - 1`` was interrupted (it decides ``run_resumed``)."""
+
+    revision: int = 0
+    completed: int = 0
+    ordinals: dict[str, int] = dataclasses.field(default_factory=dict)
+    seen: set[tuple[int, str]] = dataclasses.field(default_factory=set)
+    terminal: bool = False
+    previous_interrupted: bool = False
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "revision": self.revision,
+            "completed": self.completed,
+            "ordinals": dict(sorted(self.ordinals.items())),
+            "seen": [[step, vertex] for step, vertex in sorted(self.seen)],
+            "terminal": self.terminal,
+            "previous_interrupted": self.previous_interrupted,
+        }
+
+    @classmethod
+    def from_json(cls, doc: Any) -> ProjectionState:
+        """Strict inverse of `to_json`; `ActivityValidationError` names what is wrong."""
+        fields = {"revision", "completed", "ordinals", "seen", "terminal", "previous_interrupted"}
+        if not isinstance(doc, Mapping) or set(doc) != fields:
+            raise ActivityValidationError("projection state", f"must have exactly {sorted(fields)}")
+        for name in ("revision", "completed"):
+            _check_count(f"projection state {name}", doc[name])
+        for name in ("terminal", "previous_interrupted"):
+            if not isinstance(doc[name], bool):
+                raise ActivityValidationError(f"projection state {name}", "must be a boolean")
+        ordinals = doc["ordinals"]
+        if not isinstance(ordinals, Mapping) or not all(
+            isinstance(k, str) and _VERTEX.fullmatch(k) for k in ordinals
+        ):
+            raise ActivityValidationError("projection state ordinals", "must map vertex names")
+        for value in ordinals.values():
+            _check_count("projection state ordinals", value)
+        seen = doc["seen"]
+        if not isinstance(seen, list) or not all(
+            isinstance(pair, list)
+            and len(pair) == 2
+            and not isinstance(pair[0], bool)
+            and isinstance(pair[0], int)
+            and pair[0] >= 0
+            and isinstance(pair[1], str)
+            for pair in seen
+        ):
+            raise ActivityValidationError("projection state seen", "must list [step, vertex]")
+        return cls(
+            revision=doc["revision"],
+            completed=doc["completed"],
+            ordinals=dict(ordinals),
+            seen={(step, vertex) for step, vertex in seen},
+            terminal=doc["terminal"],
+            previous_interrupted=doc["previous_interrupted"],
+        )
+
+
+class Projector:
+    """Incremental `project`: feed a run's checkpoints in revision order, a page at a time.
+
+    ``advance(run, page)`` returns the activities of the page's checkpoints (those at
+    revisions ``>= emit_from``; earlier ones only update the counters, which is how a
+    projector is rebuilt up to a cursor), and ``finish(run)`` the ``run_failed`` a failed
+    run ends with, if any. For any split of a history into pages, the concatenated output
+    equals ``project(run, metadata, history)`` filtered to revisions ``>= emit_from``,
+    byte for byte (event IDs included). Checkpoints are checked as `project` checks them;
+    an `ActivityValidationError` leaves the projector unusable (build a new one).
+
+    The projector holds no checkpoint, only `ProjectionState`, so its memory is bounded
+    by the number of distinct completed ``(step, vertex)`` pairs, not by state sizes.
+
+    ``replay`` re-derives a journal already published (to rebuild a damaged one): the
+    registry record at each publication is gone, so ``run_resumed`` - the only activity
+    that depends on it - is emitted wherever the run went on after an interrupted
+    checkpoint other than by being cancelled, which is when the supervisor publishes it
+    (a resume marks the run ``workflow resuming`` at the interrupted revision)."""
+
+    def __init__(
+        self,
+        run: RunView,
+        metadata: MetadataView,
+        *,
+        fail_on_error: bool = False,
+        state: ProjectionState | None = None,
+        emit_from: int = 0,
+        replay: bool = False,
+    ) -> None:
+        _check_identity(run, metadata)
+        self._replay = replay
+        self._graph_run_id = run.graph_run_id
+        self._metadata = metadata
+        self._fail_on_error = fail_on_error
+        self.state = ProjectionState() if state is None else state
+        self.emit_from = emit_from
+        self._broken = False
+        descriptors = list(metadata.vertices)
+        self._descriptors = descriptors
+        self._identity = any(d.id for d in descriptors)
+        self._labels_by_id: dict[str, str] = {}
+        if self._identity:
+            for d in descriptors:
+                if d.id:
+                    self._labels_by_id[d.id] = bound_text(d.label, MAX_LABEL_BYTES)
+        self._total = len(descriptors)
+
+    @property
+    def revision(self) -> int:
+        """The next revision this projector expects (how many checkpoints it has seen)."""
+        return self.state.revision
+
+    def _emit(
+        self,
+        out: list[ProjectedActivity],
+        run: RunView,
+        revision: int,
+        kind: ActivityKind,
+        when: datetime,
+        *,
+        vertex: str | None = None,
+        ordinal: int = 0,
+        label: str = "",
+    ) -> None:
+        if revision < self.emit_from:
+            return
+        record = ActivityRecord(
+            event_id=event_id(run.session_id, run.id, kind, revision, vertex, ordinal),
+            session_id=run.session_id,
+            run_id=run.id,
+            workflow_name=self._metadata.name,
+            workflow_version=self._metadata.version,
+            kind=kind,
+            status=STATUSES[kind],
+            occurred_at=when,
+            vertex_id=vertex,
+            vertex_label=label,
+            completed_vertices=min(self.state.completed, self._total),
+            total_vertices=self._total,
+            message=MESSAGES[kind],
+        )
+        record.validate()
+        out.append(ProjectedActivity(revision, record))
+
+    def _check(self, run: RunView, cp: Checkpoint) -> None:
+        index = self.state.revision
+        if run.graph_run_id != self._graph_run_id:
+            raise ActivityValidationError("run", "graph_run_id changed under the projector")
         if cp is None:
             raise ActivityValidationError("checkpoint", f"checkpoint {index} is missing")
+        if index >= MAX_CHECKPOINTS:
+            raise ActivityValidationError("history", f"more than {MAX_CHECKPOINTS} checkpoints")
         if cp.revision != index:
             raise ActivityValidationError(
                 "checkpoint revision", f"checkpoint {index} has revision {cp.revision}"
@@ -503,30 +675,126 @@ def _validate_inputs(run: RunView, metadata: MetadataView, history: Sequence[Che
             raise ActivityValidationError(
                 "checkpoint vertices", f"checkpoint {index} has too many vertex records"
             )
-        if terminal:
+        if self.state.terminal:
             raise ActivityValidationError("history", "checkpoint after a terminal checkpoint")
         if not isinstance(cp.run.status, RunStatus):
             raise ActivityValidationError("checkpoint status", f"checkpoint {index}")
-        terminal = cp.run.status.terminal
 
+    def advance(self, run: RunView, page: Sequence[Checkpoint]) -> list[ProjectedActivity]:
+        """Project the next checkpoints (``page[0].revision`` must be `revision`)."""
+        if self._broken:
+            raise ActivityValidationError("projector", "an earlier page was refused")
+        out: list[ProjectedActivity] = []
+        try:
+            for cp in page:
+                self._advance_one(run, cp, out)
+        except BaseException:
+            self._broken = True
+            raise
+        return out
 
-def _should_project_resume(run: RunView, history: Sequence[Checkpoint], index: int) -> bool:
-    return (
-        run.status == "running"
-        and run.status_summary == RESUMING_SUMMARY
-        and index > 0
-        and history[index].revision == run.checkpoint_revision + 1
-        and history[index - 1].run.status is RunStatus.INTERRUPTED
-    )
+    def _advance_one(self, run: RunView, cp: Checkpoint, out: list[ProjectedActivity]) -> None:
+        self._check(run, cp)
+        state = self.state
+        revision = cp.revision
+        record = cp.run
+        if revision == 0:
+            self._emit(
+                out,
+                run,
+                revision,
+                ActivityKind.RUN_STARTED,
+                _when(record.created_at, record.updated_at),
+            )
+        if self._replay:
+            resumed = state.previous_interrupted and record.status is not RunStatus.CANCELLED
+        else:
+            resumed = (
+                run.status == "running"
+                and run.status_summary == RESUMING_SUMMARY
+                and revision > 0
+                and revision == run.checkpoint_revision + 1
+                and state.previous_interrupted
+            )
+        if resumed:
+            self._emit(out, run, revision, ActivityKind.RUN_RESUMED, _when(record.updated_at))
+        fresh: list[VertexRecord] = []
+        for vertex in cp.vertices:
+            if vertex.status is not VertexStatus.DONE:
+                continue
+            key = (vertex.step, vertex.vertex)
+            if key in state.seen:
+                continue
+            state.seen.add(key)
+            fresh.append(vertex)
+        fresh.sort(key=lambda v: (v.step, v.vertex))
+        descriptors = self._descriptors
+        for vertex in fresh:
+            vid = vertex.vertex
+            ordinal = state.ordinals.get(vid, 0)
+            state.ordinals[vid] = ordinal + 1
+            if self._identity:
+                label = self._labels_by_id.get(vid, "")
+            elif state.completed < len(descriptors):
+                label = bound_text(descriptors[state.completed].label, MAX_LABEL_BYTES)
+            else:
+                label = ""
+            state.completed += 1
+            self._emit(
+                out,
+                run,
+                revision,
+                ActivityKind.VERTEX_COMPLETED,
+                _when(vertex.completed_at, record.updated_at),
+                vertex=vid,
+                ordinal=ordinal,
+                label=label,
+            )
+        status = record.status
+        if status is RunStatus.INTERRUPTED and not (self._fail_on_error and _paused_by_error(cp)):
+            self._emit(
+                out,
+                run,
+                revision,
+                ActivityKind.RUN_INTERRUPTED,
+                _when(record.interrupted_at, record.updated_at),
+            )
+        elif status is RunStatus.COMPLETED:
+            self._emit(
+                out,
+                run,
+                revision,
+                ActivityKind.RUN_COMPLETED,
+                _when(record.completed_at, record.updated_at),
+            )
+        elif status is RunStatus.CANCELLED:
+            self._emit(
+                out,
+                run,
+                revision,
+                ActivityKind.RUN_CANCELLED,
+                _when(record.cancelled_at, record.updated_at),
+            )
+        state.terminal = status.terminal
+        state.previous_interrupted = status is RunStatus.INTERRUPTED
+        state.revision = revision + 1
 
-
-def _paused_by_error(cp: Checkpoint) -> bool:
-    """The checkpoint pauses the run for a task error (or a halt), not for a request."""
-    if cp.phase is StepPhase.HALTED:
-        return True
-    return cp.phase is StepPhase.PAUSED and any(
-        item.kind is InterruptKind.ERRORED for item in cp.interrupts
-    )
+    def finish(
+        self, run: RunView, *, failure_revision: int | None = None
+    ) -> list[ProjectedActivity]:
+        """The ``run_failed`` of a failed run without a terminal checkpoint: one past the
+        checkpoints seen, or at ``failure_revision``. Emitted whatever `emit_from` is, so
+        a caller can tell where the projection ends. Nothing for any other run."""
+        if run.status != "failed" or self.state.terminal:
+            return []
+        at = self.state.revision if failure_revision is None else failure_revision
+        out: list[ProjectedActivity] = []
+        emit_from, self.emit_from = self.emit_from, 0
+        try:
+            self._emit(out, run, at, ActivityKind.RUN_FAILED, _when(run.updated_at))
+        finally:
+            self.emit_from = emit_from
+        return out
 
 
 def project(
@@ -548,108 +816,9 @@ def project(
     Pure and byte-deterministic: the same inputs give equal records with the same event
     IDs. Only identities, counters, fixed messages, bounded labels and timestamps are
     read; state, interrupts, halts, vertex errors and cancel reasons are never looked at.
-    Every record satisfies `ActivityRecord.validate`."""
-    _validate_inputs(run, metadata, history)
-    descriptors = list(metadata.vertices)
-    identity = any(d.id for d in descriptors)
-    labels_by_id: dict[str, str] = {}
-    if identity:
-        for d in descriptors:
-            if d.id:
-                labels_by_id[d.id] = bound_text(d.label, MAX_LABEL_BYTES)
-    total = len(descriptors)
-    completed = 0
-    seen: set[tuple[int, str]] = set()
-    ordinals: dict[str, int] = {}
-    terminal = False
-    out: list[ProjectedActivity] = []
-    session_id, run_id = run.session_id, run.id
-
-    def progress() -> int:
-        return min(completed, total)
-
-    def emit(
-        revision: int,
-        kind: ActivityKind,
-        when: datetime,
-        *,
-        vertex: str | None = None,
-        ordinal: int = 0,
-        label: str = "",
-    ) -> None:
-        record = ActivityRecord(
-            event_id=event_id(session_id, run_id, kind, revision, vertex, ordinal),
-            session_id=session_id,
-            run_id=run_id,
-            workflow_name=metadata.name,
-            workflow_version=metadata.version,
-            kind=kind,
-            status=STATUSES[kind],
-            occurred_at=when,
-            vertex_id=vertex,
-            vertex_label=label,
-            completed_vertices=progress(),
-            total_vertices=total,
-            message=MESSAGES[kind],
-        )
-        record.validate()
-        out.append(ProjectedActivity(revision, record))
-
-    for index, cp in enumerate(history):
-        revision = cp.revision
-        record = cp.run
-        if revision == 0:
-            emit(revision, ActivityKind.RUN_STARTED, _when(record.created_at, record.updated_at))
-        if _should_project_resume(run, history, index):
-            emit(revision, ActivityKind.RUN_RESUMED, _when(record.updated_at))
-        fresh: list[VertexRecord] = []
-        for vertex in cp.vertices:
-            if vertex.status is not VertexStatus.DONE:
-                continue
-            key = (vertex.step, vertex.vertex)
-            if key in seen:
-                continue
-            seen.add(key)
-            fresh.append(vertex)
-        fresh.sort(key=lambda v: (v.step, v.vertex))
-        for vertex in fresh:
-            vid = vertex.vertex
-            ordinal = ordinals.get(vid, 0)
-            ordinals[vid] = ordinal + 1
-            if identity:
-                label = labels_by_id.get(vid, "")
-            elif completed < len(descriptors):
-                label = bound_text(descriptors[completed].label, MAX_LABEL_BYTES)
-            else:
-                label = ""
-            completed += 1
-            emit(
-                revision,
-                ActivityKind.VERTEX_COMPLETED,
-                _when(vertex.completed_at, record.updated_at),
-                vertex=vid,
-                ordinal=ordinal,
-                label=label,
-            )
-        status = record.status
-        if status is RunStatus.INTERRUPTED and not (fail_on_error and _paused_by_error(cp)):
-            emit(
-                revision,
-                ActivityKind.RUN_INTERRUPTED,
-                _when(record.interrupted_at, record.updated_at),
-            )
-        elif status is RunStatus.COMPLETED:
-            emit(
-                revision, ActivityKind.RUN_COMPLETED, _when(record.completed_at, record.updated_at)
-            )
-            terminal = True
-        elif status is RunStatus.CANCELLED:
-            emit(
-                revision, ActivityKind.RUN_CANCELLED, _when(record.cancelled_at, record.updated_at)
-            )
-            terminal = True
-
-    if run.status == "failed" and not terminal:
-        at = len(history) if failure_revision is None else failure_revision
-        emit(at, ActivityKind.RUN_FAILED, _when(run.updated_at))
+    Every record satisfies `ActivityRecord.validate`. The whole-history form of
+    `Projector` (which the supervisor uses, a page at a time)."""
+    projector = Projector(run, metadata, fail_on_error=fail_on_error)
+    out = projector.advance(run, history)
+    out.extend(projector.finish(run, failure_revision=failure_revision))
     return out

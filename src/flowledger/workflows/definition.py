@@ -156,7 +156,14 @@ class Definition(Protocol):
         ...
 
     async def checkpoint_history(self, graph_run_id: str) -> list[flow.Checkpoint]:
-        """Every checkpoint, in revision order (for activity projection)."""
+        """Every checkpoint, in revision order."""
+        ...
+
+    async def checkpoint_page(
+        self, graph_run_id: str, *, after: int, limit: int
+    ) -> list[flow.Checkpoint]:
+        """At most ``limit`` checkpoints with revision > ``after``, in revision order
+        (activity projection reads a run's history this way, a bounded page at a time)."""
         ...
 
     async def cancel(self, graph_run_id: str, reason: str) -> None:
@@ -213,10 +220,16 @@ class TypedDefinition(Generic[S]):
 
     Construction raises `InvalidSchemaError`: field ``definition`` for a bad metadata,
     runner, state decoder or summarizer; ``resume decoder`` for a bad resume decoder;
-    ``vertex ID`` when a vertex descriptor names a vertex the graph does not have."""
+    ``vertex ID`` when a vertex descriptor names a vertex the graph does not have.
+
+    ``max_steps`` is the engine's step budget for the run (``flow.Runner.run``; default
+    10,000 super-steps, counted over the run's whole life, not per segment): a run that
+    reaches it halts, resumable, rather than looping forever. Its history is
+    unlimited up to the checkpoint store's limit (``flow.ledger_store.MAX_HISTORY``)."""
 
     __slots__ = (
         "_default_decoder",
+        "_max_steps",
         "_metadata",
         "_on_error",
         "_registration",
@@ -237,6 +250,7 @@ class TypedDefinition(Generic[S]):
         summarizer: Callable[[S], str] | None = None,
         on_error: ErrorPolicy = "pause",
         resume_schemas: Mapping[str, Mapping[str, Any]] | None = None,
+        max_steps: int | None = None,
     ) -> None:
         if on_error not in ("pause", "fail"):
             raise InvalidSchemaError("definition", 'on_error must be "pause" or "fail"')
@@ -274,6 +288,11 @@ class TypedDefinition(Generic[S]):
                     "vertex ID", f"graph {runner.graph_id!r} has no vertex {vertex_id!r}"
                 )
             self._resume_schemas[vertex_id] = _schema_bytes(schema, "resume")
+        if max_steps is not None and (
+            isinstance(max_steps, bool) or not isinstance(max_steps, int) or max_steps < 1
+        ):
+            raise InvalidSchemaError("definition", "max_steps must be a positive int")
+        self._max_steps = max_steps
         self._registration: _Registration | None = None
 
     @property
@@ -409,7 +428,9 @@ class TypedDefinition(Generic[S]):
         unused: ``flow.GraphRunExistsError`` otherwise)."""
         state = self._owned(token, ValidatedInput, "input")
         self._check_state(state)
-        result = await self._runner.run(state, run_id=graph_run_id, hooks=tuple(hooks))
+        result = await self._runner.run(
+            state, run_id=graph_run_id, hooks=tuple(hooks), max_steps=self._max_steps
+        )
         return self._result(result)
 
     async def check_resume(self, graph_run_id: str) -> tuple[Diagnostic, ...]:
@@ -450,11 +471,15 @@ class TypedDefinition(Generic[S]):
         hooks: Sequence[flow.Hooks] = (),
     ) -> WorkflowResult:
         payload = None if token is None else self._owned(token, ValidatedResume, "resume")
-        result = await self._runner.resume(graph_run_id, payload, hooks=tuple(hooks))
+        result = await self._runner.resume(
+            graph_run_id, payload, hooks=tuple(hooks), max_steps=self._max_steps
+        )
         return self._result(result)
 
     async def adopt(self, graph_run_id: str, *, hooks: Sequence[flow.Hooks] = ()) -> WorkflowResult:
-        result = await self._runner.resume(graph_run_id, None, hooks=tuple(hooks))
+        result = await self._runner.resume(
+            graph_run_id, None, hooks=tuple(hooks), max_steps=self._max_steps
+        )
         return self._result(result)
 
     async def get(self, graph_run_id: str) -> WorkflowResult:
@@ -465,6 +490,11 @@ class TypedDefinition(Generic[S]):
 
     async def checkpoint_history(self, graph_run_id: str) -> list[flow.Checkpoint]:
         return await self._runner.history(graph_run_id)
+
+    async def checkpoint_page(
+        self, graph_run_id: str, *, after: int, limit: int
+    ) -> list[flow.Checkpoint]:
+        return await self._runner.history(graph_run_id, after=after, limit=limit)
 
     async def cancel(self, graph_run_id: str, reason: str) -> None:
         await self._runner.cancel(graph_run_id, reason)

@@ -1,7 +1,14 @@
 """`ActivityJournal`: the durable activity publisher (flowledger's stand-in for the
 reference's Harness publisher, workflows-spec §6.4-6.6 and §10).
 
-Layout: one ledger log per run, named ``sessions/<session_id>/workflows/activity/<run_id>``.
+Layout: one ledger log per run, named ``sessions/<session_id>/workflows/activity/<run_id>``
+(generation 0). The journal is a projection of the run's checkpoints, so a damaged one
+is rebuilt from them (`rebuild`) into a new log, generation ``g``
+(``sessions/<session_id>/workflows/activity-rebuilt/<run_id>/<g>``); the run's current
+generation is the tip of its pointer log ``sessions/<session_id>/workflows/
+activity-generation/<run_id>`` (no record there: 0), so it is found with one tip read
+and a damaged pointer record changes nothing. The ledger is append-only: a superseded
+log stays as it was, unread.
 Each ledger record is compact UTF-8 JSON ``{"revision": r, "activity": {...}}`` where
 ``activity`` is `ActivityRecord.to_json`. Records are kept in non-decreasing revision
 order (`publish` refuses anything else), which is what lets `page` binary-search.
@@ -36,7 +43,7 @@ from __future__ import annotations
 import asyncio
 import json
 import weakref
-from collections.abc import Sequence
+from collections.abc import AsyncIterable, Sequence
 from types import TracebackType
 from typing import Any, Final
 
@@ -59,6 +66,7 @@ __all__ = [
     "TAIL_WINDOW",
     "ActivityJournal",
     "ActivitySubscription",
+    "generation_log",
     "journal_name",
 ]
 
@@ -83,11 +91,22 @@ def _check_uuid(what: str, value: object) -> str:
     return value
 
 
-def journal_name(session_id: str, run_id: str) -> str:
-    """The ledger log of one run's activities."""
+def journal_name(session_id: str, run_id: str, generation: int = 0) -> str:
+    """The ledger log of one run's activities (of a rebuilt ``generation``, if not 0)."""
     _check_uuid("session id", session_id)
     _check_uuid("run id", run_id)
+    if isinstance(generation, bool) or not isinstance(generation, int) or generation < 0:
+        raise ValueError(f"journal generation {generation!r} must be a non-negative int")
+    if generation:
+        return f"sessions/{session_id}/workflows/activity-rebuilt/{run_id}/{generation}"
     return f"sessions/{session_id}/workflows/activity/{run_id}"
+
+
+def generation_log(session_id: str, run_id: str) -> str:
+    """The log whose tip is the run's current journal generation."""
+    _check_uuid("session id", session_id)
+    _check_uuid("run id", run_id)
+    return f"sessions/{session_id}/workflows/activity-generation/{run_id}"
 
 
 def _encode(item: ProjectedActivity) -> bytes:
@@ -236,13 +255,9 @@ class ActivityJournal:
             return 0
         first = batch[0].activity
         session_id, run_id = first.session_id, first.run_id
-        name = journal_name(session_id, run_id)
         window = max(len(batch), TAIL_WINDOW)
-        lock = self._locks.get(name)
-        if lock is None:
-            lock = asyncio.Lock()
-            self._locks[name] = lock
-        async with lock:
+        async with self._lock(session_id, run_id):
+            name = await self._current(session_id, run_id)
             appended = 0
             attempts = 0
             tip, known, last_revision = await self._tail(name, session_id, run_id, window)
@@ -276,6 +291,63 @@ class ActivityJournal:
                 known.update(item.activity.event_id for item in chunk)
                 last_revision = chunk[-1].revision
                 self._notify(session_id, chunk)
+
+    def _lock(self, session_id: str, run_id: str) -> asyncio.Lock:
+        key = journal_name(session_id, run_id)
+        lock = self._locks.get(key)
+        if lock is None:
+            lock = asyncio.Lock()
+            self._locks[key] = lock
+        return lock
+
+    async def generation(self, session_id: str, run_id: str) -> int:
+        """The run's current journal generation (0 until a `rebuild`)."""
+        return await self._ledger.tip(generation_log(session_id, run_id))
+
+    async def _current(self, session_id: str, run_id: str) -> str:
+        return journal_name(session_id, run_id, await self.generation(session_id, run_id))
+
+    async def rebuild(
+        self,
+        session_id: str,
+        run_id: str,
+        pages: AsyncIterable[Sequence[ProjectedActivity]],
+    ) -> int:
+        """Write the run's whole journal anew from ``pages`` (its activities in order, as
+        projected from its checkpoints) into a fresh log, then make that log current;
+        return its generation. Until the switch, readers and publishers keep the old
+        log, so a rebuild cut short changes nothing (its partial log is left unused).
+        Subscribers are not notified: these activities were published before. Refused
+        with `ValueError` like `publish` (items of another run, revisions that go back)."""
+        pointer = generation_log(session_id, run_id)
+        async with self._lock(session_id, run_id):
+            current = await self._ledger.tip(pointer)
+            generation = current + 1
+            while await self._ledger.tip(journal_name(session_id, run_id, generation)):
+                generation += 1  # a rebuild that did not finish left this one
+            if generation - current > MAX_RECORDS_PER_APPEND:
+                raise RuntimeError(f"too many unfinished journal rebuilds for run {run_id}")
+            name = journal_name(session_id, run_id, generation)
+            tip, previous = 0, -1
+            async for page in pages:
+                batch = self._check_batch(page)
+                for item in batch:
+                    if (item.activity.session_id, item.activity.run_id) != (session_id, run_id):
+                        raise ValueError("one rebuild holds the activities of one run only")
+                    if item.revision < previous:
+                        raise ValueError("activity revisions must not decrease in a rebuild")
+                    previous = item.revision
+                for start in range(0, len(batch), MAX_RECORDS_PER_APPEND):
+                    chunk = batch[start : start + MAX_RECORDS_PER_APPEND]
+                    tip = await self._ledger.append(
+                        name, [_encode(item) for item in chunk], expected=tip, **fence_arg()
+                    )
+            marker = json.dumps({"generation": generation}).encode("utf-8")
+            await self._ledger.append(
+                pointer, [marker] * (generation - current), expected=current, **fence_arg()
+            )
+            self._unconfirmed.pop(journal_name(session_id, run_id, current), None)
+        return generation
 
     def _confirm(self, name: str, session_id: str, known: set[str]) -> None:
         """Notify the records of an earlier failed append that turned out to be durable."""
@@ -329,10 +401,16 @@ class ActivityJournal:
         return tip, known, last_revision
 
     async def _read(self, name: str, after: int, limit: int) -> list[Record]:
+        """Records after ``after``; a record missing in between (a gap in the sequence)
+        is a `CorruptRecordError`, like a damaged one."""
         try:
-            return await self._ledger.read(name, after=after, limit=limit)
+            records = await self._ledger.read(name, after=after, limit=limit)
         except CorruptDataError as exc:
             raise CorruptRecordError(name, exc) from exc
+        for offset, record in enumerate(records):
+            if record.seq != after + 1 + offset:
+                raise CorruptRecordError(name, f"record {after + 1 + offset} is missing")
+        return records
 
     async def _read_range(self, name: str, after: int, upto: int) -> list[Record]:
         """Records with ``after < seq <= upto``."""
@@ -376,20 +454,22 @@ class ActivityJournal:
 
     async def position(self, session_id: str, run_id: str) -> int:
         """How many activities of the run are stored: a position for `read_after`."""
-        return await self._ledger.tip(journal_name(session_id, run_id))
+        return await self._ledger.tip(await self._current(session_id, run_id))
 
     async def read_after(
         self, session_id: str, run_id: str, position: int, *, limit: int = MAX_READ_LIMIT
     ) -> list[ProjectedActivity]:
         """The run's activities stored after ``position`` (at most ``limit``), in order:
-        the next position is ``position + len(result)``. Whoever published them."""
-        name = journal_name(session_id, run_id)
+        the next position is ``position + len(result)``. Whoever published them.
+        Positions count records of the current generation: a rebuilt journal holds the
+        same activities in the same order, so a reader's position stays meaningful."""
+        name = await self._current(session_id, run_id)
         records = await self._read(name, position, limit)
         return [_decode(name, record, session_id, run_id) for record in records]
 
     async def records(self, session_id: str, run_id: str) -> list[ProjectedActivity]:
         """The whole journal of one run, in order (for tests and small runs)."""
-        name = journal_name(session_id, run_id)
+        name = await self._current(session_id, run_id)
         tip = await self._ledger.tip(name)
         out: list[ProjectedActivity] = []
         previous = -1
@@ -416,7 +496,7 @@ class ActivityJournal:
         whether more remain. Skipping to an ``after_event_id`` inside one revision reads
         that revision up to the cursor event."""
         limit, cursor = check_page_args(after_revision, after_event_id, limit)
-        name = journal_name(session_id, run_id)
+        name = await self._current(session_id, run_id)
         tip = await self._ledger.tip(name)
         builder = PageBuilder(after_revision, cursor, limit)
         seq = await self._first_at_or_after(name, session_id, run_id, tip, after_revision)

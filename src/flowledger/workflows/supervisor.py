@@ -18,6 +18,11 @@ Ordering and atomicity:
   *before* the registry records the status they lead to; the activity cursor
   then advances. A crash in between republishes the same event ids, which the
   journal treats as duplicates.
+* Publication is incremental (`projection`): only the checkpoints after the
+  cursor are read, in pages, by a per-run projector kept between publications
+  and rebuilt from revision 0 when missing. A journal found damaged is rebuilt
+  from the checkpoints (`ActivityJournal.rebuild`, reported in the log) and the
+  publication carries on, so the run's status follows its checkpoints.
 * Cancellation first signals an in-flight execution, then takes the lock,
   records a durable cancel intent (so the next owner finishes the job if this
   one dies) and appends Flow's cancelled checkpoint, retrying revision
@@ -61,14 +66,14 @@ import functools
 import inspect
 import logging
 import time
-from collections.abc import Awaitable, Callable, Coroutine, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from typing import Any, Concatenate, Final, ParamSpec, Protocol, TypeVar
 
 from .. import flow
 from ..storage import FencedWriteError, Lease, LeaseHeldError, Leaser, fencing
-from .activity import RESUMING_SUMMARY, ProjectedActivity, project
+from .activity import RESUMING_SUMMARY, ProjectedActivity, Projector
 from .catalog import Catalog
 from .definition import Definition, WorkflowResult
 from .errors import (
@@ -93,6 +98,7 @@ from .journal import ActivityJournal
 from .live import LiveActivities
 from .metadata import bound_summary
 from .pending import PauseKind, PendingStore, describe_pause, requests
+from .projection import PROJECTION_PAGE, HistoryReadError, RunProjections, checkpoint_pages
 from .registry import RunRegistry
 from .requests import ResumeRequest, RunRequests
 from .resumption import prepare_resume
@@ -283,6 +289,7 @@ class Supervisor:
         self._fenced_off = False  # a write carrying the lease's fence was refused
         self._vertex_guard = flow.Hooks(on_vertex_start=self._before_vertex)
         self._controllers: dict[str, _Controller] = {}
+        self._projections = RunProjections()  # per running run, between publications
         self._workers: set[asyncio.Task[Any]] = set()
         self._idle = asyncio.Event()
         self._idle.set()
@@ -592,6 +599,7 @@ class Supervisor:
         controller = self._controllers.get(run_id)
         if controller is not None and not controller.lock.locked():
             del self._controllers[run_id]
+            self._projections.forget(run_id)
 
     async def _execute(self, controller: _Controller, work: Awaitable[T]) -> T | None:
         """Run one Flow segment as the run's cancellable execution; None if it was cancelled
@@ -1226,19 +1234,71 @@ class Supervisor:
         """A page of the run's published activity history (see `ActivityJournal.page`).
 
         Only reads: it needs no lock and no ownership (the journal's appends are atomic,
-        so a page never shows half a publication), and works before `activate`."""
+        so a page never shows half a publication), and works before `activate`. One
+        exception: when the journal is damaged (`CorruptRecordError`) and this supervisor
+        owns the session and nothing is executing the run, the journal is rebuilt from
+        the run's checkpoints (reported in the log) and the page read from the rebuilt
+        one; otherwise the error is raised (an owner rebuilds the journal when its
+        publication finds it damaged)."""
         if self._state == "closed":
             raise SupervisorClosedError()
         await self.registry.get(self._session_id, run_id)  # NotFoundError if foreign
         if not isinstance(self.publisher, ActivityJournal):
             raise RuntimeError("history needs the activity journal as publisher")
-        return await self.publisher.page(
+        options: dict[str, Any] = {
+            "after_revision": after_revision,
+            "after_event_id": after_event_id,
+            "limit": limit,
+        }
+        try:
+            return await self.publisher.page(self._session_id, run_id, **options)
+        except CorruptRecordError:
+            if not self.active or self._busy(run_id):
+                raise
+            await self._history_repaired(run_id)
+        return await self.publisher.page(self._session_id, run_id, **options)
+
+    async def _rebuild_journal(self, definition: Definition, run: Run) -> None:
+        """Replace the run's damaged activity journal with one projected anew from its
+        checkpoints, up to its activity cursor (what had been published), and report it.
+        Event IDs are deterministic, so the rebuilt records are the published ones (see
+        `Projector` ``replay`` for the one activity that is re-derived)."""
+        journal = self.publisher
+        if not isinstance(journal, ActivityJournal) or self._ownership_lost():
+            raise CorruptRecordError(run.id, "activity journal damaged")
+        cursor = run.activity_cursor
+
+        async def pages() -> AsyncIterator[list[ProjectedActivity]]:
+            projector = Projector(
+                run,
+                definition.metadata(),
+                fail_on_error=definition.on_error == "fail",
+                replay=True,
+            )
+            async for chunk in checkpoint_pages(definition, run.graph_run_id, 0, upto=cursor):
+                yield [item for item in projector.advance(run, chunk) if item.revision < cursor]
+            yield [item for item in projector.finish(run) if item.revision < cursor]
+
+        generation = await journal.rebuild(self._session_id, run.id, pages())
+        log.warning(
+            "session %s: activity journal of run %s was damaged; rebuilt from its "
+            "checkpoints (generation %d)",
             self._session_id,
-            run_id,
-            after_revision=after_revision,
-            after_event_id=after_event_id,
-            limit=limit,
+            run.id,
+            generation,
         )
+
+    async def _history_repaired(self, run_id: str) -> None:
+        """`history` found the run's journal damaged: as the owner, rebuild it."""
+        controller = self._controller(run_id)
+        try:
+            async with controller.lock:
+                run = await self.registry.get(self._session_id, run_id)
+                definition = self.catalog.resolve(run.definition_name, run.definition_version)
+                await self._rebuild_journal(definition, run)
+        finally:
+            if not self._busy(run_id):
+                self._forget_if_idle(run_id)
 
     # -- writes ----------------------------------------------------------------------------
 
@@ -1249,6 +1309,8 @@ class Supervisor:
     async def _transition(self, run: Run, status: RunStatus, summary: str, checkpoint: int) -> Run:
         if self._ownership_lost():
             raise _OwnershipLost()
+        if status is not RunStatus.RUNNING:  # no live publication until it runs again
+            self._projections.forget(run.id)
 
         def change(current: Run) -> Run:
             return replace(
@@ -1325,36 +1387,78 @@ class Supervisor:
 
     async def _reconcile_activities(self, definition: Definition, run: Run) -> Run:
         """Publish the activities of every durable checkpoint past the cursor, then advance
-        the cursor (one journal append and one registry write for the whole batch)."""
-        failure_revision = None
+        the cursor. Only the checkpoints after the cursor are read, in pages (see
+        `projection`); each full page is published and the cursor advanced before the
+        next is read, so memory stays bounded by a page however long the backlog."""
         try:
-            history = await definition.checkpoint_history(run.graph_run_id)
-        except Exception as exc:
+            return await self._reconcile_pages(definition, run)
+        except BaseException:
+            self._projections.forget(run.id)  # rebuilt from the checkpoints next time
+            raise
+
+    def _projection_error(self, run: Run, exc: Exception) -> ReconciliationError:
+        if isinstance(exc, HistoryReadError):
+            return ReconciliationError(run.id, "read checkpoint history", exc.cause)
+        return ReconciliationError(run.id, "project durable history", exc)
+
+    async def _reconcile_pages(self, definition: Definition, run: Run) -> Run:
+        failure_revision = None
+        projector = self._projections.take(definition, run)
+        pending: list[ProjectedActivity] = []
+        try:
+            if projector is None:
+                projector = await self._projections.rebuild(definition, run)
+            async for page in checkpoint_pages(definition, run.graph_run_id, projector.revision):
+                pending.extend(projector.advance(run, page))
+                if len(page) == PROJECTION_PAGE and pending:
+                    run = await self._publish(definition, run, pending, projector.revision)
+                    pending = []
+        except ReconciliationError:
+            raise
+        except HistoryReadError as exc:
             # A failed run whose checkpoints are missing or corrupt (that is why it failed)
             # still records its failure, at the first revision not yet published.
-            if run.status is not RunStatus.FAILED or not _definite(exc):
-                raise ReconciliationError(run.id, "read checkpoint history", exc) from exc
-            history = []
+            if run.status is not RunStatus.FAILED or not _definite(exc.cause):
+                raise self._projection_error(run, exc) from exc.cause
             failure_revision = run.activity_cursor
-        try:
-            projected = project(
-                run,
-                definition.metadata(),
-                history,
-                failure_revision=failure_revision,
-                fail_on_error=definition.on_error == "fail",
-            )
+            try:
+                projector = Projector(
+                    run,
+                    definition.metadata(),
+                    fail_on_error=definition.on_error == "fail",
+                    emit_from=run.activity_cursor,
+                )
+            except Exception as error:
+                raise self._projection_error(run, error) from error
+            pending = []
         except Exception as exc:
-            raise ReconciliationError(run.id, "project durable history", exc) from exc
-        end = max([len(history), *(item.revision + 1 for item in projected)])
+            raise self._projection_error(run, exc) from exc
+        try:
+            finished = projector.finish(run, failure_revision=failure_revision)
+        except Exception as exc:
+            raise self._projection_error(run, exc) from exc
+        end = max([projector.revision, *(item.revision + 1 for item in finished)])
         if run.activity_cursor > end:
             raise ReconciliationError(run.id, "validate cursor", "cursor exceeds history")
-        if run.activity_cursor == end:
-            return run
-        pending = [item for item in projected if item.revision >= run.activity_cursor]
+        pending.extend(item for item in finished if item.revision >= run.activity_cursor)
+        if run.activity_cursor < end:
+            run = await self._publish(definition, run, pending, end)
+        if not finished and failure_revision is None and run.activity_cursor == projector.revision:
+            self._projections.keep(definition, run.id, projector)
+        return run
+
+    async def _publish(
+        self, definition: Definition, run: Run, pending: Sequence[ProjectedActivity], end: int
+    ) -> Run:
+        """Publish ``pending`` durably, then move the run's activity cursor to ``end``. A
+        journal found damaged is rebuilt from the checkpoints first (`_rebuild_journal`)."""
         if pending:
             try:
-                await self.publisher.publish(pending)
+                try:
+                    await self.publisher.publish(pending)
+                except CorruptRecordError:
+                    await self._rebuild_journal(definition, run)
+                    await self.publisher.publish(pending)
             except Exception as exc:
                 raise ReconciliationError(run.id, "publish durable activity", exc) from exc
         if self._ownership_lost():
