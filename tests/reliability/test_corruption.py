@@ -208,7 +208,7 @@ async def test_checkpoints_copied_from_another_sessions_run_are_detected(db: Db)
     """Intact checkpoint rows (bytes and checksum) of run X of session A copied over those
     of run Y of session B - a hand edit, a bad merge of two databases - are corrupt where
     they land: Y's history is a typed decode error, and a resume of Y marks it failed
-    ("workflow checkpoint unavailable") instead of continuing with X's state."""
+    ("workflow checkpoint corrupt") instead of continuing with X's state."""
     x = await interrupted_asker(db)  # session A, count 0
     other = build_session(db.store)
     other_supervisor = other.supervisor()
@@ -228,7 +228,7 @@ async def test_checkpoints_copied_from_another_sessions_run_are_detected(db: Db)
         assert isinstance(caught.value.__cause__, flow.CheckpointDecodeError)
         after = await other_supervisor.resume(y.id, b'{"increment": 2}')
         assert after is not None
-        assert_bounded_failure(after, "workflow checkpoint unavailable")
+        assert_bounded_failure(after, "workflow checkpoint corrupt")
         assert await db.store.ledger.tip(y_log) == tip  # nothing appended on X's state
         x_history = await db.session.checkpoints.history(x.graph_run_id)
         assert len(x_history) == tip  # the source run is untouched
