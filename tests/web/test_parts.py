@@ -85,6 +85,14 @@ def test_parse_names_the_bad_field(form: dict[str, str], message: str) -> None:
         parse_form(SCHEMA, form)
 
 
+def test_a_repeated_json_key_is_refused_with_its_pointer() -> None:
+    """Regression: a JSON field or a whole-document form with a key twice kept the last."""
+    with pytest.raises(FormError, match=re.escape("duplicate key 'n' at /n")):
+        parse_form({"type": "object"}, {WHOLE: '{"n": 3, "n": 4}'})
+    with pytest.raises(FormError, match=re.escape("tags: is not valid JSON (duplicate key")):
+        parse_form(SCHEMA, {"name": "a", "count": "1", "tags": '[{"k": 1, "k": 2}]'})
+
+
 def test_the_picture_has_every_vertex_edge_and_role() -> None:
     shape = graph_shape(review_definition())
     assert shape is not None

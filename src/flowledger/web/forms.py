@@ -18,6 +18,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Final
 
+from ..jsontext import DuplicateKeyError, decode_json
+
 __all__ = ["FormError", "FormField", "form_fields", "parse_form"]
 
 LONG_TEXT: Final = 200
@@ -121,7 +123,9 @@ def _value(item: FormField, text: str) -> Any:
             raise FormError(item.name, "must be a finite number")
         return int(number) if number.is_integer() and "." not in text else number
     try:  # enum (JSON texts of the allowed values) and json
-        return json.loads(text)
+        return decode_json(text)
+    except DuplicateKeyError as exc:  # refused on every path JSON comes in by
+        raise FormError(item.name, f"is not valid JSON ({exc})") from None
     except json.JSONDecodeError as exc:
         raise FormError(item.name, f"is not valid JSON ({exc.msg} at {exc.pos})") from None
 
