@@ -9,6 +9,11 @@
   source (`SourceSession`: bounded connect and call timeouts, every page of the tool
   listing, typed errors), one session per source for a run (`SourcePool`), and tool
   fingerprints (`contract_fingerprint`, `full_fingerprint`).
+* Deployments (``flowledger.deployment/v1``, docs/deploy.md "Deployments"): an exact
+  artifact version bound to concrete sources, credentials by reference, a drift policy;
+  `DeploymentStore` keeps immutable revisions with a ``live`` pointer. `DeployService`
+  validates before start (``unrunnable``), pins each run's environment (`Pin`), and
+  revalidates the pin before every resume (`DeployedDefinition.check_resume`).
 
 This layer imports only storage, flow and workflows; it is transport neutral.
 """
@@ -30,6 +35,24 @@ from .artifact import (
     WorkflowNode,
 )
 from .compile import ArtifactDefinition, artifact_outcome, closure_digest, compile_artifact
+from .deployed import DeployedDefinition, PinMissingError, deployed_definition
+from .deployment import (
+    DEPLOYMENT_FORMAT,
+    CredentialMissingError,
+    Deployment,
+    DeploymentValidationError,
+    SourceBinding,
+    ValidatedDeployment,
+    load_deployment,
+    validate_deployment,
+)
+from .deployment_store import (
+    DeploymentConflictError,
+    DeploymentCorruptError,
+    DeploymentNotFoundError,
+    DeploymentRevision,
+    DeploymentStore,
+)
 from .document import SourceFormat, read_document
 from .errors import (
     ArtifactConflictError,
@@ -49,6 +72,7 @@ from .fingerprint import (
     strip_annotations,
 )
 from .intents import Intent, ToolIntents
+from .pin import Pin, PinStore
 from .run_errors import (
     ArtifactCompileError,
     NodeExecutionError,
@@ -58,6 +82,7 @@ from .run_errors import (
     ToolResultTooLargeError,
 )
 from .schema import artifact_json_schema
+from .service import DeployService
 from .source_errors import (
     ConnectionLostError,
     SessionClosedError,
@@ -80,9 +105,11 @@ from .store import ArtifactRecord, ArtifactStore, ChildPin, Referrer, StoredArti
 from .tool_info import ToolInfo
 from .trace import RunTrace, TraceEntry, TracePage
 from .validate import ValidatedArtifact, load_artifact, validate_artifact
+from .validation import check_pinned, check_start
 
 __all__ = [
     "ARTIFACT_FORMAT",
+    "DEPLOYMENT_FORMAT",
     "REDUCERS",
     "Artifact",
     "ArtifactCompileError",
@@ -99,7 +126,17 @@ __all__ = [
     "Case",
     "ChildPin",
     "ConnectionLostError",
+    "CredentialMissingError",
     "Dependency",
+    "DeployService",
+    "DeployedDefinition",
+    "Deployment",
+    "DeploymentConflictError",
+    "DeploymentCorruptError",
+    "DeploymentNotFoundError",
+    "DeploymentRevision",
+    "DeploymentStore",
+    "DeploymentValidationError",
     "EndNode",
     "Expression",
     "ExpressionError",
@@ -111,12 +148,16 @@ __all__ = [
     "NodeExecutionError",
     "NodeOutputError",
     "ParallelNode",
+    "Pin",
+    "PinMissingError",
+    "PinStore",
     "Referrer",
     "RunTrace",
     "ServerInfo",
     "SessionClosedError",
     "SetNode",
     "Source",
+    "SourceBinding",
     "SourceError",
     "SourceFormat",
     "SourcePool",
@@ -146,16 +187,22 @@ __all__ = [
     "TraceEntry",
     "TracePage",
     "ValidatedArtifact",
+    "ValidatedDeployment",
     "WorkflowNode",
     "artifact_json_schema",
     "artifact_outcome",
+    "check_pinned",
+    "check_start",
     "closure_digest",
     "compile_artifact",
     "contract_fingerprint",
+    "deployed_definition",
     "full_fingerprint",
     "load_artifact",
+    "load_deployment",
     "read_document",
     "strip_annotations",
     "truthy",
     "validate_artifact",
+    "validate_deployment",
 ]

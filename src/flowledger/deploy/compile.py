@@ -104,6 +104,9 @@ _REDUCERS: Final[Mapping[str, flow.FieldReducer]] = {
 }
 
 Update = dict[str, Any]
+# A dependency's source, or what gives it when a tool node connects (a deployment's
+# binding resolves its secrets then, in the executing process).
+SourceRef = Source | Callable[[], Source]
 Task = Callable[[dict[str, Any]], Awaitable[Update]]
 
 
@@ -159,28 +162,35 @@ class _Runtime:
     """What tasks need at run time: sources, one pool per executing graph run, and the
     intents and trace, kept in the ledger of the run's checkpoints."""
 
-    def __init__(self, sources: Mapping[str, Source], ledger: storage.Ledger, timeout: float):
+    def __init__(self, sources: Mapping[str, SourceRef], ledger: storage.Ledger, timeout: float):
         self.sources = dict(sources)
         self.ledger = ledger
         self.intents = ToolIntents(ledger)
         self.trace = RunTrace(ledger)
         self.connect_timeout = timeout
         self.pools: dict[str, SourcePool] = {}
+        self.refusals: dict[str, Exception] = {}
 
     def over(self, ledger: storage.Ledger) -> _Runtime:
         return _Runtime(self.sources, ledger, self.connect_timeout)
 
     @asynccontextmanager
-    async def segment(self, graph_run_id: str) -> AsyncIterator[None]:
+    async def segment(
+        self, graph_run_id: str, refusal: Exception | None = None
+    ) -> AsyncIterator[None]:
         """While a segment of the run executes here: its source pool, and this runtime as
-        the one its tasks use (the tasks are shared by every copy of the definition)."""
+        the one its tasks use (the tasks are shared by every copy of the definition).
+        With ``refusal``, the segment's first node raises it (so the run fails)."""
         pool = SourcePool(connect_timeout=self.connect_timeout)
         self.pools[graph_run_id] = pool
+        if refusal is not None:
+            self.refusals[graph_run_id] = refusal
         token = _ACTIVE.set(self)
         try:
             yield
         finally:
             _ACTIVE.reset(token)
+            self.refusals.pop(graph_run_id, None)
             self.pools.pop(graph_run_id, None)
             self.intents.forget(graph_run_id)
             await pool.close()
@@ -222,7 +232,7 @@ class _Compiler:
         self,
         root: ValidatedArtifact,
         children: Mapping[str, ValidatedArtifact],
-        sources: Mapping[str, Source],
+        sources: Mapping[str, SourceRef],
     ) -> None:
         self.children = children
         self.sources = sources
@@ -390,6 +400,9 @@ class _Compiler:
                 started = _now()
                 error: BaseException | None = None
                 try:
+                    refusal = _runtime().refusals.get(info.graph_run_id)
+                    if refusal is not None:
+                        raise refusal
                     return await body(state, note)
                 except flow.InterruptSignal:
                     note.status = "paused"
@@ -473,7 +486,8 @@ class _Compiler:
                 preview(arguments),
             )
             info = flow.run_info()
-            session = await runtime.pool(info.graph_run_id).session(source)
+            concrete = source() if callable(source) else source
+            session = await runtime.pool(info.graph_run_id).session(concrete)
             tool = await session.tool(node.tool)
             _check_arguments(name, node, tool.input_schema, arguments)
             key, run = info.idempotency_key, info.graph_run_id
@@ -732,10 +746,15 @@ class ArtifactDefinition(TypedDefinition[dict[str, Any]]):
             rebound.runtime = self.runtime.over(ledger)
         return rebound
 
+    async def refusal(self, graph_run_id: str) -> Exception | None:
+        """Why a segment of ``graph_run_id`` must not execute here (the first node that
+        runs raises it, failing the run), or ``None``. A hook for subclasses."""
+        return None
+
     async def start(
         self, token: ValidatedInput, *, graph_run_id: str, hooks: Sequence[flow.Hooks] = ()
     ) -> WorkflowResult:
-        async with self.runtime.segment(graph_run_id):
+        async with self.runtime.segment(graph_run_id, await self.refusal(graph_run_id)):
             return await super().start(token, graph_run_id=graph_run_id, hooks=hooks)
 
     async def resume(
@@ -745,11 +764,11 @@ class ArtifactDefinition(TypedDefinition[dict[str, Any]]):
         *,
         hooks: Sequence[flow.Hooks] = (),
     ) -> WorkflowResult:
-        async with self.runtime.segment(graph_run_id):
+        async with self.runtime.segment(graph_run_id, await self.refusal(graph_run_id)):
             return await super().resume(graph_run_id, token, hooks=hooks)
 
     async def adopt(self, graph_run_id: str, *, hooks: Sequence[flow.Hooks] = ()) -> WorkflowResult:
-        async with self.runtime.segment(graph_run_id):
+        async with self.runtime.segment(graph_run_id, await self.refusal(graph_run_id)):
             return await super().adopt(graph_run_id, hooks=hooks)
 
 
@@ -762,15 +781,22 @@ def compile_artifact(
     root: ValidatedArtifact,
     *,
     children: Mapping[str, ValidatedArtifact] | None = None,
-    sources: Mapping[str, Source],
+    sources: Mapping[str, SourceRef],
     connect_timeout: float = 10.0,
+    name: str | None = None,
+    version: str | None = None,
+    definition_type: type[ArtifactDefinition] | None = None,
 ) -> ArtifactDefinition:
     """The definition of ``root``: ``children`` maps each child artifact name the closure
     uses (at any depth) to its validated artifact, ``sources`` each dependency the
     closure's tool nodes name to a concrete source. `ArtifactCompileError` names the
-    place of what cannot be compiled. Register the result in a `Catalog` like any
-    definition; a host binding the catalog to its database (`Catalog.bound`) keeps the
-    runs' checkpoints, tool intents and traces there."""
+    place of what cannot be compiled. A source may be given as a function returning it,
+    called when a tool node connects. ``name`` and ``version`` replace the artifact's as
+    the definition's (a deployment's definition is ``<deployment>@r<revision>``), and
+    ``definition_type`` is the `ArtifactDefinition` subclass to build. Register the
+    result in a `Catalog` like any definition; a host binding the catalog to its
+    database (`Catalog.bound`) keeps the runs' checkpoints, tool intents and traces
+    there."""
     children = dict(children or {})
     runtime = _Runtime(sources, MemoryLedger(), connect_timeout)
     compiler = _Compiler(root, children, runtime.sources)
@@ -784,14 +810,14 @@ def compile_artifact(
         if isinstance(node, InterruptNode)
     ]
     metadata = Metadata(
-        root.name,
-        root.version,
+        root.name if name is None else name,
+        root.version if version is None else version,
         description=root.artifact.description,
         input_schema=root.artifact.input_schema,
         resume_schema=interrupts[0].resume_schema if interrupts else None,
         vertices=compiler.labels,
     )
-    return ArtifactDefinition(
+    return (definition_type or ArtifactDefinition)(
         metadata,
         runner,
         runtime=runtime,
