@@ -82,7 +82,7 @@ from .run_errors import (
     ToolResultTooLargeError,
 )
 from .schema import artifact_json_schema
-from .service import DeployService
+from .service import DeployService, NotADeployedRunError
 from .source_errors import (
     ConnectionLostError,
     SessionClosedError,
@@ -147,6 +147,7 @@ __all__ = [
     "Node",
     "NodeExecutionError",
     "NodeOutputError",
+    "NotADeployedRunError",
     "ParallelNode",
     "Pin",
     "PinMissingError",

@@ -144,6 +144,17 @@ class DeployService:
         assert isinstance(definition, DeployedDefinition)
         return definition
 
+    async def register_all(self) -> int:
+        """Register the definition of every saved revision of every deployment (so a
+        supervisor activated afterwards can adopt their unfinished runs); the count."""
+        count = 0
+        for listed in await self.deployments.list(self._sid):
+            for number in await self.deployments.revisions(self._sid, listed["name"]):
+                revision = await self.deployments.get(self._sid, listed["name"], number)
+                self._ensure(revision, await self._closure(revision))
+                count += 1
+        return count
+
     async def _definition_of(self, run: Run) -> DeployedDefinition:
         number = revision_of(run.definition_version)
         if number is None:
