@@ -374,3 +374,52 @@ def test_the_env_server_spec_is_a_stdio_source(tmp_path: Path) -> None:
     validated = validate_deployment(deployment(script))
     source = validated.bindings()["env"].source({})
     assert source == StdioSource(str(script), env={"LABEL": "one"})
+
+
+async def test_a_missing_child_makes_the_start_unrunnable(
+    tmp_path: Path, time_server: StdioSource, everything: StdioSource
+) -> None:
+    """The closure is read before anything else: a child artifact whose record is gone
+    (here removed behind the store's back; the store itself refuses to delete a
+    referenced child) is child_missing, and nothing is written. With the child in place
+    the same deployment starts and pins the child's digest."""
+    db = f"sqlite:///{tmp_path / 'c.db'}"
+    async with service(db) as (deploy, store):
+        await deploy.artifacts.save(SESSION, (RUNS / "sign_off.yaml").read_text())
+        await deploy.artifacts.save(SESSION, (RUNS / "digest.yaml").read_text())
+
+        def binding(source: StdioSource, tools: list[str]) -> dict[str, Any]:
+            return {"stdio": {"command": source.command, "args": list(source.args)},
+                    "allow_tools": tools}  # fmt: skip
+
+        document = {
+            "format": "flowledger.deployment/v1",
+            "name": "digest_dep",
+            "artifact": {"name": "daily_digest", "version": "1"},
+            "sources": {
+                "clock": binding(time_server, ["get_current_time"]),
+                "everything": binding(everything, ["echo", "get-sum"]),
+            },
+        }
+        await deploy.deployment_save(document)
+        started = await deploy.run_deployment(
+            "digest_dep", {"city": "Oslo", "a": 1, "b": 2, "review": False}
+        )
+        assert started["status"] == "interrupted", started
+        pin = await deploy.pin_of(started["run_id"])
+        assert pin is not None
+        child = await deploy.artifacts.record(SESSION, "sign_off", "1")
+        assert pin.document["children"] == [
+            {"name": "sign_off", "version": "1", "digest": child.digest}
+        ]
+        assert sorted(pin.sources) == ["clock", "everything"]
+        key = f"sessions/{SESSION}/deploy/artifacts/versions/sign_off/1"
+        await store.kv.delete(key)
+        before = await snapshot(store)
+        refused = await deploy.run_deployment(
+            "digest_dep", {"city": "Oslo", "a": 1, "b": 2, "review": False}
+        )
+        after = await snapshot(store)
+    assert refused["status"] == "unrunnable"
+    assert codes(refused) == [("child_missing", "error")]
+    assert after == before
