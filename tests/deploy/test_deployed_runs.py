@@ -423,3 +423,73 @@ async def test_a_missing_child_makes_the_start_unrunnable(
     assert refused["status"] == "unrunnable"
     assert codes(refused) == [("child_missing", "error")]
     assert after == before
+
+
+async def test_a_contract_that_changes_during_execution_fails_the_call(tmp_path: Path) -> None:
+    """Under drift: block a deployed definition hands the pinned contracts to its tool
+    nodes; a node whose tool lists another contract when it is called fails the run
+    (ToolContractChangedError) without calling it. Shown with a definition whose pinned
+    contract is deliberately wrong, and the mapping a real pin gives."""
+    from flowledger.deploy import ArtifactDefinition, compile_artifact, validate_artifact
+    from flowledger.tools import WorkflowTools
+
+    script = server_script(tmp_path)
+    async with service(f"sqlite:///{tmp_path / 'x.db'}") as (deploy, _):
+        await prepared(deploy, deployment(script))
+        started = await deploy.run_deployment("env_dep", {})
+        pin = await deploy.pin_of(started["run_id"])
+        assert pin is not None
+        definition = deploy.session.catalog.resolve("env_dep", "r1")
+        contracts = await definition.pinned_contracts(pin.graph_run_id)  # type: ignore[attr-defined]
+    assert contracts == {
+        "env": {tool: prints["contract"] for tool, prints in pin.sources["env"]["tools"].items()}
+    }
+
+    class Pinned(ArtifactDefinition):
+        async def pinned_contracts(self, graph_run_id: str) -> Any:
+            return {"env": {"whoami": "sha256:" + "0" * 64}}
+
+    validated = validate_artifact(
+        {
+            "format": "flowledger.artifact/v1",
+            "name": "one_call",
+            "version": "1",
+            "input_schema": {"type": "object", "additionalProperties": False},
+            "output_schema": {"type": "object", "additionalProperties": False},
+            "dependencies": {"env": {"tools": ["whoami"]}},
+            "start": "call",
+            "nodes": {
+                "call": {"kind": "tool", "dependency": "env", "tool": "whoami", "next": "done"},
+                "done": {"kind": "end", "outcome": "done"},
+            },
+        }
+    )
+    catalog = Catalog()
+    catalog.register(
+        compile_artifact(
+            validated, sources={"env": StdioSource(str(script))}, definition_type=Pinned
+        )
+    )
+    async with open_store(f"sqlite:///{tmp_path / 'y.db'}") as store:
+        built = WorkflowSession.build(store, SESSION, catalog)
+        await built.supervisor.activate()
+        try:
+            tools = WorkflowTools(
+                SESSION,
+                catalog=built.catalog,
+                registry=built.registry,
+                inputs=built.inputs,
+                supervisor=built.supervisor,
+                pending=built.pending,
+            )
+            run = await tools.call(
+                "workflow_run_start",
+                {"definition_name": "one_call", "definition_version": "1", "input": {}},
+            )
+            await built.supervisor.wait_idle()
+            got = await tools.call("workflow_run_get", {"run_id": run["run_id"]})
+        finally:
+            await built.supervisor.shutdown()
+    assert got["run_status"] == "failed", got
+    assert got["error"]["type"] == "ToolContractChangedError"
+    assert "the tool was not called" in got["error"]["message"]

@@ -78,6 +78,7 @@ from .records import closure_digest as pinned_closure_digest
 from .run_errors import (
     ArtifactCompileError,
     NodeOutputError,
+    ToolContractChangedError,
     ToolErrorResult,
     ToolOutcomeUnknownError,
     ToolResultTooLargeError,
@@ -170,27 +171,36 @@ class _Runtime:
         self.connect_timeout = timeout
         self.pools: dict[str, SourcePool] = {}
         self.refusals: dict[str, Exception] = {}
+        self.contracts: dict[str, Mapping[str, Mapping[str, str]]] = {}
 
     def over(self, ledger: storage.Ledger) -> _Runtime:
         return _Runtime(self.sources, ledger, self.connect_timeout)
 
     @asynccontextmanager
     async def segment(
-        self, graph_run_id: str, refusal: Exception | None = None
+        self,
+        graph_run_id: str,
+        refusal: Exception | None = None,
+        contracts: Mapping[str, Mapping[str, str]] | None = None,
     ) -> AsyncIterator[None]:
         """While a segment of the run executes here: its source pool, and this runtime as
         the one its tasks use (the tasks are shared by every copy of the definition).
-        With ``refusal``, the segment's first node raises it (so the run fails)."""
+        With ``refusal``, the segment's first node raises it (so the run fails); with
+        ``contracts`` (dependency -> tool -> contract fingerprint), a tool whose listed
+        contract differs is not called (`ToolContractChangedError`)."""
         pool = SourcePool(connect_timeout=self.connect_timeout)
         self.pools[graph_run_id] = pool
         if refusal is not None:
             self.refusals[graph_run_id] = refusal
+        if contracts is not None:
+            self.contracts[graph_run_id] = contracts
         token = _ACTIVE.set(self)
         try:
             yield
         finally:
             _ACTIVE.reset(token)
             self.refusals.pop(graph_run_id, None)
+            self.contracts.pop(graph_run_id, None)
             self.pools.pop(graph_run_id, None)
             self.intents.forget(graph_run_id)
             await pool.close()
@@ -489,6 +499,14 @@ class _Compiler:
             concrete = source() if callable(source) else source
             session = await runtime.pool(info.graph_run_id).session(concrete)
             tool = await session.tool(node.tool)
+            pinned = runtime.contracts.get(info.graph_run_id, {}).get(node.dependency, {})
+            expected = pinned.get(node.tool)
+            if expected is not None and tool.contract_fingerprint != expected:
+                raise ToolContractChangedError(
+                    name,
+                    f"the contract of {node.dependency}.{node.tool} changed since the run "
+                    "was pinned; the tool was not called",
+                )
             _check_arguments(name, node, tool.input_schema, arguments)
             key, run = info.idempotency_key, info.graph_run_id
             intent = await runtime.intents.get(run, key)
@@ -751,10 +769,20 @@ class ArtifactDefinition(TypedDefinition[dict[str, Any]]):
         runs raises it, failing the run), or ``None``. A hook for subclasses."""
         return None
 
+    async def pinned_contracts(self, graph_run_id: str) -> Mapping[str, Mapping[str, str]] | None:
+        """The contract fingerprints (dependency -> tool -> fingerprint) each tool must
+        still have when ``graph_run_id`` calls it, or ``None``. A hook for subclasses."""
+        return None
+
+    async def _guards(
+        self, graph_run_id: str
+    ) -> tuple[Exception | None, Mapping[str, Mapping[str, str]] | None]:
+        return await self.refusal(graph_run_id), await self.pinned_contracts(graph_run_id)
+
     async def start(
         self, token: ValidatedInput, *, graph_run_id: str, hooks: Sequence[flow.Hooks] = ()
     ) -> WorkflowResult:
-        async with self.runtime.segment(graph_run_id, await self.refusal(graph_run_id)):
+        async with self.runtime.segment(graph_run_id, *await self._guards(graph_run_id)):
             return await super().start(token, graph_run_id=graph_run_id, hooks=hooks)
 
     async def resume(
@@ -764,11 +792,11 @@ class ArtifactDefinition(TypedDefinition[dict[str, Any]]):
         *,
         hooks: Sequence[flow.Hooks] = (),
     ) -> WorkflowResult:
-        async with self.runtime.segment(graph_run_id, await self.refusal(graph_run_id)):
+        async with self.runtime.segment(graph_run_id, *await self._guards(graph_run_id)):
             return await super().resume(graph_run_id, token, hooks=hooks)
 
     async def adopt(self, graph_run_id: str, *, hooks: Sequence[flow.Hooks] = ()) -> WorkflowResult:
-        async with self.runtime.segment(graph_run_id, await self.refusal(graph_run_id)):
+        async with self.runtime.segment(graph_run_id, *await self._guards(graph_run_id)):
             return await super().adopt(graph_run_id, hooks=hooks)
 
 

@@ -12,6 +12,8 @@ Two hooks make a run's pin the authority:
 * a graph run without a pin fails at its first node (`PinMissingError`):
   only `run_deployment`, which validates the environment first and writes the pin,
   starts deployed runs;
+* under ``drift: block``, a tool whose contract differs from the pinned one when a node
+  calls it is not called: the run fails (`ToolContractChangedError`);
 * `check_resume` (called before every resume, on every path, and by readers of a run's
   readiness) adds the revalidation of the run's *pinned* environment to the bridge's own
   graph check (`flowledger.deploy.validation.check_pinned`).
@@ -119,6 +121,18 @@ class DeployedDefinition(ArtifactDefinition):
         if await self.pins.read(graph_run_id) is None:
             return PinMissingError(_pin_missing(graph_run_id).message)
         return None
+
+    async def pinned_contracts(self, graph_run_id: str) -> Mapping[str, Mapping[str, str]] | None:
+        """Under ``drift: block`` every call must meet the pinned contract (a contract
+        that changes while the run executes fails it); the other policies rely on the
+        arguments validating against the tool's schema at the call."""
+        pin = await self.pins.read(graph_run_id)
+        if pin is None or pin.drift != "block":
+            return None
+        return {
+            dependency: {tool: str(prints["contract"]) for tool, prints in found["tools"].items()}
+            for dependency, found in pin.sources.items()
+        }
 
 
 def _pin_missing(graph_run_id: str) -> Diagnostic:
