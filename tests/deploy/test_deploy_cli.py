@@ -73,3 +73,16 @@ def test_a_deployment_runs_pauses_blocks_and_resumes_from_new_processes(tmp_path
     assert ok("rollback", "env_dep", db=db)["revision"] == 1
     missing = cli("show", "nothing_here", db=db)
     assert missing.returncode == 1 and "does not exist" in missing.stderr
+
+
+def test_reading_commands_never_create_a_database(tmp_path: Path) -> None:
+    path = tmp_path / "absent.db"
+    for args in (
+        ["list"],
+        ["show", "env_dep"],
+        ["inspect", "0" * 8 + "-0000-4000-8000-" + "0" * 12],
+    ):
+        result = cli(*args, db=f"sqlite:///{path}")
+        assert result.returncode == 1, (args, result.stdout)
+        assert "no database" in result.stderr, result.stderr
+    assert not path.exists()

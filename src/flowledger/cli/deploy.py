@@ -1,10 +1,12 @@
 """``flowledger deploy``: deployments and deployed runs from the command line.
 
-Every command prints its result as JSON (the `DeployService` result, one line), so
-scripts and people read the same thing. ``run`` and ``resume`` own the session while the
-run executes (like ``start``): they return once it has stopped (interrupted, completed,
-failed) and the session is idle. A refused start (``unrunnable``) and a blocked resume
-print their diagnostics and exit with code 1; nothing was written.
+Reading commands (``list``, ``show``, ``inspect``, ``trace``) open the database
+read-only: it must exist, and nothing is written. Every command prints its result as
+JSON (the `DeployService` result, one line), so scripts and people read the same thing.
+``run`` and ``resume`` own the session while the run executes (like ``start``): they
+return once it has stopped (interrupted, completed, failed) and the session is idle. A
+refused start (``unrunnable``) and a blocked resume print their diagnostics and exit
+with code 1; nothing was written.
 """
 
 from __future__ import annotations
@@ -33,12 +35,17 @@ RunId = Annotated[str, typer.Argument(metavar="RUN", help="Run id (a UUID).")]
 
 
 @asynccontextmanager
-async def _service(options: Options, *, owner: bool) -> AsyncIterator[Any]:
+async def _service(options: Options, *, owner: bool, writes: bool) -> AsyncIterator[Any]:
+    """Reading commands open the database read-only (it must exist; nothing is written),
+    saving ones write without owning the session, ``run`` and ``resume`` own it."""
     from ..deploy import DeployService
     from ..host import open_session
     from ..workflows import Catalog
 
-    async with open_session(options.url, Catalog(), options.session, activate=False) as session:
+    read_only = not (owner or writes)
+    async with open_session(
+        options.url, Catalog(), options.session, activate=False, read_only=read_only
+    ) as session:
         service = DeployService(session)
         if not owner:
             yield service
@@ -58,6 +65,7 @@ def _run(
     work: Callable[[Any], Awaitable[dict[str, Any]]],
     *,
     owner: bool = False,
+    writes: bool = False,
     refused: Callable[[dict[str, Any]], bool] = lambda _: False,
 ) -> None:
     options = Options(db, None, session)
@@ -71,7 +79,7 @@ def _run(
         )
         from ..workflows import NotFoundError
 
-        async with _service(options, owner=owner) as service:
+        async with _service(options, owner=owner, writes=writes) as service:
             try:
                 result = await work(service)
             except (
@@ -103,7 +111,7 @@ def save_artifact(file: Path, db: Db = None, session: Session = None) -> None:
         record = await service.artifacts.save(service.session.session_id, _read(file))
         return {"name": record.name, "version": record.version, "digest": record.digest}
 
-    _run(db, session, work)
+    _run(db, session, work, writes=True)
 
 
 @deploy_app.command("save", help="Save a deployment as its next revision and make it live.")
@@ -112,7 +120,7 @@ def save(file: Path, db: Db = None, session: Session = None) -> None:
         result: dict[str, Any] = await service.deployment_save(_read(file))
         return result
 
-    _run(db, session, work)
+    _run(db, session, work, writes=True)
 
 
 @deploy_app.command("list", help="Every deployment: its live revision and revision count.")
@@ -145,7 +153,7 @@ def rollback(name: str, db: Db = None, session: Session = None) -> None:
         result: dict[str, Any] = revision.to_json()
         return result
 
-    _run(db, session, work)
+    _run(db, session, work, writes=True)
 
 
 @deploy_app.command(

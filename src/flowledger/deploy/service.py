@@ -27,7 +27,7 @@ import contextlib
 import os
 from collections.abc import Mapping
 from contextvars import ContextVar
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, Final
 
@@ -73,7 +73,6 @@ class _PendingPin:
     revision: DeploymentRevision
     closure: list[StoredArtifact]
     sources: dict[str, dict[str, Any]]
-    written: list[Pin] = field(default_factory=list)
 
 
 _PENDING: ContextVar[_PendingPin | None] = ContextVar("flowledger_deploy_pending_pin", default=None)
@@ -257,7 +256,6 @@ class DeployService:
         snapshots = {revision.digest: revision.validated.canonical}
         snapshots.update({item.record.digest: item.canonical for item in pending.closure})
         await self.pins.write(pin, snapshots)
-        pending.written.append(pin)
         return record
 
     async def _until_stopped(self, run_id: str, wait: float) -> Run:
