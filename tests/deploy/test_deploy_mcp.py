@@ -8,10 +8,6 @@ from pathlib import Path
 
 from mcp import Client
 
-from flowledger.deploy import ArtifactStore
-from flowledger.storage import open_store
-from flowledger.workflows.session import default_session_id
-
 from ..mcp.conftest import error_text, payload, stdio_params
 from .runs.app import HERE as RUNS
 from .test_deployed_runs import deployment, server_script
@@ -20,14 +16,13 @@ from .test_deployed_runs import deployment, server_script
 async def test_deployed_runs_through_the_mcp_server(tmp_path: Path) -> None:
     db = f"sqlite:///{tmp_path / 'mcp.db'}"
     script = server_script(tmp_path)
-    async with open_store(db) as store:  # artifacts are saved outside MCP (no tool yet)
-        await ArtifactStore.over(store).save(
-            await default_session_id(store), (RUNS / "pinned_env.yaml").read_text()
-        )
     async with Client(stdio_params(db)) as client:
         names = [tool.name for tool in (await client.list_tools()).tools]
         assert {"run_deployment", "resume_run", "inspect_run", "read_run_trace"} <= set(names)
 
+        text = (RUNS / "pinned_env.yaml").read_text()
+        artifact = payload(await client.call_tool("artifact_save", {"document": text}))
+        assert (artifact["name"], artifact["version"]) == ("pinned_env", "1")
         saved = payload(
             await client.call_tool(
                 "deployment_save", {"document": deployment(script, allow=("whoami",))}
@@ -61,5 +56,7 @@ async def test_deployed_runs_through_the_mcp_server(tmp_path: Path) -> None:
 
         bad = await client.call_tool("read_run_trace", {"run_id": run_id, "limit": 0})
         assert bad.is_error and "invalid arguments at $.limit" in error_text(bad)
+        again = await client.call_tool("artifact_save", {"document": text.replace("Go?", "Now?")})
+        assert again.is_error and "pinned_env" in error_text(again)
         missing = await client.call_tool("deployment_show", {"name": "nothing_here"})
         assert missing.is_error and "does not exist" in error_text(missing)

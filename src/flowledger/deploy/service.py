@@ -11,7 +11,7 @@
   revalidates the *pinned* environment first; a blocked resume returns the run, still
   ``interrupted``, with readiness ``blocked`` and the diagnostics (payload not consumed).
 * `inspect_run(run_id, revalidate)`, `read_run_trace(run_id, start, limit)`.
-* `deployment_save`, `deployment_list`, `deployment_show`.
+* `artifact_save`, `deployment_save`, `deployment_list`, `deployment_show`.
 
 A run's description: ``run_id``, ``status``, ``resume_readiness`` (``{status,
 diagnostics}``), ``outcome`` and ``output`` (of a completed run), ``interrupt`` (what a
@@ -109,6 +109,15 @@ class DeployService:
         return self.session.session_id
 
     # -- deployments ------------------------------------------------------------------
+
+    async def artifact_save(self, document: str | bytes | dict[str, Any]) -> dict[str, Any]:
+        record = await self.artifacts.save(self._sid, document)
+        return {
+            "name": record.name,
+            "version": record.version,
+            "digest": record.digest,
+            "closure_digest": record.closure_digest,
+        }
 
     async def deployment_save(self, document: str | bytes | dict[str, Any]) -> dict[str, Any]:
         return (await self.deployments.save(self._sid, document)).to_json()

@@ -8,6 +8,7 @@ arguments in, a JSON result out, `flowledger.tools.ToolError` on any failure), l
 | ``resume_run`` | yes | ``run_id``, ``payload?``, ``wait_seconds?`` |
 | ``inspect_run`` | no | ``run_id``, ``revalidate?`` (default true) |
 | ``read_run_trace`` | no | ``run_id``, ``start?``, ``limit?`` |
+| ``artifact_save`` | yes | ``document`` (an artifact: an object, or YAML/JSON text) |
 | ``deployment_save`` | yes | ``document`` (an object, or YAML/JSON text) |
 | ``deployment_list`` | no | |
 | ``deployment_show`` | no | ``name``, ``revision?`` |
@@ -98,6 +99,12 @@ _TOOLS: Final[dict[str, tuple[str, dict[str, Any], bool]]] = {
         ),
         False,
     ),
+    "artifact_save": (
+        "Save a flowledger.artifact/v1 document (its children must be saved first). "
+        "Artifacts are immutable: the same bytes again is a no-op, others a conflict.",
+        _schema({"document": {"type": ["object", "string"]}}, ["document"]),
+        True,
+    ),
     "deployment_save": (
         "Save a flowledger.deployment/v1 document as the deployment's next revision and "
         "make it live.",
@@ -155,6 +162,7 @@ class DeployTools:
             "read_run_trace": lambda a: service.read_run_trace(
                 a["run_id"], start=a.get("start", 0), limit=a.get("limit", 50)
             ),
+            "artifact_save": lambda a: service.artifact_save(a["document"]),
             "deployment_save": lambda a: service.deployment_save(a["document"]),
             "deployment_list": lambda a: service.deployment_list(),
             "deployment_show": lambda a: service.deployment_show(a["name"], a.get("revision")),
