@@ -17,7 +17,10 @@ from mcp import Client
 from mcp.client.stdio import StdioServerParameters
 from mcp.client.streamable_http import streamable_http_client
 
+from flowledger.deploy.tool_bundle import DEPLOY_TOOL_NAMES
 from flowledger.mcp import HttpMcpServer
+
+DEPLOY_READ_ONLY_NAMES = ["inspect_run", "read_run_trace", "deployment_list", "deployment_show"]
 
 REPO = Path(__file__).resolve().parents[2]
 APP = "tests.mcp.catalog_app:catalog"
@@ -29,12 +32,14 @@ TOOL_NAMES = [
     "workflow_run_resume",
     "workflow_run_cancel",
     "workflow_run_history",
+    *DEPLOY_TOOL_NAMES,  # the deploy layer's tools (flowledger/mcp/deploy_tools.py)
 ]
 READ_ONLY_NAMES = [
     "workflow_definition_list",
     "workflow_run_get",
     "workflow_run_list",
     "workflow_run_history",
+    *DEPLOY_READ_ONLY_NAMES,
 ]
 REVIEW_INPUT = {"title": "Quarterly note", "document": "Sales grew 12% in Q3. Costs fell."}
 

@@ -34,7 +34,7 @@ from .conftest import (
 async def test_stdio_end_to_end(tmp_path: Path, mode: str) -> None:
     db = f"sqlite:///{tmp_path}/m.db"
     async with Client(stdio_params(db), mode=mode) as client:
-        # tools/list: exactly the seven tools, with closed-object schemas
+        # tools/list: exactly the workflow and deploy tools, with closed-object schemas
         listed = await client.list_tools()
         assert [tool.name for tool in listed.tools] == TOOL_NAMES
         for tool in listed.tools:
@@ -178,7 +178,7 @@ async def test_session_owned_elsewhere_is_served_read_only_with_a_notice(
     see only "Connection closed"): it serves the reading tools and says why."""
     db = f"sqlite:///{tmp_path}/m.db"
     async with Client(stdio_params(db)) as client:
-        assert len((await client.list_tools()).tools) == 7
+        assert len((await client.list_tools()).tools) == len(TOOL_NAMES)
         async with Client(stdio_params(db)) as second:
             assert second.instructions is not None
             assert "This server is read-only because workflow session" in second.instructions
@@ -288,7 +288,7 @@ async def test_sigterm_releases_the_session_at_once(tmp_path: Path) -> None:
         status = await store.leases.status(owner_lease_name(session_id))
     assert not status.held
     async with asyncio.timeout(120), Client(stdio_params(db)) as client:
-        assert len((await client.list_tools()).tools) == 7
+        assert len((await client.list_tools()).tools) == len(TOOL_NAMES)
 
 
 async def test_requests_sent_before_stdin_closes_are_answered(tmp_path: Path) -> None:
@@ -328,7 +328,7 @@ async def test_requests_sent_before_stdin_closes_are_answered(tmp_path: Path) ->
     assert server.returncode == 0, stderr
     replies = {reply["id"]: reply for reply in map(json.loads, stdout.decode().splitlines())}
     assert sorted(replies) == [1, 2, 3]
-    assert len(replies[2]["result"]["tools"]) == 7
+    assert len(replies[2]["result"]["tools"]) == len(TOOL_NAMES)
     assert replies[3]["result"]["isError"] is True  # limit 101 is out of range
 
 
@@ -426,7 +426,7 @@ async def test_every_unreadable_line_is_answered(tmp_path: Path) -> None:
             assert fragment in reply["error"]["message"], (request_id, reply)
         await pipe.send(b"   ")  # a blank line is no message: nothing to answer
         await pipe.send(b'{"jsonrpc":"2.0","id":20,"method":"tools/list","params":{}}')
-        assert len((await pipe.reply(20))["result"]["tools"]) == 7
+        assert len((await pipe.reply(20))["result"]["tools"]) == len(TOOL_NAMES)
         assert pipe.replies == {None: [], 1: [], **{c[1]: [] for c in cases}, 20: []}
     finally:
         await _close(pipe)

@@ -28,6 +28,7 @@ from ..workflows.worker import WorkerSettings
 from .artifact import artifact_app
 from .continuing import follow_left_run, print_continue_hint, refuse_payload_for_left_run
 from .demo import run_demo
+from .deploy import deploy_app
 from .helptext import hide_redundant_types
 from .loops import definition_loops
 from .render import (
@@ -117,6 +118,7 @@ app.add_typer(runs_app, name="runs")
 app.add_typer(artifact_app, name="artifact")
 app.add_typer(source_app, name="source")
 register_web(app)
+app.add_typer(deploy_app, name="deploy")
 
 
 def _version(value: bool) -> None:

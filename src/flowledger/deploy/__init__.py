@@ -9,6 +9,11 @@
   source (`SourceSession`: bounded connect and call timeouts, every page of the tool
   listing, typed errors), one session per source for a run (`SourcePool`), and tool
   fingerprints (`contract_fingerprint`, `full_fingerprint`).
+* Deployments (``flowledger.deployment/v1``, docs/deploy.md "Deployments"): an exact
+  artifact version bound to concrete sources, credentials by reference, a drift policy;
+  `DeploymentStore` keeps immutable revisions with a ``live`` pointer. `DeployService`
+  validates before start (``unrunnable``), pins each run's environment (`Pin`), and
+  revalidates the pin before every resume (`DeployedDefinition.check_resume`).
 
 This layer imports only storage, flow and workflows; it is transport neutral.
 """
@@ -36,6 +41,24 @@ from .compile import (
     compile_artifact,
     compile_saved,
 )
+from .deployed import DeployedDefinition, PinMissingError, deployed_definition
+from .deployment import (
+    DEPLOYMENT_FORMAT,
+    CredentialMissingError,
+    Deployment,
+    DeploymentValidationError,
+    SourceBinding,
+    ValidatedDeployment,
+    load_deployment,
+    validate_deployment,
+)
+from .deployment_store import (
+    DeploymentConflictError,
+    DeploymentCorruptError,
+    DeploymentNotFoundError,
+    DeploymentRevision,
+    DeploymentStore,
+)
 from .document import SourceFormat, read_document
 from .errors import (
     ArtifactConflictError,
@@ -55,15 +78,18 @@ from .fingerprint import (
     strip_annotations,
 )
 from .intents import Intent, ToolIntents
+from .pin import Pin, PinStore
 from .run_errors import (
     ArtifactCompileError,
     NodeExecutionError,
     NodeOutputError,
+    ToolContractChangedError,
     ToolErrorResult,
     ToolOutcomeUnknownError,
     ToolResultTooLargeError,
 )
 from .schema import artifact_json_schema
+from .service import DeployService, NotADeployedRunError
 from .source_errors import (
     ConnectionLostError,
     SessionClosedError,
@@ -86,9 +112,11 @@ from .store import ArtifactRecord, ArtifactStore, ChildPin, Referrer, StoredArti
 from .tool_info import ToolInfo
 from .trace import RunTrace, TraceEntry, TracePage
 from .validate import ValidatedArtifact, load_artifact, validate_artifact
+from .validation import check_pinned, check_start
 
 __all__ = [
     "ARTIFACT_FORMAT",
+    "DEPLOYMENT_FORMAT",
     "REDUCERS",
     "Artifact",
     "ArtifactCompileError",
@@ -105,7 +133,17 @@ __all__ = [
     "Case",
     "ChildPin",
     "ConnectionLostError",
+    "CredentialMissingError",
     "Dependency",
+    "DeployService",
+    "DeployedDefinition",
+    "Deployment",
+    "DeploymentConflictError",
+    "DeploymentCorruptError",
+    "DeploymentNotFoundError",
+    "DeploymentRevision",
+    "DeploymentStore",
+    "DeploymentValidationError",
     "EndNode",
     "Expression",
     "ExpressionError",
@@ -116,13 +154,18 @@ __all__ = [
     "Node",
     "NodeExecutionError",
     "NodeOutputError",
+    "NotADeployedRunError",
     "ParallelNode",
+    "Pin",
+    "PinMissingError",
+    "PinStore",
     "Referrer",
     "RunTrace",
     "ServerInfo",
     "SessionClosedError",
     "SetNode",
     "Source",
+    "SourceBinding",
     "SourceError",
     "SourceFormat",
     "SourcePool",
@@ -140,6 +183,7 @@ __all__ = [
     "ToolCallFailedError",
     "ToolCallRejectedError",
     "ToolCallTimeoutError",
+    "ToolContractChangedError",
     "ToolErrorResult",
     "ToolInfo",
     "ToolIntents",
@@ -152,17 +196,23 @@ __all__ = [
     "TraceEntry",
     "TracePage",
     "ValidatedArtifact",
+    "ValidatedDeployment",
     "WorkflowNode",
     "artifact_json_schema",
     "artifact_outcome",
+    "check_pinned",
+    "check_start",
     "closure_digest",
     "compile_artifact",
     "compile_saved",
     "contract_fingerprint",
+    "deployed_definition",
     "full_fingerprint",
     "load_artifact",
+    "load_deployment",
     "read_document",
     "strip_annotations",
     "truthy",
     "validate_artifact",
+    "validate_deployment",
 ]

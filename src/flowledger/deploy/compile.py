@@ -78,6 +78,7 @@ from .records import closure_digest as pinned_closure_digest
 from .run_errors import (
     ArtifactCompileError,
     NodeOutputError,
+    ToolContractChangedError,
     ToolErrorResult,
     ToolOutcomeUnknownError,
     ToolResultTooLargeError,
@@ -112,6 +113,9 @@ _REDUCERS: Final[Mapping[str, flow.FieldReducer]] = {
 }
 
 Update = dict[str, Any]
+# A dependency's source, or what gives it when a tool node connects (a deployment's
+# binding resolves its secrets then, in the executing process).
+SourceRef = Source | Callable[[], Source]
 Task = Callable[[dict[str, Any]], Awaitable[Update]]
 
 
@@ -167,28 +171,44 @@ class _Runtime:
     """What tasks need at run time: sources, one pool per executing graph run, and the
     intents and trace, kept in the ledger of the run's checkpoints."""
 
-    def __init__(self, sources: Mapping[str, Source], ledger: storage.Ledger, timeout: float):
+    def __init__(self, sources: Mapping[str, SourceRef], ledger: storage.Ledger, timeout: float):
         self.sources = dict(sources)
         self.ledger = ledger
         self.intents = ToolIntents(ledger)
         self.trace = RunTrace(ledger)
         self.connect_timeout = timeout
         self.pools: dict[str, SourcePool] = {}
+        self.refusals: dict[str, Exception] = {}
+        self.contracts: dict[str, Mapping[str, Mapping[str, str]]] = {}
 
     def over(self, ledger: storage.Ledger) -> _Runtime:
         return _Runtime(self.sources, ledger, self.connect_timeout)
 
     @asynccontextmanager
-    async def segment(self, graph_run_id: str) -> AsyncIterator[None]:
+    async def segment(
+        self,
+        graph_run_id: str,
+        refusal: Exception | None = None,
+        contracts: Mapping[str, Mapping[str, str]] | None = None,
+    ) -> AsyncIterator[None]:
         """While a segment of the run executes here: its source pool, and this runtime as
-        the one its tasks use (the tasks are shared by every copy of the definition)."""
+        the one its tasks use (the tasks are shared by every copy of the definition).
+        With ``refusal``, the segment's first node raises it (so the run fails); with
+        ``contracts`` (dependency -> tool -> contract fingerprint), a tool whose listed
+        contract differs is not called (`ToolContractChangedError`)."""
         pool = SourcePool(connect_timeout=self.connect_timeout)
         self.pools[graph_run_id] = pool
+        if refusal is not None:
+            self.refusals[graph_run_id] = refusal
+        if contracts is not None:
+            self.contracts[graph_run_id] = contracts
         token = _ACTIVE.set(self)
         try:
             yield
         finally:
             _ACTIVE.reset(token)
+            self.refusals.pop(graph_run_id, None)
+            self.contracts.pop(graph_run_id, None)
             self.pools.pop(graph_run_id, None)
             self.intents.forget(graph_run_id)
             await pool.close()
@@ -230,7 +250,7 @@ class _Compiler:
         self,
         root: ValidatedArtifact,
         children: Mapping[str, ValidatedArtifact],
-        sources: Mapping[str, Source],
+        sources: Mapping[str, SourceRef],
     ) -> None:
         self.children = children
         self.sources = sources
@@ -398,6 +418,9 @@ class _Compiler:
                 started = _now()
                 error: BaseException | None = None
                 try:
+                    refusal = _runtime().refusals.get(info.graph_run_id)
+                    if refusal is not None:
+                        raise refusal
                     return await body(state, note)
                 except flow.InterruptSignal:
                     note.status = "paused"
@@ -481,8 +504,17 @@ class _Compiler:
                 preview(arguments),
             )
             info = flow.run_info()
-            session = await runtime.pool(info.graph_run_id).session(source)
+            concrete = source() if callable(source) else source
+            session = await runtime.pool(info.graph_run_id).session(concrete)
             tool = await session.tool(node.tool)
+            pinned = runtime.contracts.get(info.graph_run_id, {}).get(node.dependency, {})
+            expected = pinned.get(node.tool)
+            if expected is not None and tool.contract_fingerprint != expected:
+                raise ToolContractChangedError(
+                    name,
+                    f"the contract of {node.dependency}.{node.tool} changed since the run "
+                    "was pinned; the tool was not called",
+                )
             _check_arguments(name, node, tool.input_schema, arguments)
             key, run = info.idempotency_key, info.graph_run_id
             if tool.repeatable:  # calling again after a crash is allowed: nothing to record
@@ -762,10 +794,25 @@ class ArtifactDefinition(TypedDefinition[dict[str, Any]]):
             rebound.runtime = self.runtime.over(ledger)
         return rebound
 
+    async def refusal(self, graph_run_id: str) -> Exception | None:
+        """Why a segment of ``graph_run_id`` must not execute here (the first node that
+        runs raises it, failing the run), or ``None``. A hook for subclasses."""
+        return None
+
+    async def pinned_contracts(self, graph_run_id: str) -> Mapping[str, Mapping[str, str]] | None:
+        """The contract fingerprints (dependency -> tool -> fingerprint) each tool must
+        still have when ``graph_run_id`` calls it, or ``None``. A hook for subclasses."""
+        return None
+
+    async def _guards(
+        self, graph_run_id: str
+    ) -> tuple[Exception | None, Mapping[str, Mapping[str, str]] | None]:
+        return await self.refusal(graph_run_id), await self.pinned_contracts(graph_run_id)
+
     async def start(
         self, token: ValidatedInput, *, graph_run_id: str, hooks: Sequence[flow.Hooks] = ()
     ) -> WorkflowResult:
-        async with self.runtime.segment(graph_run_id):
+        async with self.runtime.segment(graph_run_id, *await self._guards(graph_run_id)):
             return await super().start(token, graph_run_id=graph_run_id, hooks=hooks)
 
     async def resume(
@@ -775,11 +822,11 @@ class ArtifactDefinition(TypedDefinition[dict[str, Any]]):
         *,
         hooks: Sequence[flow.Hooks] = (),
     ) -> WorkflowResult:
-        async with self.runtime.segment(graph_run_id):
+        async with self.runtime.segment(graph_run_id, *await self._guards(graph_run_id)):
             return await super().resume(graph_run_id, token, hooks=hooks)
 
     async def adopt(self, graph_run_id: str, *, hooks: Sequence[flow.Hooks] = ()) -> WorkflowResult:
-        async with self.runtime.segment(graph_run_id):
+        async with self.runtime.segment(graph_run_id, *await self._guards(graph_run_id)):
             return await super().adopt(graph_run_id, hooks=hooks)
 
 
@@ -792,15 +839,22 @@ def compile_artifact(
     root: ValidatedArtifact,
     *,
     children: Mapping[str, ValidatedArtifact] | None = None,
-    sources: Mapping[str, Source],
+    sources: Mapping[str, SourceRef],
     connect_timeout: float = 10.0,
+    name: str | None = None,
+    version: str | None = None,
+    definition_type: type[ArtifactDefinition] | None = None,
 ) -> ArtifactDefinition:
     """The definition of ``root``: ``children`` maps each child artifact name the closure
     uses (at any depth) to its validated artifact, ``sources`` each dependency the
     closure's tool nodes name to a concrete source. `ArtifactCompileError` names the
-    place of what cannot be compiled. Register the result in a `Catalog` like any
-    definition; a host binding the catalog to its database (`Catalog.bound`) keeps the
-    runs' checkpoints, tool intents and traces there."""
+    place of what cannot be compiled. A source may be given as a function returning it,
+    called when a tool node connects. ``name`` and ``version`` replace the artifact's as
+    the definition's (a deployment's definition is ``<deployment>@r<revision>``), and
+    ``definition_type`` is the `ArtifactDefinition` subclass to build. Register the
+    result in a `Catalog` like any definition; a host binding the catalog to its
+    database (`Catalog.bound`) keeps the runs' checkpoints, tool intents and traces
+    there."""
     children = dict(children or {})
     runtime = _Runtime(sources, MemoryLedger(), connect_timeout)
     compiler = _Compiler(root, children, runtime.sources)
@@ -814,14 +868,14 @@ def compile_artifact(
         if isinstance(node, InterruptNode)
     ]
     metadata = Metadata(
-        root.name,
-        root.version,
+        root.name if name is None else name,
+        root.version if version is None else version,
         description=root.artifact.description,
         input_schema=root.artifact.input_schema,
         resume_schema=interrupts[0].resume_schema if interrupts else None,
         vertices=compiler.labels,
     )
-    return ArtifactDefinition(
+    return (definition_type or ArtifactDefinition)(
         metadata,
         runner,
         runtime=runtime,

@@ -12,6 +12,7 @@ __all__ = [
     "ArtifactCompileError",
     "NodeExecutionError",
     "NodeOutputError",
+    "ToolContractChangedError",
     "ToolErrorResult",
     "ToolOutcomeUnknownError",
     "ToolResultTooLargeError",
@@ -46,6 +47,13 @@ class ToolOutcomeUnknownError(NodeExecutionError):
     run's owner stopped; whether it took effect is unknown, so it is not called again."""
 
     code = "tool_outcome_unknown"
+
+
+class ToolContractChangedError(NodeExecutionError):
+    """The tool's contract fingerprint differs from the one the run pinned, under a drift
+    policy that blocks that; the tool was not called."""
+
+    code = "schema_drift"
 
 
 class ToolResultTooLargeError(NodeExecutionError):

@@ -21,6 +21,7 @@ from ..workflows import Catalog
 from ..workflows.errors import SessionOwnedError
 from ..workflows.frontdoor import FrontDoor
 from ..workflows.session import WorkflowSession
+from .deploy_tools import Bundle, with_deploy_tools
 from .errors import McpStartupError
 
 log = logging.getLogger("flowledger.mcp")
@@ -63,7 +64,7 @@ class ServedSession:
     """A workflow session owned by this server, and its tools."""
 
     session: WorkflowSession
-    tools: WorkflowTools
+    tools: Bundle  # the workflow_* tools, and the deploy tools (deploy_tools.py)
     executes: bool  # runs execute here (else a worker or the owner elsewhere does)
     read_only: bool = False  # serve only the reading tools
     notice: str = ""  # why it serves read-only although asked to own the session
@@ -124,7 +125,7 @@ async def open_served_session(
         tools = WorkflowTools.for_session(session, supervisor=control, start_timeout=start_timeout)
         yield ServedSession(
             session,
-            tools,
+            with_deploy_tools(tools, session, front_door=no_execute and not read_only),
             executes=not (read_only or no_execute),
             read_only=read_only,
             notice=notice,

@@ -1,0 +1,233 @@
+"""``flowledger deploy``: deployments and deployed runs from the command line.
+
+Reading commands (``list``, ``show``, ``inspect``, ``trace``) open the database
+read-only: it must exist, and nothing is written. Every command prints its result as
+JSON (the `DeployService` result, one line), so scripts and people read the same thing.
+``run`` and ``resume`` own the session while the run executes (like ``start``): they
+return once it has stopped (interrupted, completed, failed) and the session is idle. A
+refused start (``unrunnable``) and a blocked resume print their diagnostics and exit
+with code 1; nothing was written.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+from .runtime import CliError, Options, emit_json, parse_json_option, run_command
+
+__all__ = ["deploy_app"]
+
+deploy_app = typer.Typer(
+    help="Deployments (flowledger.deployment/v1) and their pinned runs.", no_args_is_help=True
+)
+
+Db = Annotated[
+    str | None,
+    typer.Option("--db", metavar="URL", help="Database URL. \\[default: $FLOWLEDGER_DB]"),
+]
+Session = Annotated[str | None, typer.Option("--session", metavar="UUID", help="Session to use.")]
+RunId = Annotated[str, typer.Argument(metavar="RUN", help="Run id (a UUID).")]
+
+
+@asynccontextmanager
+async def _service(options: Options, *, owner: bool, writes: bool) -> AsyncIterator[Any]:
+    """Reading commands open the database read-only (it must exist; nothing is written),
+    saving ones write without owning the session, ``run`` and ``resume`` own it."""
+    from ..deploy import DeployService
+    from ..host import open_session
+    from ..workflows import Catalog
+
+    read_only = not (owner or writes)
+    async with open_session(
+        options.url, Catalog(), options.session, activate=False, read_only=read_only
+    ) as session:
+        service = DeployService(session)
+        if not owner:
+            yield service
+            return
+        await service.register_all()  # before activation, so unfinished runs are adopted
+        await session.supervisor.activate()
+        try:
+            yield service
+            await session.supervisor.wait_idle()
+        finally:
+            await session.supervisor.shutdown()
+
+
+def _run(
+    db: str | None,
+    session: str | None,
+    work: Callable[[Any], Awaitable[dict[str, Any]]],
+    *,
+    owner: bool = False,
+    writes: bool = False,
+    refused: Callable[[dict[str, Any]], bool] = lambda _: False,
+) -> None:
+    options = Options(db, None, session)
+
+    async def main() -> None:
+        from ..deploy import (
+            ArtifactError,
+            DeploymentConflictError,
+            DeploymentNotFoundError,
+            NotADeployedRunError,
+        )
+        from ..workflows import NotFoundError
+
+        async with _service(options, owner=owner, writes=writes) as service:
+            try:
+                result = await work(service)
+            except (
+                ArtifactError,
+                DeploymentConflictError,
+                DeploymentNotFoundError,
+                NotADeployedRunError,
+                NotFoundError,
+                ValueError,
+            ) as exc:
+                raise CliError(str(exc)) from None
+        emit_json(result)
+        if refused(result):
+            raise typer.Exit(1)
+
+    run_command(main)
+
+
+def _read(file: Path) -> bytes:
+    try:
+        return file.read_bytes()
+    except OSError as exc:
+        raise CliError(f"cannot read {file}: {exc.strerror or exc}") from None
+
+
+@deploy_app.command("save-artifact", help="Save an artifact (YAML or JSON) in the session.")
+def save_artifact(file: Path, db: Db = None, session: Session = None) -> None:
+    async def work(service: Any) -> dict[str, Any]:
+        record = await service.artifacts.save(service.session.session_id, _read(file))
+        return {"name": record.name, "version": record.version, "digest": record.digest}
+
+    _run(db, session, work, writes=True)
+
+
+@deploy_app.command("save", help="Save a deployment as its next revision and make it live.")
+def save(file: Path, db: Db = None, session: Session = None) -> None:
+    async def work(service: Any) -> dict[str, Any]:
+        result: dict[str, Any] = await service.deployment_save(_read(file))
+        return result
+
+    _run(db, session, work, writes=True)
+
+
+@deploy_app.command("list", help="Every deployment: its live revision and revision count.")
+def list_deployments(db: Db = None, session: Session = None) -> None:
+    async def work(service: Any) -> dict[str, Any]:
+        result: dict[str, Any] = await service.deployment_list()
+        return result
+
+    _run(db, session, work)
+
+
+@deploy_app.command("show", help="One revision of a deployment (default: the live one).")
+def show(
+    name: str,
+    revision: Annotated[int | None, typer.Option("--revision", metavar="N")] = None,
+    db: Db = None,
+    session: Session = None,
+) -> None:
+    async def work(service: Any) -> dict[str, Any]:
+        result: dict[str, Any] = await service.deployment_show(name, revision)
+        return result
+
+    _run(db, session, work)
+
+
+@deploy_app.command("rollback", help="Move a deployment's live pointer to the revision before.")
+def rollback(name: str, db: Db = None, session: Session = None) -> None:
+    async def work(service: Any) -> dict[str, Any]:
+        revision = await service.deployments.rollback(service.session.session_id, name)
+        result: dict[str, Any] = revision.to_json()
+        return result
+
+    _run(db, session, work, writes=True)
+
+
+@deploy_app.command(
+    "run", help="Validate the live revision's environment, pin it, and run the deployment."
+)
+def run(
+    name: str,
+    input: Annotated[
+        str, typer.Option("--input", metavar="JSON", help="The input (JSON, @file or -).")
+    ] = "{}",
+    revision: Annotated[int | None, typer.Option("--revision", metavar="N")] = None,
+    db: Db = None,
+    session: Session = None,
+) -> None:
+    document = parse_json_option("--input", input)
+
+    async def work(service: Any) -> dict[str, Any]:
+        result: dict[str, Any] = await service.run_deployment(
+            name, document, revision=revision, wait_seconds=600
+        )
+        return result
+
+    _run(db, session, work, owner=True, refused=lambda r: r["status"] == "unrunnable")
+
+
+@deploy_app.command(
+    "resume", help="Resume an interrupted deployed run after revalidating its pinned sources."
+)
+def resume(
+    run_id: RunId,
+    payload: Annotated[
+        str | None, typer.Option("--payload", metavar="JSON", help="The resume payload.")
+    ] = None,
+    db: Db = None,
+    session: Session = None,
+) -> None:
+    document = None if payload is None else parse_json_option("--payload", payload)
+
+    async def work(service: Any) -> dict[str, Any]:
+        result: dict[str, Any] = await service.resume_run(run_id, document, wait_seconds=600)
+        return result
+
+    _run(db, session, work, owner=True, refused=lambda r: r.get("resumed") is False)
+
+
+@deploy_app.command("inspect", help="A deployed run: status, readiness, output, interrupt.")
+def inspect(
+    run_id: RunId,
+    revalidate: Annotated[
+        bool,
+        typer.Option(
+            "--revalidate/--no-revalidate", help="Connect to the pinned sources to check them."
+        ),
+    ] = True,
+    db: Db = None,
+    session: Session = None,
+) -> None:
+    async def work(service: Any) -> dict[str, Any]:
+        result: dict[str, Any] = await service.inspect_run(run_id, revalidate=revalidate)
+        return result
+
+    _run(db, session, work)
+
+
+@deploy_app.command("trace", help="A range of a deployed run's trace (what each node did).")
+def trace(
+    run_id: RunId,
+    start: Annotated[int, typer.Option("--start", metavar="N")] = 0,
+    limit: Annotated[int, typer.Option("--limit", metavar="N")] = 50,
+    db: Db = None,
+    session: Session = None,
+) -> None:
+    async def work(service: Any) -> dict[str, Any]:
+        result: dict[str, Any] = await service.read_run_trace(run_id, start=start, limit=limit)
+        return result
+
+    _run(db, session, work)

@@ -1,0 +1,175 @@
+"""`DeployedDefinition`: the workflow definition of one deployment revision.
+
+A deployment revision runs as the definition ``<deployment name>`` version
+``r<revision>``: its artifact closure compiled with the revision's bindings (secrets
+resolved from this process's environment when a tool node connects). Because the
+revision is immutable, the definition is too, so a run's definition never changes under
+it; a later revision is another definition version, and a run of an earlier one keeps
+its sources.
+
+Two hooks make a run's pin the authority:
+
+* a graph run without a pin fails at its first node (`PinMissingError`):
+  only `run_deployment`, which validates the environment first and writes the pin,
+  starts deployed runs;
+* under ``drift: block``, a tool whose contract differs from the pinned one when a node
+  calls it is not called: the run fails (`ToolContractChangedError`);
+* `check_resume` (called before every resume, on every path, and by readers of a run's
+  readiness) adds the revalidation of the run's *pinned* environment to the bridge's own
+  graph check (`flowledger.deploy.validation.check_pinned`).
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import re
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from contextvars import ContextVar
+from dataclasses import dataclass
+from typing import Final
+
+from .compile import ArtifactDefinition, compile_artifact
+from .deployment import SourceBinding
+from .deployment_store import DeploymentRevision
+from .diagnostics import PIN_MISSING, Diagnostic, error
+from .pin import PinStore
+from .validated import ValidatedArtifact
+from .validation import DEFAULT_CHECK_TIMEOUT, CallSite, call_sites, check_pinned
+
+__all__ = [
+    "DeployedDefinition",
+    "DeploymentContext",
+    "PinMissingError",
+    "deployed_definition",
+    "revision_of",
+    "unchecked_environment",
+    "version_of",
+]
+
+_VERSION: Final = re.compile(r"r([1-9][0-9]{0,9})")
+_UNCHECKED: ContextVar[bool] = ContextVar("flowledger_deploy_unchecked", default=False)
+
+
+def version_of(revision: int) -> str:
+    """The definition version of deployment revision ``revision``."""
+    return f"r{revision}"
+
+
+def revision_of(version: str) -> int | None:
+    """The deployment revision of a definition version, or ``None`` for another version."""
+    match = _VERSION.fullmatch(version)
+    return None if match is None else int(match.group(1))
+
+
+@contextmanager
+def unchecked_environment() -> Iterator[None]:
+    """Within, `check_resume` checks only the graph, not the pinned sources (for a
+    reader that asked not to connect to them)."""
+    token = _UNCHECKED.set(True)
+    try:
+        yield
+    finally:
+        _UNCHECKED.reset(token)
+
+
+class PinMissingError(RuntimeError):
+    pass
+
+
+@dataclass(frozen=True)
+class DeploymentContext:
+    name: str
+    revision: int
+    digest: str
+    drift: str
+    bindings: Mapping[str, SourceBinding]
+    sites: tuple[CallSite, ...]
+    timeout: float
+
+
+class DeployedDefinition(ArtifactDefinition):
+    """An `ArtifactDefinition` bound to a deployment revision (see the module)."""
+
+    context: DeploymentContext
+
+    @property
+    def pins(self) -> PinStore:
+        """The pins of this definition's runs (in the database it is bound to)."""
+        return PinStore(self.runtime.ledger)
+
+    async def check_resume(self, graph_run_id: str) -> tuple[Diagnostic, ...]:
+        found = list(await super().check_resume(graph_run_id))
+        if _UNCHECKED.get():
+            return tuple(found)
+        pin = await self.pins.read(graph_run_id)
+        if pin is None:
+            found.append(_pin_missing(graph_run_id))
+            return tuple(found)
+        found += await check_pinned(
+            pin.sources,
+            self.context.bindings,
+            pin.drift,
+            self.context.sites,
+            os.environ,
+            seconds=self.context.timeout,
+        )
+        return tuple(found)
+
+    async def refusal(self, graph_run_id: str) -> Exception | None:
+        if await self.pins.read(graph_run_id) is None:
+            return PinMissingError(_pin_missing(graph_run_id).message)
+        return None
+
+    async def pinned_contracts(self, graph_run_id: str) -> Mapping[str, Mapping[str, str]] | None:
+        """Under ``drift: block`` every call must meet the pinned contract (a contract
+        that changes while the run executes fails it); the other policies rely on the
+        arguments validating against the tool's schema at the call."""
+        pin = await self.pins.read(graph_run_id)
+        if pin is None or pin.drift != "block":
+            return None
+        return {
+            dependency: {tool: str(prints["contract"]) for tool, prints in found["tools"].items()}
+            for dependency, found in pin.sources.items()
+        }
+
+
+def _pin_missing(graph_run_id: str) -> Diagnostic:
+    return error(
+        PIN_MISSING,
+        f"graph run {graph_run_id} has no pinned environment",
+        "start deployed runs with run_deployment, which validates and pins the environment",
+    )
+
+
+def deployed_definition(
+    revision: DeploymentRevision,
+    closure: Sequence[ValidatedArtifact],
+    *,
+    timeout: float = DEFAULT_CHECK_TIMEOUT,
+) -> DeployedDefinition:
+    """Compile ``closure`` (the root artifact first, then its children) for ``revision``."""
+    root, children = closure[0], {item.name: item for item in closure[1:]}
+    bindings = revision.validated.bindings()
+    sources = {dep: functools.partial(b.source, os.environ) for dep, b in bindings.items()}
+    definition = compile_artifact(
+        root,
+        children=children,
+        sources=sources,
+        connect_timeout=timeout,
+        name=revision.name,
+        version=version_of(revision.revision),
+        definition_type=DeployedDefinition,
+    )
+    assert isinstance(definition, DeployedDefinition)
+    definition.context = DeploymentContext(
+        revision.name,
+        revision.revision,
+        revision.digest,
+        revision.validated.deployment.drift,
+        bindings,
+        tuple(call_sites(closure)),
+        timeout,
+    )
+    return definition

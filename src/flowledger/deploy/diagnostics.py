@@ -1,0 +1,71 @@
+"""The deploy layer's dependency diagnostics: stable codes with repair hints.
+
+They are `flowledger.workflows.Diagnostic` values, so a pinned run's readiness and a
+refused start speak the same language as the bridge's own ``graph_changed``. Errors
+block (a start is ``unrunnable``, a resume ``blocked``); warnings are reported and do not.
+
+* ``deployment_missing``: no such deployment (or revision);
+* ``artifact_missing``, ``child_missing``: the artifact the deployment names, or a child
+  of its closure, is not saved;
+* ``binding_missing``: a dependency of the artifact has no source in the deployment;
+* ``credential_missing``: a secret's environment variable is not set in this process;
+* ``source_unreachable``: the source did not start, answer or list its tools;
+* ``tool_missing``: the source does not list a tool the artifact calls;
+* ``tool_not_allowed``: ``allow_tools`` leaves out a tool the artifact calls;
+* ``arguments_incompatible``: a call site's literal arguments cannot validate against
+  the tool's input schema;
+* ``schema_drift``: a pinned tool's contract changed (error or warning: the drift
+  policy decides);
+* ``description_changed`` (warning): only a pinned tool's descriptions or annotations
+  changed;
+* ``server_changed`` (warning): the server reports another name or version than at the
+  pin;
+* ``pin_missing``: the run has no pinned environment (not started by ``run_deployment``).
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+from ..workflows.readiness import Diagnostic
+
+__all__ = [
+    "ARGUMENTS_INCOMPATIBLE",
+    "ARTIFACT_MISSING",
+    "BINDING_MISSING",
+    "CHILD_MISSING",
+    "CREDENTIAL_MISSING",
+    "DEPLOYMENT_MISSING",
+    "DESCRIPTION_CHANGED",
+    "PIN_MISSING",
+    "SCHEMA_DRIFT",
+    "SERVER_CHANGED",
+    "SOURCE_UNREACHABLE",
+    "TOOL_MISSING",
+    "TOOL_NOT_ALLOWED",
+    "Diagnostic",
+    "error",
+    "warning",
+]
+
+DEPLOYMENT_MISSING: Final = "deployment_missing"
+ARTIFACT_MISSING: Final = "artifact_missing"
+CHILD_MISSING: Final = "child_missing"
+BINDING_MISSING: Final = "binding_missing"
+CREDENTIAL_MISSING: Final = "credential_missing"
+SOURCE_UNREACHABLE: Final = "source_unreachable"
+TOOL_MISSING: Final = "tool_missing"
+TOOL_NOT_ALLOWED: Final = "tool_not_allowed"
+ARGUMENTS_INCOMPATIBLE: Final = "arguments_incompatible"
+SCHEMA_DRIFT: Final = "schema_drift"
+DESCRIPTION_CHANGED: Final = "description_changed"
+SERVER_CHANGED: Final = "server_changed"
+PIN_MISSING: Final = "pin_missing"
+
+
+def error(code: str, message: str, hint: str) -> Diagnostic:
+    return Diagnostic(code, message, hint, "error")
+
+
+def warning(code: str, message: str, hint: str = "") -> Diagnostic:
+    return Diagnostic(code, message, hint, "warning")

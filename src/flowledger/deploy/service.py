@@ -1,0 +1,391 @@
+"""`DeployService`: the transport-neutral surface of deployed runs for one session.
+
+* `run_deployment(deployment, input, wait_seconds)`: validates the live revision's
+  environment (`check_start`); any error returns ``{"status": "unrunnable",
+  "diagnostics": [...]}`` with nothing written. Otherwise the run's pin is written and
+  bound to the new run (the `WorkflowTools` ``prepare_run`` hook writes it, keyed by
+  the graph run id the record gets, before the record exists), the run starts through
+  the session's supervisor, and the result describes the run once it stops (or when
+  ``wait_seconds`` have passed).
+* `resume_run(run_id, payload)`: resumes through the bridge, whose readiness check
+  revalidates the *pinned* environment first; a blocked resume returns the run, still
+  ``interrupted``, with readiness ``blocked`` and the diagnostics (payload not consumed).
+* `inspect_run(run_id, revalidate)`, `read_run_trace(run_id, start, limit)`.
+* `artifact_save`, `deployment_save`, `deployment_list`, `deployment_show`.
+
+A run's description: ``run_id``, ``status``, ``resume_readiness`` (``{status,
+diagnostics}``), ``outcome`` and ``output`` (of a completed run), ``interrupt`` (what a
+paused run asks, and its resume schema), ``error``, ``trace_count``,
+``latest_checkpoint`` (the checkpoint revision), ``deployment`` (name and revision) and
+``pin`` (its digest).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+from collections.abc import Mapping
+from contextvars import ContextVar
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any, Final
+
+from .. import storage
+from ..tools import ToolError, WorkflowTools
+from ..workflows.errors import DuplicateDefinitionError, ResumeBlockedError
+from ..workflows.readiness import ResumeReadiness
+from ..workflows.run import Run, RunStatus
+from ..workflows.session import WorkflowSession
+from .compile import artifact_outcome
+from .deployed import (
+    DeployedDefinition,
+    deployed_definition,
+    revision_of,
+    unchecked_environment,
+    version_of,
+)
+from .deployment_store import DeploymentNotFoundError, DeploymentRevision, DeploymentStore
+from .diagnostics import ARTIFACT_MISSING, CHILD_MISSING, DEPLOYMENT_MISSING, Diagnostic, error
+from .errors import ArtifactNotFoundError
+from .pin import PIN_FORMAT, Pin, PinStore
+from .store import ArtifactStore, StoredArtifact
+from .validated import ValidatedArtifact
+from .validation import DEFAULT_CHECK_TIMEOUT, check_start
+
+__all__ = ["DEFAULT_WAIT_SECONDS", "DeployService", "NotADeployedRunError"]
+
+DEFAULT_WAIT_SECONDS: Final = 30.0
+MAX_WAIT_SECONDS: Final = 600.0
+_STOPPED: Final = frozenset(
+    {RunStatus.INTERRUPTED, RunStatus.COMPLETED, RunStatus.FAILED, RunStatus.CANCELLED}
+)
+
+
+class NotADeployedRunError(LookupError):
+    pass
+
+
+@dataclass
+class _PendingPin:
+    """What `run_deployment` validated, waiting for the run's ids."""
+
+    revision: DeploymentRevision
+    closure: list[StoredArtifact]
+    sources: dict[str, dict[str, Any]]
+
+
+_PENDING: ContextVar[_PendingPin | None] = ContextVar("flowledger_deploy_pending_pin", default=None)
+
+
+def _now() -> str:
+    moment = datetime.now(UTC)
+    return f"{moment:%Y-%m-%dT%H:%M:%S}.{moment.microsecond:06d}Z"
+
+
+class DeployService:
+    """Deployed runs of ``session`` (a `WorkflowSession` whose supervisor is active)."""
+
+    def __init__(
+        self, session: WorkflowSession, *, check_timeout: float = DEFAULT_CHECK_TIMEOUT
+    ) -> None:
+        self.session = session
+        self.artifacts = ArtifactStore.over(session.store)
+        self.deployments = DeploymentStore(session.store.kv, session.store.blobs, self.artifacts)
+        self.pins = PinStore(session.store.ledger)
+        self.check_timeout = check_timeout
+        self.tools = WorkflowTools(
+            session.session_id,
+            catalog=session.catalog,
+            registry=session.registry,
+            inputs=session.inputs,
+            supervisor=session.supervisor,
+            pending=session.pending,
+            prepare_run=self._bind_pin,
+        )
+
+    @property
+    def _sid(self) -> str:
+        return self.session.session_id
+
+    # -- deployments ------------------------------------------------------------------
+
+    async def artifact_save(self, document: str | bytes | dict[str, Any]) -> dict[str, Any]:
+        record = await self.artifacts.save(self._sid, document)
+        return {
+            "name": record.name,
+            "version": record.version,
+            "digest": record.digest,
+            "closure_digest": record.closure_digest,
+        }
+
+    async def deployment_save(self, document: str | bytes | dict[str, Any]) -> dict[str, Any]:
+        return (await self.deployments.save(self._sid, document)).to_json()
+
+    async def deployment_list(self) -> dict[str, Any]:
+        return {"deployments": await self.deployments.list(self._sid)}
+
+    async def deployment_show(self, name: str, revision: int | None = None) -> dict[str, Any]:
+        return (await self.deployments.get(self._sid, name, revision)).to_json()
+
+    # -- definitions ------------------------------------------------------------------
+
+    async def _closure(self, revision: DeploymentRevision) -> list[StoredArtifact]:
+        ref = revision.validated.deployment.artifact
+        found = await self.artifacts.closure(self._sid, ref.name, ref.version)
+        root = found.pop(f"{ref.name}@{ref.version}")
+        return [root, *(found[key] for key in sorted(found))]
+
+    def _ensure(
+        self, revision: DeploymentRevision, closure: list[StoredArtifact]
+    ) -> DeployedDefinition:
+        """The session catalog's definition of ``revision``, compiled and registered on
+        first use (the catalog is in memory: each process registers what it serves)."""
+        key = (revision.name, version_of(revision.revision))
+        if key not in self.session.catalog:
+            validated: list[ValidatedArtifact] = [item.validated for item in closure]
+            compiled = deployed_definition(revision, validated, timeout=self.check_timeout)
+            # registered concurrently: the same revision compiles the same way
+            with contextlib.suppress(DuplicateDefinitionError):
+                self.session.catalog.register(compiled.with_checkpoints(self.session.checkpoints))
+        definition = self.session.catalog.resolve(*key)
+        assert isinstance(definition, DeployedDefinition)
+        return definition
+
+    async def register_all(self) -> int:
+        """Register the definition of every saved revision of every deployment (so a
+        supervisor activated afterwards can adopt their unfinished runs); the count."""
+        count = 0
+        for listed in await self.deployments.list(self._sid):
+            for number in await self.deployments.revisions(self._sid, listed["name"]):
+                revision = await self.deployments.get(self._sid, listed["name"], number)
+                self._ensure(revision, await self._closure(revision))
+                count += 1
+        return count
+
+    async def _definition_of(self, run: Run) -> DeployedDefinition:
+        number = revision_of(run.definition_version)
+        if number is None:
+            raise NotADeployedRunError(f"run {run.id} is not a deployed run")
+        revision = await self.deployments.get(self._sid, run.definition_name, number)
+        return self._ensure(revision, await self._closure(revision))
+
+    # -- starting ---------------------------------------------------------------------
+
+    async def run_deployment(
+        self,
+        deployment: str,
+        input: Mapping[str, Any],
+        *,
+        wait_seconds: float = DEFAULT_WAIT_SECONDS,
+        revision: int | None = None,
+    ) -> dict[str, Any]:
+        """Start a run of ``deployment``'s live revision (or ``revision``); see the module."""
+        wait = _wait(wait_seconds)
+        try:
+            chosen = await self.deployments.get(self._sid, deployment, revision)
+        except DeploymentNotFoundError as exc:
+            return _unrunnable(
+                [error(DEPLOYMENT_MISSING, str(exc), "save the deployment (deployment_save)")]
+            )
+        ref = chosen.validated.deployment.artifact
+        try:
+            closure = await self._closure(chosen)
+        except ArtifactNotFoundError as exc:
+            root = (exc.name, exc.version) == (ref.name, ref.version)
+            return _unrunnable(
+                [
+                    error(
+                        ARTIFACT_MISSING if root else CHILD_MISSING,
+                        f"deployment {deployment} revision {chosen.revision}: {exc}",
+                        "save the artifact version (and its children) it names",
+                    )
+                ]
+            )
+        diagnostics, sources = await check_start(
+            [item.validated for item in closure],
+            chosen.validated.bindings(),
+            os.environ,
+            seconds=self.check_timeout,
+        )
+        if any(item.severity == "error" for item in diagnostics):
+            return _unrunnable(diagnostics)
+        self._ensure(chosen, closure)
+        pending = _PendingPin(chosen, closure, sources)
+        token = _PENDING.set(pending)
+        try:
+            started = await self.tools.call(
+                "workflow_run_start",
+                {
+                    "definition_name": chosen.name,
+                    "definition_version": version_of(chosen.revision),
+                    "input": dict(input),
+                },
+            )
+        finally:
+            _PENDING.reset(token)
+        run_id = str(started["run_id"])
+        await self._until_stopped(run_id, wait)
+        described = await self.inspect_run(run_id)
+        if diagnostics:
+            described["start_diagnostics"] = [item.to_json() for item in diagnostics]
+        return described
+
+    async def _bind_pin(self, record: Run) -> Run:
+        """`WorkflowTools`' ``prepare_run``: write the validated pin of this new run."""
+        pending = _PENDING.get()
+        if pending is None:
+            return record
+        revision = pending.revision
+        root = pending.closure[0]
+        document = {
+            "format": PIN_FORMAT,
+            "run_id": record.id,
+            "graph_run_id": record.graph_run_id,
+            "pinned_at": _now(),
+            "deployment": {
+                "name": revision.name,
+                "revision": revision.revision,
+                "digest": revision.digest,
+            },
+            "artifact": {
+                "name": root.record.name,
+                "version": root.record.version,
+                "digest": root.record.digest,
+                "closure_digest": root.record.closure_digest,
+            },
+            "children": [
+                {"name": c.record.name, "version": c.record.version, "digest": c.record.digest}
+                for c in pending.closure[1:]
+            ],
+            "drift": revision.validated.deployment.drift,
+            "sources": pending.sources,
+        }
+        pin = Pin(document)
+        snapshots = {revision.digest: revision.validated.canonical}
+        snapshots.update({item.record.digest: item.canonical for item in pending.closure})
+        await self.pins.write(pin, snapshots)
+        return record
+
+    async def _until_stopped(self, run_id: str, wait: float) -> Run:
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + wait
+        while True:
+            run = await self.session.registry.get(self._sid, run_id)
+            if run.status in _STOPPED or loop.time() >= deadline:
+                return run
+            await asyncio.sleep(0.05)
+
+    # -- resuming ---------------------------------------------------------------------
+
+    async def resume_run(
+        self,
+        run_id: str,
+        payload: Mapping[str, Any] | None,
+        *,
+        wait_seconds: float = DEFAULT_WAIT_SECONDS,
+    ) -> dict[str, Any]:
+        """Resume an interrupted deployed run; a blocked one is returned as it is, with
+        its readiness and diagnostics."""
+        wait = _wait(wait_seconds)
+        run = await self.session.registry.get(self._sid, run_id)
+        await self._definition_of(run)
+        arguments: dict[str, Any] = {"run_id": run_id}
+        if payload is not None:
+            arguments["resume"] = dict(payload)
+        try:
+            await self.tools.call("workflow_run_resume", arguments)
+        except ToolError as exc:
+            blocked = exc.cause
+            if isinstance(blocked, ResumeBlockedError) and isinstance(
+                blocked.readiness, ResumeReadiness
+            ):
+                described = await self._describe(
+                    await self.session.registry.get(self._sid, run_id),
+                    readiness=blocked.readiness.to_json(),
+                )
+                described["resumed"] = False
+                return described
+            raise
+        await self._until_stopped(run_id, wait)
+        described = await self.inspect_run(run_id, revalidate=False)
+        described["resumed"] = True
+        return described
+
+    # -- reading ----------------------------------------------------------------------
+
+    async def inspect_run(self, run_id: str, *, revalidate: bool = True) -> dict[str, Any]:
+        """The run's description; ``revalidate=False`` does not connect to its sources
+        (readiness then covers the graph only, and says ``revalidated: false``)."""
+        run = await self.session.registry.get(self._sid, run_id)
+        await self._definition_of(run)
+        if revalidate:
+            return await self._describe(run)
+        with unchecked_environment():
+            described = await self._describe(run)
+        described["resume_readiness"]["revalidated"] = False
+        return described
+
+    async def _describe(
+        self, run: Run, *, readiness: dict[str, Any] | None = None
+    ) -> dict[str, Any]:
+        definition = await self._definition_of(run)
+        got = await self.tools.call("workflow_run_get", {"run_id": run.id})
+        described: dict[str, Any] = {
+            "run_id": run.id,
+            "status": got["run_status"],
+            "deployment": {
+                "name": run.definition_name,
+                "revision": revision_of(run.definition_version),
+            },
+            "resume_readiness": readiness or got["resume_readiness"],
+            "latest_checkpoint": got["checkpoint_revision"],
+        }
+        pin = await definition.pins.read(run.graph_run_id)
+        if pin is not None:
+            described["pin"] = pin.digest
+        if "pending" in got:
+            pending = got["pending"]
+            described["interrupt"] = {
+                key: pending[key]
+                for key in ("vertex_id", "vertex_label", "info", "resume_schema")
+                if key in pending
+            }
+        if "error" in got:
+            described["error"] = got["error"]
+        if run.status is RunStatus.COMPLETED:
+            state = (await definition.get(run.graph_run_id)).state
+            described["outcome"], described["output"] = artifact_outcome(state)
+        try:
+            described["trace_count"] = (
+                await definition.trace.read(run.graph_run_id, limit=1)
+            ).total
+        except storage.StorageError:
+            described["trace_count"] = None
+        return described
+
+    async def read_run_trace(
+        self, run_id: str, *, start: int = 0, limit: int = 50
+    ) -> dict[str, Any]:
+        run = await self.session.registry.get(self._sid, run_id)
+        definition = await self._definition_of(run)
+        page = await definition.trace.read(run.graph_run_id, start=start, limit=limit)
+        result = page.to_json()
+        result["run_id"] = run_id
+        return result
+
+    async def pin_of(self, run_id: str) -> Pin | None:
+        run = await self.session.registry.get(self._sid, run_id)
+        return await self.pins.read(run.graph_run_id)
+
+
+def _wait(seconds: float) -> float:
+    if isinstance(seconds, bool) or not isinstance(seconds, int | float):
+        raise ValueError("wait_seconds must be a number")
+    if not 0 <= seconds <= MAX_WAIT_SECONDS:
+        raise ValueError(f"wait_seconds must be in 0..{MAX_WAIT_SECONDS:g}")
+    return float(seconds)
+
+
+def _unrunnable(diagnostics: list[Diagnostic]) -> dict[str, Any]:
+    return {"status": "unrunnable", "diagnostics": [item.to_json() for item in diagnostics]}

@@ -1,0 +1,236 @@
+"""`DeployTools`: the deployed-run tools of one session, transport neutral (JSON
+arguments in, a JSON result out, `flowledger.tools.ToolError` on any failure), like the
+``workflow_*`` bundle; `combined` serves both through one bundle (the MCP server).
+
+| tool | mutating | arguments |
+| --- | --- | --- |
+| ``run_deployment`` | yes | ``deployment``, ``input``, ``wait_seconds?``, ``revision?`` |
+| ``resume_run`` | yes | ``run_id``, ``payload?``, ``wait_seconds?`` |
+| ``inspect_run`` | no | ``run_id``, ``revalidate?`` (default true) |
+| ``read_run_trace`` | no | ``run_id``, ``start?``, ``limit?`` |
+| ``artifact_save`` | yes | ``document`` (an artifact: an object, or YAML/JSON text) |
+| ``deployment_save`` | yes | ``document`` (an object, or YAML/JSON text) |
+| ``deployment_list`` | no | |
+| ``deployment_show`` | no | ``name``, ``revision?`` |
+
+Results are `DeployService`'s. Arguments are checked against each tool's JSON Schema
+first (unknown fields refused), naming the field.
+"""
+
+from __future__ import annotations
+
+import builtins
+import copy
+import json
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from typing import Any, Final, Protocol
+
+import jsonschema  # type: ignore[import-untyped, unused-ignore]
+
+from ..tools import ToolError, ToolInfo
+from ..workflows.errors import NotFoundError
+from .deployment_store import (
+    DeploymentConflictError,
+    DeploymentCorruptError,
+    DeploymentNotFoundError,
+)
+from .errors import ArtifactError, ArtifactValidationError
+from .service import MAX_WAIT_SECONDS, DeployService, NotADeployedRunError
+from .trace import MAX_TRACE_PAGE
+
+__all__ = ["DEPLOY_TOOL_NAMES", "Bundle", "DeployTools", "combined"]
+
+_RUN_ID: Final = {"type": "string", "description": "A run id (UUID)."}
+_WAIT: Final = {
+    "type": "number",
+    "minimum": 0,
+    "maximum": MAX_WAIT_SECONDS,
+    "description": "How long to wait for the run to stop (default 30 s).",
+}
+
+
+def _schema(properties: dict[str, Any], required: Sequence[str] = ()) -> dict[str, Any]:
+    return {
+        "type": "object",
+        "properties": properties,
+        "required": list(required),
+        "additionalProperties": False,
+    }
+
+
+_TOOLS: Final[dict[str, tuple[str, dict[str, Any], bool]]] = {
+    "run_deployment": (
+        "Validate a deployment's environment (sources, secrets, tools), pin it and start "
+        "a run. Answers status unrunnable with diagnostics (nothing written) or the run.",
+        _schema(
+            {
+                "deployment": {"type": "string"},
+                "input": {"type": "object"},
+                "wait_seconds": _WAIT,
+                "revision": {"type": "integer", "minimum": 1},
+            },
+            ["deployment", "input"],
+        ),
+        True,
+    ),
+    "resume_run": (
+        "Resume an interrupted deployed run after revalidating its pinned environment; "
+        "a blocked run is answered as it is (resumed: false) with the diagnostics.",
+        _schema(
+            {"run_id": _RUN_ID, "payload": {"type": "object"}, "wait_seconds": _WAIT}, ["run_id"]
+        ),
+        True,
+    ),
+    "inspect_run": (
+        "A deployed run: status, resume readiness (revalidated unless revalidate is "
+        "false), outcome and output, interrupt, error, trace count.",
+        _schema({"run_id": _RUN_ID, "revalidate": {"type": "boolean"}}, ["run_id"]),
+        False,
+    ),
+    "read_run_trace": (
+        "A range of a deployed run's trace: what each node did, with the total count.",
+        _schema(
+            {
+                "run_id": _RUN_ID,
+                "start": {"type": "integer", "minimum": 0},
+                "limit": {"type": "integer", "minimum": 1, "maximum": MAX_TRACE_PAGE},
+            },
+            ["run_id"],
+        ),
+        False,
+    ),
+    "artifact_save": (
+        "Save a flowledger.artifact/v1 document (its children must be saved first). "
+        "Artifacts are immutable: the same bytes again is a no-op, others a conflict.",
+        _schema({"document": {"type": ["object", "string"]}}, ["document"]),
+        True,
+    ),
+    "deployment_save": (
+        "Save a flowledger.deployment/v1 document as the deployment's next revision and "
+        "make it live.",
+        _schema({"document": {"type": ["object", "string"]}}, ["document"]),
+        True,
+    ),
+    "deployment_list": ("Every deployment with its live revision.", _schema({}), False),
+    "deployment_show": (
+        "One revision of a deployment (default: the live one).",
+        _schema(
+            {"name": {"type": "string"}, "revision": {"type": "integer", "minimum": 1}}, ["name"]
+        ),
+        False,
+    ),
+}
+DEPLOY_TOOL_NAMES: Final = tuple(_TOOLS)
+
+_EXPECTED: Final = (
+    ArtifactError,
+    DeploymentConflictError,
+    DeploymentCorruptError,
+    DeploymentNotFoundError,
+    NotADeployedRunError,
+    NotFoundError,
+    ValueError,
+)
+
+
+class Bundle(Protocol):
+    def infos(self) -> builtins.list[ToolInfo]: ...
+
+    async def call(
+        self, name: str, arguments: Mapping[str, Any] | str | bytes | None
+    ) -> dict[str, Any]: ...
+
+
+class DeployTools:
+    """The tools of one `DeployService`."""
+
+    def __init__(self, service: DeployService) -> None:
+        self.service = service
+        self._handlers: dict[str, Callable[[dict[str, Any]], Awaitable[dict[str, Any]]]] = {
+            "run_deployment": lambda a: service.run_deployment(
+                a["deployment"],
+                a["input"],
+                wait_seconds=a.get("wait_seconds", 30.0),
+                revision=a.get("revision"),
+            ),
+            "resume_run": lambda a: service.resume_run(
+                a["run_id"], a.get("payload"), wait_seconds=a.get("wait_seconds", 30.0)
+            ),
+            "inspect_run": lambda a: service.inspect_run(
+                a["run_id"], revalidate=a.get("revalidate", True)
+            ),
+            "read_run_trace": lambda a: service.read_run_trace(
+                a["run_id"], start=a.get("start", 0), limit=a.get("limit", 50)
+            ),
+            "artifact_save": lambda a: service.artifact_save(a["document"]),
+            "deployment_save": lambda a: service.deployment_save(a["document"]),
+            "deployment_list": lambda a: service.deployment_list(),
+            "deployment_show": lambda a: service.deployment_show(a["name"], a.get("revision")),
+        }
+
+    def infos(self) -> builtins.list[ToolInfo]:
+        return [
+            ToolInfo(name, description, copy.deepcopy(schema), mutating)
+            for name, (description, schema, mutating) in _TOOLS.items()
+        ]
+
+    async def call(
+        self, name: str, arguments: Mapping[str, Any] | str | bytes | None
+    ) -> dict[str, Any]:
+        if name not in _TOOLS:
+            raise ToolError(f"unknown tool {name[:64]!r}")
+        document = _arguments(name, arguments)
+        try:
+            return await self._handlers[name](document)
+        except ToolError:
+            raise
+        except ArtifactValidationError as exc:
+            issues = "; ".join(str(issue) for issue in exc.issues[:10])
+            raise ToolError(f"{name}: {exc.args[0].split(':', 1)[0]}: {issues}", cause=exc) from exc
+        except _EXPECTED as exc:
+            raise ToolError(f"{name}: {exc}", cause=exc) from exc
+
+
+def _arguments(name: str, arguments: Mapping[str, Any] | str | bytes | None) -> dict[str, Any]:
+    if arguments is None:
+        document: Any = {}
+    elif isinstance(arguments, str | bytes):
+        try:
+            document = json.loads(arguments)
+        except ValueError as exc:
+            raise ToolError(f"{name}: the arguments are not JSON ({exc})") from None
+    else:
+        document = dict(arguments)
+    errors = sorted(
+        jsonschema.Draft202012Validator(_TOOLS[name][1]).iter_errors(document),
+        key=lambda e: list(e.absolute_path),
+    )
+    if errors:
+        first = errors[0]
+        raise ToolError(f"{name}: invalid arguments at {first.json_path}: {first.message}")
+    result: dict[str, Any] = document
+    return result
+
+
+class _Combined:
+    def __init__(self, bundles: Sequence[Bundle]) -> None:
+        self._bundles = list(bundles)
+
+    def infos(self) -> builtins.list[ToolInfo]:
+        return [info for bundle in self._bundles for info in bundle.infos()]
+
+    async def call(
+        self, name: str, arguments: Mapping[str, Any] | str | bytes | None
+    ) -> dict[str, Any]:
+        for bundle in self._bundles:
+            if any(info.name == name for info in bundle.infos()):
+                return await bundle.call(name, arguments)
+        raise ToolError(f"unknown tool {name[:64]!r}")
+
+
+def combined(*bundles: Bundle) -> Bundle:
+    """One bundle serving the tools of ``bundles`` (names must not repeat)."""
+    names = [info.name for bundle in bundles for info in bundle.infos()]
+    if len(names) != len(set(names)):
+        raise ValueError("combined tool bundles repeat a tool name")
+    return _Combined(bundles)

@@ -1,0 +1,314 @@
+"""Checking a deployed run's environment: before it starts, and before it resumes.
+
+`check_start` validates a deployment revision against its artifact closure in this
+process, as things are now: every dependency bound, every secret set, every tool the
+closure calls allowed, each source reachable (all sources probed in parallel, each
+bounded by the timeout), each tool listed, and every call site's literal arguments
+valid for the tool's input schema. It returns the diagnostics and what it observed (the
+pin's source part); it writes nothing.
+
+`check_pinned` revalidates a run's *pin*: the sources of the pinned revision (never the
+deployment's current revision), their secrets, and each pinned tool's fingerprints
+under the pinned drift policy. A changed contract is ``schema_drift``: an error under
+``block``; under ``compatible`` an error only when a call site's literal arguments no
+longer validate; under ``warn`` a warning. A changed full fingerprint alone is a
+``description_changed`` warning, another server name or version ``server_changed``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import io
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import jsonschema  # type: ignore[import-untyped, unused-ignore]
+import jsonschema.validators  # type: ignore[import-untyped, unused-ignore]
+
+from .artifact import ToolNode
+from .deployment import CredentialMissingError, SourceBinding
+from .diagnostics import (
+    ARGUMENTS_INCOMPATIBLE,
+    BINDING_MISSING,
+    CREDENTIAL_MISSING,
+    DESCRIPTION_CHANGED,
+    SCHEMA_DRIFT,
+    SERVER_CHANGED,
+    SOURCE_UNREACHABLE,
+    TOOL_MISSING,
+    TOOL_NOT_ALLOWED,
+    Diagnostic,
+    error,
+    warning,
+)
+from .source_errors import SourceError
+from .sources import SourceSession
+from .tool_info import ToolInfo
+from .validated import ValidatedArtifact
+
+__all__ = ["CallSite", "call_sites", "check_pinned", "check_start", "incompatible_calls"]
+
+DEFAULT_CHECK_TIMEOUT = 10.0
+
+
+@dataclass(frozen=True)
+class CallSite:
+    """One tool node of the closure: where, which tool, and its argument template."""
+
+    place: str
+    dependency: str
+    tool: str
+    arguments: Any
+
+
+def call_sites(closure: Sequence[ValidatedArtifact]) -> list[CallSite]:
+    return [
+        CallSite(f"{validated.name}.nodes.{node_id}", node.dependency, node.tool, node.arguments)
+        for validated in closure
+        for node_id, node in validated.artifact.nodes.items()
+        if isinstance(node, ToolNode)
+    ]
+
+
+def _is_expression(value: Any) -> bool:
+    return isinstance(value, str) and value.strip().startswith("${")
+
+
+def incompatible_calls(sites: Sequence[CallSite], tool: ToolInfo) -> list[str]:
+    """Why call sites of ``tool`` cannot validate against its input schema, statically:
+    literal members are validated, members that are expressions only count as present
+    (their values are known at run time). An argument template that is one expression
+    is not checked."""
+    problems = []
+    schema = dict(tool.input_schema)
+    try:
+        cls = jsonschema.validators.validator_for(schema, default=jsonschema.Draft202012Validator)
+        validator = cls(schema)
+    except jsonschema.exceptions.SchemaError as exc:
+        return [f"the input schema of {tool.name} is invalid: {exc.message}"]
+    for site in sites:
+        if site.tool != tool.name or not isinstance(site.arguments, dict):
+            continue
+        dynamic = {k for k, v in site.arguments.items() if _is_expression(v)}
+        literal = {k: v for k, v in site.arguments.items() if k not in dynamic}
+        for found in validator.iter_errors(literal):
+            if found.validator == "required" and not found.absolute_path:
+                missing = {m for m in found.validator_value if m not in literal}
+                if missing <= dynamic:
+                    continue
+            if found.absolute_path and found.absolute_path[0] in dynamic:
+                continue
+            problems.append(f"{site.place}: {found.json_path}: {found.message}")
+    return problems
+
+
+@dataclass
+class _Probe:
+    dependency: str
+    diagnostics: list[Diagnostic]
+    server: dict[str, Any] | None = None
+    tools: dict[str, ToolInfo] | None = None
+
+
+async def _probe(binding: SourceBinding, environ: Mapping[str, str], seconds: float) -> _Probe:
+    probe = _Probe(binding.dependency, [])
+    try:
+        source = binding.source(environ)
+    except CredentialMissingError as exc:
+        probe.diagnostics.append(
+            error(
+                CREDENTIAL_MISSING,
+                str(exc),
+                f"set {exc.variable} in the environment of the "
+                "process that runs the workflow (the CLI, MCP server or worker)",
+            )
+        )
+        return probe
+    try:
+        async with SourceSession(
+            source, connect_timeout=seconds, call_timeout=seconds, errlog=io.StringIO()
+        ) as session:
+            probe.server = session.server_info.to_json()
+            probe.tools = {tool.name: tool for tool in await session.list_tools()}
+    except SourceError as exc:
+        probe.diagnostics.append(
+            error(
+                SOURCE_UNREACHABLE,
+                f"dependency {binding.dependency!r}: {exc}",
+                "start the server or repair its command, URL or credentials, then check again",
+            )
+        )
+    return probe
+
+
+def _used_tools(sites: Sequence[CallSite]) -> dict[str, list[str]]:
+    used: dict[str, list[str]] = {}
+    for site in sites:
+        tools = used.setdefault(site.dependency, [])
+        if site.tool not in tools:
+            tools.append(site.tool)
+    return used
+
+
+async def check_start(
+    closure: Sequence[ValidatedArtifact],
+    bindings: Mapping[str, SourceBinding],
+    environ: Mapping[str, str],
+    *,
+    seconds: float = DEFAULT_CHECK_TIMEOUT,
+) -> tuple[list[Diagnostic], dict[str, dict[str, Any]]]:
+    """The diagnostics of starting ``closure`` (root first) with ``bindings`` now, and
+    per dependency what the pin records (identity, server, tool fingerprints)."""
+    sites = call_sites(closure)
+    used = _used_tools(sites)
+    diagnostics: list[Diagnostic] = []
+    to_probe: list[SourceBinding] = []
+    for dependency, tools in sorted(used.items()):
+        binding = bindings.get(dependency)
+        if binding is None:
+            diagnostics.append(
+                error(
+                    BINDING_MISSING,
+                    f"dependency {dependency!r} is not bound to a source",
+                    f"add sources.{dependency} (stdio or http, allow_tools) to the deployment",
+                )
+            )
+            continue
+        for tool in tools:
+            if tool not in binding.allow_tools:
+                diagnostics.append(
+                    error(
+                        TOOL_NOT_ALLOWED,
+                        f"the artifact calls {dependency}.{tool}, which the deployment does "
+                        "not allow",
+                        f"add {tool} to sources.{dependency}.allow_tools",
+                    )
+                )
+        to_probe.append(binding)
+    probes = await asyncio.gather(*(_probe(b, environ, seconds) for b in to_probe))
+    observed: dict[str, dict[str, Any]] = {}
+    for probe in probes:
+        diagnostics += probe.diagnostics
+        if probe.tools is None:
+            continue
+        pinned_tools = {}
+        for tool in used[probe.dependency]:
+            info = probe.tools.get(tool)
+            if info is None:
+                diagnostics.append(_tool_missing(probe.dependency, tool, probe.tools))
+                continue
+            for problem in incompatible_calls(sites, info):
+                diagnostics.append(
+                    error(
+                        ARGUMENTS_INCOMPATIBLE,
+                        f"{probe.dependency}.{tool}: {problem}",
+                        "change the call's arguments in a new artifact version, or bind a "
+                        "source whose tool accepts them",
+                    )
+                )
+            pinned_tools[tool] = {
+                "contract": info.contract_fingerprint,
+                "full": info.full_fingerprint,
+                "read_only": info.read_only,
+                "idempotent": info.idempotent,
+            }
+        observed[probe.dependency] = {
+            "identity": bindings[probe.dependency].identity(),
+            "server": probe.server,
+            "tools": pinned_tools,
+        }
+    return diagnostics, observed
+
+
+def _tool_missing(dependency: str, tool: str, listed: Mapping[str, ToolInfo]) -> Diagnostic:
+    names = ", ".join(sorted(listed)[:20]) or "none"
+    return error(
+        TOOL_MISSING,
+        f"the source of {dependency!r} does not list tool {tool!r} (it lists: {names})",
+        "bind a source that has the tool, or bring the tool back",
+    )
+
+
+async def check_pinned(
+    pin_sources: Mapping[str, Mapping[str, Any]],
+    bindings: Mapping[str, SourceBinding],
+    drift: str,
+    sites: Sequence[CallSite],
+    environ: Mapping[str, str],
+    *,
+    seconds: float = DEFAULT_CHECK_TIMEOUT,
+) -> list[Diagnostic]:
+    """Revalidate a pin's sources: ``bindings`` are the *pinned* revision's."""
+    diagnostics: list[Diagnostic] = []
+    targets = []
+    for dependency in sorted(pin_sources):
+        binding = bindings.get(dependency)
+        if binding is None:  # the pinned revision bound it when the run started
+            diagnostics.append(
+                error(
+                    BINDING_MISSING,
+                    f"the pinned revision has no source {dependency!r}",
+                    "start a new run",
+                )
+            )
+            continue
+        targets.append(binding)
+    probes = await asyncio.gather(*(_probe(b, environ, seconds) for b in targets))
+    for probe in probes:
+        diagnostics += probe.diagnostics
+        if probe.tools is None:
+            continue
+        pinned = pin_sources[probe.dependency]
+        server = pinned.get("server") or {}
+        now = probe.server or {}
+        if (server.get("name"), server.get("version")) != (now.get("name"), now.get("version")):
+            diagnostics.append(
+                warning(
+                    SERVER_CHANGED,
+                    f"the source of {probe.dependency!r} was {server.get('name')} "
+                    f"{server.get('version')} when the run started; now it is "
+                    f"{now.get('name')} {now.get('version')}",
+                )
+            )
+        for tool, prints in sorted(pinned["tools"].items()):
+            info = probe.tools.get(tool)
+            if info is None:
+                diagnostics.append(_tool_missing(probe.dependency, tool, probe.tools))
+            elif info.contract_fingerprint != prints["contract"]:
+                diagnostics.append(_drift(probe.dependency, info, drift, sites))
+            elif info.full_fingerprint != prints["full"]:
+                diagnostics.append(
+                    warning(
+                        DESCRIPTION_CHANGED,
+                        f"{probe.dependency}.{tool}: its descriptions or annotations changed "
+                        "since the run started (its contract did not)",
+                    )
+                )
+    return diagnostics
+
+
+def _drift(dependency: str, info: ToolInfo, policy: str, sites: Sequence[CallSite]) -> Diagnostic:
+    what = (
+        f"{dependency}.{info.name}: its contract (input or output schema) changed since "
+        "the run started"
+    )
+    if policy == "warn":
+        return warning(SCHEMA_DRIFT, what + " (drift policy warn)")
+    if policy == "compatible":
+        problems = incompatible_calls(sites, info)
+        if not problems:
+            return warning(
+                SCHEMA_DRIFT, what + "; every call site's arguments still validate (compatible)"
+            )
+        return error(
+            SCHEMA_DRIFT,
+            what + "; a call site no longer validates: " + "; ".join(problems[:3]),
+            "restore the tool's previous contract, or start a new run of a fixed artifact",
+        )
+    return error(
+        SCHEMA_DRIFT,
+        what + " (drift policy block)",
+        "restore the tool's previous contract, or start a new run; a deployment with "
+        "drift: compatible accepts changes its call sites still validate against",
+    )

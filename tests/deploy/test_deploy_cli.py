@@ -1,0 +1,88 @@
+"""``flowledger deploy`` as subprocesses over one SQLite file: save an artifact and a
+deployment, a refused start (exit 1, diagnostics, no run), a run that pauses, a resume
+blocked while the pinned command is gone (exit 1) and completed once it is back, each
+step in a new process; inspect, trace, show, list and rollback."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+from .runs.app import HERE as RUNS
+from .servers import REPO
+from .test_deployed_runs import deployment, server_script
+
+
+def cli(*args: str, db: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "flowledger", "deploy", *args, "--db", db],
+        cwd=REPO,
+        env=dict(os.environ),
+        capture_output=True,
+        text=True,
+        timeout=180,
+        check=False,
+    )
+
+
+def ok(*args: str, db: str) -> Any:
+    result = cli(*args, db=db)
+    assert result.returncode == 0, (result.stdout, result.stderr)
+    return json.loads(result.stdout)
+
+
+def test_a_deployment_runs_pauses_blocks_and_resumes_from_new_processes(tmp_path: Path) -> None:
+    db = f"sqlite:///{tmp_path / 'cli.db'}"
+    script = server_script(tmp_path)
+    saved = ok("save-artifact", str(RUNS / "pinned_env.yaml"), db=db)
+    assert (saved["name"], saved["version"]) == ("pinned_env", "1")
+    good = tmp_path / "good.json"
+    good.write_text(json.dumps(deployment(script)))
+    bad = tmp_path / "bad.json"
+    bad.write_text(json.dumps(deployment(script, allow=("whoami",))))
+    assert ok("save", str(bad), db=db)["revision"] == 1
+
+    refused = cli("run", "env_dep", db=db)
+    assert refused.returncode == 1, refused.stderr
+    answer = json.loads(refused.stdout)
+    assert answer["status"] == "unrunnable"
+    assert [d["code"] for d in answer["diagnostics"]] == ["tool_not_allowed"]
+
+    assert ok("save", str(good), db=db)["revision"] == 2
+    started = ok("run", "env_dep", "--input", "{}", db=db)
+    assert (started["status"], started["deployment"]["revision"]) == ("interrupted", 2)
+    run_id = started["run_id"]
+
+    script.unlink()
+    blocked = cli("resume", run_id, "--payload", '{"go": true}', db=db)
+    assert blocked.returncode == 1, blocked.stderr
+    assert json.loads(blocked.stdout)["resume_readiness"]["status"] == "blocked"
+    server_script(tmp_path)
+    assert ok("inspect", run_id, db=db)["resume_readiness"] == {"status": "ready"}
+    done = ok("resume", run_id, "--payload", '{"go": true}', db=db)
+    assert (done["status"], done["output"]["label"]) == ("completed", "one")
+
+    page = ok("trace", run_id, "--start", "2", "--limit", "2", db=db)
+    assert page["total"] == 5 and [e["node"] for e in page["entries"]] == ["who", "digest"]
+    assert ok("list", db=db) == {"deployments": [{"name": "env_dep", "live": 2, "revisions": 2}]}
+    assert ok("show", "env_dep", "--revision", "1", db=db)["live"] is False
+    assert ok("rollback", "env_dep", db=db)["revision"] == 1
+    missing = cli("show", "nothing_here", db=db)
+    assert missing.returncode == 1 and "does not exist" in missing.stderr
+
+
+def test_reading_commands_never_create_a_database(tmp_path: Path) -> None:
+    path = tmp_path / "absent.db"
+    for args in (
+        ["list"],
+        ["show", "env_dep"],
+        ["inspect", "0" * 8 + "-0000-4000-8000-" + "0" * 12],
+    ):
+        result = cli(*args, db=f"sqlite:///{path}")
+        assert result.returncode == 1, (args, result.stdout)
+        assert "no database" in result.stderr, result.stderr
+    assert not path.exists()
