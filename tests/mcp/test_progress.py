@@ -196,7 +196,9 @@ async def test_progress_notifications_from_a_front_door(tmp_path: Path) -> None:
     finally:
         worker.terminate()
         worker.wait(timeout=30)
-    assert start_progress.updates[:1] == [(0.0, 4.0, "run_started")]
+    # A front door's start returns once the worker's seed is durable, which may be before
+    # the worker publishes run_started: the start call shows it, or nothing yet.
+    assert start_progress.updates[:1] in ([], [(0.0, 4.0, "run_started")])
     check_progress(resume_progress.updates)
     entries = history["entries"]
     kinds = [e["kind"] for e in entries]
