@@ -314,7 +314,7 @@ async def test_a_changed_description_or_server_only_warns(tmp_path: Path) -> Non
     """Revalidation against the pin: a pinned fingerprint edited to differ in the full
     fingerprint only is a description_changed warning, another server version a
     server_changed warning; neither blocks."""
-    from flowledger.deploy.validation import check_pinned
+    from flowledger.deploy.deployments.validation import check_pinned
 
     script = server_script(tmp_path)
     async with service(f"sqlite:///{tmp_path / 'w.db'}") as (deploy, _):

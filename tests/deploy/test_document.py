@@ -9,7 +9,7 @@ import pytest
 import yaml
 
 from flowledger.deploy import ArtifactValidationError, document, read_document
-from flowledger.deploy.limits import MAX_DOCUMENT_DEPTH, MAX_SOURCE_BYTES
+from flowledger.deploy.artifacts.limits import MAX_DOCUMENT_DEPTH, MAX_SOURCE_BYTES
 
 
 @pytest.fixture(autouse=True, params=["libyaml", "pure-python"])

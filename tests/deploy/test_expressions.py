@@ -8,9 +8,9 @@ from typing import Any
 import pytest
 
 from flowledger.deploy import ExpressionError, truthy
-from flowledger.deploy.errors import ArtifactIssue
-from flowledger.deploy.expressions import compile_condition, compile_template
-from flowledger.deploy.limits import MAX_RESULT_VALUES
+from flowledger.deploy.artifacts.errors import ArtifactIssue
+from flowledger.deploy.artifacts.expressions import compile_condition, compile_template
+from flowledger.deploy.artifacts.limits import MAX_RESULT_VALUES
 
 ROOTS = frozenset({"input", "state", "result"})
 SCOPE = {"input": {"n": 3, "names": ["b", "a"]}, "state": {"ok": True}, "result": {"x": None}}

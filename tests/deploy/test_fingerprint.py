@@ -18,7 +18,7 @@ from flowledger.deploy import (
     full_fingerprint,
     strip_annotations,
 )
-from flowledger.deploy.fingerprint import (
+from flowledger.deploy.sources.fingerprint import (
     ANNOTATION_KEYWORDS,
     MAX_SCHEMA_DEPTH,
     canonical_json,

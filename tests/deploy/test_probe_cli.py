@@ -15,7 +15,7 @@ from typer.testing import CliRunner
 
 from flowledger.cli import app
 from flowledger.deploy import SourceSession, StdioSource
-from flowledger.deploy.fingerprint import short
+from flowledger.deploy.sources.fingerprint import short
 
 from .servers import REPO, free_port, time_command
 

@@ -24,7 +24,7 @@ from flowledger.deploy import (
     Referrer,
     load_artifact,
 )
-from flowledger.deploy.limits import MAX_CHILD_DEPTH, MAX_CLOSURE_ARTIFACTS
+from flowledger.deploy.artifacts.limits import MAX_CHILD_DEPTH, MAX_CLOSURE_ARTIFACTS
 from flowledger.storage import Store
 
 from .conftest import APPROVAL, BRIEFING, approval_data, briefing_data, minimal

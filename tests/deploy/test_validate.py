@@ -19,8 +19,8 @@ from flowledger.deploy import (
     read_document,
     validate_artifact,
 )
-from flowledger.deploy.errors import MAX_ISSUES
-from flowledger.deploy.limits import MAX_EXPRESSION_CHARS, MAX_EXPRESSIONS, MAX_NODES
+from flowledger.deploy.artifacts.errors import MAX_ISSUES
+from flowledger.deploy.artifacts.limits import MAX_EXPRESSION_CHARS, MAX_EXPRESSIONS, MAX_NODES
 
 from .conftest import APPROVAL, BRIEFING, approval_data, briefing_data, minimal
 

@@ -17,7 +17,7 @@ from mcp import Client
 from mcp.client.stdio import StdioServerParameters
 from mcp.client.streamable_http import streamable_http_client
 
-from flowledger.deploy.tool_bundle import DEPLOY_TOOL_NAMES
+from flowledger.deploy.deployments.tools import DEPLOY_TOOL_NAMES
 from flowledger.mcp import HttpMcpServer
 
 DEPLOY_READ_ONLY_NAMES = ["inspect_run", "read_run_trace", "deployment_list", "deployment_show"]

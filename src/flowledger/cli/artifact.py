@@ -60,7 +60,7 @@ def validate(
     ] = False,
 ) -> None:
     from ..deploy import ArtifactValidationError, load_artifact
-    from ..deploy.limits import MAX_SOURCE_BYTES
+    from ..deploy.artifacts.limits import MAX_SOURCE_BYTES
 
     if format not in (None, "yaml", "json"):
         fail(f"--format must be yaml or json, not {format!r}")

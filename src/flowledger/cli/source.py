@@ -104,7 +104,7 @@ def probe(
     """List a server's tools with their hints and fingerprints (for writing an
     artifact's dependencies)."""
     from ..deploy import SourceError, SourceSession
-    from ..deploy.fingerprint import short
+    from ..deploy.sources.fingerprint import short
 
     source = _source(stdio, url, header or [], env or [], cwd)
 

@@ -18,7 +18,19 @@
 This layer imports only storage, flow and workflows; it is transport neutral.
 """
 
-from .artifact import (
+from .artifacts.document import SourceFormat, read_document
+from .artifacts.errors import (
+    ArtifactConflictError,
+    ArtifactCorruptError,
+    ArtifactError,
+    ArtifactInUseError,
+    ArtifactIssue,
+    ArtifactNotFoundError,
+    ArtifactValidationError,
+    ExpressionError,
+)
+from .artifacts.expressions import Expression, Template, truthy
+from .artifacts.model import (
     ARTIFACT_FORMAT,
     REDUCERS,
     Artifact,
@@ -34,15 +46,11 @@ from .artifact import (
     ToolNode,
     WorkflowNode,
 )
-from .compile import (
-    ArtifactDefinition,
-    artifact_outcome,
-    closure_digest,
-    compile_artifact,
-    compile_saved,
-)
-from .deployed import DeployedDefinition, PinMissingError, deployed_definition
-from .deployment import (
+from .artifacts.schema import artifact_json_schema
+from .artifacts.store import ArtifactRecord, ArtifactStore, ChildPin, Referrer, StoredArtifact
+from .artifacts.validate import ValidatedArtifact, load_artifact, validate_artifact
+from .deployments.definition import DeployedDefinition, PinMissingError, deployed_definition
+from .deployments.document import (
     DEPLOYMENT_FORMAT,
     CredentialMissingError,
     Deployment,
@@ -52,34 +60,24 @@ from .deployment import (
     load_deployment,
     validate_deployment,
 )
-from .deployment_store import (
+from .deployments.pin import Pin, PinStore
+from .deployments.service import DeployService, NotADeployedRunError
+from .deployments.store import (
     DeploymentConflictError,
     DeploymentCorruptError,
     DeploymentNotFoundError,
     DeploymentRevision,
     DeploymentStore,
 )
-from .document import SourceFormat, read_document
-from .errors import (
-    ArtifactConflictError,
-    ArtifactCorruptError,
-    ArtifactError,
-    ArtifactInUseError,
-    ArtifactIssue,
-    ArtifactNotFoundError,
-    ArtifactValidationError,
-    ExpressionError,
+from .deployments.validation import check_pinned, check_start
+from .runs.compile import (
+    ArtifactDefinition,
+    artifact_outcome,
+    closure_digest,
+    compile_artifact,
+    compile_saved,
 )
-from .expressions import Expression, Template, truthy
-from .fingerprint import (
-    FingerprintError,
-    contract_fingerprint,
-    full_fingerprint,
-    strip_annotations,
-)
-from .intents import Intent, ToolIntents
-from .pin import Pin, PinStore
-from .run_errors import (
+from .runs.errors import (
     ArtifactCompileError,
     NodeExecutionError,
     NodeOutputError,
@@ -88,9 +86,9 @@ from .run_errors import (
     ToolOutcomeUnknownError,
     ToolResultTooLargeError,
 )
-from .schema import artifact_json_schema
-from .service import DeployService, NotADeployedRunError
-from .source_errors import (
+from .runs.intents import Intent, ToolIntents
+from .runs.trace import RunTrace, TraceEntry, TracePage
+from .sources.errors import (
     ConnectionLostError,
     SessionClosedError,
     SourceError,
@@ -105,14 +103,16 @@ from .source_errors import (
     ToolNotFoundError,
     ToolResultInvalidError,
 )
-from .source_pool import SourcePool
-from .source_spec import HttpSource, Source, StdioSource
-from .sources import ServerInfo, SourceSession, ToolResult
-from .store import ArtifactRecord, ArtifactStore, ChildPin, Referrer, StoredArtifact
-from .tool_info import ToolInfo
-from .trace import RunTrace, TraceEntry, TracePage
-from .validate import ValidatedArtifact, load_artifact, validate_artifact
-from .validation import check_pinned, check_start
+from .sources.fingerprint import (
+    FingerprintError,
+    contract_fingerprint,
+    full_fingerprint,
+    strip_annotations,
+)
+from .sources.pool import SourcePool
+from .sources.session import ServerInfo, SourceSession, ToolResult
+from .sources.spec import HttpSource, Source, StdioSource
+from .sources.tool_info import ToolInfo
 
 __all__ = [
     "ARTIFACT_FORMAT",

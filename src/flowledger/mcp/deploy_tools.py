@@ -8,7 +8,7 @@ deployed run's environment is validated and pinned by the process that executes 
 from __future__ import annotations
 
 from ..deploy import DeployService
-from ..deploy.tool_bundle import Bundle, DeployTools, combined
+from ..deploy.deployments.tools import Bundle, DeployTools, combined
 from ..tools import WorkflowTools
 from ..workflows.session import WorkflowSession
 

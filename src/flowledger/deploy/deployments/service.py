@@ -31,26 +31,26 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, Final
 
-from .. import storage
-from ..tools import ToolError, WorkflowTools
-from ..workflows.errors import DuplicateDefinitionError, ResumeBlockedError
-from ..workflows.readiness import ResumeReadiness
-from ..workflows.run import Run, RunStatus
-from ..workflows.session import WorkflowSession
-from .compile import artifact_outcome
-from .deployed import (
+from ... import storage
+from ...tools import ToolError, WorkflowTools
+from ...workflows.errors import DuplicateDefinitionError, ResumeBlockedError
+from ...workflows.readiness import ResumeReadiness
+from ...workflows.run import Run, RunStatus
+from ...workflows.session import WorkflowSession
+from ..artifacts.errors import ArtifactNotFoundError
+from ..artifacts.store import ArtifactStore, StoredArtifact
+from ..artifacts.validated import ValidatedArtifact
+from ..runs.compile import artifact_outcome
+from .definition import (
     DeployedDefinition,
     deployed_definition,
     revision_of,
     unchecked_environment,
     version_of,
 )
-from .deployment_store import DeploymentNotFoundError, DeploymentRevision, DeploymentStore
 from .diagnostics import ARTIFACT_MISSING, CHILD_MISSING, DEPLOYMENT_MISSING, Diagnostic, error
-from .errors import ArtifactNotFoundError
 from .pin import PIN_FORMAT, Pin, PinStore
-from .store import ArtifactStore, StoredArtifact
-from .validated import ValidatedArtifact
+from .store import DeploymentNotFoundError, DeploymentRevision, DeploymentStore
 from .validation import DEFAULT_CHECK_TIMEOUT, check_start
 
 __all__ = ["DEFAULT_WAIT_SECONDS", "DeployService", "NotADeployedRunError"]

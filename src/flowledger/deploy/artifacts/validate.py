@@ -18,12 +18,12 @@ from typing import Any
 import rfc8785
 from pydantic import ValidationError
 
-from .artifact import Artifact
 from .checks import TOOL_RESULT_FIELDS, WORKFLOW_RESULT_FIELDS, Checker
 from .contracts import check_child_contracts, closed_properties
 from .document import SourceFormat, check_json_data, read_document
 from .errors import ROOT_PLACE, ArtifactIssue, ArtifactValidationError
 from .limits import MAX_ARTIFACT_BYTES
+from .model import Artifact
 from .structure import structure_issues
 from .validated import ValidatedArtifact
 

@@ -23,7 +23,7 @@ from types import MappingProxyType
 from typing import Any, Final, TypeAlias
 from urllib.parse import urlsplit, urlunsplit
 
-from .source_errors import SourceSpecError, clip
+from .errors import SourceSpecError, clip
 
 __all__ = ["HttpSource", "Source", "StdioSource"]
 

@@ -29,8 +29,8 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, Final
 
-from .. import storage
-from ..workflows.metadata import bound_text
+from ... import storage
+from ...workflows.metadata import bound_text
 
 __all__ = [
     "MAX_PREVIEW_BYTES",

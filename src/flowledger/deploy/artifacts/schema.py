@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from .artifact import ARTIFACT_FORMAT, Artifact
+from .model import ARTIFACT_FORMAT, Artifact
 
 __all__ = ["artifact_json_schema"]
 

@@ -27,16 +27,16 @@ from typing import Any, Final, Protocol
 
 import jsonschema  # type: ignore[import-untyped, unused-ignore]
 
-from ..tools import ToolError, ToolInfo
-from ..workflows.errors import NotFoundError
-from .deployment_store import (
+from ...tools import ToolError, ToolInfo
+from ...workflows.errors import NotFoundError
+from ..artifacts.errors import ArtifactError, ArtifactValidationError
+from ..runs.trace import MAX_TRACE_PAGE
+from .service import MAX_WAIT_SECONDS, DeployService, NotADeployedRunError
+from .store import (
     DeploymentConflictError,
     DeploymentCorruptError,
     DeploymentNotFoundError,
 )
-from .errors import ArtifactError, ArtifactValidationError
-from .service import MAX_WAIT_SECONDS, DeployService, NotADeployedRunError
-from .trace import MAX_TRACE_PAGE
 
 __all__ = ["DEPLOY_TOOL_NAMES", "Bundle", "DeployTools", "combined"]
 

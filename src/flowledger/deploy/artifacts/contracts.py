@@ -7,8 +7,8 @@ from typing import Any
 
 from flowledger.workflows.schema import SchemaValidationError
 
-from .artifact import WorkflowNode
 from .errors import ArtifactIssue, choices, place_of
+from .model import WorkflowNode
 from .validated import ValidatedArtifact
 
 __all__ = ["check_child_contracts", "closed_properties"]

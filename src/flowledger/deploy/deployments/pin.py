@@ -26,7 +26,7 @@ from typing import Any, Final
 
 import rfc8785
 
-from .. import storage
+from ... import storage
 
 __all__ = ["PIN_FORMAT", "Pin", "PinCorruptError", "PinStore", "pin_log"]
 

@@ -45,7 +45,6 @@ from flowledger import storage
 from flowledger.workflows.metadata import NAME_PATTERN, VERSION_PATTERN
 from flowledger.workflows.run import is_id
 
-from .artifact import Artifact
 from .errors import (
     ArtifactConflictError,
     ArtifactCorruptError,
@@ -56,6 +55,7 @@ from .errors import (
     place_of,
 )
 from .limits import MAX_CHILD_DEPTH, MAX_CLOSURE_ARTIFACTS
+from .model import Artifact
 from .records import (
     ArtifactRecord,
     ChildPin,

@@ -7,8 +7,8 @@ from typing import Any, Final
 
 from pydantic import ValidationError
 
-from .artifact import NODE_KINDS
 from .errors import ArtifactIssue, place_of
+from .model import NODE_KINDS
 
 __all__ = ["structure_issues"]
 

@@ -57,12 +57,13 @@ from typing import Any, Final
 import jsonschema  # type: ignore[import-untyped, unused-ignore]
 import jsonschema.validators  # type: ignore[import-untyped, unused-ignore]
 
-from .. import flow, storage
-from ..flow.ids import VERTEX_ID
-from ..storage.memory import MemoryLedger
-from ..workflows.definition import TypedDefinition, ValidatedInput, ValidatedResume, WorkflowResult
-from ..workflows.metadata import MAX_LABEL_BYTES, Metadata, VertexMetadata, bound_text
-from .artifact import (
+from ... import flow, storage
+from ...flow.ids import VERTEX_ID
+from ...storage.memory import MemoryLedger
+from ...workflows.definition import TypedDefinition, ValidatedInput, ValidatedResume, WorkflowResult
+from ...workflows.metadata import MAX_LABEL_BYTES, Metadata, VertexMetadata, bound_text
+from ..artifacts.expressions import truthy
+from ..artifacts.model import (
     EndNode,
     InterruptNode,
     ParallelNode,
@@ -71,11 +72,15 @@ from .artifact import (
     ToolNode,
     WorkflowNode,
 )
-from .expressions import truthy
-from .intents import MAX_RESULT_BYTES, ToolIntents
-from .records import ChildPin
-from .records import closure_digest as pinned_closure_digest
-from .run_errors import (
+from ..artifacts.records import ChildPin
+from ..artifacts.records import closure_digest as pinned_closure_digest
+from ..artifacts.store import ArtifactStore
+from ..artifacts.validate import ValidatedArtifact
+from ..sources.errors import ToolArgumentsError
+from ..sources.pool import SourcePool
+from ..sources.session import ToolResult
+from ..sources.spec import Source
+from .errors import (
     ArtifactCompileError,
     NodeOutputError,
     ToolContractChangedError,
@@ -83,13 +88,8 @@ from .run_errors import (
     ToolOutcomeUnknownError,
     ToolResultTooLargeError,
 )
-from .source_errors import ToolArgumentsError
-from .source_pool import SourcePool
-from .source_spec import Source
-from .sources import ToolResult
-from .store import ArtifactStore
+from .intents import MAX_RESULT_BYTES, ToolIntents
 from .trace import RunTrace, TraceEntry, preview, trace_error
-from .validate import ValidatedArtifact
 
 __all__ = [
     "FINISH",

@@ -8,9 +8,9 @@ from typing import Any, Final
 
 from flowledger.workflows.schema import CompiledSchema
 
-from .artifact import Artifact
 from .expressions import Expression, Template
 from .graph import targets
+from .model import Artifact
 
 __all__ = ["ValidatedArtifact"]
 

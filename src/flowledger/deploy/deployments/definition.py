@@ -30,12 +30,12 @@ from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Final
 
-from .compile import ArtifactDefinition, compile_artifact
-from .deployment import SourceBinding
-from .deployment_store import DeploymentRevision
+from ..artifacts.validated import ValidatedArtifact
+from ..runs.compile import ArtifactDefinition, compile_artifact
 from .diagnostics import PIN_MISSING, Diagnostic, error
+from .document import SourceBinding
 from .pin import PinStore
-from .validated import ValidatedArtifact
+from .store import DeploymentRevision
 from .validation import DEFAULT_CHECK_TIMEOUT, CallSite, call_sites, check_pinned
 
 __all__ = [

@@ -6,8 +6,8 @@ the node sets of each parallel node's branches (`ValidatedArtifact.branches`).
 
 from __future__ import annotations
 
-from .artifact import Artifact, EndNode, Node, ParallelNode, SwitchNode
 from .errors import ArtifactIssue, choices, place_of
+from .model import Artifact, EndNode, Node, ParallelNode, SwitchNode
 
 __all__ = ["check_graph", "targets"]
 

@@ -18,8 +18,8 @@ import asyncio
 from collections.abc import Mapping
 from typing import Any, TextIO
 
-from .source_spec import Source
-from .sources import DEFAULT_CALL_TIMEOUT, DEFAULT_CONNECT_TIMEOUT, SourceSession, ToolResult
+from .session import DEFAULT_CALL_TIMEOUT, DEFAULT_CONNECT_TIMEOUT, SourceSession, ToolResult
+from .spec import Source
 
 __all__ = ["SourcePool"]
 

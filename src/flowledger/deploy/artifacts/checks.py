@@ -13,7 +13,12 @@ from flowledger.workflows.errors import InvalidSchemaError
 from flowledger.workflows.metadata import MAX_DESCRIPTION_BYTES, MAX_LABEL_BYTES
 from flowledger.workflows.schema import CompiledSchema, SchemaValidationError, compile_schema
 
-from .artifact import (
+from .contracts import closed_properties
+from .errors import ArtifactIssue, choices, place_of
+from .expressions import Expression, Template, compile_condition, compile_template, is_expression
+from .graph import check_graph
+from .limits import MAX_EXPRESSIONS
+from .model import (
     Artifact,
     EndNode,
     InterruptNode,
@@ -23,11 +28,6 @@ from .artifact import (
     ToolNode,
     WorkflowNode,
 )
-from .contracts import closed_properties
-from .errors import ArtifactIssue, choices, place_of
-from .expressions import Expression, Template, compile_condition, compile_template, is_expression
-from .graph import check_graph
-from .limits import MAX_EXPRESSIONS
 
 __all__ = ["TOOL_RESULT_FIELDS", "WORKFLOW_RESULT_FIELDS", "Checker"]
 

@@ -34,9 +34,9 @@ from flowledger import storage
 from flowledger.workflows.metadata import NAME_PATTERN
 from flowledger.workflows.run import is_id
 
-from .deployment import ValidatedDeployment, load_deployment, validate_deployment
-from .records import Referrer
-from .store import ArtifactStore
+from ..artifacts.records import Referrer
+from ..artifacts.store import ArtifactStore
+from .document import ValidatedDeployment, load_deployment, validate_deployment
 
 __all__ = [
     "DeploymentConflictError",

@@ -48,9 +48,8 @@ from mcp.shared.message import SessionMessage
 from mcp_types import CONNECTION_CLOSED, REQUEST_TIMEOUT
 from pydantic import ValidationError
 
-from .. import __version__
-from .fingerprint import FingerprintError
-from .source_errors import (
+from ... import __version__
+from .errors import (
     ConnectionLostError,
     SessionClosedError,
     SourceProtocolError,
@@ -63,7 +62,8 @@ from .source_errors import (
     ToolResultInvalidError,
     clip,
 )
-from .source_spec import Source, StdioSource
+from .fingerprint import FingerprintError
+from .spec import Source, StdioSource
 from .tool_info import ToolInfo
 
 __all__ = [

@@ -30,7 +30,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Final, Literal
 
-from .. import storage
+from ... import storage
 
 __all__ = ["MAX_RESULT_BYTES", "Intent", "ToolIntents"]
 

@@ -35,12 +35,12 @@ from pydantic import (
 from flowledger.flow.ids import VERTEX_ID
 from flowledger.workflows.metadata import NAME_PATTERN, VERSION_PATTERN
 
-from .artifact import TOOL_NAME_PATTERN
-from .document import check_json_data, read_document
-from .errors import ROOT_PLACE, ArtifactIssue, ArtifactValidationError
-from .source_errors import SourceSpecError
-from .source_spec import HttpSource, Source, StdioSource
-from .structure import structure_issues
+from ..artifacts.document import check_json_data, read_document
+from ..artifacts.errors import ROOT_PLACE, ArtifactIssue, ArtifactValidationError
+from ..artifacts.model import TOOL_NAME_PATTERN
+from ..artifacts.structure import structure_issues
+from ..sources.errors import SourceSpecError
+from ..sources.spec import HttpSource, Source, StdioSource
 
 __all__ = [
     "DEPLOYMENT_FORMAT",

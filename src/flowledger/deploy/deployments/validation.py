@@ -26,8 +26,11 @@ from typing import Any
 import jsonschema  # type: ignore[import-untyped, unused-ignore]
 import jsonschema.validators  # type: ignore[import-untyped, unused-ignore]
 
-from .artifact import ToolNode
-from .deployment import CredentialMissingError, SourceBinding
+from ..artifacts.model import ToolNode
+from ..artifacts.validated import ValidatedArtifact
+from ..sources.errors import SourceError
+from ..sources.session import SourceSession
+from ..sources.tool_info import ToolInfo
 from .diagnostics import (
     ARGUMENTS_INCOMPATIBLE,
     BINDING_MISSING,
@@ -42,10 +45,7 @@ from .diagnostics import (
     error,
     warning,
 )
-from .source_errors import SourceError
-from .sources import SourceSession
-from .tool_info import ToolInfo
-from .validated import ValidatedArtifact
+from .document import CredentialMissingError, SourceBinding
 
 __all__ = ["CallSite", "call_sites", "check_pinned", "check_start", "incompatible_calls"]
 
