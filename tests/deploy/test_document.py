@@ -8,7 +8,8 @@ from collections.abc import Iterator
 import pytest
 import yaml
 
-from flowledger.deploy import ArtifactValidationError, document, read_document
+from flowledger.deploy import ArtifactValidationError, read_document
+from flowledger.deploy.artifacts import document
 from flowledger.deploy.artifacts.limits import MAX_DOCUMENT_DEPTH, MAX_SOURCE_BYTES
 
 
