@@ -1,6 +1,6 @@
 """The semantic checks of one artifact, once its structure is sound: texts, schemas,
 state, dependencies and children, every node's templates and conditions, the fields
-expressions read, end outputs; then the graph (`flowledger.deploy.graph`)."""
+expressions read, end outputs; then the graph (`flowledger.deploy.artifacts.graph`)."""
 
 from __future__ import annotations
 

@@ -3,7 +3,7 @@
 These models are the structure (field names, types, grammars, counts); the JSON Schema
 printed by ``flowledger artifact schema`` is generated from them. What a structure
 check cannot see (references between nodes, reachability, expressions, schemas,
-parallel branches) is checked by `flowledger.deploy.validate`. Reference:
+parallel branches) is checked by `flowledger.deploy.artifacts.validate`. Reference:
 docs/deploy.md.
 """
 

@@ -4,7 +4,7 @@
 SHA-256 digest, every template and condition compiled, every schema compiled, and the
 node sets of each parallel branch) or raises `ArtifactValidationError` with every
 problem found, each with its place. Structure problems (pydantic) are reported
-together; the semantic checks (`flowledger.deploy.checks`) run once the structure is
+together; the semantic checks (`flowledger.deploy.artifacts.checks`) run once the structure is
 sound, and are reported together too.
 """
 

@@ -16,7 +16,7 @@ Two hooks make a run's pin the authority:
   calls it is not called: the run fails (`ToolContractChangedError`);
 * `check_resume` (called before every resume, on every path, and by readers of a run's
   readiness) adds the revalidation of the run's *pinned* environment to the bridge's own
-  graph check (`flowledger.deploy.validation.check_pinned`).
+  graph check (`flowledger.deploy.deployments.validation.check_pinned`).
 """
 
 from __future__ import annotations

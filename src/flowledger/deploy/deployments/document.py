@@ -9,7 +9,7 @@ is connected (`SourceBinding.source`). A secret's value is never part of a deplo
 bytes, its identity, a pin, a trace or a diagnostic.
 
 ``drift`` says what a changed tool contract means for a paused run (see
-`flowledger.deploy.validation`): ``block`` (the default) refuses the resume,
+`flowledger.deploy.deployments.validation`): ``block`` (the default) refuses the resume,
 ``compatible`` allows it when every call site's arguments still validate against the
 new input schema, ``warn`` allows it with a warning.
 """
