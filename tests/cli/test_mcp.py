@@ -51,6 +51,11 @@ def test_stdio_read_only_lists_only_reading_tools(cli: Cli) -> None:
         "workflow_run_get",
         "workflow_run_list",
         "workflow_run_history",
+        # the deploy layer's reading tools
+        "inspect_run",
+        "read_run_trace",
+        "deployment_list",
+        "deployment_show",
     }
     assert "Traceback" not in done.stderr
 
