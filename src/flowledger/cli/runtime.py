@@ -5,7 +5,7 @@ A command opens the session either as its *owner* (``start``, ``resume``, ``canc
 (``definitions``, ``runs``, ``history``: nothing is executed, another process may own
 the session meanwhile), or as a *front door* (``start``, ``resume`` and ``cancel`` with
 ``--no-execute``: pending runs and requests are written for ``flowledger worker``
-processes to execute). Readers get the tool bundle with `ReadOnlyControl` in place of
+processes to execute). Readers get the tool bundle with `ReadingControl` in place of
 the supervisor, which answers history pages straight from the activity journal; front
 doors get a `FrontDoor`.
 
@@ -41,8 +41,9 @@ from ..flow import FlowError
 from ..host import DEFAULT_DATABASE, database_url, load_catalog, open_session
 from ..jsontext import decode_json
 from ..storage import StorageError
-from ..tools import StartTicketPort, SupervisorPort, ToolError, WorkflowTools
-from ..workflows import HistoryPage, SessionOwnedError, WorkflowError
+from ..tools import SupervisorPort, ToolError, WorkflowTools
+from ..tools.reading import ReadingControl
+from ..workflows import SessionOwnedError, WorkflowError
 from ..workflows.frontdoor import FrontDoor
 from ..workflows.ownership import left_message
 from ..workflows.run import Run, RunStatus
@@ -53,7 +54,6 @@ __all__ = [
     "CliError",
     "Host",
     "Options",
-    "ReadOnlyControl",
     "check_idle",
     "describe",
     "emit_json",
@@ -124,46 +124,6 @@ class NotOwnedError(CliError):
         super().__init__("this command reads the session; it cannot change runs")
 
 
-class ReadOnlyControl:
-    """The supervisor's reading half, for commands that do not own the session.
-
-    `history` is `Supervisor.history` without the session lease: the run must belong to
-    the session (`NotFoundError` otherwise), then a page is read from the journal."""
-
-    def __init__(self, session: WorkflowSession) -> None:
-        self._session = session
-
-    @property
-    def session_id(self) -> str:
-        return self._session.session_id
-
-    async def history(
-        self,
-        run_id: str,
-        *,
-        after_revision: int = 0,
-        after_event_id: str | None = None,
-        limit: int = 0,
-    ) -> HistoryPage:
-        await self._session.registry.get(self._session.session_id, run_id)
-        return await self._session.journal.page(
-            self._session.session_id,
-            run_id,
-            after_revision=after_revision,
-            after_event_id=after_event_id,
-            limit=limit,
-        )
-
-    async def start(self, run_id: str) -> StartTicketPort:
-        raise NotOwnedError()
-
-    async def resume(self, run_id: str, payload: bytes | None) -> object:
-        raise NotOwnedError()
-
-    async def cancel(self, run_id: str, reason: str) -> object:
-        raise NotOwnedError()
-
-
 @dataclass(eq=False)
 class Host:
     options: Options
@@ -181,7 +141,9 @@ class Host:
 
 
 def make_tools(session: WorkflowSession, *, owner: bool, front_door: bool = False) -> WorkflowTools:
-    control: SupervisorPort = session.supervisor if owner else ReadOnlyControl(session)
+    control: SupervisorPort = (
+        session.supervisor if owner else ReadingControl(session, NotOwnedError)
+    )
     start_timeout = 30.0
     if front_door and not owner:
         door = FrontDoor.for_session(session)

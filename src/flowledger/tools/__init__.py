@@ -28,6 +28,7 @@ from .bundle import (
     WorkflowTools,
 )
 from .errors import PrepareRunIntegrityError, ToolError
+from .reading import ReadingControl
 from .results import history_entry, history_result, result_text, run_result
 
 __all__ = [
@@ -41,6 +42,7 @@ __all__ = [
     "CatalogPort",
     "InputsPort",
     "PrepareRunIntegrityError",
+    "ReadingControl",
     "RegistryPort",
     "StartTicketPort",
     "SupervisorPort",

@@ -21,12 +21,13 @@ from dataclasses import dataclass, field
 from typing import Final
 
 from ..host import open_session
-from ..tools import StartTicketPort, SupervisorPort, WorkflowTools
-from ..workflows import Catalog, HistoryPage
-from ..workflows.ownership import left_message, owner_reader
+from ..tools import SupervisorPort, WorkflowTools
+from ..tools.reading import ReadingControl
+from ..workflows import Catalog
+from ..workflows.ownership import left_message
 from ..workflows.session import WorkflowSession
 
-__all__ = ["ReadingControl", "Served", "SessionPool", "SessionUnavailableError"]
+__all__ = ["Served", "SessionPool", "SessionUnavailableError"]
 
 log = logging.getLogger("flowledger.web")
 
@@ -42,43 +43,8 @@ class SessionUnavailableError(Exception):
     """A session could not be opened (its reason is logged, never shown to a browser)."""
 
 
-class ReadingControl:
-    """The supervisor's reading half for a read-only dashboard: history pages straight
-    from the durable journal, for runs of the session only; nothing can be changed (the
-    read-only dashboard serves no route that would try)."""
-
-    def __init__(self, session: WorkflowSession) -> None:
-        self._session = session
-
-    @property
-    def session_id(self) -> str:
-        return self._session.session_id
-
-    async def history(
-        self,
-        run_id: str,
-        *,
-        after_revision: int = 0,
-        after_event_id: str | None = None,
-        limit: int = 0,
-    ) -> HistoryPage:
-        await self._session.registry.get(self._session.session_id, run_id)
-        return await self._session.journal.page(
-            self._session.session_id,
-            run_id,
-            after_revision=after_revision,
-            after_event_id=after_event_id,
-            limit=limit,
-        )
-
-    async def start(self, run_id: str) -> StartTicketPort:
-        raise PermissionError("the dashboard is read-only")
-
-    async def resume(self, run_id: str, payload: bytes | None) -> object:
-        raise PermissionError("the dashboard is read-only")
-
-    async def cancel(self, run_id: str, reason: str) -> object:
-        raise PermissionError("the dashboard is read-only")
+def _read_only_refusal() -> Exception:
+    return PermissionError("the dashboard is read-only")
 
 
 @dataclass(eq=False)
@@ -125,17 +91,11 @@ class _Host:
                 read_only=self.read_only,
             ) as session:
                 control: SupervisorPort = (
-                    ReadingControl(session) if self.read_only else session.supervisor
+                    ReadingControl(session, _read_only_refusal)
+                    if self.read_only
+                    else session.supervisor
                 )
-                tools = WorkflowTools(
-                    session.session_id,
-                    catalog=session.catalog,
-                    registry=session.registry,
-                    inputs=session.inputs,
-                    supervisor=control,
-                    pending=session.pending,
-                    owners=owner_reader(session.store.leases),
-                )
+                tools = WorkflowTools.for_session(session, supervisor=control)
                 self.ready.set_result(Served(session, tools))
                 await self._stop.wait()
                 supervisor = session.supervisor
