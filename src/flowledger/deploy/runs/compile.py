@@ -215,8 +215,8 @@ class _Runtime:
 
     def pool(self, graph_run_id: str) -> SourcePool:
         pool = self.pools.get(graph_run_id)
-        if pool is None:  # a task outside a segment: only if flow ran the graph directly
-            pool = self.pools[graph_run_id] = SourcePool(connect_timeout=self.connect_timeout)
+        if pool is None:  # `segment` opens one for every run it executes, and closes it
+            raise RuntimeError(f"run {graph_run_id} executes outside a segment of its definition")
         return pool
 
 
