@@ -108,7 +108,9 @@ def url(request: pytest.FixtureRequest, tmp_path: Path) -> Any:
 async def test_an_artifact_runs_through_two_pauses_on_every_backend(
     url: str, time_server: StdioSource, everything: StdioSource
 ) -> None:
-    """Parent interrupt, clock, a parallel join of unequal branches, a switch, a child
+    """Testing Strategy: persisted RunState round-trip for root interrupts and for native
+    child-subgraph interrupts; a completed run saved with output and terminal outcome.
+    Parent interrupt, clock, a parallel join of unequal branches, a switch, a child
     that interrupts, then the end: the output, the state's reducers, the pending
     questions with each node's own resume schema, and the trace."""
     async with session(url, digest_catalog(time_server, everything)) as (built, tools):
@@ -199,8 +201,9 @@ def latest_run(db: str) -> str:
 
 
 def test_pauses_are_resumed_from_new_processes(tmp_path: Path, everything: StdioSource) -> None:
-    """Each step in its own ``flowledger`` process over one SQLite file: the run pauses
-    in the parent, then inside the child, and completes."""
+    """Testing Strategy: persisted RunState round-trip for root and child-subgraph
+    interrupts, across processes. Each step in its own ``flowledger`` process over one
+    SQLite file: the run pauses in the parent, then inside the child, and completes."""
     db = f"sqlite:///{tmp_path / 'cli.db'}"
     started = cli("start", "daily_digest", "1", "--input", json.dumps(DIGEST_INPUT), db=db)
     assert started.returncode == 0, started.stderr
@@ -245,6 +248,9 @@ def one_call(tool: str, arguments: Mapping[str, Any], *, timeout: float = 60) ->
 
 
 async def failed_run(url: str, source: Source, validated: Any) -> dict[str, Any]:
+    """Testing Strategy: a failed run saved with error details. The run fails (never an
+    implicit pause), its trace entry names the error, and a new session over the same
+    database reads the same failure back."""
     catalog = Catalog()
     catalog.register(compile_artifact(validated, sources={"dep": source}))
     async with session(url, catalog) as (built, tools):
@@ -255,6 +261,8 @@ async def failed_run(url: str, source: Source, validated: Any) -> dict[str, Any]
             for e in (await tools.call("workflow_run_history", {"run_id": run_id}))["entries"]
         ]
         page = await trace_of(built, "one_call", run_id)
+    async with session(url, catalog) as (_, reopened):  # the failure was saved, not only shown
+        assert await reopened.call("workflow_run_get", {"run_id": run_id}) == got
     assert got["run_status"] == "failed", got
     assert "pending" not in got and "run_interrupted" not in kinds
     assert kinds[-1] == "run_failed"
@@ -305,6 +313,8 @@ async def test_a_timeout_fails_the_run(tmp_path: Path, everything: StdioSource) 
 async def test_a_server_killed_mid_call_fails_the_run(
     tmp_path: Path, everything_http_process: tuple[str, subprocess.Popen[bytes]]
 ) -> None:
+    """Testing Strategy: transport failure during execution produces failed, not
+    interrupted."""
     url, process = everything_http_process
     validated = one_call("trigger-long-running-operation", {"duration": 30, "steps": 30})
 
