@@ -58,6 +58,9 @@ def test_lost_update_is_reported_not_lost(cli: Cli) -> None:
     assert started.returncode == 0, started.stderr
     assert "is interrupted" in started.stdout
     assert "failed at beta, paused" in started.stdout
+    # regression: the live line used to say "paused, waiting for input" for an error too
+    assert "paused by an error" in started.stdout
+    assert "waiting for input" not in started.stdout
     screen = " ".join(started.stdout.replace("│", " ").split())
     assert "ConflictingUpdateError: conflicting update of field 'notes'" in screen
     assert "Traceback" not in started.stdout + started.stderr

@@ -84,6 +84,7 @@ class Watch:
         self._graph_run_id = ""
         self._read_upto = -1
         self._attempt: dict[str, tuple[int, int]] = {}  # vertex -> (attempt, step)
+        self._paused_by_error = False  # the latest pausing checkpoint read so far
         self._looping = True  # until the definition's graph is known to have no cycle
         self._completions = 0
         self.run_id = ""
@@ -180,6 +181,9 @@ class Watch:
                 note = f"failed {'once' if failures == 1 else f'{failures} times'}, retried"
             if attempts:  # known: super-steps count from 0, people from 1
                 step = f"step {number + 1}"
+        elif kind is ActivityKind.RUN_INTERRUPTED and await self._catch_up():
+            # A task error pauses the run too; "waiting for input" would mislead there.
+            label = "paused by an error" if self._paused_by_error else _PHRASES[kind]
         else:
             label = _PHRASES.get(kind, str(kind))
         line.append(label, style="bold" if kind is not ActivityKind.VERTEX_COMPLETED else "")
@@ -208,10 +212,15 @@ class Watch:
 
     async def _attempts(self, record: ActivityRecord) -> tuple[int, int]:
         """How many attempts the completed vertex took, and in which super-step ((0, 0)
-        if unknown): checkpoints are read incrementally, and the vertex's latest
-        completion so far is the one announced."""
-        if not self._graph_run_id or record.vertex_id is None:
+        if unknown); the vertex's latest completion so far is the one announced."""
+        if record.vertex_id is None or not await self._catch_up():
             return 0, 0
+        return self._attempt.get(record.vertex_id, (0, 0))
+
+    async def _catch_up(self) -> bool:
+        """Read the run's checkpoints written since the last call (False if unknown)."""
+        if not self._graph_run_id:
+            return False
         try:
             while True:
                 found = await self._session.checkpoints.history(
@@ -221,12 +230,18 @@ class Watch:
                     for vertex in checkpoint.vertices:
                         if vertex.status is flow.VertexStatus.DONE:
                             self._attempt[vertex.vertex] = (vertex.attempt, vertex.step)
+                    if checkpoint.phase is flow.StepPhase.HALTED:
+                        self._paused_by_error = True
+                    elif checkpoint.phase is flow.StepPhase.PAUSED:
+                        self._paused_by_error = any(
+                            item.kind is flow.InterruptKind.ERRORED
+                            for item in checkpoint.interrupts
+                        )
                     self._read_upto = checkpoint.revision
                 if len(found) < CHECKPOINT_CHUNK:
-                    break
+                    return True
         except Exception:
-            return 0, 0
-        return self._attempt.get(record.vertex_id, (0, 0))
+            return False
 
 
 async def load_pause(
