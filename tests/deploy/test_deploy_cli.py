@@ -131,7 +131,7 @@ def test_without_json_the_commands_print_summaries_and_tables(tmp_path: Path) ->
     assert "outcome" in done and '"label": "one"' in done
 
     trace = human("trace", run_id, "--limit", "2", db=db).splitlines()
-    assert trace[0].strip() == "Trace 0-1 of 5"
+    assert trace[0].strip() == "Trace: 2 of 5 entries, from --start 0"
     assert trace[1].split()[:4] == ["#", "time", "node", "kind"]
     assert f"more: flowledger deploy trace {run_id} --start 2 --db {db}" in trace[-1]
     assert "live now: env_dep revision 1 (live)" in human("rollback", "env_dep", db=db)

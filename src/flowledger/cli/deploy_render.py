@@ -141,7 +141,8 @@ def render_deployed_run(
         grid.add_row("resume", label)
     grid.add_row("checkpoint", str(result.get("latest_checkpoint", "")))
     if result.get("trace_count") is not None:
-        grid.add_row("trace", f"{result['trace_count']} entries")
+        count = result["trace_count"]
+        grid.add_row("trace", f"{count} entr{'y' if count == 1 else 'ies'}")
     interrupt = result.get("interrupt")
     if isinstance(interrupt, Mapping):
         where = interrupt.get("vertex_label") or interrupt.get("vertex_id") or ""
@@ -196,7 +197,7 @@ def render_trace(console: Console, result: Mapping[str, Any], flags: Sequence[st
     table = Table(
         box=box.SIMPLE_HEAD,
         show_edge=False,
-        title=f"Trace {start}-{start + len(entries) - 1} of {total}",
+        title=f"Trace: {len(entries)} of {total} entries, from --start {start}",
         title_justify="left",
     )
     table.add_column("#", justify="right", style="dim")
