@@ -146,3 +146,39 @@ def test_json_is_one_line_a_script_parses(tmp_path: Path) -> None:
     listed = cli("list", db=db)
     assert json.loads(listed.stdout) == {"deployments": []}
     assert human("list", db=db).strip() == "No deployments."
+
+
+def test_run_on_a_terminal_shows_a_spinner_while_the_run_executes(tmp_path: Path) -> None:
+    """stdout a pseudo-terminal: ``deploy run`` shows what it waits for, then the summary."""
+    import pty
+
+    db = f"sqlite:///{tmp_path / 'tty.db'}"
+    script = server_script(tmp_path)
+    ok("save-artifact", str(RUNS / "pinned_env.yaml"), db=db)
+    good = tmp_path / "good.json"
+    good.write_text(json.dumps(deployment(script)))
+    ok("save", str(good), db=db)
+    leader, follower = pty.openpty()
+    process = subprocess.Popen(
+        [sys.executable, "-m", "flowledger", "deploy", "run", "env_dep", "--db", db],
+        cwd=REPO,
+        env={**os.environ, "TERM": "xterm", "COLUMNS": "120"},
+        stdin=subprocess.DEVNULL,
+        stdout=follower,
+        stderr=subprocess.PIPE,
+    )
+    os.close(follower)
+    chunks = []
+    while True:
+        try:
+            chunk = os.read(leader, 4096)
+        except OSError:  # EIO: the child closed the terminal
+            break
+        if not chunk:
+            break
+        chunks.append(chunk)
+    os.close(leader)
+    assert process.wait(180) == 0, process.stderr.read() if process.stderr else ""
+    screen = b"".join(chunks).decode(errors="replace")
+    assert "running env_dep..." in screen
+    assert "interrupted" in screen and "resume with:" in screen
