@@ -77,12 +77,15 @@ def free_port() -> int:
 
 
 @contextmanager
-def everything_http_server(log: Path) -> Iterator[tuple[str, subprocess.Popen[bytes]]]:
-    """server-everything over streamable HTTP on 127.0.0.1 and a free port: yields its
-    URL and process, and stops it afterwards. Its output goes to ``log``."""
+def everything_http_server(
+    log: Path, *, port: int | None = None
+) -> Iterator[tuple[str, subprocess.Popen[bytes]]]:
+    """server-everything over streamable HTTP on 127.0.0.1 and ``port`` (default: a free
+    one): yields its URL and process, and stops it afterwards. Its output goes to ``log``."""
     node = node_command()
-    for _attempt in range(3):  # another process may take the free port first
-        port = free_port()
+    chosen = port
+    for _attempt in range(1 if chosen is not None else 3):  # a free port may be taken first
+        port = chosen if chosen is not None else free_port()
         with log.open("wb") as out:
             process = subprocess.Popen(
                 [node, "--import", LOOPBACK.as_uri(), str(EVERYTHING), "streamableHttp"],

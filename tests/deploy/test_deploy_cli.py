@@ -17,9 +17,10 @@ from .servers import REPO
 from .test_deployed_runs import deployment, server_script
 
 
-def cli(*args: str, db: str) -> subprocess.CompletedProcess[str]:
+def cli(*args: str, db: str, as_json: bool = True) -> subprocess.CompletedProcess[str]:
+    extra = ["--json"] if as_json else []
     return subprocess.run(
-        [sys.executable, "-m", "flowledger", "deploy", *args, "--db", db],
+        [sys.executable, "-m", "flowledger", "deploy", *args, "--db", db, *extra],
         cwd=REPO,
         env=dict(os.environ),
         capture_output=True,
@@ -86,3 +87,98 @@ def test_reading_commands_never_create_a_database(tmp_path: Path) -> None:
         assert result.returncode == 1, (args, result.stdout)
         assert "no database" in result.stderr, result.stderr
     assert not path.exists()
+
+
+def human(*args: str, db: str) -> str:
+    result = cli(*args, db=db, as_json=False)
+    assert result.returncode == 0, (result.stdout, result.stderr)
+    return result.stdout
+
+
+def test_without_json_the_commands_print_summaries_and_tables(tmp_path: Path) -> None:
+    db = f"sqlite:///{tmp_path / 'human.db'}"
+    script = server_script(tmp_path)
+    assert "saved artifact pinned_env@1" in human(
+        "save-artifact", str(RUNS / "pinned_env.yaml"), db=db
+    )
+    bad = tmp_path / "bad.json"
+    bad.write_text(json.dumps(deployment(script, allow=("whoami",))))
+    assert "saved env_dep revision 1 (live)" in human("save", str(bad), db=db)
+    refused = cli("run", "env_dep", db=db, as_json=False)
+    assert refused.returncode == 1, refused.stderr
+    assert "unrunnable: nothing was started" in refused.stdout
+    assert "tool_not_allowed" in refused.stdout
+    good = tmp_path / "good.json"
+    good.write_text(json.dumps(deployment(script)))
+    human("save", str(good), db=db)
+
+    listing = human("list", db=db).splitlines()
+    assert listing[0].strip() == "Deployments"
+    assert listing[1].split() == ["name", "live", "revision", "revisions"]
+    assert [line.split() for line in listing[3:]] == [["env_dep", "2", "2"]]
+    shown = human("show", "env_dep", "--revision", "1", db=db)
+    assert "env_dep revision 1 (not live)" in shown and "pinned_env@1" in shown
+
+    started = human("run", "env_dep", db=db)
+    run_id = started.split()[1]
+    assert started.split()[:3] == ["run", run_id, "interrupted"]
+    assert "deployment env_dep revision 2" in started
+    assert f"flowledger deploy resume {run_id} --payload" in started
+    inspected = human("inspect", run_id, db=db)
+    assert "ready" in inspected and "interrupted" in inspected
+    done = human("resume", run_id, "--payload", '{"go": true}', db=db)
+    assert done.split()[:3] == ["run", run_id, "completed"]
+    assert "outcome" in done and '"label": "one"' in done
+
+    trace = human("trace", run_id, "--limit", "2", db=db).splitlines()
+    assert trace[0].strip() == "Trace: 2 of 5 entries, from --start 0"
+    assert trace[1].split()[:4] == ["#", "time", "node", "kind"]
+    assert f"more: flowledger deploy trace {run_id} --start 2 --db {db}" in trace[-1]
+    assert "live now: env_dep revision 1 (live)" in human("rollback", "env_dep", db=db)
+
+
+def test_json_is_one_line_a_script_parses(tmp_path: Path) -> None:
+    db = f"sqlite:///{tmp_path / 'json.db'}"
+    saved = cli("save-artifact", str(RUNS / "pinned_env.yaml"), db=db)
+    assert saved.returncode == 0, saved.stderr
+    assert saved.stdout.count("\n") == 1
+    assert json.loads(saved.stdout)["name"] == "pinned_env"
+    listed = cli("list", db=db)
+    assert json.loads(listed.stdout) == {"deployments": []}
+    assert human("list", db=db).strip() == "No deployments."
+
+
+def test_run_on_a_terminal_shows_a_spinner_while_the_run_executes(tmp_path: Path) -> None:
+    """stdout a pseudo-terminal: ``deploy run`` shows what it waits for, then the summary."""
+    import pty
+
+    db = f"sqlite:///{tmp_path / 'tty.db'}"
+    script = server_script(tmp_path)
+    ok("save-artifact", str(RUNS / "pinned_env.yaml"), db=db)
+    good = tmp_path / "good.json"
+    good.write_text(json.dumps(deployment(script)))
+    ok("save", str(good), db=db)
+    leader, follower = pty.openpty()
+    process = subprocess.Popen(
+        [sys.executable, "-m", "flowledger", "deploy", "run", "env_dep", "--db", db],
+        cwd=REPO,
+        env={**os.environ, "TERM": "xterm", "COLUMNS": "120"},
+        stdin=subprocess.DEVNULL,
+        stdout=follower,
+        stderr=subprocess.PIPE,
+    )
+    os.close(follower)
+    chunks = []
+    while True:
+        try:
+            chunk = os.read(leader, 4096)
+        except OSError:  # EIO: the child closed the terminal
+            break
+        if not chunk:
+            break
+        chunks.append(chunk)
+    os.close(leader)
+    assert process.wait(180) == 0, process.stderr.read() if process.stderr else ""
+    screen = b"".join(chunks).decode(errors="replace")
+    assert "running env_dep..." in screen
+    assert "interrupted" in screen and "resume with:" in screen

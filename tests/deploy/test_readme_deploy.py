@@ -38,7 +38,8 @@ def test_the_readme_deploy_flow_runs_as_written(tmp_path: Path) -> None:
     for command in commands:
         argv = shlex.split(command.replace("RUN", run_id))
         done = subprocess.run(
-            [sys.executable, "-m", "flowledger", *argv[1:]],
+            # The README shows what a person reads; the test reads the same commands' JSON.
+            [sys.executable, "-m", "flowledger", *argv[1:], "--json"],
             cwd=tmp_path,
             env=env,
             capture_output=True,

@@ -1,12 +1,13 @@
 """``flowledger deploy``: deployments and deployed runs from the command line.
 
 Reading commands (``list``, ``show``, ``inspect``, ``trace``) open the database
-read-only: it must exist, and nothing is written. Every command prints its result as
-JSON (the `DeployService` result, one line), so scripts and people read the same thing.
-``run`` and ``resume`` own the session while the run executes (like ``start``): they
-return once it has stopped (interrupted, completed, failed) and the session is idle. A
-refused start (``unrunnable``) and a blocked resume print their diagnostics and exit
-with code 1; nothing was written.
+read-only: it must exist, and nothing is written. Every command prints a summary or a
+table (``deploy_render.py``), or with ``--json`` its `DeployService` result as one line
+of JSON, like the other commands. ``run`` and ``resume`` own the session while the run
+executes (like ``start``), showing a spinner on a terminal: they return once it has
+stopped (interrupted, completed, failed) and the session is idle. A refused start
+(``unrunnable``) and a blocked resume print their diagnostics and exit with code 1;
+nothing was written.
 """
 
 from __future__ import annotations
@@ -17,8 +18,23 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import typer
+from rich.console import Console
 
-from .runtime import CliError, Options, emit_json, parse_json_option, run_command
+from .deploy_render import (
+    render_artifact_saved,
+    render_deployed_run,
+    render_deployment,
+    render_deployments,
+    render_trace,
+)
+from .runtime import (
+    CliError,
+    Options,
+    emit_json,
+    parse_json_option,
+    run_command,
+    stdout_console,
+)
 
 __all__ = ["deploy_app"]
 
@@ -31,6 +47,8 @@ Db = Annotated[
     typer.Option("--db", metavar="URL", help="Database URL. \\[default: $FLOWLEDGER_DB]"),
 ]
 Session = Annotated[str | None, typer.Option("--session", metavar="UUID", help="Session to use.")]
+Json = Annotated[bool, typer.Option("--json", help="Print the result as JSON (for scripts).")]
+Render = Callable[[Console, dict[str, Any], list[str]], None]
 RunId = Annotated[str, typer.Argument(metavar="RUN", help="Run id (a UUID).")]
 
 
@@ -63,7 +81,10 @@ def _run(
     db: str | None,
     session: str | None,
     work: Callable[[Any], Awaitable[dict[str, Any]]],
+    render: Render,
+    as_json: bool,
     *,
+    progress: str = "",
     owner: bool = False,
     writes: bool = False,
     refused: Callable[[dict[str, Any]], bool] = lambda _: False,
@@ -79,9 +100,14 @@ def _run(
         )
         from ..workflows import NotFoundError
 
+        console = stdout_console()
         async with _service(options, owner=owner, writes=writes) as service:
             try:
-                result = await work(service)
+                if progress and not as_json and console.is_terminal:
+                    with console.status(progress):
+                        result = await work(service)
+                else:
+                    result = await work(service)
             except (
                 ArtifactError,
                 DeploymentConflictError,
@@ -91,7 +117,10 @@ def _run(
                 ValueError,
             ) as exc:
                 raise CliError(str(exc)) from None
-        emit_json(result)
+        if as_json:
+            emit_json(result)
+        else:
+            render(console, result, options.flags())
         if refused(result):
             raise typer.Exit(1)
 
@@ -106,30 +135,39 @@ def _read(file: Path) -> bytes:
 
 
 @deploy_app.command("save-artifact", help="Save an artifact (YAML or JSON) in the session.")
-def save_artifact(file: Path, db: Db = None, session: Session = None) -> None:
+def save_artifact(
+    file: Path, db: Db = None, session: Session = None, as_json: Json = False
+) -> None:
     async def work(service: Any) -> dict[str, Any]:
         record = await service.artifacts.save(service.session.session_id, _read(file))
         return {"name": record.name, "version": record.version, "digest": record.digest}
 
-    _run(db, session, work, writes=True)
+    _run(db, session, work, lambda c, r, f: render_artifact_saved(c, r), as_json, writes=True)
 
 
 @deploy_app.command("save", help="Save a deployment as its next revision and make it live.")
-def save(file: Path, db: Db = None, session: Session = None) -> None:
+def save(file: Path, db: Db = None, session: Session = None, as_json: Json = False) -> None:
     async def work(service: Any) -> dict[str, Any]:
         result: dict[str, Any] = await service.deployment_save(_read(file))
         return result
 
-    _run(db, session, work, writes=True)
+    _run(
+        db,
+        session,
+        work,
+        lambda c, r, f: render_deployment(c, r, verb="saved"),
+        as_json,
+        writes=True,
+    )
 
 
 @deploy_app.command("list", help="Every deployment: its live revision and revision count.")
-def list_deployments(db: Db = None, session: Session = None) -> None:
+def list_deployments(db: Db = None, session: Session = None, as_json: Json = False) -> None:
     async def work(service: Any) -> dict[str, Any]:
         result: dict[str, Any] = await service.deployment_list()
         return result
 
-    _run(db, session, work)
+    _run(db, session, work, lambda c, r, f: render_deployments(c, r), as_json)
 
 
 @deploy_app.command("show", help="One revision of a deployment (default: the live one).")
@@ -138,22 +176,30 @@ def show(
     revision: Annotated[int | None, typer.Option("--revision", metavar="N")] = None,
     db: Db = None,
     session: Session = None,
+    as_json: Json = False,
 ) -> None:
     async def work(service: Any) -> dict[str, Any]:
         result: dict[str, Any] = await service.deployment_show(name, revision)
         return result
 
-    _run(db, session, work)
+    _run(db, session, work, lambda c, r, f: render_deployment(c, r), as_json)
 
 
 @deploy_app.command("rollback", help="Move a deployment's live pointer to the revision before.")
-def rollback(name: str, db: Db = None, session: Session = None) -> None:
+def rollback(name: str, db: Db = None, session: Session = None, as_json: Json = False) -> None:
     async def work(service: Any) -> dict[str, Any]:
         revision = await service.deployments.rollback(service.session.session_id, name)
         result: dict[str, Any] = revision.to_json()
         return result
 
-    _run(db, session, work, writes=True)
+    _run(
+        db,
+        session,
+        work,
+        lambda c, r, f: render_deployment(c, r, verb="live now:"),
+        as_json,
+        writes=True,
+    )
 
 
 @deploy_app.command(
@@ -167,6 +213,7 @@ def run(
     revision: Annotated[int | None, typer.Option("--revision", metavar="N")] = None,
     db: Db = None,
     session: Session = None,
+    as_json: Json = False,
 ) -> None:
     document = parse_json_option("--input", input)
 
@@ -176,7 +223,16 @@ def run(
         )
         return result
 
-    _run(db, session, work, owner=True, refused=lambda r: r["status"] == "unrunnable")
+    _run(
+        db,
+        session,
+        work,
+        render_deployed_run,
+        as_json,
+        progress=f"running {name}...",
+        owner=True,
+        refused=lambda r: r["status"] == "unrunnable",
+    )
 
 
 @deploy_app.command(
@@ -189,6 +245,7 @@ def resume(
     ] = None,
     db: Db = None,
     session: Session = None,
+    as_json: Json = False,
 ) -> None:
     document = None if payload is None else parse_json_option("--payload", payload)
 
@@ -196,7 +253,16 @@ def resume(
         result: dict[str, Any] = await service.resume_run(run_id, document, wait_seconds=600)
         return result
 
-    _run(db, session, work, owner=True, refused=lambda r: r.get("resumed") is False)
+    _run(
+        db,
+        session,
+        work,
+        render_deployed_run,
+        as_json,
+        progress=f"resuming {run_id}...",
+        owner=True,
+        refused=lambda r: r.get("resumed") is False,
+    )
 
 
 @deploy_app.command("inspect", help="A deployed run: status, readiness, output, interrupt.")
@@ -210,12 +276,13 @@ def inspect(
     ] = True,
     db: Db = None,
     session: Session = None,
+    as_json: Json = False,
 ) -> None:
     async def work(service: Any) -> dict[str, Any]:
         result: dict[str, Any] = await service.inspect_run(run_id, revalidate=revalidate)
         return result
 
-    _run(db, session, work)
+    _run(db, session, work, render_deployed_run, as_json)
 
 
 @deploy_app.command("trace", help="A range of a deployed run's trace (what each node did).")
@@ -225,9 +292,10 @@ def trace(
     limit: Annotated[int, typer.Option("--limit", metavar="N")] = 50,
     db: Db = None,
     session: Session = None,
+    as_json: Json = False,
 ) -> None:
     async def work(service: Any) -> dict[str, Any]:
         result: dict[str, Any] = await service.read_run_trace(run_id, start=start, limit=limit)
         return result
 
-    _run(db, session, work)
+    _run(db, session, work, render_trace, as_json)
