@@ -1,14 +1,15 @@
 """What the pages show, read through the session's tool bundle only: nothing a tool
 result excludes (inputs, state, session internals) can reach a page.
 
-Runs are read whole (up to `MAX_RUNS`) because the registry lists them in run-ID order
-only: the runs page filters and sorts them (latest first) in memory, then pages.
+The runs page reads one page of runs (``workflow_run_list`` newest first, filtered by
+the storage index), whatever the session holds. The live runs table still reads the
+runs whole (up to `MAX_RUNS`) to find the ones changed since its mark.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, Final
@@ -150,7 +151,19 @@ class RunFilter:
             return False
         if self.definition and run["definition_name"] != self.definition:
             return False
-        return not (self.search and self.search.strip().lower() not in str(run["run_id"]))
+        return not (self.search and not str(run["run_id"]).startswith(self.search.strip().lower()))
+
+    def arguments(self) -> dict[str, str]:
+        """The ``workflow_run_list`` arguments of this filter's newest-first pages (a run ID
+        search lists the IDs that start with it, in run-ID order)."""
+        out = {"order": "newest"}
+        if self.status:
+            out["status"] = self.status
+        if self.definition:
+            out["definition"] = self.definition
+        if self.search:
+            out["run_id_prefix"] = self.search.lower()
+        return out
 
     def query(self) -> dict[str, str]:
         return {
@@ -162,11 +175,6 @@ class RunFilter:
             )
             if value
         }
-
-    def select(self, runs: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
-        chosen = [run for run in runs if self.matches(run)]
-        chosen.sort(key=lambda run: (moment(run["created_at"]), run["run_id"]), reverse=True)
-        return chosen
 
 
 class GraphCache:
