@@ -63,10 +63,10 @@ from .views import (
     Cursor,
     GraphCache,
     RunFilter,
-    all_history,
     parse_cursor,
     pretty_json,
     progress,
+    recent_history,
 )
 
 __all__ = ["Dashboard"]
@@ -328,7 +328,7 @@ class Dashboard:
     ) -> dict[str, Any]:
         tools = ctx.served.tools
         run = await tools.call("workflow_run_get", {"run_id": run_id})
-        entries = await all_history(tools, run_id)
+        entries = await recent_history(tools, run)
         page = await tools.call(
             "workflow_run_history",
             {"run_id": run_id, "limit": TIMELINE_PAGE, **cursor.arguments()},

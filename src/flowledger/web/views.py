@@ -32,12 +32,17 @@ __all__ = [
     "parse_cursor",
     "pretty_json",
     "progress",
+    "recent_history",
 ]
 
 MAX_RUNS: Final = 5000
 RUNS_PAGE: Final = 25
 TIMELINE_PAGE: Final = 50
 _MAX_HISTORY_PAGES: Final = 200  # 20 000 entries: the vertex states of longer runs are cut
+# The run page and the runs table read the history of a run's last RECENT_REVISIONS
+# checkpoint revisions only, so a page costs the same however long the run is; vertices
+# last completed before that window show as not reached on very long runs.
+RECENT_REVISIONS: Final = 100
 
 
 @dataclass(frozen=True)
@@ -122,6 +127,12 @@ async def all_history(
     return entries
 
 
+async def recent_history(tools: WorkflowTools, run: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """The run's history entries of its last `RECENT_REVISIONS` checkpoint revisions."""
+    start = max(0, int(run["checkpoint_revision"]) - RECENT_REVISIONS)
+    return await all_history(tools, str(run["run_id"]), Cursor(start))
+
+
 async def progress(tools: WorkflowTools, run: Mapping[str, Any]) -> tuple[int, int] | None:
     """(completed, total) vertices from the run's latest activities, if they say."""
     page = await tools.call(
@@ -133,7 +144,7 @@ async def progress(tools: WorkflowTools, run: Mapping[str, Any]) -> tuple[int, i
             return int(entry.get("completed_vertices", 0)), int(entry["total_vertices"])
     if page["entries"] or run["checkpoint_revision"] == 0:
         return None
-    latest = await all_history(tools, str(run["run_id"]))  # the cursor ran ahead: read all
+    latest = await recent_history(tools, run)  # the cursor ran ahead: read the window
     for entry in reversed(latest):
         if entry.get("total_vertices"):
             return int(entry.get("completed_vertices", 0)), int(entry["total_vertices"])
