@@ -7,6 +7,11 @@ write leaves the stored record unchanged. Records of another session are
 invisible (not found, never listed). Storage errors other than the expected
 conflict / not-found cases propagate unchanged (with a note naming the
 operation), so callers can treat them as transient.
+
+Beside the records, a newest-first run order index (`order_prefix`) that `list_newest`
+pages through: written before the record on create and on a status move, so a run is
+never missing from it; an entry without a matching record (a crash in between, a status
+left behind) is skipped by the listing, which checks every run it returns.
 """
 
 from __future__ import annotations
@@ -35,7 +40,7 @@ from .run import (
 )
 from .unfinished import UnfinishedIndex
 
-__all__ = ["ORDER_PREFIX", "RunPage", "RunRegistry", "order_prefix"]
+__all__ = ["RunPage", "RunRegistry", "order_prefix"]
 
 log = logging.getLogger(__name__)
 
@@ -53,7 +58,6 @@ class RunPage:
 
 
 ORDER_SEGMENT: Final = "workflows/run-order"
-ORDER_PREFIX: Final = "sessions/<session>/" + ORDER_SEGMENT + "/"
 _ALL: Final = "all/"
 _INDEXED: Final = "indexed"  # written once every run of the session has its entries
 _EPOCH: Final = datetime(1970, 1, 1, tzinfo=UTC)
