@@ -10,6 +10,11 @@
 #   bash bench/run.sh --quick --only flowledger
 #   bash bench/run.sh --profile chain
 #
+# "dashboard" as the first argument runs bench/dashboard_pages.py instead (the dashboard's
+# page times on a small and a full database; options after it go to that script):
+#
+#   bash bench/run.sh dashboard --quick
+#
 # Environment: PYTHON (the interpreter that creates the venv, default python3),
 # BENCH_VENV (default bench/.venv).
 set -euo pipefail
@@ -28,5 +33,9 @@ if [ ! -f "$stamp" ] || [ "$here/requirements-peers.txt" -nt "$stamp" ] \
     "$venv/bin/python" -m pip install --quiet --disable-pip-version-check \
         -e "$root" -r "$here/requirements-peers.txt"
     touch "$stamp"
+fi
+if [ "${1:-}" = "dashboard" ]; then
+    shift
+    exec "$venv/bin/python" "$here/dashboard_pages.py" "$@"
 fi
 exec "$venv/bin/python" "$here/compare.py" "$@"

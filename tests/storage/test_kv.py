@@ -14,6 +14,7 @@ from flowledger.storage import (
     Entry,
     InvalidValueError,
     KeyNotFoundError,
+    PagedKV,
     StorageError,
     Store,
     ValueTooLargeError,
@@ -196,6 +197,57 @@ async def test_keys_sorted_and_prefix_filtered(store: Store) -> None:
     assert await store.kv.keys("a*") == []
     assert await store.kv.keys("a?") == []
     assert await store.kv.keys("[a]") == []
+
+
+async def test_keys_page_walks_keys_in_both_directions(store: Store) -> None:
+    """keys_page is keys(prefix) cut into pages by an exclusive keyset cursor."""
+    assert isinstance(store.kv, PagedKV)
+    names = ["a", "a/b", "a/b/c", "a/c", "a0", "aa", "b", "b/a"]
+    for name in reversed(names):
+        await store.kv.put(name, b"x", expected=0)
+    assert await store.kv.keys_page("a", limit=3) == ["a", "a/b", "a/b/c"]
+    assert await store.kv.keys_page("a", start="a/b/c", limit=3) == ["a/c", "a0", "aa"]
+    assert await store.kv.keys_page("a", start="aa", limit=3) == []
+    assert await store.kv.keys_page("a", limit=3, descending=True) == ["aa", "a0", "a/c"]
+    assert await store.kv.keys_page("a", start="a/c", limit=3, descending=True) == [
+        "a/b/c",
+        "a/b",
+        "a",
+    ]
+    assert await store.kv.keys_page("a", start="a", limit=3, descending=True) == []
+    # The cursor need not be a key, nor lie under the prefix.
+    assert await store.kv.keys_page("a/", start="a/bz", limit=10) == ["a/c"]
+    assert await store.kv.keys_page("a/", start="zz", limit=10, descending=True) == [
+        "a/c",
+        "a/b/c",
+        "a/b",
+    ]
+    assert await store.kv.keys_page("a/", start="0", limit=10) == ["a/b", "a/b/c", "a/c"]
+    assert await store.kv.keys_page("", limit=100) == await store.kv.keys()
+    assert await store.kv.keys_page("c", limit=5) == []
+    assert await store.kv.keys_page("a%", limit=5) == []
+    assert await store.kv.keys_page("\u00e9", limit=5) == []
+    # Walking page by page sees every key once, in order, whatever the page size.
+    for size in (1, 2, 5):
+        seen: list[str] = []
+        page = await store.kv.keys_page("", limit=size)
+        while page:
+            seen.extend(page)
+            page = await store.kv.keys_page("", start=page[-1], limit=size)
+        assert seen == names
+        back: list[str] = []
+        page = await store.kv.keys_page("", limit=size, descending=True)
+        while page:
+            back.extend(page)
+            page = await store.kv.keys_page("", start=page[-1], limit=size, descending=True)
+        assert back == names[::-1]
+
+
+@pytest.mark.parametrize("limit", [0, -1])
+async def test_keys_page_limit_must_be_positive(store: Store, limit: int) -> None:
+    assert isinstance(store.kv, PagedKV)
+    with pytest.raises(ValueError, match="at least 1"):
+        await store.kv.keys_page("", limit=limit)
 
 
 async def test_name_and_its_extension_coexist(store: Store) -> None:

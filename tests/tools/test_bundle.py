@@ -52,6 +52,11 @@ SCHEMAS: dict[str, dict[str, Any]] = {
         "properties": {
             "after": {"type": "string"},
             "limit": {"type": "integer", "minimum": 1, "maximum": 100},
+            # Beyond the reference: the dashboard's newest-first, filtered pages.
+            "order": {"type": "string", "enum": ["run_id", "newest"]},
+            "status": {"type": "string"},
+            "definition": {"type": "string"},
+            "run_id_prefix": {"type": "string"},
         },
         "additionalProperties": False,
     },

@@ -170,6 +170,13 @@ def test_cursors_and_filters() -> None:
     assert not RunFilter("completed").matches(run)
     assert not RunFilter(definition="e").matches(run)
     assert not RunFilter(search="zz").matches(run)
+    assert not RunFilter(search="bcd").matches(run)  # a search is an ID's start
+    assert RunFilter("done", "d", "AB").arguments() == {
+        "order": "newest",
+        "status": "done",
+        "definition": "d",
+        "run_id_prefix": "ab",
+    }
 
 
 def test_times_compare_as_instants() -> None:
@@ -177,9 +184,3 @@ def test_times_compare_as_instants() -> None:
     assert moment("2026-01-01T00:00:03Z") < moment("2026-01-01T00:00:03.1Z")
     assert moment("2026-01-01T00:00:03.1Z") < moment("2026-01-01T00:00:03.12Z")
     assert moment("") == moment("nonsense") < moment("2000-01-01T00:00:00Z")
-    runs = [
-        {"run_id": "a", "created_at": "2026-01-01T00:00:03.12Z"},
-        {"run_id": "b", "created_at": "2026-01-01T00:00:03Z"},
-        {"run_id": "c", "created_at": "2026-01-01T00:00:03.1Z"},
-    ]
-    assert [r["run_id"] for r in RunFilter().select(runs)] == ["a", "c", "b"]

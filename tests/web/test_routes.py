@@ -10,6 +10,7 @@ import pytest
 from starlette.testclient import TestClient
 
 from flowledger.web import WebServer, WebStartupError
+from flowledger.web.views import RUNS_PAGE
 
 from .conftest import csrf, dashboard, start, status_of, wait_for
 
@@ -43,10 +44,39 @@ def test_runs_page_lists_filters_searches_and_pages(client: TestClient) -> None:
     assert review in by_id and kinds not in by_id
     none = client.get("/runs", params={"q": "zzzz"}).text
     assert "match these filters" in none
-    clamped = client.get("/runs", params={"page": "99"})
-    assert clamped.status_code == 200 and "page 1 of 1" in clamped.text
-    junk = client.get("/runs", params={"page": "-3"})
-    assert junk.status_code == 200 and "page 1 of 1" in junk.text
+    junk = client.get("/runs", params={"after": "not-a-cursor"})
+    assert junk.status_code == 400
+
+
+def test_runs_page_pages_newest_first_with_a_cursor(client: TestClient) -> None:
+    started = [start(client, "kinds", "v1", count="1") for _ in range(RUNS_PAGE + 2)]
+    review = start(client, "document_review", "v1", **DOC)
+    for run_id in started:
+        wait_for(client, run_id, "completed")
+    wait_for(client, review, "interrupted")
+    newest_first = [review, *reversed(started)]
+    first = client.get("/runs").text
+    shown = re.findall(r'href="/runs/([0-9a-f-]{36})"', first)
+    assert list(dict.fromkeys(shown)) == newest_first[:RUNS_PAGE]
+    assert f"{RUNS_PAGE} runs shown" in first and "← newest" not in first
+    older = re.search(r'href="(/runs\?after=[^"]+)" id="older"', first)
+    assert older is not None
+    second = client.get(older.group(1).replace("&amp;", "&")).text
+    shown = re.findall(r'href="/runs/([0-9a-f-]{36})"', second)
+    assert list(dict.fromkeys(shown)) == newest_first[RUNS_PAGE:]
+    assert "← newest" in second and 'id="older"' not in second
+    # Filters page through the index of their own: status, definition, both.
+    done = client.get("/runs", params={"status": "completed"}).text
+    assert review not in done and started[-1] in done and 'id="older"' in done
+    paused = client.get("/runs", params={"status": "interrupted"}).text
+    assert review in paused and started[0] not in paused and 'id="older"' not in paused
+    reviews = client.get("/runs", params={"definition": "document_review"}).text
+    assert review in reviews and started[0] not in reviews
+    both = client.get("/runs", params={"definition": "kinds", "status": "interrupted"}).text
+    assert "match these filters" in both
+    # A run ID search lists the IDs that start with the text, upper case or not.
+    found = client.get("/runs", params={"q": started[3][:13].upper()}).text
+    assert started[3] in found and review not in re.findall(r"/runs/([0-9a-f-]{36})", found)
 
 
 def test_definitions_show_schemas_graph_and_start_form(client: TestClient) -> None:

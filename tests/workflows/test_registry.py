@@ -16,7 +16,7 @@ from flowledger import storage
 from flowledger.storage import Entry, Store, open_store, validate_name
 from flowledger.workflows.errors import ConflictError, CorruptRecordError, NotFoundError
 from flowledger.workflows.inputs import InputStore, canonical_json
-from flowledger.workflows.registry import RunPage, RunRegistry
+from flowledger.workflows.registry import RunPage, RunRegistry, order_prefix
 from flowledger.workflows.run import (
     ArtifactReference,
     InputReference,
@@ -586,8 +586,12 @@ async def test_runs_are_invisible_across_sessions_and_only_one_key_is_written(
     with pytest.raises(ValueError, match="session ID is required"):
         await registry.list(ZERO)
     keys = await store.kv.keys()
-    assert keys == [f"sessions/{SID}/workflows/runs/{created.id}"]
-    assert validate_name(keys[0]) == keys[0]
+    # Beside the record, only the session's run order index (RunRegistry.list_newest).
+    order = order_prefix(SID)
+    assert [key for key in keys if not key.startswith(order)] == [
+        f"sessions/{SID}/workflows/runs/{created.id}"
+    ]
+    assert len(keys) == 5 and all(validate_name(key) == key for key in keys)
 
 
 REJECTED: list[tuple[str, dict[str, Any], str]] = [

@@ -26,7 +26,7 @@ from .errors import (
     ValueTooLargeError,
 )
 from .fence import Fence, FenceArg, current_fence, fence_arg, fencing
-from .kv import KV, Entry
+from .kv import KV, Entry, PagedKV
 from .lease import Lease, Leaser, LeaseStatus, LostReason
 from .ledger import Ledger, Record, digest_of
 from .limits import (
@@ -71,6 +71,7 @@ __all__ = [
     "Ledger",
     "LedgerConflictError",
     "LostReason",
+    "PagedKV",
     "Record",
     "SchemaVersionError",
     "StorageError",

@@ -31,7 +31,7 @@ from .errors import (
     StoreClosedError,
 )
 from .fence import Fence, check_fence, refused
-from .kv import Entry
+from .kv import Entry, check_page
 from .lease import LeaseStatus, RenewStatus
 from .ledger import Record, check_append, check_digests, check_read
 from .limits import MAX_BLOB_BYTES, MAX_KV_VALUE_BYTES, check_bytes, check_revision
@@ -106,6 +106,16 @@ class MemoryKV:
         self._gate.check()
         with self._lock:
             return sorted(k for k in self._kv if k.startswith(prefix))
+
+    async def keys_page(
+        self, prefix: str = "", *, start: str = "", limit: int = 100, descending: bool = False
+    ) -> list[str]:
+        check_page(start, limit)
+        keys = await self.keys(prefix)
+        if descending:
+            chosen = [k for k in keys if not start or k < start]
+            return chosen[::-1][:limit]
+        return [k for k in keys if k > start][:limit]
 
 
 class MemoryBlobs:

@@ -151,7 +151,7 @@ from .errors import (
 )
 from .errors import SchemaVersionError as BaseSchemaVersionError
 from .fence import Fence, check_fence, refused
-from .kv import Entry
+from .kv import Entry, check_page
 from .lease import Leaser, LeaseStatus, RenewStatus
 from .ledger import Record, check_append, check_digests, check_read
 from .limits import MAX_BLOB_BYTES, MAX_KV_VALUE_BYTES, check_bytes, check_revision
@@ -482,6 +482,13 @@ class _Queries:
     kv_delete: bytes = b"DELETE FROM {s}.kv WHERE key = %s"
     kv_exists: bytes = b"SELECT 1 FROM {s}.kv WHERE key = %s"
     kv_keys: bytes = b"SELECT key FROM {s}.kv WHERE key >= %s AND key < %s ORDER BY key"
+    # Keyset pages on the primary key: only the page's rows are visited.
+    kv_page_up: bytes = (
+        b"SELECT key FROM {s}.kv WHERE key >= %s AND key > %s AND key < %s ORDER BY key LIMIT %s"
+    )
+    kv_page_down: bytes = (
+        b"SELECT key FROM {s}.kv WHERE key >= %s AND key < %s ORDER BY key DESC LIMIT %s"
+    )
 
     blob_insert: bytes = (
         b"INSERT INTO {s}.blobs (key, content, bound_crc) VALUES (%s, %s, %s) "
@@ -582,6 +589,17 @@ def _advisory_key(schema: str) -> int:
     """The advisory lock that serialises migrations of ``schema`` (a signed 64-bit int)."""
     digest = hashlib.sha256(f"flowledger migrate {schema}".encode()).digest()
     return int.from_bytes(digest[:8], "big", signed=True)
+
+
+def _page_bounds(prefix: str, start: str, descending: bool) -> tuple[str, ...] | None:
+    """The parameters of a keyset page query (see `_prefix_bounds`)."""
+    bounds = _prefix_bounds(prefix)
+    if bounds is None:
+        return None
+    low, high = bounds
+    if descending:
+        return (low, min(high, start) if start else high)
+    return (low, start, high)
 
 
 def _prefix_bounds(prefix: str) -> tuple[str, str] | None:
@@ -831,6 +849,10 @@ class _Database:
     async def kv_keys(self, low: str, high: str) -> list[str]:
         return await self.read(lambda conn: _column(conn, self.q.kv_keys, (low, high)))
 
+    async def kv_page(self, bounds: tuple[str, ...], limit: int, descending: bool) -> list[str]:
+        query = self.q.kv_page_down if descending else self.q.kv_page_up
+        return await self.read(lambda conn: _column(conn, query, (*bounds, limit)))
+
     # Blobs
 
     async def blob_put(self, key: str, data: bytes, fence: Fence | None) -> None:
@@ -1062,6 +1084,16 @@ class PostgresKV:
             self._db.check_open()
             return []
         return await self._db.kv_keys(*bounds)
+
+    async def keys_page(
+        self, prefix: str = "", *, start: str = "", limit: int = 100, descending: bool = False
+    ) -> list[str]:
+        check_page(start, limit)
+        bounds = _page_bounds(prefix, start, descending)
+        if bounds is None:
+            self._db.check_open()
+            return []
+        return await self._db.kv_page(bounds, limit, descending)
 
 
 class PostgresBlobs:

@@ -98,7 +98,7 @@ from .errors import (
 )
 from .errors import SchemaVersionError as BaseSchemaVersionError
 from .fence import Fence, check_fence, refused
-from .kv import Entry
+from .kv import Entry, check_page
 from .lease import Leaser, LeaseStatus, RenewStatus
 from .ledger import Record, check_append, check_digests, check_read
 from .limits import MAX_BLOB_BYTES, MAX_KV_VALUE_BYTES, check_bytes, check_revision
@@ -304,6 +304,11 @@ _KV_INSERT: Final = "INSERT INTO kv (key, revision, content, bound_crc) VALUES (
 _KV_UPDATE: Final = "UPDATE kv SET revision = ?, content = ?, bound_crc = ? WHERE key = ?"
 _KV_DELETE: Final = "DELETE FROM kv WHERE key = ?"
 _KV_KEYS: Final = "SELECT key FROM kv WHERE key >= ? AND key < ? ORDER BY key"
+# Keyset pages on the primary key: only the page's rows are visited.
+_KV_PAGE_UP: Final = (
+    "SELECT key FROM kv WHERE key >= ? AND key > ? AND key < ? ORDER BY key LIMIT ?"
+)
+_KV_PAGE_DOWN: Final = "SELECT key FROM kv WHERE key >= ? AND key < ? ORDER BY key DESC LIMIT ?"
 
 _BLOB_INSERT: Final = (
     "INSERT INTO blobs (key, content, bound_crc) VALUES (?, ?, ?) ON CONFLICT (key) DO NOTHING"
@@ -334,6 +339,17 @@ _LEASE_EXTEND: Final = "UPDATE leases SET expires_at = ? WHERE name = ?"
 _LEASE_RELEASE: Final = (  # expires_at keeps the moment of release (`LeaseStatus.until`)
     "UPDATE leases SET holder = NULL, expires_at = ? WHERE name = ? AND epoch = ? AND holder = ?"
 )
+
+
+def _page_bounds(prefix: str, start: str, descending: bool) -> tuple[str, ...] | None:
+    """The parameters of a keyset page query (see `_prefix_bounds`)."""
+    bounds = _prefix_bounds(prefix)
+    if bounds is None:
+        return None
+    low, high = bounds
+    if descending:
+        return (low, min(high, start) if start else high)
+    return (low, start, high)
 
 
 def _prefix_bounds(prefix: str) -> tuple[str, str] | None:
@@ -611,6 +627,10 @@ class _Database:
 
     def kv_keys(self, low: str, high: str) -> list[str]:
         return [row[0] for row in self.conn.execute(_KV_KEYS, (low, high))]
+
+    def kv_page(self, bounds: tuple[str, ...], limit: int, descending: bool) -> list[str]:
+        query = _KV_PAGE_DOWN if descending else _KV_PAGE_UP
+        return [row[0] for row in self.conn.execute(query, (*bounds, limit))]
 
     # Blobs
 
@@ -958,6 +978,16 @@ class SQLiteKV:
             self._worker.check_open()
             return []
         return await self._worker.call(self._db.kv_keys, *bounds)
+
+    async def keys_page(
+        self, prefix: str = "", *, start: str = "", limit: int = 100, descending: bool = False
+    ) -> list[str]:
+        check_page(start, limit)
+        bounds = _page_bounds(prefix, start, descending)
+        if bounds is None:
+            self._worker.check_open()
+            return []
+        return await self._worker.call(self._db.kv_page, bounds, limit, descending)
 
 
 class SQLiteBlobs:

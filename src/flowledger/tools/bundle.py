@@ -137,6 +137,17 @@ class RegistryPort(Protocol):
 
     async def list(self, session_id: str, *, after: str = "", limit: int = 0) -> RunPage: ...
 
+    async def list_newest(
+        self,
+        session_id: str,
+        *,
+        status: str = "",
+        definition: str = "",
+        run_id_prefix: str = "",
+        cursor: str = "",
+        limit: int = 0,
+    ) -> RunPage: ...
+
 
 class InputsPort(Protocol):
     async def put(self, session_id: str, canonical: bytes) -> InputReference: ...
@@ -251,14 +262,29 @@ _TOOLS: Final = (
     ),
     _Tool(
         "workflow_run_list",
-        "List workflow runs in run ID order, limit per page (1..100, default 50). Pass a "
-        "page's next as after to read the following page.",
+        "List runs by run ID, limit per page (1..100, default 50); a page's next as "
+        "after reads on. order newest: newest first, by status and definition; "
+        "run_id_prefix: IDs starting with it. Filtered pages may be short.",
         {
             "type": "object",
-            "properties": {"after": _STRING, "limit": _LIMIT},
+            "properties": {
+                "after": _STRING,
+                "limit": _LIMIT,
+                "order": {"type": "string", "enum": ["run_id", "newest"]},
+                "status": _STRING,
+                "definition": _STRING,
+                "run_id_prefix": _STRING,
+            },
             "additionalProperties": False,
         },
-        (ArgumentField("after", "string"), ArgumentField("limit", "integer")),
+        (
+            ArgumentField("after", "string"),
+            ArgumentField("limit", "integer"),
+            ArgumentField("order", "string"),
+            ArgumentField("status", "string"),
+            ArgumentField("definition", "string"),
+            ArgumentField("run_id_prefix", "string"),
+        ),
     ),
     _Tool(
         "workflow_run_resume",
@@ -715,6 +741,33 @@ class WorkflowTools:
                 f"list runs: limit must be in 1..{MAX_RUN_PAGE_SIZE} "
                 f"(0 or absent means {DEFAULT_RUN_PAGE_SIZE})"
             )
+        order = arguments.get("order", "run_id")
+        status = arguments.get("status", "")
+        definition = arguments.get("definition", "")
+        prefix = arguments.get("run_id_prefix", "")
+        if order not in ("run_id", "newest"):
+            raise ToolError("list runs: order must be run_id or newest")
+        if status and status not in {str(s) for s in RunStatus}:
+            raise ToolError(
+                "list runs: status must be one of " + ", ".join(str(s) for s in RunStatus)
+            )
+        if order == "newest" or status or definition or prefix:
+            try:
+                page = await self._registry.list_newest(
+                    self._session_id,
+                    status=status,
+                    definition=definition,
+                    run_id_prefix=prefix.strip().lower(),
+                    cursor=after,
+                    limit=limit,
+                )
+            except ValueError as exc:
+                raise ToolError(
+                    "list runs: after must be empty or the next of a previous page"
+                ) from exc
+            except Exception as exc:
+                raise translate(exc, action="list runs") from exc
+            return list_result(page)
         if after and canonical_uuid(after) != after:
             raise ToolError(
                 "list runs: after must be empty or a run ID (the next of a previous page)"

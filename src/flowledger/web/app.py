@@ -34,6 +34,7 @@ import contextlib
 import logging
 from collections.abc import Mapping
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Final
 from urllib.parse import urlencode
@@ -62,12 +63,10 @@ from .views import (
     Cursor,
     GraphCache,
     RunFilter,
-    all_history,
-    all_runs,
-    moment,
     parse_cursor,
     pretty_json,
     progress,
+    recent_history,
 )
 
 __all__ = ["Dashboard"]
@@ -262,28 +261,23 @@ class Dashboard:
                 request.query_params.get("definition", ""),
                 request.query_params.get("q", "").strip(),
             )
-            page_text = request.query_params.get("page", "1")
-            number = int(page_text) if page_text.isdigit() and int(page_text) >= 1 else 1
+            after = request.query_params.get("after", "")
             tools = ctx.served.tools
-            runs = await all_runs(tools)
-            selected = chosen.select(runs)
-            pages = max(1, -(-len(selected) // RUNS_PAGE))
-            number = min(number, pages)
-            shown = selected[(number - 1) * RUNS_PAGE : number * RUNS_PAGE]
-            rows = [await self._row(tools, run) for run in shown]
-            mark = max((str(run["updated_at"]) for run in runs), key=moment, default="")
+            # Taken before the read: whatever changes after it reaches the table live.
+            mark = datetime.now(UTC).isoformat()
+            page = await tools.call(
+                "workflow_run_list", {**chosen.arguments(), "limit": RUNS_PAGE, "after": after}
+            )
+            rows = [await self._row(tools, run) for run in page["runs"]]
         except ToolError as exc:
             return self._refused(request, self._tool_refusal(exc))
         except _Refusal as refusal:
             return self._refused(request, refusal)
         names = sorted(
             {item.name for item in ctx.served.session.catalog.list()}
-            | {str(run["definition_name"]) for run in runs}
+            | ({chosen.definition} if chosen.definition else set())
         )
-
-        def link(page: int) -> str:
-            return "/runs?" + urlencode({**chosen.query(), "page": str(page)})
-
+        later = page.get("next", "")
         stream_query = urlencode({**chosen.query(), "since": mark})
         return self._page(
             request,
@@ -293,13 +287,10 @@ class Dashboard:
                 "filter": chosen,
                 "statuses": [str(s) for s in RunStatus],
                 "definitions": names,
-                "page": number,
-                "pages": pages,
-                "total": len(selected),
-                "previous": link(number - 1) if number > 1 else "",
-                "next": link(number + 1) if number < pages else "",
+                "newest": "/runs?" + urlencode(chosen.query()) if after else "",
+                "next": "/runs?" + urlencode({**chosen.query(), "after": later}) if later else "",
                 "stream": f"/events/runs?{stream_query}",
-                "first_page": number == 1,
+                "first_page": not after,
             },
             ctx=ctx,
         )
@@ -337,7 +328,7 @@ class Dashboard:
     ) -> dict[str, Any]:
         tools = ctx.served.tools
         run = await tools.call("workflow_run_get", {"run_id": run_id})
-        entries = await all_history(tools, run_id)
+        entries = await recent_history(tools, run)
         page = await tools.call(
             "workflow_run_history",
             {"run_id": run_id, "limit": TIMELINE_PAGE, **cursor.arguments()},

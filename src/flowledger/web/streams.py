@@ -14,7 +14,15 @@ from starlette.responses import StreamingResponse
 from ..workflows.activity import ActivityRecord
 from .live import Wake, sse, stream
 from .sessions import Served
-from .views import Cursor, RunFilter, all_history, all_runs, moment, pretty_json
+from .views import (
+    Cursor,
+    RunFilter,
+    all_history,
+    all_runs,
+    moment,
+    pretty_json,
+    recent_history,
+)
 
 __all__ = ["RowEvents", "RunEvents", "event_stream"]
 
@@ -51,7 +59,7 @@ class RunEvents:
         signature = pretty_json(run)
         if fresh or signature != self._last:
             self._last = signature
-            yield sse("run", self._run_event(run, await all_history(tools, self._run_id)))
+            yield sse("run", self._run_event(run, await recent_history(tools, run)))
 
 
 class RowEvents:

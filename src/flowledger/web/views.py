@@ -1,14 +1,15 @@
 """What the pages show, read through the session's tool bundle only: nothing a tool
 result excludes (inputs, state, session internals) can reach a page.
 
-Runs are read whole (up to `MAX_RUNS`) because the registry lists them in run-ID order
-only: the runs page filters and sorts them (latest first) in memory, then pages.
+The runs page reads one page of runs (``workflow_run_list`` newest first, filtered by
+the storage index), whatever the session holds. The live runs table still reads the
+runs whole (up to `MAX_RUNS`) to find the ones changed since its mark.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, Final
@@ -31,12 +32,17 @@ __all__ = [
     "parse_cursor",
     "pretty_json",
     "progress",
+    "recent_history",
 ]
 
 MAX_RUNS: Final = 5000
 RUNS_PAGE: Final = 25
 TIMELINE_PAGE: Final = 50
 _MAX_HISTORY_PAGES: Final = 200  # 20 000 entries: the vertex states of longer runs are cut
+# The run page and the runs table read the history of a run's last RECENT_REVISIONS
+# checkpoint revisions only, so a page costs the same however long the run is; vertices
+# last completed before that window show as not reached on very long runs.
+RECENT_REVISIONS: Final = 100
 
 
 @dataclass(frozen=True)
@@ -121,6 +127,12 @@ async def all_history(
     return entries
 
 
+async def recent_history(tools: WorkflowTools, run: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """The run's history entries of its last `RECENT_REVISIONS` checkpoint revisions."""
+    start = max(0, int(run["checkpoint_revision"]) - RECENT_REVISIONS)
+    return await all_history(tools, str(run["run_id"]), Cursor(start))
+
+
 async def progress(tools: WorkflowTools, run: Mapping[str, Any]) -> tuple[int, int] | None:
     """(completed, total) vertices from the run's latest activities, if they say."""
     page = await tools.call(
@@ -132,7 +144,7 @@ async def progress(tools: WorkflowTools, run: Mapping[str, Any]) -> tuple[int, i
             return int(entry.get("completed_vertices", 0)), int(entry["total_vertices"])
     if page["entries"] or run["checkpoint_revision"] == 0:
         return None
-    latest = await all_history(tools, str(run["run_id"]))  # the cursor ran ahead: read all
+    latest = await recent_history(tools, run)  # the cursor ran ahead: read the window
     for entry in reversed(latest):
         if entry.get("total_vertices"):
             return int(entry.get("completed_vertices", 0)), int(entry["total_vertices"])
@@ -150,7 +162,19 @@ class RunFilter:
             return False
         if self.definition and run["definition_name"] != self.definition:
             return False
-        return not (self.search and self.search.strip().lower() not in str(run["run_id"]))
+        return not (self.search and not str(run["run_id"]).startswith(self.search.strip().lower()))
+
+    def arguments(self) -> dict[str, str]:
+        """The ``workflow_run_list`` arguments of this filter's newest-first pages (a run ID
+        search lists the IDs that start with it, in run-ID order)."""
+        out = {"order": "newest"}
+        if self.status:
+            out["status"] = self.status
+        if self.definition:
+            out["definition"] = self.definition
+        if self.search:
+            out["run_id_prefix"] = self.search.lower()
+        return out
 
     def query(self) -> dict[str, str]:
         return {
@@ -162,11 +186,6 @@ class RunFilter:
             )
             if value
         }
-
-    def select(self, runs: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
-        chosen = [run for run in runs if self.matches(run)]
-        chosen.sort(key=lambda run: (moment(run["created_at"]), run["run_id"]), reverse=True)
-        return chosen
 
 
 class GraphCache:

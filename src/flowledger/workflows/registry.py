@@ -7,14 +7,22 @@ write leaves the stored record unchanged. Records of another session are
 invisible (not found, never listed). Storage errors other than the expected
 conflict / not-found cases propagate unchanged (with a note naming the
 operation), so callers can treat them as transient.
+
+Beside the records, a newest-first run order index (`order_prefix`) that `list_newest`
+pages through: written before the record on create and on a status move, so a run is
+never missing from it; an entry without a matching record (a crash in between, a status
+left behind) is skipped by the listing, which checks every run it returns.
 """
 
 from __future__ import annotations
 
 import bisect
 import dataclasses
+import hashlib
 import logging
 from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Final
 
 from flowledger import storage
 
@@ -32,7 +40,7 @@ from .run import (
 )
 from .unfinished import UnfinishedIndex
 
-__all__ = ["RunPage", "RunRegistry"]
+__all__ = ["RunPage", "RunRegistry", "order_prefix"]
 
 log = logging.getLogger(__name__)
 
@@ -47,6 +55,55 @@ class RunPage:
 
     runs: list[Run]
     next: str
+
+
+ORDER_SEGMENT: Final = "workflows/run-order"
+_ALL: Final = "all/"
+_INDEXED: Final = "indexed"  # written once every run of the session has its entries
+_EPOCH: Final = datetime(1970, 1, 1, tzinfo=UTC)
+# A filtered page reads at most this many index entries per returned run slot: a rare
+# status or definition among many runs gives a short page with a cursor, never a scan.
+_SCAN_FACTOR: Final = 4
+
+
+def order_prefix(session_id: str) -> str:
+    """``sessions/<sid>/workflows/run-order/``: the session's newest-first listing index.
+
+    Each run has three empty entries, ``all/<rank>-<run>``, ``status/<status>/<rank>-<run>``
+    and ``definition/<digest>/<rank>-<run>``, where ``<rank>`` is ``created_at`` in
+    microseconds since the epoch, zero-padded so that key order is time order.
+    """
+    return runs_prefix(session_id).removesuffix("workflows/runs/") + ORDER_SEGMENT + "/"
+
+
+def _rank(run: Run) -> str:
+    delta = run.created_at - _EPOCH
+    total = (delta.days * 86_400 + delta.seconds) * 1_000_000 + delta.microseconds
+    return f"{max(total, 0):017d}-{run.id}"
+
+
+def _definition_segment(name: str) -> str:
+    # Definition names need not be valid key names; a digest always is.
+    return "definition/" + hashlib.sha256(name.encode("utf-8")).hexdigest()[:32] + "/"
+
+
+def _status_segment(status: str) -> str:
+    return f"status/{status}/"
+
+
+def _entries(run: Run) -> list[str]:
+    prefix = order_prefix(run.session_id)
+    rank = _rank(run)
+    return [
+        prefix + _ALL + rank,
+        prefix + _status_segment(str(run.status)) + rank,
+        prefix + _definition_segment(run.definition_name) + rank,
+    ]
+
+
+def _is_cursor(text: str) -> bool:
+    rank, sep, run_id = text.partition("-")
+    return bool(sep) and len(rank) == 17 and rank.isdigit() and is_id(run_id)
 
 
 def _identity(run: Run) -> tuple[object, ...]:
@@ -135,6 +192,13 @@ class RunRegistry:
                 exc.add_note("index unfinished run")
                 raise
         try:
+            await self._mark_if_new(run.session_id)
+            for entry in _entries(run):  # before the record: a listed run may lack a record,
+                await self._order_add(entry)  # never a record its entries
+        except Exception as exc:
+            exc.add_note("create run metadata")
+            raise
+        try:
             revision = await self._kv.put(key, data, expected=0, **storage.fence_arg())
         except storage.ConflictError as exc:
             raise ConflictError(
@@ -214,6 +278,9 @@ class RunRegistry:
             raise conflict("updated_at moved backwards", actual)
         key = run_key(next.session_id, next.id)
         data = encode_run(next)
+        moved = next.status is not current.status
+        if moved:  # the new status entry first, so the run is always under its status
+            await self._order_add(_entries(next)[1])
         try:
             revision = await self._kv.put(
                 key, data, expected=expected_revision, **storage.fence_arg()
@@ -223,6 +290,13 @@ class RunRegistry:
         except Exception as exc:
             exc.add_note("update run metadata")
             raise
+        if moved:  # a leftover old entry is skipped by listing (it checks the record)
+            try:
+                await self._kv.delete(_entries(current)[1], **storage.fence_arg())
+            except Exception as exc:
+                log.warning(
+                    "run %s is %s; unlisting its old status failed: %s", next.id, next.status, exc
+                )
         if self._index is not None and next.status.terminal and not current.status.terminal:
             try:
                 await self._index.remove(next.session_id, next.id)
@@ -268,3 +342,189 @@ class RunRegistry:
             runs.append(await self.get(session_id, run_id))
         more = index < len(keys)
         return RunPage(runs=runs, next=runs[-1].id if runs and more else "")
+
+    async def _order_add(self, entry: str) -> None:
+        try:
+            await self._kv.put(entry, b"", expected=0, **storage.fence_arg())
+        except storage.ConflictError:
+            pass  # already there (a retried create, a backfill)
+        except Exception as exc:
+            exc.add_note("index run order")
+            raise
+
+    async def _mark_if_new(self, session_id: str) -> None:
+        """A session's first run marks its index complete, so no reader has to backfill it
+        (a read-only dashboard could not)."""
+        prefix = order_prefix(session_id)
+        try:
+            await self._kv.get(prefix + _INDEXED)
+            return
+        except storage.KeyNotFoundError:
+            pass
+        kv = self._kv
+        if isinstance(kv, storage.PagedKV):
+            if await kv.keys_page(runs_prefix(session_id), limit=1):
+                return  # runs from before the index: the first listing backfills them
+        elif await kv.keys(runs_prefix(session_id)):
+            return
+        await self._order_add(prefix + _INDEXED)
+
+    async def _backfill(self, session_id: str) -> None:
+        """Give every run of the session its order entries, once (runs created before the
+        index existed have none); afterwards every run gets them on create."""
+        prefix = order_prefix(session_id)
+        try:
+            await self._kv.get(prefix + _INDEXED)
+            return
+        except storage.KeyNotFoundError:
+            pass
+        after = ""
+        while True:
+            page = await self.list(session_id, after=after, limit=MAX_RUN_PAGE_SIZE)
+            for run in page.runs:
+                for entry in _entries(run):
+                    await self._order_add(entry)
+            if not page.next:
+                break
+            after = page.next
+        await self._order_add(prefix + _INDEXED)
+
+    async def list_newest(
+        self,
+        session_id: str,
+        *,
+        status: str = "",
+        definition: str = "",
+        run_id_prefix: str = "",
+        cursor: str = "",
+        limit: int = 0,
+    ) -> RunPage:
+        """One page of this session's runs, newest (``created_at``) first, optionally only
+        those with ``status`` and of ``definition``; with ``run_id_prefix``, the runs whose
+        ID starts with it, in run-ID order.
+
+        Reads one page off an index (`order_prefix`; `storage.PagedKV.keys_page`), never
+        the whole session: a filter that matches few runs gives a short (even empty) page
+        whose ``next`` continues the search, after at most ``4 * limit`` index entries.
+        ``cursor`` is ``""`` or a previous page's ``next``. A store without ``keys_page``
+        is listed whole, as `list` does.
+        """
+        if not isinstance(limit, int) or isinstance(limit, bool):
+            raise TypeError("limit must be an int")
+        if limit == 0:
+            limit = DEFAULT_RUN_PAGE_SIZE
+        if not 1 <= limit <= MAX_RUN_PAGE_SIZE:
+            raise ValueError(f"run page limit {limit} is outside 1..{MAX_RUN_PAGE_SIZE}")
+        if run_id_prefix:
+            if not run_id_prefix.isascii() or any(
+                c not in "0123456789abcdef-" for c in run_id_prefix
+            ):
+                return RunPage(runs=[], next="")
+            if cursor and not is_id(cursor):
+                raise ValueError(f"invalid run page cursor {cursor!r}")
+            base = runs_prefix(session_id)
+            scan_prefix = base + run_id_prefix
+            start = base + cursor if cursor else ""
+            descending = False
+        else:
+            if cursor and not _is_cursor(cursor):
+                raise ValueError(f"invalid run page cursor {cursor!r}")
+            try:
+                await self._backfill(session_id)
+            except Exception:  # a read-only store of a session older than the index
+                return await self._list_whole(
+                    session_id, status, definition, run_id_prefix, cursor, limit
+                )
+            base = order_prefix(session_id)
+            if status:
+                base += _status_segment(status)
+            elif definition:
+                base += _definition_segment(definition)
+            else:
+                base += _ALL
+            scan_prefix = base
+            start = base + cursor if cursor else ""
+            descending = True
+        kv = self._kv
+        if not isinstance(kv, storage.PagedKV):
+            return await self._list_whole(
+                session_id, status, definition, run_id_prefix, cursor, limit
+            )
+        runs: list[Run] = []
+        budget = _SCAN_FACTOR * limit
+        last = ""
+        exhausted = False
+        while len(runs) < limit and budget > 0:
+            keys = await kv.keys_page(
+                scan_prefix,
+                start=start,
+                limit=min(limit - len(runs) + 1, budget),
+                descending=descending,
+            )
+            if not keys:
+                exhausted = True
+                break
+            for key in keys:
+                if len(runs) == limit:
+                    break
+                budget -= 1
+                start = key
+                last = key[len(base) :]
+                run_id = last.partition("-")[2] if not run_id_prefix else last
+                if not run_id_prefix and "/" in last:
+                    continue  # the marker, or another family's entry
+                run = await self._listed(session_id, run_id)
+                if run is None:
+                    continue
+                if status and str(run.status) != status:
+                    continue
+                if definition and run.definition_name != definition:
+                    continue
+                runs.append(run)
+        if not exhausted:
+            more = await kv.keys_page(scan_prefix, start=start, limit=1, descending=descending)
+            exhausted = not more
+        return RunPage(runs=runs, next="" if exhausted else last)
+
+    async def _listed(self, session_id: str, run_id: str) -> Run | None:
+        if not is_id(run_id):
+            return None
+        try:
+            return await self.get(session_id, run_id)
+        except NotFoundError:
+            return None  # an entry written before a record that never came
+
+    async def _list_whole(
+        self,
+        session_id: str,
+        status: str,
+        definition: str,
+        run_id_prefix: str,
+        cursor: str,
+        limit: int,
+    ) -> RunPage:
+        chosen: list[Run] = []
+        after = ""
+        while True:
+            page = await self.list(session_id, after=after, limit=MAX_RUN_PAGE_SIZE)
+            chosen.extend(
+                run
+                for run in page.runs
+                if (not status or str(run.status) == status)
+                and (not definition or run.definition_name == definition)
+                and run.id.startswith(run_id_prefix)
+            )
+            if not page.next:
+                break
+            after = page.next
+        if run_id_prefix:
+            ordered = [(run.id, run) for run in chosen]
+            ordered.sort(key=lambda item: item[0])
+            rest = [item for item in ordered if item[0] > cursor]
+        else:
+            ordered = [(_rank(run), run) for run in chosen]
+            ordered.sort(key=lambda item: item[0], reverse=True)
+            rest = [item for item in ordered if not cursor or item[0] < cursor]
+        shown = rest[:limit]
+        more = len(rest) > limit
+        return RunPage(runs=[run for _, run in shown], next=shown[-1][0] if shown and more else "")
