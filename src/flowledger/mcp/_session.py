@@ -126,7 +126,12 @@ async def open_served_session(
         tools = WorkflowTools.for_session(session, supervisor=control, start_timeout=start_timeout)
         yield ServedSession(
             session,
-            with_deploy_tools(tools, session, front_door=no_execute and not read_only),
+            with_deploy_tools(
+                tools,
+                session,
+                control=control if no_execute and not read_only else None,
+                start_timeout=start_timeout,
+            ),
             executes=not (read_only or no_execute),
             read_only=read_only,
             notice=notice,
