@@ -17,10 +17,20 @@
 #
 # Environment: PYTHON (the interpreter that creates the venv, default python3),
 # BENCH_VENV (default bench/.venv).
+# The deploy-run bench (bench/deploy_runs.py) needs no peers but the project's own dev
+# environment (mcp-server-time, server-everything in tests/deploy/npm), so it runs with
+# the project's interpreter (FLOWLEDGER_PYTHON, default .venv/bin/python):
+#
+#   bash bench/run.sh deploy-runs [--quick] [--runs N]
 set -euo pipefail
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 root="$(dirname "$here")"
+if [ "${1:-}" = "deploy-runs" ]; then
+    shift
+    cd "$root"
+    exec "${FLOWLEDGER_PYTHON:-$root/.venv/bin/python}" "$here/deploy_runs.py" "$@"
+fi
 venv="${BENCH_VENV:-$here/.venv}"
 stamp="$venv/.flowledger-bench-installed"
 

@@ -136,7 +136,7 @@ def test_mcp_no_execute_serves_every_tool_beside_the_owner(cli: Cli) -> None:
         )
     assert done.returncode == 0, done.stderr
     replies = {m.get("id"): m for m in map(json.loads, done.stdout.splitlines()) if "id" in m}
-    assert len(replies[2]["result"]["tools"]) == 7
+    assert len(replies[2]["result"]["tools"]) == 15  # the workflow_* and the deploy tools
     result = replies[3]["result"]
     assert not result.get("isError"), result
     payload = json.loads(result["content"][0]["text"])

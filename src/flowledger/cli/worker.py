@@ -18,6 +18,7 @@ import sys
 
 from ..host import load_catalog
 from ..storage import open_store
+from ..workflows.session import WorkflowSession
 from ..workflows.worker import Worker, WorkerSettings, reindex
 from .runtime import Options
 
@@ -37,6 +38,14 @@ def _configure_logging() -> None:
     logging.getLogger("flowledger").setLevel(logging.INFO)
 
 
+async def _register_deployed(session: WorkflowSession) -> None:
+    """Deployed runs are ordinary runs of definitions kept in the session's database:
+    registered before the worker owns the session, so it adopts and starts them."""
+    from ..deploy import DeployService
+
+    await DeployService(session).register_all()
+
+
 async def run_worker(options: Options, settings: WorkerSettings, *, rebuild_index: bool) -> None:
     _configure_logging()
     catalog = load_catalog(options.app)
@@ -44,7 +53,7 @@ async def run_worker(options: Options, settings: WorkerSettings, *, rebuild_inde
         if rebuild_index:
             added = await reindex(store)
             log.info("reindex: %d unfinished run(s) added to the index", added)
-        worker = Worker(store, catalog, settings)
+        worker = Worker(store, catalog, settings, prepare_session=_register_deployed)
         stop = asyncio.Event()
         loop = asyncio.get_running_loop()
         task = asyncio.current_task()

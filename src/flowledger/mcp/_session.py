@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import Final
 from urllib.parse import urlsplit, urlunsplit
 
+from ..deploy import DeployService
 from ..host import AppLoadError, load_catalog
 from ..host import open_session as open_workflow_session
 from ..tools import SupervisorPort, WorkflowTools
@@ -125,7 +126,12 @@ async def open_served_session(
         tools = WorkflowTools.for_session(session, supervisor=control, start_timeout=start_timeout)
         yield ServedSession(
             session,
-            with_deploy_tools(tools, session, front_door=no_execute and not read_only),
+            with_deploy_tools(
+                tools,
+                session,
+                control=control if no_execute and not read_only else None,
+                start_timeout=start_timeout,
+            ),
             executes=not (read_only or no_execute),
             read_only=read_only,
             notice=notice,
@@ -144,15 +150,19 @@ async def _enter(
     """`open_workflow_session` entered on ``stack``; its failures as `McpStartupError`,
     but `SessionOwnedError` of an owning server, which the caller answers."""
     try:
-        return await stack.enter_async_context(
-            open_workflow_session(
-                url,
-                catalog,
-                session_id,
-                activate=not (read_only or no_execute),
-                read_only=read_only,
+        async with AsyncExitStack() as opened:  # closed at once if it is not served
+            session = await opened.enter_async_context(
+                open_workflow_session(url, catalog, session_id, activate=False, read_only=read_only)
             )
-        )
+            if not (read_only or no_execute):
+                # The catalog is in memory and deployed definitions are registered on
+                # first use: without registering them all before activation, a restarted
+                # server would not adopt the deployed runs a crash left unfinished.
+                await DeployService(session).register_all()
+                await session.supervisor.activate()
+                opened.push_async_callback(session.supervisor.shutdown)
+            stack.push_async_exit(opened.pop_all())
+        return session
     except SessionOwnedError:
         raise
     except ValueError as exc:  # a malformed --session

@@ -1,23 +1,28 @@
 """The deploy layer's tools on the MCP server: ``run_deployment``, ``resume_run``,
 ``inspect_run``, ``read_run_trace``, ``artifact_save``, ``deployment_save``,
 ``deployment_list`` and ``deployment_show`` (`flowledger.deploy.DeployTools`), served
-beside the ``workflow_*`` tools by a server that executes runs (a read-only server lists
-only the reading ones). A front-door server (``--no-execute``) does not serve them: a
-deployed run's environment is validated and pinned by the process that executes it."""
+beside the ``workflow_*`` tools (a read-only server lists only the reading ones). On a
+front door (``--no-execute``) the environment is validated and the pin written here, and
+the run is started and resumed through the front door by the ``flowledger worker`` that
+owns the session (it registers the session's deployed definitions when it claims it)."""
 
 from __future__ import annotations
 
 from ..deploy import DeployService
 from ..deploy.deployments.tools import Bundle, DeployTools, combined
-from ..tools import WorkflowTools
+from ..tools import SupervisorPort, WorkflowTools
 from ..workflows.session import WorkflowSession
 
 __all__ = ["Bundle", "with_deploy_tools"]
 
 
 def with_deploy_tools(
-    tools: WorkflowTools, session: WorkflowSession, *, front_door: bool
+    tools: WorkflowTools,
+    session: WorkflowSession,
+    *,
+    control: SupervisorPort | None = None,
+    start_timeout: float = 30.0,
 ) -> Bundle:
-    if front_door:
-        return tools
-    return combined(tools, DeployTools(DeployService(session)))
+    """``control``: a front door's (default: the session's own supervisor)."""
+    service = DeployService(session, supervisor=control, start_timeout=start_timeout)
+    return combined(tools, DeployTools(service))

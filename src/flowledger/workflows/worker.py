@@ -56,7 +56,7 @@ import random
 import socket
 import time
 import uuid
-from collections.abc import Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Final
 
@@ -240,9 +240,13 @@ class Worker:
         settings: WorkerSettings | None = None,
         *,
         worker_id: str | None = None,
+        prepare_session: Callable[[WorkflowSession], Awaitable[object]] | None = None,
     ) -> None:
         self.store = store
         self.catalog = catalog
+        # Runs of the session before it is activated (adoption resolves its runs'
+        # definitions then): a layer above registers the session's own definitions.
+        self.prepare_session = prepare_session
         self.settings = settings or WorkerSettings()
         self.worker_id = worker_id or str(uuid.uuid4())
         worker_key(self.worker_id)
@@ -476,6 +480,8 @@ class Worker:
             adopt_from_index=True,
         )
         try:
+            if self.prepare_session is not None:
+                await self.prepare_session(session)
             await session.supervisor.activate()
         except SessionOwnedError:
             backoff = min(self.settings.lease_ttl / 4, 2.0)

@@ -33,6 +33,7 @@ from typing import Any, Final
 
 from ... import storage
 from ...tools import ToolError, WorkflowTools
+from ...tools.bundle import DEFAULT_START_TIMEOUT, SupervisorPort
 from ...workflows.errors import DuplicateDefinitionError, ResumeBlockedError
 from ...workflows.readiness import ResumeReadiness
 from ...workflows.run import Run, RunStatus
@@ -87,8 +88,15 @@ class DeployService:
     """Deployed runs of ``session`` (a `WorkflowSession` whose supervisor is active)."""
 
     def __init__(
-        self, session: WorkflowSession, *, check_timeout: float = DEFAULT_CHECK_TIMEOUT
+        self,
+        session: WorkflowSession,
+        *,
+        check_timeout: float = DEFAULT_CHECK_TIMEOUT,
+        supervisor: SupervisorPort | None = None,
+        start_timeout: float = DEFAULT_START_TIMEOUT,
     ) -> None:
+        """``supervisor``: the session's own by default; a front door's (`FrontDoor`)
+        starts and resumes through the workers that own the session."""
         self.session = session
         self.artifacts = ArtifactStore.over(session.store)
         self.deployments = DeploymentStore(session.store.kv, session.store.blobs, self.artifacts)
@@ -99,7 +107,8 @@ class DeployService:
             catalog=session.catalog,
             registry=session.registry,
             inputs=session.inputs,
-            supervisor=session.supervisor,
+            supervisor=session.supervisor if supervisor is None else supervisor,
+            start_timeout=start_timeout,
             pending=session.pending,
             prepare_run=self._bind_pin,
         )

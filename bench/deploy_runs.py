@@ -1,0 +1,268 @@
+"""What a deployed run costs before it does any work, and what revalidation costs.
+
+    python bench/deploy_runs.py [--runs 20] [--quick] [--db-dir DIR]
+
+Run from the repository root with the project's environment (``mcp-server-time`` and
+server-everything in ``tests/deploy/npm``, as for the deploy tests). Two deployments of
+one artifact (an interrupt first, then one tool call), one per kind of source:
+
+* **stdio**: ``mcp-server-time`` (``get_current_time``);
+* **http**: server-everything over streamable HTTP on loopback (``echo``).
+
+For each, ``--runs`` times (``--quick``: 3), through `DeployService` on an owned session
+(SQLite file, ``synchronous=FULL``):
+
+1. ``run_deployment`` (``wait_seconds=0``): the call (the environment check connects to
+   the source and lists its tools, the pin is written, the run starts), and the time
+   until the run's first durable checkpoint is visible (`workflow_run_get` polled every
+   millisecond from the call's start);
+2. ``inspect_run`` with and without ``revalidate``: their difference is the cost of the
+   revalidation of the pinned environment (connect, list tools, compare fingerprints);
+3. ``resume_run`` of the paused run (revalidation, then the tool call, to completion).
+
+Then a deployment binding both sources at once: revalidation (``inspect_run`` and the
+resume path) counts the source connections it opens and whether they overlap in time,
+checking that each source is connected and listed once, the sources in parallel (one
+check of the pinned environment probes its sources with `asyncio.gather`). The resume
+path checks twice: `workflow_run_resume` checks before it calls the supervisor (so a
+refused resume never reaches it), and the supervisor checks again under the run's lock.
+
+Printed: median, p99, min and max per measure. Nothing here is a test.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import statistics
+import sys
+import tempfile
+import time
+import uuid
+from collections.abc import AsyncIterator, Awaitable
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))  # tests.deploy.servers starts the real MCP servers
+
+from tests.deploy.servers import everything_http_server, time_command  # noqa: E402
+
+from flowledger.deploy import DeployService  # noqa: E402
+from flowledger.deploy.deployments import validation  # noqa: E402
+from flowledger.storage import open_store  # noqa: E402
+from flowledger.workflows import Catalog  # noqa: E402
+from flowledger.workflows.session import WorkflowSession  # noqa: E402
+
+OBJECT = {"type": "object", "additionalProperties": False}
+TOOLS = {
+    "clock": ("get_current_time", {"timezone": "Etc/UTC"}),
+    "echo": ("echo", {"message": "hi"}),
+}
+
+
+def artifact(name: str, dependencies: list[str]) -> dict[str, Any]:
+    nodes: dict[str, Any] = {
+        "ask": {
+            "kind": "interrupt",
+            "label": "Go ahead",
+            "request": {"question": "Go?"},
+            "resume_schema": {
+                **OBJECT,
+                "required": ["go"],
+                "properties": {"go": {"type": "boolean"}},
+            },
+            "next": f"call_{dependencies[0]}",
+        }
+    }
+    for index, dependency in enumerate(dependencies):
+        tool, arguments = TOOLS[dependency]
+        last = index + 1 == len(dependencies)
+        nodes[f"call_{dependency}"] = {
+            "kind": "tool",
+            "dependency": dependency,
+            "tool": tool,
+            "arguments": arguments,
+            "next": "done" if last else f"call_{dependencies[index + 1]}",
+        }
+    nodes["done"] = {"kind": "end", "outcome": "done"}
+    return {
+        "format": "flowledger.artifact/v1",
+        "name": name,
+        "version": "1",
+        "input_schema": OBJECT,
+        "output_schema": OBJECT,
+        "dependencies": {dep: {"tools": [TOOLS[dep][0]]} for dep in dependencies},
+        "start": "ask",
+        "nodes": nodes,
+    }
+
+
+def deployment(name: str, bindings: dict[str, dict[str, Any]]) -> dict[str, Any]:
+    return {
+        "format": "flowledger.deployment/v1",
+        "name": name,
+        "artifact": {"name": name, "version": "1"},
+        "sources": {
+            dep: {**binding, "allow_tools": [TOOLS[dep][0]]} for dep, binding in bindings.items()
+        },
+        "drift": "block",
+    }
+
+
+@asynccontextmanager
+async def deploy_service(url: str) -> AsyncIterator[DeployService]:
+    async with open_store(url) as store:
+        session = WorkflowSession.build(store, str(uuid.uuid4()), Catalog())
+        await session.supervisor.activate()
+        try:
+            yield DeployService(session)
+        finally:
+            await session.supervisor.shutdown()
+
+
+class ProbeLog:
+    """Wraps the environment check's per-source probe: when each connection ran."""
+
+    def __init__(self) -> None:
+        self.spans: list[tuple[str, float, float]] = []
+        self._probe = validation._probe
+
+    def install(self) -> None:
+        original = self._probe
+
+        async def probe(binding: Any, environ: Any, seconds: float) -> Any:
+            started = time.perf_counter()
+            try:
+                return await original(binding, environ, seconds)
+            finally:
+                self.spans.append((binding.dependency, started, time.perf_counter()))
+
+        validation._probe = probe
+
+    def take(self) -> list[tuple[str, float, float]]:
+        spans, self.spans = self.spans, []
+        return spans
+
+
+def overlapping(spans: list[tuple[str, float, float]]) -> bool:
+    return len(spans) > 1 and max(s for _, s, _ in spans) < min(e for _, _, e in spans)
+
+
+async def timed(work: Awaitable[Any]) -> tuple[float, Any]:
+    """How long awaiting ``work`` (a coroutine not started yet) takes."""
+    started = time.perf_counter()
+    result = await work
+    return time.perf_counter() - started, result
+
+
+async def first_checkpoint(service: DeployService, name: str) -> tuple[float, float, str]:
+    """The ``run_deployment`` call, and the time until its first checkpoint is visible."""
+    started = time.perf_counter()
+    result = await service.run_deployment(name, {}, wait_seconds=0)
+    called = time.perf_counter() - started
+    run_id = str(result["run_id"])
+    while True:
+        got = await service.tools.call("workflow_run_get", {"run_id": run_id})
+        if got.get("checkpoint_revision") is not None:
+            return called, time.perf_counter() - started, run_id
+        await asyncio.sleep(0.001)
+
+
+async def measure(service: DeployService, name: str, runs: int) -> dict[str, list[float]]:
+    found: dict[str, list[float]] = {
+        "run_deployment call": [],
+        "to first checkpoint": [],
+        "inspect_run": [],
+        "inspect_run --revalidate": [],
+        "revalidation (difference)": [],
+        "resume_run to completion": [],
+    }
+    for _ in range(runs):
+        called, checkpoint, run_id = await first_checkpoint(service, name)
+        done = await service._until_stopped(run_id, 60)
+        assert done.status.value == "interrupted", done
+        plain, _ = await timed(service.inspect_run(run_id, revalidate=False))
+        checked, described = await timed(service.inspect_run(run_id))
+        assert described["resume_readiness"]["status"] == "ready", described
+        resumed, result = await timed(service.resume_run(run_id, {"go": True}))
+        assert result["status"] == "completed", result
+        found["run_deployment call"].append(called)
+        found["to first checkpoint"].append(checkpoint)
+        found["inspect_run"].append(plain)
+        found["inspect_run --revalidate"].append(checked)
+        found["revalidation (difference)"].append(checked - plain)
+        found["resume_run to completion"].append(resumed)
+    return found
+
+
+def ms(value: float) -> str:
+    return f"{value * 1000:.1f}"
+
+
+def report(source: str, found: dict[str, list[float]]) -> None:
+    print(f"\n{source}: ms, median / p99 / min-max over {len(next(iter(found.values())))} runs")
+    for what, values in found.items():
+        ordered = sorted(values)
+        p99 = ordered[min(len(ordered) - 1, round(0.99 * (len(ordered) - 1)))]
+        print(
+            f"  {what:28} {ms(statistics.median(ordered)):>8} / {ms(p99):>8} / "
+            f"{ms(ordered[0])}-{ms(ordered[-1])}"
+        )
+
+
+async def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    p.add_argument("--runs", type=int, default=20)
+    p.add_argument("--quick", action="store_true", help="3 runs")
+    p.add_argument("--db-dir", help="where the SQLite files go (default: a temporary directory)")
+    args = p.parse_args()
+    runs = 3 if args.quick else args.runs
+    log = ProbeLog()
+    log.install()
+    with tempfile.TemporaryDirectory(dir=args.db_dir) as folder:
+        work = Path(folder)
+        with everything_http_server(work / "everything.log") as (everything_url, _process):
+            bindings: dict[str, dict[str, Any]] = {
+                "clock": {
+                    "stdio": {"command": time_command(), "args": ["--local-timezone", "Etc/UTC"]}
+                },
+                "echo": {"http": {"url": everything_url}},
+            }
+            async with deploy_service(f"sqlite:///{work / 'deploy.db'}") as service:
+                sid = service.session.session_id
+                for name, deps in (
+                    ("stdio_dep", ["clock"]),
+                    ("http_dep", ["echo"]),
+                    ("both", ["clock", "echo"]),
+                ):
+                    await service.artifacts.save(sid, artifact(name, deps))
+                    await service.deployment_save(deployment(name, {d: bindings[d] for d in deps}))
+                for name, label in (
+                    ("stdio_dep", "stdio (mcp-server-time)"),
+                    ("http_dep", "http (server-everything)"),
+                ):
+                    await first_checkpoint(service, name)  # warm up: imports, the servers' caches
+                    log.take()
+                    report(label, await measure(service, name, runs))
+                    log.take()
+
+                _, _, run_id = await first_checkpoint(service, "both")
+                await service._until_stopped(run_id, 60)
+                log.take()
+                await service.inspect_run(run_id)
+                inspected = log.take()
+                await service.resume_run(run_id, {"go": True})
+                resumed = log.take()
+    print("\nrevalidation of a run pinned to both sources (connections opened, overlapping):")
+    for what, spans in (("inspect_run --revalidate", inspected), ("resume_run", resumed)):
+        spans.sort(key=lambda span: span[1])
+        checks = [spans[i : i + 2] for i in range(0, len(spans), 2)]  # two sources a check
+        for number, check in enumerate(checks, 1):
+            names = sorted(dep for dep, _, _ in check)
+            print(f"  {what:28} check {number}: {names}  overlapping={overlapping(check)}")
+
+
+if __name__ == "__main__":
+    asyncio.run(main())
