@@ -1,7 +1,8 @@
 """The deploy tools on a ``--no-execute`` MCP front door over PostgreSQL: two
 ``flowledger worker`` processes execute the deployed run (they register the session's
 deployed definitions when they claim it); the front door validates the environment and
-writes the pin. Through the SDK client: save, run (it pauses), inspect, trace, resume."""
+writes the pin. Through the SDK client: save, run (it pauses), inspect, trace, resume;
+a revision saved while a worker owns the session runs there too."""
 
 from __future__ import annotations
 
@@ -60,6 +61,27 @@ async def test_a_front_door_serves_deployed_runs_that_workers_execute(tmp_path: 
                 assert inspected["resume_readiness"] == {"status": "ready"}
                 trace = payload(await client.call_tool("read_run_trace", {"run_id": run_id}))
                 assert trace["total"] >= 1
+
+                # Regression: a revision saved after a worker took the session (it holds
+                # it while the first run is paused) used to stay unknown to that worker.
+                again = deployment(script, label="two")
+                saved = payload(await client.call_tool("deployment_save", {"document": again}))
+                assert saved["revision"] == 2
+                second = payload(
+                    await client.call_tool(
+                        "run_deployment",
+                        {"deployment": "env_dep", "input": {}, "wait_seconds": 120},
+                    )
+                )
+                assert second["status"] == "interrupted", second
+                assert second["deployment"] == {"name": "env_dep", "revision": 2}
+                finished = payload(
+                    await client.call_tool(
+                        "resume_run",
+                        {"run_id": second["run_id"], "payload": {"go": True}, "wait_seconds": 120},
+                    )
+                )
+                assert (finished["status"], finished["output"]["label"]) == ("completed", "two")
                 done = payload(
                     await client.call_tool(
                         "resume_run",

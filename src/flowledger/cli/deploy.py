@@ -68,7 +68,7 @@ async def _service(options: Options, *, owner: bool, writes: bool) -> AsyncItera
         if not owner:
             yield service
             return
-        await service.register_all()  # before activation, so unfinished runs are adopted
+        await service.serve_deployments()  # before activation, so unfinished runs are adopted
         await session.supervisor.activate()
         try:
             yield service

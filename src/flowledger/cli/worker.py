@@ -40,10 +40,11 @@ def _configure_logging() -> None:
 
 async def _register_deployed(session: WorkflowSession) -> None:
     """Deployed runs are ordinary runs of definitions kept in the session's database:
-    registered before the worker owns the session, so it adopts and starts them."""
+    registered before the worker owns the session, so it adopts and starts them, and
+    looked up when a front door starts a revision saved after the worker took it."""
     from ..deploy import DeployService
 
-    await DeployService(session).register_all()
+    await DeployService(session).serve_deployments()
 
 
 async def run_worker(options: Options, settings: WorkerSettings, *, rebuild_index: bool) -> None:

@@ -158,7 +158,7 @@ async def _enter(
                 # The catalog is in memory and deployed definitions are registered on
                 # first use: without registering them all before activation, a restarted
                 # server would not adopt the deployed runs a crash left unfinished.
-                await DeployService(session).register_all()
+                await DeployService(session).serve_deployments()
                 await session.supervisor.activate()
                 opened.push_async_callback(session.supervisor.shutdown)
             stack.push_async_exit(opened.pop_all())

@@ -298,6 +298,11 @@ class Supervisor:
         self._shutdown_done = False
         self.requests = requests
         self.pending = pending
+        # Called with (name, version) when a run names a definition the catalog lacks,
+        # before that counts as unknown: definitions kept in the database (a deployment
+        # revision saved by another process after this one took the session) register
+        # themselves in the catalog here.
+        self.definition_loader: Callable[[str, str], Awaitable[object]] | None = None
         self._poll_interval = poll_interval
         self._adopt_from_index = adopt_from_index
         self._poll_task: asyncio.Task[None] | None = None
@@ -718,6 +723,13 @@ class Supervisor:
         async with controller.lock:
             await self._reconcile(controller, run_id)
 
+    async def _resolve(self, run: Run) -> Definition:
+        """The run's definition, through `definition_loader` when the catalog lacks it."""
+        name, version = run.definition_name, run.definition_version
+        if self.definition_loader is not None and (name, version) not in self.catalog:
+            await self.definition_loader(name, version)
+        return self.catalog.resolve(name, version)
+
     async def _reconcile(self, controller: _Controller, run_id: str) -> None:
         try:
             run = await self.registry.get(self._session_id, run_id)
@@ -733,7 +745,7 @@ class Supervisor:
             if index is not None:  # a stale entry: the run became terminal before a crash
                 await index.remove(self._session_id, run_id)
         try:
-            definition = self.catalog.resolve(run.definition_name, run.definition_version)
+            definition = await self._resolve(run)
         except UnknownDefinitionError as exc:
             raise AdoptionError(run.id, "resolve definition", exc) from exc
         if run.cancel_requested and not run.status.terminal:
@@ -1175,7 +1187,7 @@ class Supervisor:
                     self._refused.add(run_id)
                 return
             try:
-                definition = self.catalog.resolve(run.definition_name, run.definition_version)
+                definition = await self._resolve(run)
                 payload = request.payload or None  # empty: the retry of an errored pause
                 token = await prepare_resume(definition, run, payload)
             except (

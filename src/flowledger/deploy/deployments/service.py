@@ -172,6 +172,27 @@ class DeployService:
                 count += 1
         return count
 
+    async def serve_deployments(self) -> int:
+        """Before the session's supervisor activates: `register_all`, and make `load`
+        its definition loader, so runs of revisions saved later by another process (a
+        front door) are started, resumed and adopted too; the count registered now."""
+        count = await self.register_all()
+        self.session.supervisor.definition_loader = self.load
+        return count
+
+    async def load(self, name: str, version: str) -> None:
+        """Register ``name@version`` if it names a saved deployment revision of the
+        session; anything else stays unknown to the catalog."""
+        number = revision_of(version)
+        if number is None:
+            return
+        try:
+            revision = await self.deployments.get(self._sid, name, number)
+            closure = await self._closure(revision)
+        except (DeploymentNotFoundError, ArtifactNotFoundError):
+            return
+        self._ensure(revision, closure)
+
     async def _definition_of(self, run: Run) -> DeployedDefinition:
         number = revision_of(run.definition_version)
         if number is None:
