@@ -54,7 +54,7 @@ from .graph import render_svg
 from .live import Wake
 from .security import CSRF_COOKIE, CSRF_FIELD, LOGIN_COOKIE, Gate, new_secret
 from .sessions import Served, SessionPool, SessionUnavailableError
-from .states import STATES, vertex_states
+from .states import STATES, Latest, vertex_states
 from .streams import RowEvents, RunEvents, event_stream
 from .views import (
     RUNS_PAGE,
@@ -64,6 +64,7 @@ from .views import (
     RunFilter,
     all_history,
     all_runs,
+    latest_vertices,
     moment,
     parse_cursor,
     pretty_json,
@@ -346,8 +347,9 @@ class Dashboard:
         if "next_revision" in page and page["entries"]:
             later = "?" + urlencode({"after": Cursor.after(page["entries"][-1]).text()})
         end = Cursor.after(entries[-1]).text() if entries else ""
+        latest = await latest_vertices(ctx.served.session, run_id)
         return {
-            **self._run_parts(ctx, run, entries, error=error, values=values),
+            **self._run_parts(ctx, run, entries, latest, error=error, values=values),
             "timeline": page["entries"],
             "timeline_first": cursor == Cursor(),
             "timeline_later": later,
@@ -360,6 +362,7 @@ class Dashboard:
         ctx: _Ctx,
         run: Mapping[str, Any],
         entries: list[dict[str, Any]],
+        latest: Latest | None,
         *,
         error: str = "",
         values: Mapping[str, str] | None = None,
@@ -368,7 +371,7 @@ class Dashboard:
         states: dict[str, str] = {}
         svg = None
         if picture is not None:
-            states = vertex_states(picture.shape, run, entries)
+            states = vertex_states(picture.shape, run, entries, latest)
             svg = render_svg(picture, states, title=f"graph of {run['definition_name']}")
         pending = run.get("pending")
         fields = []
@@ -584,10 +587,11 @@ class Dashboard:
             ctx.served, events, lambda record: record.run_id == run_id, _SECURITY_HEADERS
         )
 
-    def _run_event(
+    async def _run_event(
         self, ctx: _Ctx, run: dict[str, Any], entries: list[dict[str, Any]]
     ) -> dict[str, Any]:
-        parts = self._run_parts(ctx, run, entries)
+        latest = await latest_vertices(ctx.served.session, str(run["run_id"]))
+        parts = self._run_parts(ctx, run, entries, latest)
         return {
             "header": self._env.get_template("_header.html").render(parts),
             "pending": self._env.get_template("_pending.html").render(parts),

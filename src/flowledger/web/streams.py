@@ -32,7 +32,7 @@ class RunEvents:
         cursor: Cursor,
         *,
         entry_html: Callable[[Mapping[str, Any]], str],
-        run_event: Callable[[dict[str, Any], list[dict[str, Any]]], dict[str, Any]],
+        run_event: Callable[[dict[str, Any], list[dict[str, Any]]], Awaitable[dict[str, Any]]],
     ) -> None:
         self._served = served
         self._run_id = run_id
@@ -51,7 +51,8 @@ class RunEvents:
         signature = pretty_json(run)
         if fresh or signature != self._last:
             self._last = signature
-            yield sse("run", self._run_event(run, await all_history(tools, self._run_id)))
+            entries = await all_history(tools, self._run_id)
+            yield sse("run", await self._run_event(run, entries))
 
 
 class RowEvents:

@@ -13,10 +13,13 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, Final
 
+from .. import flow
 from ..tools import WorkflowTools
 from ..workflows import Catalog
 from ..workflows.errors import UnknownDefinitionError
+from ..workflows.session import WorkflowSession
 from .graph import Picture, graph_shape, layout
+from .states import Latest
 
 __all__ = [
     "MAX_RUNS",
@@ -27,6 +30,7 @@ __all__ = [
     "RunFilter",
     "all_history",
     "all_runs",
+    "latest_vertices",
     "moment",
     "parse_cursor",
     "pretty_json",
@@ -119,6 +123,22 @@ async def all_history(
             break
         position = Cursor.after(page["entries"][-1])
     return entries
+
+
+async def latest_vertices(session: WorkflowSession, run_id: str) -> Latest | None:
+    """The vertex records of the run's latest checkpoint (statuses only: the checkpoint's
+    state is not read out); None before its first checkpoint. The registry lookup is the
+    session's own, so another session's run is not found."""
+    try:
+        run = await session.registry.get(session.session_id, run_id)
+        checkpoint = await session.checkpoints.latest(run.graph_run_id)
+    except (LookupError, flow.CheckpointNotFoundError):
+        return None
+    statuses: dict[str, str] = {}
+    for record in sorted(checkpoint.vertices, key=lambda r: r.step):
+        statuses[record.vertex] = record.status.name.lower()
+    routed = checkpoint.phase is flow.StepPhase.ROUTED
+    return Latest(statuses, tuple(checkpoint.frontier) if routed else ())
 
 
 async def progress(tools: WorkflowTools, run: Mapping[str, Any]) -> tuple[int, int] | None:
