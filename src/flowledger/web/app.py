@@ -7,13 +7,16 @@ or 404 like any unknown route):
 ``GET  /``                            redirect to ``/runs``
 ``GET  /runs``                        the runs table (``status``, ``definition``, ``q``
                                       - a run ID or part of one - and ``page``)
-``GET  /runs/{id}``                   one run (``after``: a timeline cursor)
+``GET  /runs/{id}``                   one run (``after``: a timeline cursor; a deployed
+                                      run's trace slice: ``trace_start``, ``trace_limit``)
 ``GET  /definitions``                 the definitions
 ``GET  /definitions/{name}/{ver}``    one definition, its graph and its start form
 ``POST /definitions/{name}/{ver}/start``  start a run from the form
 ``POST /runs/{id}/resume``            answer the pending request from the form
 ``POST /runs/{id}/retry``             retry an errored pause
 ``POST /runs/{id}/cancel``            cancel (``reason``)
+``POST /runs/{id}/revalidate``        a deployed run: revalidate its pinned environment
+                                      (connecting to its sources) and show the readiness
 ``GET  /events/runs``                 SSE: rows of the runs table
 ``GET  /events/runs/{id}``            SSE: one run's activities and state
 ``GET  /login``, ``POST /login``,     sign in with a token (only with tokens)
@@ -45,6 +48,10 @@ from starlette.responses import HTMLResponse, RedirectResponse, Response
 from starlette.routing import BaseRoute, Mount, Route
 from starlette.staticfiles import StaticFiles
 
+from ..deploy import NotADeployedRunError
+from ..deploy.deployments.definition import revision_of
+from ..deploy.deployments.store import DeploymentNotFoundError
+from ..deploy.runs.trace import MAX_TRACE_PAGE
 from ..tools import ToolError, WorkflowTools
 from ..tools.errors import PREFIX
 from ..workflows.errors import ConflictError, NotFoundError
@@ -79,6 +86,7 @@ _HERE: Final = Path(__file__).parent
 _MAX_FORM_BYTES: Final = 1 << 20
 _RESUME_DEADLINE: Final = 60.0  # only a guard against a hang: resume returns long before
 _TERMINAL: Final = frozenset({"completed", "cancelled", "failed"})
+TRACE_PAGE: Final = 20
 _SECURITY_HEADERS: Final = {
     "content-security-policy": (
         "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
@@ -108,6 +116,17 @@ def _said(error: ToolError) -> str:
 def _short_time(value: object) -> str:
     text = str(value or "")
     return text.replace("T", " ").removesuffix("Z")[:19]
+
+
+def _trace_slice(request: Request) -> tuple[int, int]:
+    """``trace_start`` and ``trace_limit``, bounded as ``read_run_trace`` bounds them."""
+    start_text = request.query_params.get("trace_start", "0")
+    limit_text = request.query_params.get("trace_limit", str(TRACE_PAGE))
+    if not start_text.isdigit() or len(start_text) > 9:
+        raise _Refusal(400, "trace_start must be a whole number from 0")
+    if not limit_text.isdigit() or not 1 <= int(limit_text) <= MAX_TRACE_PAGE:
+        raise _Refusal(400, f"trace_limit must be a whole number in 1..{MAX_TRACE_PAGE}")
+    return int(start_text), int(limit_text)
 
 
 @dataclass(frozen=True)
@@ -165,6 +184,7 @@ class Dashboard:
                 Route("/runs/{run_id}/resume", self._resume, methods=["POST"]),
                 Route("/runs/{run_id}/retry", self._retry, methods=["POST"]),
                 Route("/runs/{run_id}/cancel", self._cancel, methods=["POST"]),
+                Route("/runs/{run_id}/revalidate", self._revalidate, methods=["POST"]),
             ]
         return Starlette(routes=routes)
 
@@ -319,9 +339,9 @@ class Dashboard:
             cursor = parse_cursor(request.query_params.get("after"))
             if cursor is None:
                 raise _Refusal(400, "after must be a timeline cursor (<revision>:<event id>)")
-            return self._page(
-                request, "run.html", await self._run_view(ctx, run_id, cursor), ctx=ctx
-            )
+            trace = _trace_slice(request)
+            view = await self._run_view(ctx, run_id, cursor, trace=trace)
+            return self._page(request, "run.html", view, ctx=ctx)
         except ToolError as exc:
             return self._refused(request, self._tool_refusal(exc))
         except _Refusal as refusal:
@@ -335,9 +355,12 @@ class Dashboard:
         *,
         error: str = "",
         values: Mapping[str, str] | None = None,
+        trace: tuple[int, int] = (0, TRACE_PAGE),
+        revalidate: bool = False,
     ) -> dict[str, Any]:
         tools = ctx.served.tools
         run = await tools.call("workflow_run_get", {"run_id": run_id})
+        deployed = await self._deployed_view(ctx, run, trace, revalidate=revalidate)
         entries = await all_history(tools, run_id)
         page = await tools.call(
             "workflow_run_history",
@@ -355,6 +378,49 @@ class Dashboard:
             "timeline_later": later,
             "at_end": not later,
             "stream": f"/events/runs/{run_id}?" + urlencode({"after": end}),
+            "deployed": deployed,
+        }
+
+    async def _deployed_view(
+        self, ctx: _Ctx, run: Mapping[str, Any], trace: tuple[int, int], *, revalidate: bool
+    ) -> dict[str, Any] | None:
+        """A deployed run's panels (None for any other run): its pin, its readiness
+        (revalidated against its sources only when asked: that connects to them) and one
+        slice of its trace. Everything is read through the session's deploy tools, so
+        another session's run is not found and no secret value is ever in a result."""
+        if revision_of(str(run["definition_version"])) is None:
+            return None
+        run_id = str(run["run_id"])
+        deploy = ctx.served.deploy
+        try:
+            inspected = await deploy.call(
+                "inspect_run", {"run_id": run_id, "revalidate": revalidate}
+            )
+        except ToolError as exc:
+            if isinstance(exc.cause, NotADeployedRunError | DeploymentNotFoundError):
+                return None  # an app's definition whose version merely looks like one
+            raise
+        start, limit = trace
+        page = await deploy.call(
+            "read_run_trace", {"run_id": run_id, "start": start, "limit": limit}
+        )
+        pin = await deploy.service.pin_of(run_id)
+        total = int(page["total"])
+        base = f"/runs/{run_id}?"
+        earlier = later = ""
+        if start > 0:
+            earlier = base + urlencode({"trace_start": max(0, start - limit), "trace_limit": limit})
+        if start + limit < total:
+            later = base + urlencode({"trace_start": start + limit, "trace_limit": limit})
+        return {
+            "inspected": inspected,
+            "readiness": inspected["resume_readiness"],
+            "pin": None if pin is None else pin.to_json(),
+            "trace": page["entries"],
+            "trace_start": start,
+            "trace_total": total,
+            "trace_earlier": earlier + "#trace" if earlier else "",
+            "trace_later": later + "#trace" if later else "",
         }
 
     def _run_parts(
@@ -407,6 +473,9 @@ class Dashboard:
         try:
             ctx = await self._context(request)
             listing = await ctx.served.tools.call("workflow_definition_list", {})
+            deployments = (await ctx.served.deploy.call("deployment_list", {}))["deployments"]
+            service = ctx.served.deploy.service
+            artifacts = await service.artifacts.list(ctx.served.session_id)
         except ToolError as exc:
             return self._refused(request, self._tool_refusal(exc))
         except _Refusal as refusal:
@@ -414,7 +483,12 @@ class Dashboard:
         return self._page(
             request,
             "definitions.html",
-            {"definitions": listing["definitions"], "truncated": listing["truncated"]},
+            {
+                "definitions": listing["definitions"],
+                "truncated": listing["truncated"],
+                "deployments": deployments,
+                "artifacts": artifacts,
+            },
             ctx=ctx,
         )
 
@@ -560,6 +634,29 @@ class Dashboard:
         except _Refusal as refusal:
             return self._refused(request, refusal)
         return RedirectResponse(f"/runs/{run_id}", status_code=303)
+
+    async def _revalidate(self, request: Request) -> Response:
+        """Revalidate a deployed run's pinned environment (what ``inspect_run`` does with
+        ``revalidate``) and show the run with that readiness; nothing is written."""
+        try:
+            ctx = await self._context(request, page=False)
+            run_id = self._run_id(request)
+            await self._form(request)
+            run = await ctx.served.tools.call("workflow_run_get", {"run_id": run_id})
+            if revision_of(str(run["definition_version"])) is None:
+                raise _Refusal(
+                    409, f"run {run_id} is not a deployed run: it has no environment to revalidate"
+                )
+            view = await self._run_view(ctx, run_id, Cursor(), revalidate=True)
+            if view["deployed"] is None:
+                raise _Refusal(
+                    409, f"run {run_id} is not a deployed run: it has no environment to revalidate"
+                )
+        except ToolError as exc:
+            return self._refused(request, self._tool_refusal(exc))
+        except _Refusal as refusal:
+            return self._refused(request, refusal)
+        return self._page(request, "run.html", view, ctx=ctx)
 
     # -- live --------------------------------------------------------------------------------
 
