@@ -86,10 +86,16 @@ def test_revalidate_shows_a_blocked_readiness_with_its_diagnostics(db: Path) -> 
         # the pinned secret is gone from the environment: the revalidation names it
         with pytest.MonkeyPatch.context() as patch:
             patch.delenv(SECRET_NAME)
+            # a page load checks the graph only: it never connects to the sources
+            loaded = client.get(f"/runs/{run_id}").text
+            assert 'id="readiness-status">ready<' in loaded
+            assert "sources were not contacted" in loaded
             blocked = client.post(f"/runs/{run_id}/revalidate", data={"csrf": token})
         assert blocked.status_code == 200, blocked.text
         assert 'id="readiness-status">blocked<' in blocked.text
         assert 'class="diagnostics"' in blocked.text and SECRET_NAME in blocked.text
+        header = blocked.text.split('id="header"', 1)[1].split("</section>", 1)[0]
+        assert "blocked" in header  # the header shows the revalidated readiness too
 
 
 def test_trace_slices_are_bounded_like_read_run_trace(db: Path) -> None:

@@ -71,6 +71,7 @@ from .views import (
     RunFilter,
     all_history,
     all_runs,
+    get_run,
     latest_vertices,
     moment,
     parse_cursor,
@@ -359,8 +360,10 @@ class Dashboard:
         revalidate: bool = False,
     ) -> dict[str, Any]:
         tools = ctx.served.tools
-        run = await tools.call("workflow_run_get", {"run_id": run_id})
+        run = await get_run(tools, run_id)
         deployed = await self._deployed_view(ctx, run, trace, revalidate=revalidate)
+        if deployed is not None:
+            run["resume_readiness"] = deployed["readiness"]
         entries = await all_history(tools, run_id)
         page = await tools.call(
             "workflow_run_history",
@@ -559,7 +562,7 @@ class Dashboard:
             run_id = self._run_id(request)
             fields = await self._form(request)
             tools = ctx.served.tools
-            run = await tools.call("workflow_run_get", {"run_id": run_id})
+            run = await get_run(tools, run_id)
         except ToolError as exc:
             return self._refused(request, self._tool_refusal(exc))
         except _Refusal as refusal:
@@ -642,7 +645,7 @@ class Dashboard:
             ctx = await self._context(request, page=False)
             run_id = self._run_id(request)
             await self._form(request)
-            run = await ctx.served.tools.call("workflow_run_get", {"run_id": run_id})
+            run = await get_run(ctx.served.tools, run_id)
             if revision_of(str(run["definition_version"])) is None:
                 raise _Refusal(
                     409, f"run {run_id} is not a deployed run: it has no environment to revalidate"
@@ -668,7 +671,7 @@ class Dashboard:
             cursor = parse_cursor(text)
             if cursor is None:
                 raise _Refusal(400, "the stream's cursor must be <revision>:<event id>")
-            await ctx.served.tools.call("workflow_run_get", {"run_id": run_id})
+            await get_run(ctx.served.tools, run_id)
         except ToolError as exc:
             return self._refused(request, self._tool_refusal(exc))
         except _Refusal as refusal:

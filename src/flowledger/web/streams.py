@@ -14,7 +14,7 @@ from starlette.responses import StreamingResponse
 from ..workflows.activity import ActivityRecord
 from .live import Wake, sse, stream
 from .sessions import Served
-from .views import Cursor, RunFilter, all_history, all_runs, moment, pretty_json
+from .views import Cursor, RunFilter, all_history, all_runs, get_run, moment, pretty_json
 
 __all__ = ["RowEvents", "RunEvents", "event_stream"]
 
@@ -47,7 +47,7 @@ class RunEvents:
         for entry in fresh:
             self._cursor = Cursor.after(entry)
             yield sse("activity", {"html": self._entry_html(entry)}, event_id=self._cursor.text())
-        run = await tools.call("workflow_run_get", {"run_id": self._run_id})
+        run = await get_run(tools, self._run_id)
         signature = pretty_json(run)
         if fresh or signature != self._last:
             self._last = signature

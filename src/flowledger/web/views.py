@@ -14,6 +14,7 @@ from datetime import UTC, datetime
 from typing import Any, Final
 
 from .. import flow
+from ..deploy.deployments.definition import unchecked_environment
 from ..tools import WorkflowTools
 from ..workflows import Catalog
 from ..workflows.errors import UnknownDefinitionError
@@ -30,6 +31,7 @@ __all__ = [
     "RunFilter",
     "all_history",
     "all_runs",
+    "get_run",
     "latest_vertices",
     "moment",
     "parse_cursor",
@@ -123,6 +125,14 @@ async def all_history(
             break
         position = Cursor.after(page["entries"][-1])
     return entries
+
+
+async def get_run(tools: WorkflowTools, run_id: str) -> dict[str, Any]:
+    """``workflow_run_get``, its readiness checking the graph only: for a deployed run
+    the full check connects to every pinned source, which a page load or a stream's
+    wake must not do (the Revalidate button asks for it)."""
+    with unchecked_environment():
+        return await tools.call("workflow_run_get", {"run_id": run_id})
 
 
 async def latest_vertices(session: WorkflowSession, run_id: str) -> Latest | None:
