@@ -6,13 +6,15 @@ from __future__ import annotations
 import json
 import os
 import re
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from .servers import chromium, cli, web_server
+from .servers import REPO, chromium, cli, web_server
 
 pytestmark = pytest.mark.slow
 
@@ -224,3 +226,51 @@ def test_json_fields_are_checked_in_the_page(server: str, page: Any) -> None:
     page.wait_for_url(re.compile(r"/runs/[0-9a-f-]{36}$"))
     page.wait_for_selector("#header .status-completed")
     vertex(page, "done", "done")
+
+
+def _deploy(db: Path, *args: str) -> dict[str, Any]:
+    done = subprocess.run(
+        [sys.executable, "-m", "flowledger", "deploy", *args, "--db", f"sqlite:///{db}"],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=180,  # only catches a hang
+        check=False,
+    )
+    assert done.returncode == 0, (done.stdout, done.stderr)
+    result: dict[str, Any] = json.loads(done.stdout)
+    return result
+
+
+def test_a_paused_deployed_run_shows_its_pin_and_revalidates(
+    browser: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from .deployed import ARTIFACT, SECRET_NAME, SECRET_VALUE, deployment
+
+    monkeypatch.setenv(SECRET_NAME, SECRET_VALUE)  # the CLI and the server both read it
+    db = tmp_path / "deployed.db"
+    artifact = tmp_path / "artifact.yaml"
+    artifact.write_text(ARTIFACT)
+    document = tmp_path / "deployment.json"
+    document.write_text(json.dumps(deployment()))
+    _deploy(db, "save-artifact", str(artifact))
+    _deploy(db, "save", str(document))
+    started = _deploy(db, "run", "clock_dep", "--input", "{}")
+    assert started["status"] == "interrupted", started
+    run_id = started["run_id"]
+    with web_server(db) as url:
+        context = browser.new_context(viewport={"width": 1280, "height": 900})
+        context.set_default_timeout(DEADLINE_MS)
+        try:
+            page = context.new_page()
+            page.goto(f"{url}runs/{run_id}")
+            pinned = page.inner_text("#pinned")
+            assert "clock_dep" in pinned and "clock_sign_off" in pinned
+            assert SECRET_NAME in pinned and "get_current_time" in pinned
+            assert SECRET_VALUE not in page.content()
+            assert "sources were not contacted" in page.inner_text("#readiness")
+            page.click("#revalidate-form button[type=submit]")
+            page.wait_for_selector("#readiness :text('revalidated against the pinned sources')")
+            assert page.inner_text("#readiness-status") == "ready"
+        finally:
+            context.close()

@@ -4,6 +4,7 @@ real SQLite database (the dashboard owns the session and executes the runs)."""
 from __future__ import annotations
 
 import re
+import time
 from pathlib import Path
 
 import pytest
@@ -12,7 +13,7 @@ from starlette.testclient import TestClient
 from flowledger.web import WebServer, WebStartupError
 from flowledger.web.views import RUNS_PAGE
 
-from .conftest import csrf, dashboard, start, status_of, wait_for
+from .conftest import DEADLINE, csrf, dashboard, start, status_of, wait_for
 
 DOC = {"title": "Quarterly", "document": "Sales grew 12 percent. The team is happy."}
 
@@ -403,3 +404,31 @@ def test_login_without_tokens_goes_to_the_runs(client: TestClient) -> None:
     signed = client.post("/login", data={"csrf": csrf(client, "/login"), "token": "x"})
     assert signed.status_code == 303 and signed.headers["location"] == "/runs"
     assert client.post("/logout", data={}).status_code == 403
+
+
+def _vertex_state(page: str, vertex: str) -> str:
+    match = re.search(rf'data-vertex="{vertex}" data-state="([a-z_]+)"', page)
+    assert match is not None, page
+    return match.group(1)
+
+
+def test_a_vertex_re_entered_in_a_loop_shows_running_again(
+    client: TestClient, tmp_path: Path
+) -> None:
+    flag = tmp_path / "go"
+    run_id = start(client, "looper", "v1", path=str(flag))
+    deadline = time.monotonic() + DEADLINE
+    while True:  # until the first round of spin has completed and the second is under way
+        page = client.get(f"/runs/{run_id}").text
+        if page.count("kind-vertex_completed") >= 1:
+            break
+        assert time.monotonic() < deadline, "spin never completed its first round"
+        time.sleep(0.05)
+    assert status_of(client, run_id) == "running"
+    page = client.get(f"/runs/{run_id}").text
+    assert _vertex_state(page, "spin") == "running"  # completed once, but running again
+    assert _vertex_state(page, "end") == "not_reached"
+    flag.touch()
+    wait_for(client, run_id, "completed")
+    page = client.get(f"/runs/{run_id}").text
+    assert _vertex_state(page, "spin") == _vertex_state(page, "end") == "done"

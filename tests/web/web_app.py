@@ -6,7 +6,9 @@
 * ``kinds`` v1: one quick step, an input schema with a field of every kind the forms
   generate (integer, number, enum, boolean, array as JSON), and a route back to itself;
 * ``waiter`` v1: ``wait`` is in flight until the file its input names exists, then
-  ``after``.
+  ``after``;
+* ``looper`` v1: ``spin`` routes back to itself once; its second round is in flight
+  until the file its input names exists, then ``end``.
 """
 
 from __future__ import annotations
@@ -145,10 +147,52 @@ def waiter_definition() -> TypedDefinition[Waiter]:
     return TypedDefinition(metadata, runner)
 
 
+class Looper(BaseModel):
+    path: str
+    rounds: int = 0
+
+
+async def spin(state: Looper) -> dict[str, Any]:
+    """The first round returns at once; the second waits for the file ``path``."""
+    if state.rounds >= 1:
+        flag = Path(state.path)
+        while not await asyncio.to_thread(flag.exists):  # noqa: ASYNC110 - a test sets it
+            await asyncio.sleep(0.02)
+    return {"rounds": state.rounds + 1}
+
+
+async def end(state: Looper) -> dict[str, Any]:
+    return {}
+
+
+def looper_definition() -> TypedDefinition[Looper]:
+    graph: flow.Graph[Looper] = flow.Graph("looper", state=Looper)
+    graph.add_vertex("spin", spin)
+    graph.add_vertex("end", end)
+    graph.add_route(
+        "spin", targets=["spin", "end"], pick=lambda s: "end" if s.rounds >= 2 else "spin"
+    )
+    runner = graph.compile(entry="spin", finish="end", version="1")
+    metadata = Metadata(
+        "looper",
+        "v1",
+        description="A vertex re-entered once; its second round waits for a file.",
+        input_schema={
+            "type": "object",
+            "additionalProperties": False,
+            "required": ["path"],
+            "properties": {"path": {"type": "string", "minLength": 1, "maxLength": 4096}},
+        },
+        vertices=[VertexMetadata("spin", "spin"), VertexMetadata("end", "end")],
+    )
+    return TypedDefinition(metadata, runner)
+
+
 def catalog() -> Catalog:
     result = Catalog()
     result.register(review_definition())
     result.register(flaky_definition())
     result.register(kinds_definition())
     result.register(waiter_definition())
+    result.register(looper_definition())
     return result

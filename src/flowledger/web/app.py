@@ -7,13 +7,16 @@ or 404 like any unknown route):
 ``GET  /``                            redirect to ``/runs``
 ``GET  /runs``                        the runs table (``status``, ``definition``, ``q``
                                       - a run ID or part of one - and ``page``)
-``GET  /runs/{id}``                   one run (``after``: a timeline cursor)
+``GET  /runs/{id}``                   one run (``after``: a timeline cursor; a deployed
+                                      run's trace slice: ``trace_start``, ``trace_limit``)
 ``GET  /definitions``                 the definitions
 ``GET  /definitions/{name}/{ver}``    one definition, its graph and its start form
 ``POST /definitions/{name}/{ver}/start``  start a run from the form
 ``POST /runs/{id}/resume``            answer the pending request from the form
 ``POST /runs/{id}/retry``             retry an errored pause
 ``POST /runs/{id}/cancel``            cancel (``reason``)
+``POST /runs/{id}/revalidate``        a deployed run: revalidate its pinned environment
+                                      (connecting to its sources) and show the readiness
 ``GET  /events/runs``                 SSE: rows of the runs table
 ``GET  /events/runs/{id}``            SSE: one run's activities and state
 ``GET  /login``, ``POST /login``,     sign in with a token (only with tokens)
@@ -46,6 +49,10 @@ from starlette.responses import HTMLResponse, RedirectResponse, Response
 from starlette.routing import BaseRoute, Mount, Route
 from starlette.staticfiles import StaticFiles
 
+from ..deploy import NotADeployedRunError
+from ..deploy.deployments.definition import revision_of
+from ..deploy.deployments.store import DeploymentNotFoundError
+from ..deploy.runs.trace import MAX_TRACE_PAGE
 from ..tools import ToolError, WorkflowTools
 from ..tools.errors import PREFIX
 from ..workflows.errors import ConflictError, NotFoundError
@@ -55,7 +62,7 @@ from .graph import render_svg
 from .live import Wake
 from .security import CSRF_COOKIE, CSRF_FIELD, LOGIN_COOKIE, Gate, new_secret
 from .sessions import Served, SessionPool, SessionUnavailableError
-from .states import STATES, vertex_states
+from .states import STATES, Latest, vertex_states
 from .streams import RowEvents, RunEvents, event_stream
 from .views import (
     RUNS_PAGE,
@@ -63,6 +70,8 @@ from .views import (
     Cursor,
     GraphCache,
     RunFilter,
+    get_run,
+    latest_vertices,
     parse_cursor,
     pretty_json,
     progress,
@@ -77,6 +86,7 @@ _HERE: Final = Path(__file__).parent
 _MAX_FORM_BYTES: Final = 1 << 20
 _RESUME_DEADLINE: Final = 60.0  # only a guard against a hang: resume returns long before
 _TERMINAL: Final = frozenset({"completed", "cancelled", "failed"})
+TRACE_PAGE: Final = 20
 _SECURITY_HEADERS: Final = {
     "content-security-policy": (
         "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
@@ -106,6 +116,17 @@ def _said(error: ToolError) -> str:
 def _short_time(value: object) -> str:
     text = str(value or "")
     return text.replace("T", " ").removesuffix("Z")[:19]
+
+
+def _trace_slice(request: Request) -> tuple[int, int]:
+    """``trace_start`` and ``trace_limit``, bounded as ``read_run_trace`` bounds them."""
+    start_text = request.query_params.get("trace_start", "0")
+    limit_text = request.query_params.get("trace_limit", str(TRACE_PAGE))
+    if not start_text.isdigit() or len(start_text) > 9:
+        raise _Refusal(400, "trace_start must be a whole number from 0")
+    if not limit_text.isdigit() or not 1 <= int(limit_text) <= MAX_TRACE_PAGE:
+        raise _Refusal(400, f"trace_limit must be a whole number in 1..{MAX_TRACE_PAGE}")
+    return int(start_text), int(limit_text)
 
 
 @dataclass(frozen=True)
@@ -163,6 +184,7 @@ class Dashboard:
                 Route("/runs/{run_id}/resume", self._resume, methods=["POST"]),
                 Route("/runs/{run_id}/retry", self._retry, methods=["POST"]),
                 Route("/runs/{run_id}/cancel", self._cancel, methods=["POST"]),
+                Route("/runs/{run_id}/revalidate", self._revalidate, methods=["POST"]),
             ]
         return Starlette(routes=routes)
 
@@ -309,9 +331,9 @@ class Dashboard:
             cursor = parse_cursor(request.query_params.get("after"))
             if cursor is None:
                 raise _Refusal(400, "after must be a timeline cursor (<revision>:<event id>)")
-            return self._page(
-                request, "run.html", await self._run_view(ctx, run_id, cursor), ctx=ctx
-            )
+            trace = _trace_slice(request)
+            view = await self._run_view(ctx, run_id, cursor, trace=trace)
+            return self._page(request, "run.html", view, ctx=ctx)
         except ToolError as exc:
             return self._refused(request, self._tool_refusal(exc))
         except _Refusal as refusal:
@@ -325,9 +347,14 @@ class Dashboard:
         *,
         error: str = "",
         values: Mapping[str, str] | None = None,
+        trace: tuple[int, int] = (0, TRACE_PAGE),
+        revalidate: bool = False,
     ) -> dict[str, Any]:
         tools = ctx.served.tools
-        run = await tools.call("workflow_run_get", {"run_id": run_id})
+        run = await get_run(tools, run_id)
+        deployed = await self._deployed_view(ctx, run, trace, revalidate=revalidate)
+        if deployed is not None:
+            run["resume_readiness"] = deployed["readiness"]
         entries = await recent_history(tools, run)
         page = await tools.call(
             "workflow_run_history",
@@ -337,13 +364,57 @@ class Dashboard:
         if "next_revision" in page and page["entries"]:
             later = "?" + urlencode({"after": Cursor.after(page["entries"][-1]).text()})
         end = Cursor.after(entries[-1]).text() if entries else ""
+        latest = await latest_vertices(ctx.served.session, run_id)
         return {
-            **self._run_parts(ctx, run, entries, error=error, values=values),
+            **self._run_parts(ctx, run, entries, latest, error=error, values=values),
             "timeline": page["entries"],
             "timeline_first": cursor == Cursor(),
             "timeline_later": later,
             "at_end": not later,
             "stream": f"/events/runs/{run_id}?" + urlencode({"after": end}),
+            "deployed": deployed,
+        }
+
+    async def _deployed_view(
+        self, ctx: _Ctx, run: Mapping[str, Any], trace: tuple[int, int], *, revalidate: bool
+    ) -> dict[str, Any] | None:
+        """A deployed run's panels (None for any other run): its pin, its readiness
+        (revalidated against its sources only when asked: that connects to them) and one
+        slice of its trace. Everything is read through the session's deploy tools, so
+        another session's run is not found and no secret value is ever in a result."""
+        if revision_of(str(run["definition_version"])) is None:
+            return None
+        run_id = str(run["run_id"])
+        deploy = ctx.served.deploy
+        try:
+            inspected = await deploy.call(
+                "inspect_run", {"run_id": run_id, "revalidate": revalidate}
+            )
+        except ToolError as exc:
+            if isinstance(exc.cause, NotADeployedRunError | DeploymentNotFoundError):
+                return None  # an app's definition whose version merely looks like one
+            raise
+        start, limit = trace
+        page = await deploy.call(
+            "read_run_trace", {"run_id": run_id, "start": start, "limit": limit}
+        )
+        pin = await deploy.service.pin_of(run_id)
+        total = int(page["total"])
+        base = f"/runs/{run_id}?"
+        earlier = later = ""
+        if start > 0:
+            earlier = base + urlencode({"trace_start": max(0, start - limit), "trace_limit": limit})
+        if start + limit < total:
+            later = base + urlencode({"trace_start": start + limit, "trace_limit": limit})
+        return {
+            "inspected": inspected,
+            "readiness": inspected["resume_readiness"],
+            "pin": None if pin is None else pin.to_json(),
+            "trace": page["entries"],
+            "trace_start": start,
+            "trace_total": total,
+            "trace_earlier": earlier + "#trace" if earlier else "",
+            "trace_later": later + "#trace" if later else "",
         }
 
     def _run_parts(
@@ -351,6 +422,7 @@ class Dashboard:
         ctx: _Ctx,
         run: Mapping[str, Any],
         entries: list[dict[str, Any]],
+        latest: Latest | None,
         *,
         error: str = "",
         values: Mapping[str, str] | None = None,
@@ -359,7 +431,7 @@ class Dashboard:
         states: dict[str, str] = {}
         svg = None
         if picture is not None:
-            states = vertex_states(picture.shape, run, entries)
+            states = vertex_states(picture.shape, run, entries, latest)
             svg = render_svg(picture, states, title=f"graph of {run['definition_name']}")
         pending = run.get("pending")
         fields = []
@@ -395,6 +467,9 @@ class Dashboard:
         try:
             ctx = await self._context(request)
             listing = await ctx.served.tools.call("workflow_definition_list", {})
+            deployments = (await ctx.served.deploy.call("deployment_list", {}))["deployments"]
+            service = ctx.served.deploy.service
+            artifacts = await service.artifacts.list(ctx.served.session_id)
         except ToolError as exc:
             return self._refused(request, self._tool_refusal(exc))
         except _Refusal as refusal:
@@ -402,7 +477,12 @@ class Dashboard:
         return self._page(
             request,
             "definitions.html",
-            {"definitions": listing["definitions"], "truncated": listing["truncated"]},
+            {
+                "definitions": listing["definitions"],
+                "truncated": listing["truncated"],
+                "deployments": deployments,
+                "artifacts": artifacts,
+            },
             ctx=ctx,
         )
 
@@ -473,7 +553,7 @@ class Dashboard:
             run_id = self._run_id(request)
             fields = await self._form(request)
             tools = ctx.served.tools
-            run = await tools.call("workflow_run_get", {"run_id": run_id})
+            run = await get_run(tools, run_id)
         except ToolError as exc:
             return self._refused(request, self._tool_refusal(exc))
         except _Refusal as refusal:
@@ -549,6 +629,29 @@ class Dashboard:
             return self._refused(request, refusal)
         return RedirectResponse(f"/runs/{run_id}", status_code=303)
 
+    async def _revalidate(self, request: Request) -> Response:
+        """Revalidate a deployed run's pinned environment (what ``inspect_run`` does with
+        ``revalidate``) and show the run with that readiness; nothing is written."""
+        try:
+            ctx = await self._context(request, page=False)
+            run_id = self._run_id(request)
+            await self._form(request)
+            run = await get_run(ctx.served.tools, run_id)
+            if revision_of(str(run["definition_version"])) is None:
+                raise _Refusal(
+                    409, f"run {run_id} is not a deployed run: it has no environment to revalidate"
+                )
+            view = await self._run_view(ctx, run_id, Cursor(), revalidate=True)
+            if view["deployed"] is None:
+                raise _Refusal(
+                    409, f"run {run_id} is not a deployed run: it has no environment to revalidate"
+                )
+        except ToolError as exc:
+            return self._refused(request, self._tool_refusal(exc))
+        except _Refusal as refusal:
+            return self._refused(request, refusal)
+        return self._page(request, "run.html", view, ctx=ctx)
+
     # -- live --------------------------------------------------------------------------------
 
     async def _run_events(self, request: Request) -> Response:
@@ -559,7 +662,7 @@ class Dashboard:
             cursor = parse_cursor(text)
             if cursor is None:
                 raise _Refusal(400, "the stream's cursor must be <revision>:<event id>")
-            await ctx.served.tools.call("workflow_run_get", {"run_id": run_id})
+            await get_run(ctx.served.tools, run_id)
         except ToolError as exc:
             return self._refused(request, self._tool_refusal(exc))
         except _Refusal as refusal:
@@ -575,10 +678,11 @@ class Dashboard:
             ctx.served, events, lambda record: record.run_id == run_id, _SECURITY_HEADERS
         )
 
-    def _run_event(
+    async def _run_event(
         self, ctx: _Ctx, run: dict[str, Any], entries: list[dict[str, Any]]
     ) -> dict[str, Any]:
-        parts = self._run_parts(ctx, run, entries)
+        latest = await latest_vertices(ctx.served.session, str(run["run_id"]))
+        parts = self._run_parts(ctx, run, entries, latest)
         return {
             "header": self._env.get_template("_header.html").render(parts),
             "pending": self._env.get_template("_pending.html").render(parts),

@@ -20,6 +20,8 @@ import sys
 from dataclasses import dataclass, field
 from typing import Final
 
+from ..deploy import DeployService
+from ..deploy.deployments.tools import DeployTools
 from ..host import open_session
 from ..tools import SupervisorPort, WorkflowTools
 from ..tools.reading import ReadingControl
@@ -49,10 +51,11 @@ def _read_only_refusal() -> Exception:
 
 @dataclass(eq=False)
 class Served:
-    """One served session and its tools."""
+    """One served session, its tools and its deployed runs' tools."""
 
     session: WorkflowSession
     tools: WorkflowTools
+    deploy: DeployTools
 
     @property
     def session_id(self) -> str:
@@ -84,26 +87,19 @@ class _Host:
     async def _run(self) -> None:
         try:
             async with open_session(
-                self.url,
-                self.catalog,
-                self.session_id,
-                activate=not self.read_only,
-                read_only=self.read_only,
+                self.url, self.catalog, self.session_id, activate=False, read_only=self.read_only
             ) as session:
-                control: SupervisorPort = (
-                    ReadingControl(session, _read_only_refusal)
-                    if self.read_only
-                    else session.supervisor
-                )
-                tools = WorkflowTools.for_session(session, supervisor=control)
-                self.ready.set_result(Served(session, tools))
-                await self._stop.wait()
-                supervisor = session.supervisor
-                if supervisor.active:
-                    if not supervisor.idle:
-                        _say("stopping; the runs in flight stop at their next step boundary")
-                    for run in await supervisor.stop():
-                        _say(left_message(run))
+                deploy = DeployService(session)
+                if self.read_only:
+                    await self._serve(session, deploy)
+                    return
+                # before activation, so the supervisor adopts unfinished deployed runs
+                await deploy.serve_deployments()
+                await session.supervisor.activate()
+                try:
+                    await self._serve(session, deploy)
+                finally:
+                    await session.supervisor.shutdown()
         except Exception as exc:
             if not self.ready.done():
                 self.ready.set_exception(exc)
@@ -112,6 +108,20 @@ class _Host:
         finally:
             if not self.ready.done():
                 self.ready.set_exception(SessionUnavailableError("the server is stopping"))
+
+    async def _serve(self, session: WorkflowSession, deploy: DeployService) -> None:
+        control: SupervisorPort = (
+            ReadingControl(session, _read_only_refusal) if self.read_only else session.supervisor
+        )
+        tools = WorkflowTools.for_session(session, supervisor=control)
+        self.ready.set_result(Served(session, tools, DeployTools(deploy)))
+        await self._stop.wait()
+        supervisor = session.supervisor
+        if supervisor.active:
+            if not supervisor.idle:
+                _say("stopping; the runs in flight stop at their next step boundary")
+            for run in await supervisor.stop():
+                _say(left_message(run))
 
     async def stop(self) -> None:
         self._stop.set()

@@ -1,6 +1,11 @@
 """Each vertex's state in one run, from what the owning session may see: the run's
 activity history (``vertex_completed`` entries name their vertex), its status, and its
-pending pause (the paused or errored vertex). No checkpoint state is read.
+pending pause (the paused or errored vertex), and, when given, the latest checkpoint's
+per-vertex records (``latest``: each vertex's status in its latest execution, and the
+next step's frontier). No checkpoint *state* is read.
+
+A vertex re-entered in a loop has completed before, yet runs again: the checkpoint's
+record of its latest execution, not the history, says what it is doing now.
 
 * ``done``: completed at least once in this run;
 * ``paused``: the vertex a pending request waits at;
@@ -15,29 +20,64 @@ pending pause (the paused or errored vertex). No checkpoint state is read.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Any, Final
 
 from .graph import GraphShape
 
-__all__ = ["STATES", "vertex_states"]
+__all__ = ["STATES", "Latest", "vertex_states"]
 
 STATES: Final = ("not_reached", "running", "done", "paused", "failed")
+# a checkpoint's vertex status (`flow.VertexStatus` names, lower case) as a picture state
+_RECORDED: Final = {
+    "pending": "running",
+    "running": "running",
+    "done": "done",
+    "interrupted": "paused",
+    "failed": "failed",
+}
+
+
+@dataclass(frozen=True)
+class Latest:
+    """What the latest checkpoint says of the vertices: each one's status in its latest
+    execution (`flow.VertexStatus` names, lower case) and, once its step has routed, the
+    next step's frontier (``next``)."""
+
+    statuses: Mapping[str, str] = field(default_factory=dict)
+    next: Sequence[str] = ()
 
 
 def vertex_states(
     shape: GraphShape,
     run: Mapping[str, Any],
     entries: Sequence[Mapping[str, Any]],
+    latest: Latest | None = None,
 ) -> dict[str, str]:
     """``{vertex_id: state}`` for every vertex of ``shape``; ``run`` is a
-    ``workflow_run_get`` result and ``entries`` the run's history entries in order."""
+    ``workflow_run_get`` result, ``entries`` the run's history entries in order and
+    ``latest`` its latest checkpoint's vertex records (without: the history alone)."""
     names = [name for name, _ in shape.vertices]
     states = dict.fromkeys(names, "not_reached")
     done = {str(e["vertex_id"]) for e in entries if e.get("kind") == "vertex_completed"}
     for name in done & states.keys():
         states[name] = "done"
     status = str(run.get("run_status", ""))
-    if status == "running":
+    if latest is not None and (latest.statuses or latest.next):
+        for name, recorded in latest.statuses.items():
+            if name in states:
+                state = _RECORDED.get(recorded, "done")
+                # a record left by a run that has since stopped is no longer under way
+                if (state == "running" and status != "running") or (
+                    state == "paused" and status != "interrupted"
+                ):
+                    state = "done" if name in done else "not_reached"
+                states[name] = state
+        if status == "running":
+            for name in latest.next:
+                if name in states:
+                    states[name] = "running"
+    elif status == "running":
         frontier = {shape.entry} if not done else set()
         for name in names:
             before = [a for a, b in shape.edges if b == name]

@@ -19,6 +19,7 @@ from .views import (
     RunFilter,
     all_history,
     all_runs,
+    get_run,
     moment,
     pretty_json,
     recent_history,
@@ -40,7 +41,7 @@ class RunEvents:
         cursor: Cursor,
         *,
         entry_html: Callable[[Mapping[str, Any]], str],
-        run_event: Callable[[dict[str, Any], list[dict[str, Any]]], dict[str, Any]],
+        run_event: Callable[[dict[str, Any], list[dict[str, Any]]], Awaitable[dict[str, Any]]],
     ) -> None:
         self._served = served
         self._run_id = run_id
@@ -55,11 +56,12 @@ class RunEvents:
         for entry in fresh:
             self._cursor = Cursor.after(entry)
             yield sse("activity", {"html": self._entry_html(entry)}, event_id=self._cursor.text())
-        run = await tools.call("workflow_run_get", {"run_id": self._run_id})
+        run = await get_run(tools, self._run_id)
         signature = pretty_json(run)
         if fresh or signature != self._last:
             self._last = signature
-            yield sse("run", self._run_event(run, await recent_history(tools, run)))
+            entries = await recent_history(tools, run)
+            yield sse("run", await self._run_event(run, entries))
 
 
 class RowEvents:

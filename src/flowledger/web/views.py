@@ -14,10 +14,14 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, Final
 
+from .. import flow
+from ..deploy.deployments.definition import unchecked_environment
 from ..tools import WorkflowTools
 from ..workflows import Catalog
 from ..workflows.errors import UnknownDefinitionError
+from ..workflows.session import WorkflowSession
 from .graph import Picture, graph_shape, layout
+from .states import Latest
 
 __all__ = [
     "MAX_RUNS",
@@ -28,6 +32,8 @@ __all__ = [
     "RunFilter",
     "all_history",
     "all_runs",
+    "get_run",
+    "latest_vertices",
     "moment",
     "parse_cursor",
     "pretty_json",
@@ -131,6 +137,30 @@ async def recent_history(tools: WorkflowTools, run: Mapping[str, Any]) -> list[d
     """The run's history entries of its last `RECENT_REVISIONS` checkpoint revisions."""
     start = max(0, int(run["checkpoint_revision"]) - RECENT_REVISIONS)
     return await all_history(tools, str(run["run_id"]), Cursor(start))
+
+
+async def get_run(tools: WorkflowTools, run_id: str) -> dict[str, Any]:
+    """``workflow_run_get``, its readiness checking the graph only: for a deployed run
+    the full check connects to every pinned source, which a page load or a stream's
+    wake must not do (the Revalidate button asks for it)."""
+    with unchecked_environment():
+        return await tools.call("workflow_run_get", {"run_id": run_id})
+
+
+async def latest_vertices(session: WorkflowSession, run_id: str) -> Latest | None:
+    """The vertex records of the run's latest checkpoint (statuses only: the checkpoint's
+    state is not read out); None before its first checkpoint. The registry lookup is the
+    session's own, so another session's run is not found."""
+    try:
+        run = await session.registry.get(session.session_id, run_id)
+        checkpoint = await session.checkpoints.latest(run.graph_run_id)
+    except (LookupError, flow.CheckpointNotFoundError):
+        return None
+    statuses: dict[str, str] = {}
+    for record in sorted(checkpoint.vertices, key=lambda r: r.step):
+        statuses[record.vertex] = record.status.name.lower()
+    routed = checkpoint.phase is flow.StepPhase.ROUTED
+    return Latest(statuses, tuple(checkpoint.frontier) if routed else ())
 
 
 async def progress(tools: WorkflowTools, run: Mapping[str, Any]) -> tuple[int, int] | None:
