@@ -54,6 +54,9 @@ def test_stdio_read_only_lists_only_reading_tools(cli: Cli) -> None:
         # the deploy layer's reading tools
         "inspect_run",
         "read_run_trace",
+        "artifact_validate",
+        "artifact_list",
+        "artifact_show",
         "deployment_list",
         "deployment_show",
     }

@@ -11,7 +11,14 @@
   revalidates the *pinned* environment first; a blocked resume returns the run, still
   ``interrupted``, with readiness ``blocked`` and the diagnostics (payload not consumed).
 * `inspect_run(run_id, revalidate)`, `read_run_trace(run_id, start, limit)`.
-* `artifact_save`, `deployment_save`, `deployment_list`, `deployment_show`.
+* `artifact_save`, `artifact_list`, `artifact_show`, `deployment_save`,
+  `deployment_list`, `deployment_show`.
+* `artifact_validate(document)`: every static problem with its place and hint (what
+  ``flowledger artifact validate`` prints); nothing is saved.
+* `source_probe(spec)`: a source given like a deployment binding (``stdio`` or
+  ``http``, secrets as ``{secret: ENV_VAR}`` read from this process's environment),
+  connected once: its tools with schemas and fingerprints. Output names variables and
+  headers, never their values.
 
 A run's description: ``run_id``, ``status``, ``resume_readiness`` (``{status,
 diagnostics}``), ``outcome`` and ``output`` (of a completed run), ``interrupt`` (what a
@@ -24,6 +31,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import os
 from collections.abc import Mapping
 from contextvars import ContextVar
@@ -37,10 +45,12 @@ from ...workflows.errors import DuplicateDefinitionError, ResumeBlockedError
 from ...workflows.readiness import ResumeReadiness
 from ...workflows.run import Run, RunStatus
 from ...workflows.session import WorkflowSession
-from ..artifacts.errors import ArtifactNotFoundError
+from ..artifacts.errors import ArtifactNotFoundError, ArtifactValidationError
 from ..artifacts.store import ArtifactStore, StoredArtifact
+from ..artifacts.validate import load_artifact, validate_artifact
 from ..artifacts.validated import ValidatedArtifact
 from ..runs.compile import artifact_outcome
+from ..sources.session import probe
 from .definition import (
     DeployedDefinition,
     deployed_definition,
@@ -49,6 +59,7 @@ from .definition import (
     version_of,
 )
 from .diagnostics import ARTIFACT_MISSING, CHILD_MISSING, DEPLOYMENT_MISSING, Diagnostic, error
+from .document import load_source_spec, secret_names, source_of
 from .pin import PIN_FORMAT, Pin, PinStore
 from .store import DeploymentNotFoundError, DeploymentRevision, DeploymentStore
 from .validation import DEFAULT_CHECK_TIMEOUT, check_start
@@ -117,6 +128,44 @@ class DeployService:
             "version": record.version,
             "digest": record.digest,
             "closure_digest": record.closure_digest,
+        }
+
+    async def artifact_validate(self, document: str | bytes | dict[str, Any]) -> dict[str, Any]:
+        return validation_report(document)
+
+    async def artifact_list(self) -> dict[str, Any]:
+        """Every saved artifact: its versions (byte order) with their digests."""
+        grouped: dict[str, list[dict[str, Any]]] = {}
+        for record in await self.artifacts.list(self._sid):
+            grouped.setdefault(record.name, []).append(
+                {
+                    "version": record.version,
+                    "digest": record.digest,
+                    "closure_digest": record.closure_digest,
+                    "saved_at": record.to_json()["saved_at"],
+                }
+            )
+        return {"artifacts": [{"name": n, "versions": v} for n, v in grouped.items()]}
+
+    async def artifact_show(self, name: str, version: str) -> dict[str, Any]:
+        """One saved version: its record and its document (the canonical JSON)."""
+        stored = await self.artifacts.get(self._sid, name, version)
+        shown = stored.record.to_json()
+        shown["document"] = json.loads(stored.canonical)
+        return shown
+
+    async def source_probe(
+        self, spec: Mapping[str, Any], *, seconds: float = DEFAULT_CHECK_TIMEOUT
+    ) -> dict[str, Any]:
+        source_spec = load_source_spec(dict(spec))
+        source = source_of("source", source_spec, os.environ)
+        server, tools = await probe(source, seconds=seconds)
+        identity = source.identity()
+        identity["secrets"] = list(secret_names(source_spec))
+        return {
+            "source": identity,
+            "server": server.to_json(),
+            "tools": [tool.to_json() for tool in tools],
         }
 
     async def deployment_save(self, document: str | bytes | dict[str, Any]) -> dict[str, Any]:
@@ -377,6 +426,24 @@ class DeployService:
     async def pin_of(self, run_id: str) -> Pin | None:
         run = await self.session.registry.get(self._sid, run_id)
         return await self.pins.read(run.graph_run_id)
+
+
+def validation_report(document: str | bytes | Mapping[str, Any]) -> dict[str, Any]:
+    """``{"valid": true, name, version, digest}``, or ``{"valid": false, "issues":
+    [{place, code, message, hint}], "truncated"}``: an artifact's static validation."""
+    try:
+        if isinstance(document, str | bytes):
+            validated = load_artifact(document)
+        else:
+            validated = validate_artifact(dict(document))
+    except ArtifactValidationError as exc:
+        return {"valid": False, "issues": exc.to_json(), "truncated": exc.truncated}
+    return {
+        "valid": True,
+        "name": validated.name,
+        "version": validated.version,
+        "digest": validated.digest,
+    }
 
 
 def _wait(seconds: float) -> float:
