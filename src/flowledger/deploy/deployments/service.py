@@ -7,6 +7,8 @@
   the graph run id the record gets, before the record exists), the run starts through
   the session's supervisor, and the result describes the run once it stops (or when
   ``wait_seconds`` have passed).
+* `deployment_check(deployment, revision)`: the same check, answered as
+  ``runnable`` or ``unrunnable`` with the diagnostics; nothing is started or written.
 * `resume_run(run_id, payload)`: resumes through the bridge, whose readiness check
   revalidates the *pinned* environment first; a blocked resume returns the run, still
   ``interrupted``, with readiness ``blocked`` and the diagnostics (payload not consumed).
@@ -231,34 +233,10 @@ class DeployService:
     ) -> dict[str, Any]:
         """Start a run of ``deployment``'s live revision (or ``revision``); see the module."""
         wait = _wait(wait_seconds)
-        try:
-            chosen = await self.deployments.get(self._sid, deployment, revision)
-        except DeploymentNotFoundError as exc:
-            return _unrunnable(
-                [error(DEPLOYMENT_MISSING, str(exc), "save the deployment (deployment_save)")]
-            )
-        ref = chosen.validated.deployment.artifact
-        try:
-            closure = await self._closure(chosen)
-        except ArtifactNotFoundError as exc:
-            root = (exc.name, exc.version) == (ref.name, ref.version)
-            return _unrunnable(
-                [
-                    error(
-                        ARTIFACT_MISSING if root else CHILD_MISSING,
-                        f"deployment {deployment} revision {chosen.revision}: {exc}",
-                        "save the artifact version (and its children) it names",
-                    )
-                ]
-            )
-        diagnostics, sources = await check_start(
-            [item.validated for item in closure],
-            chosen.validated.bindings(),
-            os.environ,
-            seconds=self.check_timeout,
-        )
-        if any(item.severity == "error" for item in diagnostics):
-            return _unrunnable(diagnostics)
+        checked = await self._check(deployment, revision)
+        if isinstance(checked, list):
+            return _unrunnable(checked)
+        chosen, closure, diagnostics, sources = checked
         self._ensure(chosen, closure)
         pending = _PendingPin(chosen, closure, sources)
         token = _PENDING.set(pending)
@@ -279,6 +257,59 @@ class DeployService:
         if diagnostics:
             described["start_diagnostics"] = [item.to_json() for item in diagnostics]
         return described
+
+    async def _check(
+        self, deployment: str, revision: int | None
+    ) -> (
+        list[Diagnostic]
+        | tuple[DeploymentRevision, list[StoredArtifact], list[Diagnostic], dict[str, Any]]
+    ):
+        """The before-start check: the errors (a list) or what a start needs."""
+        try:
+            chosen = await self.deployments.get(self._sid, deployment, revision)
+        except DeploymentNotFoundError as exc:
+            return [error(DEPLOYMENT_MISSING, str(exc), "save the deployment (deployment_save)")]
+        ref = chosen.validated.deployment.artifact
+        try:
+            closure = await self._closure(chosen)
+        except ArtifactNotFoundError as exc:
+            root = (exc.name, exc.version) == (ref.name, ref.version)
+            return [
+                error(
+                    ARTIFACT_MISSING if root else CHILD_MISSING,
+                    f"deployment {deployment} revision {chosen.revision}: {exc}",
+                    "save the artifact version (and its children) it names",
+                )
+            ]
+        diagnostics, sources = await check_start(
+            [item.validated for item in closure],
+            chosen.validated.bindings(),
+            os.environ,
+            seconds=self.check_timeout,
+        )
+        if any(item.severity == "error" for item in diagnostics):
+            return diagnostics
+        return chosen, closure, diagnostics, sources
+
+    async def deployment_check(
+        self, deployment: str, revision: int | None = None
+    ) -> dict[str, Any]:
+        """What `run_deployment` checks before a start, without starting (or writing):
+        ``{deployment, revision, status: runnable|unrunnable, diagnostics}``."""
+        checked = await self._check(deployment, revision)
+        if isinstance(checked, list):
+            number = revision
+            with contextlib.suppress(DeploymentNotFoundError):
+                number = (await self.deployments.get(self._sid, deployment, revision)).revision
+            diagnostics, status = checked, "unrunnable"
+        else:
+            number, diagnostics, status = checked[0].revision, checked[2], "runnable"
+        return {
+            "deployment": deployment,
+            "revision": number,
+            "status": status,
+            "diagnostics": [item.to_json() for item in diagnostics],
+        }
 
     async def _bind_pin(self, record: Run) -> Run:
         """`WorkflowTools`' ``prepare_run``: write the validated pin of this new run."""
