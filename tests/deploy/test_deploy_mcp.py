@@ -47,6 +47,22 @@ async def test_deployed_runs_through_the_mcp_server(tmp_path: Path) -> None:
         run_id = started["run_id"]
         inspected = payload(await client.call_tool("inspect_run", {"run_id": run_id}))
         assert inspected["resume_readiness"] == {"status": "ready"}
+        assert payload(await client.call_tool("validate_run", {"run_id": run_id})) == {
+            "run_id": run_id,
+            "status": "interrupted",
+            "resume_readiness": {"status": "ready"},
+        }
+        script.unlink()
+        blocked = payload(await client.call_tool("validate_run", {"run_id": run_id}))
+        assert blocked["resume_readiness"]["status"] == "blocked"
+        assert [d["code"] for d in blocked["resume_readiness"]["diagnostics"]] == [
+            "source_unreachable"
+        ]
+        server_script(tmp_path)
+        unknown = await client.call_tool(
+            "validate_run", {"run_id": "0" * 8 + "-0000-4000-8000-" + "0" * 12}
+        )
+        assert "not found" in error_text(unknown)
         done = payload(
             await client.call_tool("resume_run", {"run_id": run_id, "payload": {"go": True}})
         )

@@ -22,6 +22,7 @@ from flowledger.mcp import HttpMcpServer
 
 DEPLOY_READ_ONLY_NAMES = [
     "inspect_run",
+    "validate_run",
     "read_run_trace",
     "artifact_validate",
     "artifact_list",

@@ -1,11 +1,12 @@
 """The deploy layer's tools on the MCP server: ``run_deployment``, ``resume_run``,
-``inspect_run``, ``read_run_trace``, ``artifact_save``, ``artifact_validate``,
-``artifact_list``, ``artifact_show``, ``source_probe``, ``deployment_save``,
-``deployment_list`` and ``deployment_show`` (`flowledger.deploy.DeployTools`), served
-beside the ``workflow_*`` tools by a server that executes runs (a read-only server lists
-only the reading ones, and not ``source_probe``, which launches commands). A front-door
-server (``--no-execute``) does not serve them: a deployed run's environment is
-validated and pinned by the process that executes it."""
+``inspect_run``, ``validate_run``, ``read_run_trace``, ``artifact_save``,
+``artifact_validate``, ``artifact_list``, ``artifact_show``, ``source_probe``,
+``deployment_save``, ``deployment_list`` and ``deployment_show``
+(`flowledger.deploy.DeployTools`), served beside the ``workflow_*`` tools by a server
+that executes runs (a read-only server lists only the reading ones, and not
+``source_probe``, which launches commands). A front-door server (``--no-execute``) does
+not serve them: a deployed run's environment is validated and pinned by the process
+that executes it."""
 
 from __future__ import annotations
 

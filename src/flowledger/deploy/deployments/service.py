@@ -12,7 +12,8 @@
 * `resume_run(run_id, payload)`: resumes through the bridge, whose readiness check
   revalidates the *pinned* environment first; a blocked resume returns the run, still
   ``interrupted``, with readiness ``blocked`` and the diagnostics (payload not consumed).
-* `inspect_run(run_id, revalidate)`, `read_run_trace(run_id, start, limit)`.
+* `inspect_run(run_id, revalidate)`, `read_run_trace(run_id, start, limit)`;
+  `validate_run(run_id)`: only the status and the revalidated resume readiness.
 * `artifact_save`, `artifact_list`, `artifact_show`, `deployment_save`,
   `deployment_list`, `deployment_show`.
 * `artifact_validate(document)`: every static problem with its place and hint (what
@@ -405,6 +406,12 @@ class DeployService:
             described = await self._describe(run)
         described["resume_readiness"]["revalidated"] = False
         return described
+
+    async def validate_run(self, run_id: str) -> dict[str, Any]:
+        """Whether the run could resume now: `inspect_run` revalidating its pinned
+        environment, answered as ``{run_id, status, resume_readiness}``."""
+        described = await self.inspect_run(run_id, revalidate=True)
+        return {key: described[key] for key in ("run_id", "status", "resume_readiness")}
 
     async def _describe(
         self, run: Run, *, readiness: dict[str, Any] | None = None

@@ -7,6 +7,7 @@ arguments in, a JSON result out, `flowledger.tools.ToolError` on any failure), l
 | ``run_deployment`` | yes | ``deployment``, ``input``, ``wait_seconds?``, ``revision?`` |
 | ``resume_run`` | yes | ``run_id``, ``payload?``, ``wait_seconds?`` |
 | ``inspect_run`` | no | ``run_id``, ``revalidate?`` (default true) |
+| ``validate_run`` | no | ``run_id`` |
 | ``read_run_trace`` | no | ``run_id``, ``start?``, ``limit?`` |
 | ``artifact_save`` | yes | ``document`` (an artifact: an object, or YAML/JSON text) |
 | ``artifact_validate`` | no | ``document`` (an object, or YAML/JSON text) |
@@ -95,6 +96,12 @@ _TOOLS: Final[dict[str, tuple[str, dict[str, Any], bool]]] = {
         "A deployed run: status, resume readiness (revalidated unless revalidate is "
         "false), outcome and output, interrupt, error, trace count.",
         _schema({"run_id": _RUN_ID, "revalidate": {"type": "boolean"}}, ["run_id"]),
+        False,
+    ),
+    "validate_run": (
+        "Revalidate a deployed run's pinned environment now (sources, secrets, tool "
+        "contracts): its status and resume readiness with the diagnostics.",
+        _schema({"run_id": _RUN_ID}, ["run_id"]),
         False,
     ),
     "read_run_trace": (
@@ -202,6 +209,7 @@ class DeployTools:
             "inspect_run": lambda a: service.inspect_run(
                 a["run_id"], revalidate=a.get("revalidate", True)
             ),
+            "validate_run": lambda a: service.validate_run(a["run_id"]),
             "read_run_trace": lambda a: service.read_run_trace(
                 a["run_id"], start=a.get("start", 0), limit=a.get("limit", 50)
             ),
