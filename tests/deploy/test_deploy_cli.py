@@ -251,3 +251,6 @@ def test_artifact_save_list_and_show(tmp_path: Path) -> None:
     assert '"name": "pinned_env"' in printed
     unknown = cli("artifact", "show", "pinned_env", "9", db=db)
     assert unknown.returncode == 1 and "no saved artifact pinned_env@9" in unknown.stderr
+    unreadable = cli("artifact", "save", str(tmp_path / "absent.yaml"), db=db)
+    assert unreadable.returncode == 1 and "cannot read" in unreadable.stderr
+    assert "Traceback" not in unreadable.stderr

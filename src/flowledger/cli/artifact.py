@@ -126,12 +126,11 @@ def save(
     session: Session = None,
     as_json: Json = False,
 ) -> None:
-    try:
-        source = file.read_bytes()
-    except OSError as exc:
-        raise CliError(f"cannot read {file}: {exc.strerror or exc}") from None
-
     async def work(service: Any) -> dict[str, Any]:
+        try:
+            source = file.read_bytes()
+        except OSError as exc:
+            raise CliError(f"cannot read {file}: {exc.strerror or exc}") from None
         result: dict[str, Any] = await service.artifact_save(source)
         return result
 
