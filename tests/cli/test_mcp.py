@@ -53,7 +53,11 @@ def test_stdio_read_only_lists_only_reading_tools(cli: Cli) -> None:
         "workflow_run_history",
         # the deploy layer's reading tools
         "inspect_run",
+        "validate_run",
         "read_run_trace",
+        "artifact_validate",
+        "artifact_list",
+        "artifact_show",
         "deployment_list",
         "deployment_show",
     }

@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from ..mcp.conftest import TOOL_NAMES
 from .conftest import REVIEW_INPUT, Cli, hold_session
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -136,7 +137,8 @@ def test_mcp_no_execute_serves_every_tool_beside_the_owner(cli: Cli) -> None:
         )
     assert done.returncode == 0, done.stderr
     replies = {m.get("id"): m for m in map(json.loads, done.stdout.splitlines()) if "id" in m}
-    assert len(replies[2]["result"]["tools"]) == 15  # the workflow_* and the deploy tools
+    names = {tool["name"] for tool in replies[2]["result"]["tools"]}
+    assert names == set(TOOL_NAMES)  # the workflow_* and the deploy tools
     result = replies[3]["result"]
     assert not result.get("isError"), result
     payload = json.loads(result["content"][0]["text"])

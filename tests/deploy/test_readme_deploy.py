@@ -24,11 +24,12 @@ def test_the_readme_deploy_flow_runs_as_written(tmp_path: Path) -> None:
     assert block is not None
     commands = [line.split("  #")[0].strip() for line in block.group(1).splitlines()]
     assert [c.split()[:3] for c in commands] == [
-        ["flowledger", "deploy", "save-artifact"],
-        ["flowledger", "deploy", "save"],
+        ["flowledger", "artifact", "save"],
+        ["flowledger", "deploy", "set"],
+        ["flowledger", "deploy", "check"],
         ["flowledger", "deploy", "run"],
         ["flowledger", "deploy", "resume"],
-        ["flowledger", "deploy", "trace"],
+        ["flowledger", "trace", "RUN"],
     ]
     shutil.copytree(REPO / "examples", tmp_path / "examples")
     env = {k: v for k, v in os.environ.items() if k != "FLOWLEDGER_DB"}
@@ -51,7 +52,8 @@ def test_the_readme_deploy_flow_runs_as_written(tmp_path: Path) -> None:
         outputs.append(json.loads(done.stdout))
         if argv[2] == "run":
             run_id = outputs[-1]["run_id"]
-    started, resumed, trace = outputs[2], outputs[3], outputs[4]
+    checked, started, resumed, trace = outputs[2:6]
+    assert (checked["status"], checked["revision"]) == ("runnable", 1)
     assert started["status"] == "interrupted"
     assert started["interrupt"]["info"]["question"] == "Is this the time you wanted?"
     assert resumed["status"] == "completed" and resumed["output"]["confirmed"] is True

@@ -20,7 +20,16 @@ from mcp.client.streamable_http import streamable_http_client
 from flowledger.deploy.deployments.tools import DEPLOY_TOOL_NAMES
 from flowledger.mcp import HttpMcpServer
 
-DEPLOY_READ_ONLY_NAMES = ["inspect_run", "read_run_trace", "deployment_list", "deployment_show"]
+DEPLOY_READ_ONLY_NAMES = [
+    "inspect_run",
+    "validate_run",
+    "read_run_trace",
+    "artifact_validate",
+    "artifact_list",
+    "artifact_show",
+    "deployment_list",
+    "deployment_show",
+]
 
 REPO = Path(__file__).resolve().parents[2]
 APP = "tests.mcp.catalog_app:catalog"

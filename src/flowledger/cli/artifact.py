@@ -1,8 +1,12 @@
-"""``flowledger artifact``: the artifact format's schema, and checking a file offline.
+"""``flowledger artifact``: the artifact format's schema, checking a file offline, and
+the session's saved artifacts.
 
-Neither command opens a database: ``schema`` prints the JSON Schema of
+``schema`` and ``validate`` open no database: ``schema`` prints the JSON Schema of
 ``flowledger.artifact/v1`` (generated from the pydantic models), ``validate`` runs
 every static check on a YAML or JSON file and prints each problem with its place.
+``save FILE`` writes an artifact version into the session; ``list`` and ``show NAME
+VERSION`` read them (the database opened read-only), like the ``deploy`` commands
+(`DeployService`'s results; ``--json`` prints them as one line of JSON).
 """
 
 from __future__ import annotations
@@ -10,17 +14,20 @@ from __future__ import annotations
 import json
 import sys
 from pathlib import Path
-from typing import Annotated, Literal, cast
+from typing import Annotated, Any, Literal, cast
 
 import typer
 from rich.text import Text
 
-from .runtime import emit_json, fail, stdout_console
+from .deploy import Db, Json, Session, run_service
+from .deploy_render import render_artifact, render_artifact_saved, render_artifacts
+from .runtime import CliError, emit_json, fail, stdout_console
 
 __all__ = ["artifact_app"]
 
 artifact_app = typer.Typer(
-    help="Workflow artifacts (flowledger.artifact/v1): the format's schema, validation.",
+    help="Workflow artifacts (flowledger.artifact/v1): the format's schema, validation, "
+    "and the session's saved versions.",
     no_args_is_help=True,
 )
 
@@ -108,3 +115,49 @@ def validate(
         ),
         soft_wrap=True,
     )
+
+
+@artifact_app.command(
+    "save", help="Save an artifact (YAML or JSON) in the session: immutable, by version."
+)
+def save(
+    file: Annotated[Path, typer.Argument(metavar="FILE", help="An artifact in YAML or JSON.")],
+    db: Db = None,
+    session: Session = None,
+    as_json: Json = False,
+) -> None:
+    async def work(service: Any) -> dict[str, Any]:
+        try:
+            source = file.read_bytes()
+        except OSError as exc:
+            raise CliError(f"cannot read {file}: {exc.strerror or exc}") from None
+        result: dict[str, Any] = await service.artifact_save(source)
+        return result
+
+    run_service(
+        db, session, work, lambda c, r, f: render_artifact_saved(c, r), as_json, writes=True
+    )
+
+
+@artifact_app.command("list", help="The session's saved artifacts: versions and digests.")
+def list_artifacts(db: Db = None, session: Session = None, as_json: Json = False) -> None:
+    async def work(service: Any) -> dict[str, Any]:
+        result: dict[str, Any] = await service.artifact_list()
+        return result
+
+    run_service(db, session, work, lambda c, r, f: render_artifacts(c, r), as_json)
+
+
+@artifact_app.command("show", help="One saved artifact version: its document and digests.")
+def show(
+    name: str,
+    version: str,
+    db: Db = None,
+    session: Session = None,
+    as_json: Json = False,
+) -> None:
+    async def work(service: Any) -> dict[str, Any]:
+        result: dict[str, Any] = await service.artifact_show(name, version)
+        return result
+
+    run_service(db, session, work, lambda c, r, f: render_artifact(c, r), as_json)

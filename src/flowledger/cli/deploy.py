@@ -1,6 +1,9 @@
 """``flowledger deploy``: deployments and deployed runs from the command line.
 
-Reading commands (``list``, ``show``, ``inspect``, ``trace``) open the database
+``flowledger inspect`` and ``flowledger trace`` (top-level: `inspect`, `trace`) read
+deployed runs; ``flowledger artifact save|show|list`` use `run_service` too.
+
+Reading commands (``list``, ``show``, ``check``, ``inspect``, ``trace``) open the database
 read-only: it must exist, and nothing is written. Every command prints a summary or a
 table (``deploy_render.py``), or with ``--json`` its `DeployService` result as one line
 of JSON, like the other commands. ``run`` and ``resume`` own the session while the run
@@ -21,7 +24,7 @@ import typer
 from rich.console import Console
 
 from .deploy_render import (
-    render_artifact_saved,
+    render_check,
     render_deployed_run,
     render_deployment,
     render_deployments,
@@ -36,7 +39,7 @@ from .runtime import (
     stdout_console,
 )
 
-__all__ = ["deploy_app"]
+__all__ = ["deploy_app", "inspect", "run_service", "trace"]
 
 deploy_app = typer.Typer(
     help="Deployments (flowledger.deployment/v1) and their pinned runs.", no_args_is_help=True
@@ -77,7 +80,7 @@ async def _service(options: Options, *, owner: bool, writes: bool) -> AsyncItera
             await session.supervisor.shutdown()
 
 
-def _run(
+def run_service(
     db: str | None,
     session: str | None,
     work: Callable[[Any], Awaitable[dict[str, Any]]],
@@ -134,24 +137,15 @@ def _read(file: Path) -> bytes:
         raise CliError(f"cannot read {file}: {exc.strerror or exc}") from None
 
 
-@deploy_app.command("save-artifact", help="Save an artifact (YAML or JSON) in the session.")
-def save_artifact(
+@deploy_app.command("set", help="Save a deployment as its next revision and make it live.")
+def set_deployment(
     file: Path, db: Db = None, session: Session = None, as_json: Json = False
 ) -> None:
-    async def work(service: Any) -> dict[str, Any]:
-        record = await service.artifacts.save(service.session.session_id, _read(file))
-        return {"name": record.name, "version": record.version, "digest": record.digest}
-
-    _run(db, session, work, lambda c, r, f: render_artifact_saved(c, r), as_json, writes=True)
-
-
-@deploy_app.command("save", help="Save a deployment as its next revision and make it live.")
-def save(file: Path, db: Db = None, session: Session = None, as_json: Json = False) -> None:
     async def work(service: Any) -> dict[str, Any]:
         result: dict[str, Any] = await service.deployment_save(_read(file))
         return result
 
-    _run(
+    run_service(
         db,
         session,
         work,
@@ -167,7 +161,7 @@ def list_deployments(db: Db = None, session: Session = None, as_json: Json = Fal
         result: dict[str, Any] = await service.deployment_list()
         return result
 
-    _run(db, session, work, lambda c, r, f: render_deployments(c, r), as_json)
+    run_service(db, session, work, lambda c, r, f: render_deployments(c, r), as_json)
 
 
 @deploy_app.command("show", help="One revision of a deployment (default: the live one).")
@@ -182,7 +176,7 @@ def show(
         result: dict[str, Any] = await service.deployment_show(name, revision)
         return result
 
-    _run(db, session, work, lambda c, r, f: render_deployment(c, r), as_json)
+    run_service(db, session, work, lambda c, r, f: render_deployment(c, r), as_json)
 
 
 @deploy_app.command("rollback", help="Move a deployment's live pointer to the revision before.")
@@ -192,13 +186,40 @@ def rollback(name: str, db: Db = None, session: Session = None, as_json: Json = 
         result: dict[str, Any] = revision.to_json()
         return result
 
-    _run(
+    run_service(
         db,
         session,
         work,
         lambda c, r, f: render_deployment(c, r, verb="live now:"),
         as_json,
         writes=True,
+    )
+
+
+@deploy_app.command(
+    "check",
+    help="Validate the live revision's environment (sources, secrets, tools) as `run` "
+    "would, without starting or writing. Exit code 0 when runnable, 1 when not.",
+)
+def check(
+    name: str,
+    revision: Annotated[int | None, typer.Option("--revision", metavar="N")] = None,
+    db: Db = None,
+    session: Session = None,
+    as_json: Json = False,
+) -> None:
+    async def work(service: Any) -> dict[str, Any]:
+        result: dict[str, Any] = await service.deployment_check(name, revision)
+        return result
+
+    run_service(
+        db,
+        session,
+        work,
+        lambda c, r, f: render_check(c, r),
+        as_json,
+        progress=f"checking {name}...",
+        refused=lambda r: r["status"] != "runnable",
     )
 
 
@@ -223,7 +244,7 @@ def run(
         )
         return result
 
-    _run(
+    run_service(
         db,
         session,
         work,
@@ -253,7 +274,7 @@ def resume(
         result: dict[str, Any] = await service.resume_run(run_id, document, wait_seconds=600)
         return result
 
-    _run(
+    run_service(
         db,
         session,
         work,
@@ -265,7 +286,6 @@ def resume(
     )
 
 
-@deploy_app.command("inspect", help="A deployed run: status, readiness, output, interrupt.")
 def inspect(
     run_id: RunId,
     revalidate: Annotated[
@@ -282,10 +302,9 @@ def inspect(
         result: dict[str, Any] = await service.inspect_run(run_id, revalidate=revalidate)
         return result
 
-    _run(db, session, work, render_deployed_run, as_json)
+    run_service(db, session, work, render_deployed_run, as_json)
 
 
-@deploy_app.command("trace", help="A range of a deployed run's trace (what each node did).")
 def trace(
     run_id: RunId,
     start: Annotated[int, typer.Option("--start", metavar="N")] = 0,
@@ -298,4 +317,4 @@ def trace(
         result: dict[str, Any] = await service.read_run_trace(run_id, start=start, limit=limit)
         return result
 
-    _run(db, session, work, render_trace, as_json)
+    run_service(db, session, work, render_trace, as_json)

@@ -16,7 +16,10 @@ from rich.text import Text
 from .render import example_payload, format_time, status_text
 
 __all__ = [
+    "render_artifact",
     "render_artifact_saved",
+    "render_artifacts",
+    "render_check",
     "render_deployed_run",
     "render_deployment",
     "render_deployments",
@@ -34,7 +37,7 @@ def _short(value: Any) -> str:
 
 
 def _command(*argv: str, flags: Sequence[str]) -> str:
-    return shlex.join(["flowledger", "deploy", *argv, *flags])
+    return shlex.join(["flowledger", *argv, *flags])
 
 
 def diagnostics_table(diagnostics: Sequence[Mapping[str, Any]]) -> Table:
@@ -62,6 +65,57 @@ def render_artifact_saved(console: Console, result: Mapping[str, Any]) -> None:
         ),
         soft_wrap=True,
     )
+
+
+def render_artifacts(console: Console, result: Mapping[str, Any]) -> None:
+    artifacts: Sequence[Mapping[str, Any]] = result.get("artifacts", [])
+    if not artifacts:
+        console.print("No artifacts.", style="dim")
+        return
+    table = Table(box=box.SIMPLE_HEAD, show_edge=False, title="Artifacts", title_justify="left")
+    table.add_column("name", style="bold")
+    table.add_column("version")
+    table.add_column("digest", style="dim")
+    table.add_column("saved")
+    for item in artifacts:
+        for version in item.get("versions", []):
+            table.add_row(
+                str(item.get("name", "")),
+                str(version.get("version", "")),
+                f"sha256:{str(version.get('digest', ''))[:12]}",
+                format_time(version.get("saved_at")),
+            )
+    console.print(table)
+
+
+def render_artifact(console: Console, result: Mapping[str, Any]) -> None:
+    grid = Table.grid(padding=(0, 2))
+    grid.add_column(style="dim")
+    grid.add_column()
+    grid.add_row("artifact", Text(f"{result.get('name')}@{result.get('version')}", style="bold"))
+    grid.add_row("digest", f"sha256:{result.get('digest')}")
+    grid.add_row("closure", f"sha256:{result.get('closure_digest')}")
+    children = result.get("children") or []
+    if children:
+        grid.add_row("children", ", ".join(f"{c.get('name')}@{c.get('version')}" for c in children))
+    grid.add_row("saved", format_time(result.get("saved_at")))
+    console.print(grid)
+    console.print(json.dumps(result.get("document"), indent=2, ensure_ascii=False), soft_wrap=True)
+
+
+def render_check(console: Console, result: Mapping[str, Any]) -> None:
+    runnable = result.get("status") == "runnable"
+    console.print(
+        Text.assemble(
+            (f"{result.get('deployment')}", "bold"),
+            (f" revision {result.get('revision')}: ", "dim"),
+            ("runnable", "green") if runnable else ("unrunnable", "bold red"),
+        ),
+        soft_wrap=True,
+    )
+    diagnostics = result.get("diagnostics") or []
+    if diagnostics:
+        console.print(diagnostics_table(diagnostics))
 
 
 def render_deployments(console: Console, result: Mapping[str, Any]) -> None:
@@ -174,7 +228,7 @@ def render_deployed_run(
         console.print(
             Text.assemble(
                 ("resume with: ", "dim"),
-                _command("resume", run_id, "--payload", json.dumps(payload), flags=flags),
+                _command("deploy", "resume", run_id, "--payload", json.dumps(payload), flags=flags),
             ),
             soft_wrap=True,
         )

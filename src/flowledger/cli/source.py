@@ -103,18 +103,15 @@ def probe(
 ) -> None:
     """List a server's tools with their hints and fingerprints (for writing an
     artifact's dependencies)."""
-    from ..deploy import SourceError, SourceSession
+    from ..deploy import SourceError
     from ..deploy.sources.fingerprint import short
+    from ..deploy.sources.session import probe as probe_source
 
     source = _source(stdio, url, header or [], env or [], cwd)
 
     async def work() -> None:
         try:
-            async with SourceSession(
-                source, connect_timeout=timeout, call_timeout=timeout
-            ) as session:
-                tools = await session.list_tools()
-                server = session.server_info
+            server, tools = await probe_source(source, seconds=timeout)
         except SourceError as exc:
             raise CliError(str(exc)) from None
         if json_output:

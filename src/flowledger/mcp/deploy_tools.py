@@ -1,10 +1,12 @@
 """The deploy layer's tools on the MCP server: ``run_deployment``, ``resume_run``,
-``inspect_run``, ``read_run_trace``, ``artifact_save``, ``deployment_save``,
-``deployment_list`` and ``deployment_show`` (`flowledger.deploy.DeployTools`), served
-beside the ``workflow_*`` tools (a read-only server lists only the reading ones). On a
-front door (``--no-execute``) the environment is validated and the pin written here, and
-the run is started and resumed through the front door by the ``flowledger worker`` that
-owns the session (it registers the session's deployed definitions when it claims it)."""
+``inspect_run``, ``validate_run``, ``read_run_trace``, ``artifact_save``,
+``artifact_validate``, ``artifact_list``, ``artifact_show``, ``source_probe``,
+``deployment_save``, ``deployment_list`` and ``deployment_show``
+(`flowledger.deploy.DeployTools`), served beside the ``workflow_*`` tools (a read-only
+server lists only the reading ones, and not ``source_probe``, which launches commands).
+On a front door (``--no-execute``) the environment is validated and the pin written
+here, and the run is started and resumed through the front door by the ``flowledger
+worker`` that owns the session."""
 
 from __future__ import annotations
 

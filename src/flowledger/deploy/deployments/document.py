@@ -98,11 +98,17 @@ class Http(_Strict):
     headers: Annotated[dict[HeaderName, Value], Field(max_length=128)] = Field(default_factory=dict)
 
 
-class Binding(_Strict):
-    """How one dependency reaches its source: exactly one of ``stdio`` and ``http``."""
+class SourceSpec(_Strict):
+    """A source as a deployment binds it: exactly one of ``stdio`` and ``http``
+    (what the ``source_probe`` tool takes)."""
 
     stdio: Stdio | None = None
     http: Http | None = None
+
+
+class Binding(SourceSpec):
+    """How one dependency reaches its source, and the tools allowed from it."""
+
     allow_tools: Annotated[
         list[Annotated[str, StringConstraints(pattern=TOOL_NAME_PATTERN)]],
         Field(min_length=1, max_length=128),
@@ -169,12 +175,7 @@ class SourceBinding:
 
     def secret_names(self) -> tuple[str, ...]:
         """The environment variables this binding reads, sorted."""
-        values: list[str | Secret] = []
-        if self.binding.stdio is not None:
-            values += self.binding.stdio.env.values()
-        if self.binding.http is not None:
-            values += self.binding.http.headers.values()
-        return tuple(sorted({v.secret for v in values if isinstance(v, Secret)}))
+        return secret_names(self.binding)
 
     def missing_secrets(self, environ: Mapping[str, str]) -> tuple[str, ...]:
         return tuple(name for name in self.secret_names() if name not in environ)
@@ -182,14 +183,7 @@ class SourceBinding:
     def source(self, environ: Mapping[str, str]) -> Source:
         """The concrete source, secrets read from ``environ`` now
         (`CredentialMissingError` for an unset one, `SourceSpecError` for a bad spec)."""
-        if self.binding.stdio is not None:
-            stdio = self.binding.stdio
-            env = {k: _resolve(self.dependency, v, environ) for k, v in stdio.env.items()}
-            return StdioSource(stdio.command, list(stdio.args), env=env, cwd=stdio.cwd)
-        assert self.binding.http is not None
-        http = self.binding.http
-        headers = {k: _resolve(self.dependency, v, environ) for k, v in http.headers.items()}
-        return HttpSource(http.url, headers)
+        return source_of(self.dependency, self.binding, environ)
 
     def identity(self) -> dict[str, Any]:
         """What a pin records: the source's transport fields with variable and header
@@ -198,6 +192,55 @@ class SourceBinding:
         identity = self.source(placeholder).identity()
         identity["secrets"] = list(self.secret_names())
         return identity
+
+
+def source_of(dependency: str, spec: SourceSpec, environ: Mapping[str, str]) -> Source:
+    """The concrete source of ``spec`` (`SourceBinding.source`; ``dependency`` names it
+    in a `CredentialMissingError`)."""
+    if spec.stdio is not None:
+        stdio = spec.stdio
+        env = {k: _resolve(dependency, v, environ) for k, v in stdio.env.items()}
+        return StdioSource(stdio.command, list(stdio.args), env=env, cwd=stdio.cwd)
+    assert spec.http is not None
+    http = spec.http
+    headers = {k: _resolve(dependency, v, environ) for k, v in http.headers.items()}
+    return HttpSource(http.url, headers)
+
+
+def secret_names(spec: SourceSpec) -> tuple[str, ...]:
+    """The environment variables ``spec`` reads, sorted."""
+    values: list[str | Secret] = []
+    if spec.stdio is not None:
+        values += spec.stdio.env.values()
+    if spec.http is not None:
+        values += spec.http.headers.values()
+    return tuple(sorted({v.secret for v in values if isinstance(v, Secret)}))
+
+
+def load_source_spec(document: Mapping[str, Any] | Any) -> SourceSpec:
+    """Validate a source spec (JSON data); `DeploymentValidationError` lists every
+    problem with its place."""
+    issues = check_json_data(document)
+    if not issues and not isinstance(document, dict):
+        issues = [ArtifactIssue(ROOT_PLACE, "not_object", "a source is a JSON object")]
+    if issues:
+        raise DeploymentValidationError(issues)
+    try:
+        spec = SourceSpec.model_validate(document)
+    except ValidationError as exc:
+        raise DeploymentValidationError(structure_issues(exc, document)) from None
+    if (spec.stdio is None) == (spec.http is None):
+        raise DeploymentValidationError(
+            [
+                ArtifactIssue(
+                    ROOT_PLACE,
+                    "bad_binding",
+                    "a source has exactly one of stdio and http",
+                    "give either `stdio: {command, ...}` or `http: {url, ...}`",
+                )
+            ]
+        )
+    return spec
 
 
 @dataclass(frozen=True)

@@ -7,11 +7,21 @@
   the graph run id the record gets, before the record exists), the run starts through
   the session's supervisor, and the result describes the run once it stops (or when
   ``wait_seconds`` have passed).
+* `deployment_check(deployment, revision)`: the same check, answered as
+  ``runnable`` or ``unrunnable`` with the diagnostics; nothing is started or written.
 * `resume_run(run_id, payload)`: resumes through the bridge, whose readiness check
   revalidates the *pinned* environment first; a blocked resume returns the run, still
   ``interrupted``, with readiness ``blocked`` and the diagnostics (payload not consumed).
-* `inspect_run(run_id, revalidate)`, `read_run_trace(run_id, start, limit)`.
-* `artifact_save`, `deployment_save`, `deployment_list`, `deployment_show`.
+* `inspect_run(run_id, revalidate)`, `read_run_trace(run_id, start, limit)`;
+  `validate_run(run_id)`: only the status and the revalidated resume readiness.
+* `artifact_save`, `artifact_list`, `artifact_show`, `deployment_save`,
+  `deployment_list`, `deployment_show`.
+* `artifact_validate(document)`: every static problem with its place and hint (what
+  ``flowledger artifact validate`` prints); nothing is saved.
+* `source_probe(spec)`: a source given like a deployment binding (``stdio`` or
+  ``http``, secrets as ``{secret: ENV_VAR}`` read from this process's environment),
+  connected once: its tools with schemas and fingerprints. Output names variables and
+  headers, never their values.
 
 A run's description: ``run_id``, ``status``, ``resume_readiness`` (``{status,
 diagnostics}``), ``outcome`` and ``output`` (of a completed run), ``interrupt`` (what a
@@ -24,6 +34,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import os
 from collections.abc import Mapping
 from contextvars import ContextVar
@@ -38,10 +49,12 @@ from ...workflows.errors import DuplicateDefinitionError, ResumeBlockedError
 from ...workflows.readiness import ResumeReadiness
 from ...workflows.run import Run, RunStatus
 from ...workflows.session import WorkflowSession
-from ..artifacts.errors import ArtifactNotFoundError
+from ..artifacts.errors import ArtifactNotFoundError, ArtifactValidationError
 from ..artifacts.store import ArtifactStore, StoredArtifact
+from ..artifacts.validate import load_artifact, validate_artifact
 from ..artifacts.validated import ValidatedArtifact
 from ..runs.compile import artifact_outcome
+from ..sources.session import probe
 from .definition import (
     DeployedDefinition,
     deployed_definition,
@@ -50,6 +63,7 @@ from .definition import (
     version_of,
 )
 from .diagnostics import ARTIFACT_MISSING, CHILD_MISSING, DEPLOYMENT_MISSING, Diagnostic, error
+from .document import load_source_spec, secret_names, source_of
 from .pin import PIN_FORMAT, Pin, PinStore
 from .store import DeploymentNotFoundError, DeploymentRevision, DeploymentStore
 from .validation import DEFAULT_CHECK_TIMEOUT, check_start
@@ -126,6 +140,44 @@ class DeployService:
             "version": record.version,
             "digest": record.digest,
             "closure_digest": record.closure_digest,
+        }
+
+    async def artifact_validate(self, document: str | bytes | dict[str, Any]) -> dict[str, Any]:
+        return validation_report(document)
+
+    async def artifact_list(self) -> dict[str, Any]:
+        """Every saved artifact: its versions (byte order) with their digests."""
+        grouped: dict[str, list[dict[str, Any]]] = {}
+        for record in await self.artifacts.list(self._sid):
+            grouped.setdefault(record.name, []).append(
+                {
+                    "version": record.version,
+                    "digest": record.digest,
+                    "closure_digest": record.closure_digest,
+                    "saved_at": record.to_json()["saved_at"],
+                }
+            )
+        return {"artifacts": [{"name": n, "versions": v} for n, v in grouped.items()]}
+
+    async def artifact_show(self, name: str, version: str) -> dict[str, Any]:
+        """One saved version: its record and its document (the canonical JSON)."""
+        stored = await self.artifacts.get(self._sid, name, version)
+        shown = stored.record.to_json()
+        shown["document"] = json.loads(stored.canonical)
+        return shown
+
+    async def source_probe(
+        self, spec: Mapping[str, Any], *, seconds: float = DEFAULT_CHECK_TIMEOUT
+    ) -> dict[str, Any]:
+        source_spec = load_source_spec(dict(spec))
+        source = source_of("source", source_spec, os.environ)
+        server, tools = await probe(source, seconds=seconds)
+        identity = source.identity()
+        identity["secrets"] = list(secret_names(source_spec))
+        return {
+            "source": identity,
+            "server": server.to_json(),
+            "tools": [tool.to_json() for tool in tools],
         }
 
     async def deployment_save(self, document: str | bytes | dict[str, Any]) -> dict[str, Any]:
@@ -212,34 +264,10 @@ class DeployService:
     ) -> dict[str, Any]:
         """Start a run of ``deployment``'s live revision (or ``revision``); see the module."""
         wait = _wait(wait_seconds)
-        try:
-            chosen = await self.deployments.get(self._sid, deployment, revision)
-        except DeploymentNotFoundError as exc:
-            return _unrunnable(
-                [error(DEPLOYMENT_MISSING, str(exc), "save the deployment (deployment_save)")]
-            )
-        ref = chosen.validated.deployment.artifact
-        try:
-            closure = await self._closure(chosen)
-        except ArtifactNotFoundError as exc:
-            root = (exc.name, exc.version) == (ref.name, ref.version)
-            return _unrunnable(
-                [
-                    error(
-                        ARTIFACT_MISSING if root else CHILD_MISSING,
-                        f"deployment {deployment} revision {chosen.revision}: {exc}",
-                        "save the artifact version (and its children) it names",
-                    )
-                ]
-            )
-        diagnostics, sources = await check_start(
-            [item.validated for item in closure],
-            chosen.validated.bindings(),
-            os.environ,
-            seconds=self.check_timeout,
-        )
-        if any(item.severity == "error" for item in diagnostics):
-            return _unrunnable(diagnostics)
+        checked = await self._check(deployment, revision)
+        if isinstance(checked, list):
+            return _unrunnable(checked)
+        chosen, closure, diagnostics, sources = checked
         self._ensure(chosen, closure)
         pending = _PendingPin(chosen, closure, sources)
         token = _PENDING.set(pending)
@@ -260,6 +288,59 @@ class DeployService:
         if diagnostics:
             described["start_diagnostics"] = [item.to_json() for item in diagnostics]
         return described
+
+    async def _check(
+        self, deployment: str, revision: int | None
+    ) -> (
+        list[Diagnostic]
+        | tuple[DeploymentRevision, list[StoredArtifact], list[Diagnostic], dict[str, Any]]
+    ):
+        """The before-start check: the errors (a list) or what a start needs."""
+        try:
+            chosen = await self.deployments.get(self._sid, deployment, revision)
+        except DeploymentNotFoundError as exc:
+            return [error(DEPLOYMENT_MISSING, str(exc), "save the deployment (deployment_save)")]
+        ref = chosen.validated.deployment.artifact
+        try:
+            closure = await self._closure(chosen)
+        except ArtifactNotFoundError as exc:
+            root = (exc.name, exc.version) == (ref.name, ref.version)
+            return [
+                error(
+                    ARTIFACT_MISSING if root else CHILD_MISSING,
+                    f"deployment {deployment} revision {chosen.revision}: {exc}",
+                    "save the artifact version (and its children) it names",
+                )
+            ]
+        diagnostics, sources = await check_start(
+            [item.validated for item in closure],
+            chosen.validated.bindings(),
+            os.environ,
+            seconds=self.check_timeout,
+        )
+        if any(item.severity == "error" for item in diagnostics):
+            return diagnostics
+        return chosen, closure, diagnostics, sources
+
+    async def deployment_check(
+        self, deployment: str, revision: int | None = None
+    ) -> dict[str, Any]:
+        """What `run_deployment` checks before a start, without starting (or writing):
+        ``{deployment, revision, status: runnable|unrunnable, diagnostics}``."""
+        checked = await self._check(deployment, revision)
+        if isinstance(checked, list):
+            number = revision
+            with contextlib.suppress(DeploymentNotFoundError):
+                number = (await self.deployments.get(self._sid, deployment, revision)).revision
+            diagnostics, status = checked, "unrunnable"
+        else:
+            number, diagnostics, status = checked[0].revision, checked[2], "runnable"
+        return {
+            "deployment": deployment,
+            "revision": number,
+            "status": status,
+            "diagnostics": [item.to_json() for item in diagnostics],
+        }
 
     async def _bind_pin(self, record: Run) -> Run:
         """`WorkflowTools`' ``prepare_run``: write the validated pin of this new run."""
@@ -356,6 +437,12 @@ class DeployService:
         described["resume_readiness"]["revalidated"] = False
         return described
 
+    async def validate_run(self, run_id: str) -> dict[str, Any]:
+        """Whether the run could resume now: `inspect_run` revalidating its pinned
+        environment, answered as ``{run_id, status, resume_readiness}``."""
+        described = await self.inspect_run(run_id, revalidate=True)
+        return {key: described[key] for key in ("run_id", "status", "resume_readiness")}
+
     async def _describe(
         self, run: Run, *, readiness: dict[str, Any] | None = None
     ) -> dict[str, Any]:
@@ -407,6 +494,24 @@ class DeployService:
     async def pin_of(self, run_id: str) -> Pin | None:
         run = await self.session.registry.get(self._sid, run_id)
         return await self.pins.read(run.graph_run_id)
+
+
+def validation_report(document: str | bytes | Mapping[str, Any]) -> dict[str, Any]:
+    """``{"valid": true, name, version, digest}``, or ``{"valid": false, "issues":
+    [{place, code, message, hint}], "truncated"}``: an artifact's static validation."""
+    try:
+        if isinstance(document, str | bytes):
+            validated = load_artifact(document)
+        else:
+            validated = validate_artifact(dict(document))
+    except ArtifactValidationError as exc:
+        return {"valid": False, "issues": exc.to_json(), "truncated": exc.truncated}
+    return {
+        "valid": True,
+        "name": validated.name,
+        "version": validated.version,
+        "digest": validated.digest,
+    }
 
 
 def _wait(seconds: float) -> float:

@@ -7,11 +7,20 @@ arguments in, a JSON result out, `flowledger.tools.ToolError` on any failure), l
 | ``run_deployment`` | yes | ``deployment``, ``input``, ``wait_seconds?``, ``revision?`` |
 | ``resume_run`` | yes | ``run_id``, ``payload?``, ``wait_seconds?`` |
 | ``inspect_run`` | no | ``run_id``, ``revalidate?`` (default true) |
+| ``validate_run`` | no | ``run_id`` |
 | ``read_run_trace`` | no | ``run_id``, ``start?``, ``limit?`` |
 | ``artifact_save`` | yes | ``document`` (an artifact: an object, or YAML/JSON text) |
+| ``artifact_validate`` | no | ``document`` (an object, or YAML/JSON text) |
+| ``artifact_list`` | no | |
+| ``artifact_show`` | no | ``name``, ``version`` |
+| ``source_probe`` | yes (below) | ``stdio`` or ``http`` (as a binding has), ``timeout?`` |
 | ``deployment_save`` | yes | ``document`` (an object, or YAML/JSON text) |
 | ``deployment_list`` | no | |
 | ``deployment_show`` | no | ``name``, ``revision?`` |
+
+``source_probe`` writes nothing, but a ``stdio`` spec launches any command line on the
+serving host (and ``http`` makes it open connections), the power that ``deployment_save``
+and ``run_deployment`` give: so it counts as mutating, and a read-only server hides it.
 
 Results are `DeployService`'s. Arguments are checked against each tool's JSON Schema
 first (unknown fields refused), naming the field.
@@ -31,6 +40,8 @@ from ...tools import ToolError, ToolInfo
 from ...workflows.errors import NotFoundError
 from ..artifacts.errors import ArtifactError, ArtifactValidationError
 from ..runs.trace import MAX_TRACE_PAGE
+from ..sources.errors import SourceError
+from .document import CredentialMissingError
 from .service import MAX_WAIT_SECONDS, DeployService, NotADeployedRunError
 from .store import (
     DeploymentConflictError,
@@ -87,6 +98,12 @@ _TOOLS: Final[dict[str, tuple[str, dict[str, Any], bool]]] = {
         _schema({"run_id": _RUN_ID, "revalidate": {"type": "boolean"}}, ["run_id"]),
         False,
     ),
+    "validate_run": (
+        "Revalidate a deployed run's pinned environment now (sources, secrets, tool "
+        "contracts): its status and resume readiness with the diagnostics.",
+        _schema({"run_id": _RUN_ID}, ["run_id"]),
+        False,
+    ),
     "read_run_trace": (
         "A range of a deployed run's trace: what each node did, with the total count.",
         _schema(
@@ -103,6 +120,37 @@ _TOOLS: Final[dict[str, tuple[str, dict[str, Any], bool]]] = {
         "Save a flowledger.artifact/v1 document (its children must be saved first). "
         "Artifacts are immutable: the same bytes again is a no-op, others a conflict.",
         _schema({"document": {"type": ["object", "string"]}}, ["document"]),
+        True,
+    ),
+    "artifact_validate": (
+        "Validate a flowledger.artifact/v1 document without saving it: valid with its "
+        "digest, or every problem with its place, code, message and repair hint.",
+        _schema({"document": {"type": ["object", "string"]}}, ["document"]),
+        False,
+    ),
+    "artifact_list": (
+        "The session's saved artifacts: each name with its versions and digests.",
+        _schema({}),
+        False,
+    ),
+    "artifact_show": (
+        "One saved artifact version: its document (canonical JSON), digest, closure "
+        "digest and children.",
+        _schema({"name": {"type": "string"}, "version": {"type": "string"}}, ["name", "version"]),
+        False,
+    ),
+    "source_probe": (
+        "Connect once to an MCP source given like a deployment binding (stdio: command, "
+        "args, env, cwd; or http: url, headers; a secret as {secret: ENV_VAR}) and list "
+        "its tools with input schemas, annotations and fingerprints (for an artifact's "
+        "dependencies). Writes nothing; shows variable and header names, never values.",
+        _schema(
+            {
+                "stdio": {"type": "object"},
+                "http": {"type": "object"},
+                "timeout": {"type": "number", "exclusiveMinimum": 0, "maximum": 120},
+            }
+        ),
         True,
     ),
     "deployment_save": (
@@ -124,6 +172,8 @@ DEPLOY_TOOL_NAMES: Final = tuple(_TOOLS)
 
 _EXPECTED: Final = (
     ArtifactError,
+    CredentialMissingError,
+    SourceError,
     DeploymentConflictError,
     DeploymentCorruptError,
     DeploymentNotFoundError,
@@ -159,10 +209,17 @@ class DeployTools:
             "inspect_run": lambda a: service.inspect_run(
                 a["run_id"], revalidate=a.get("revalidate", True)
             ),
+            "validate_run": lambda a: service.validate_run(a["run_id"]),
             "read_run_trace": lambda a: service.read_run_trace(
                 a["run_id"], start=a.get("start", 0), limit=a.get("limit", 50)
             ),
             "artifact_save": lambda a: service.artifact_save(a["document"]),
+            "artifact_validate": lambda a: service.artifact_validate(a["document"]),
+            "artifact_list": lambda a: service.artifact_list(),
+            "artifact_show": lambda a: service.artifact_show(a["name"], a["version"]),
+            "source_probe": lambda a: service.source_probe(
+                {k: a[k] for k in ("stdio", "http") if k in a}, seconds=a.get("timeout", 10.0)
+            ),
             "deployment_save": lambda a: service.deployment_save(a["document"]),
             "deployment_list": lambda a: service.deployment_list(),
             "deployment_show": lambda a: service.deployment_show(a["name"], a.get("revision")),

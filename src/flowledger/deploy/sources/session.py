@@ -72,6 +72,7 @@ __all__ = [
     "ServerInfo",
     "SourceSession",
     "ToolResult",
+    "probe",
 ]
 
 logger = logging.getLogger(__name__)
@@ -601,3 +602,10 @@ def _leaf_text(error: BaseException) -> str:
     if isinstance(leaf, MCPError):
         return leaf.message
     return type(leaf).__name__
+
+
+async def probe(source: Source, *, seconds: float) -> tuple[ServerInfo, tuple[ToolInfo, ...]]:
+    """Connect once, list every tool, disconnect: what ``flowledger source probe`` and
+    the ``source_probe`` tool show (``seconds`` bound the handshake, then the listing)."""
+    async with SourceSession(source, connect_timeout=seconds, call_timeout=seconds) as session:
+        return session.server_info, await session.list_tools()
