@@ -228,9 +228,9 @@ def test_json_fields_are_checked_in_the_page(server: str, page: Any) -> None:
     vertex(page, "done", "done")
 
 
-def _deploy(db: Path, *args: str) -> dict[str, Any]:
+def _flowledger(db: Path, *args: str) -> dict[str, Any]:
     done = subprocess.run(
-        [sys.executable, "-m", "flowledger", "deploy", *args, "--db", f"sqlite:///{db}"],
+        [sys.executable, "-m", "flowledger", *args, "--db", f"sqlite:///{db}", "--json"],
         cwd=REPO,
         capture_output=True,
         text=True,
@@ -253,9 +253,9 @@ def test_a_paused_deployed_run_shows_its_pin_and_revalidates(
     artifact.write_text(ARTIFACT)
     document = tmp_path / "deployment.json"
     document.write_text(json.dumps(deployment()))
-    _deploy(db, "save-artifact", str(artifact))
-    _deploy(db, "save", str(document))
-    started = _deploy(db, "run", "clock_dep", "--input", "{}")
+    _flowledger(db, "artifact", "save", str(artifact))
+    _flowledger(db, "deploy", "set", str(document))
+    started = _flowledger(db, "deploy", "run", "clock_dep", "--input", "{}")
     assert started["status"] == "interrupted", started
     run_id = started["run_id"]
     with web_server(db) as url:
