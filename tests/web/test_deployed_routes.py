@@ -66,6 +66,10 @@ def test_a_deployed_run_shows_its_pin_readiness_and_trace(db: Path) -> None:
         assert 'id="readiness-status">ready<' in text and "sources were not contacted" in text
         assert 'action="/runs/' + run_id + '/revalidate"' in text
         assert 'id="trace"' in text
+        # regression: the picture was looked up in the application's catalog, which has
+        # no deployed definitions (they live in each session's), so there was none
+        assert '<svg class="graph"' in text
+        assert 'data-vertex="ask" data-state="paused"' in text
 
         token = csrf(client, f"/runs/{run_id}")
         again = client.post(f"/runs/{run_id}/revalidate", data={"csrf": token})

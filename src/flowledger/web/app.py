@@ -150,7 +150,7 @@ class Dashboard:
         self.gate = gate
         self.read_only = read_only
         self.secure_cookies = secure_cookies
-        self.graphs = GraphCache(pool.catalog)
+        self.graphs = GraphCache()
         self._background: set[asyncio.Task[Any]] = set()
         self._env = Environment(
             loader=FileSystemLoader(str(_HERE / "templates")),
@@ -427,7 +427,9 @@ class Dashboard:
         error: str = "",
         values: Mapping[str, str] | None = None,
     ) -> dict[str, Any]:
-        picture = self.graphs.picture(str(run["definition_name"]), str(run["definition_version"]))
+        picture = self.graphs.picture(
+            ctx.served.session.catalog, str(run["definition_name"]), str(run["definition_version"])
+        )
         states: dict[str, str] = {}
         svg = None
         if picture is not None:
@@ -490,7 +492,7 @@ class Dashboard:
         listing = await ctx.served.tools.call("workflow_definition_list", {})
         for item in listing["definitions"]:
             if item["name"] == name and item["version"] == version:
-                picture = self.graphs.picture(name, version)
+                picture = self.graphs.picture(ctx.served.session.catalog, name, version)
                 svg = None if picture is None else render_svg(picture, {}, title=f"graph of {name}")
                 return {
                     "definition": item,

@@ -9,6 +9,7 @@ runs whole (up to `MAX_RUNS`) to find the ones changed since its mark.
 from __future__ import annotations
 
 import json
+import weakref
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -219,19 +220,23 @@ class RunFilter:
 
 
 class GraphCache:
-    """Each definition's laid-out picture, computed once (definitions are immutable)."""
+    """Each definition's laid-out picture, computed once per session catalog (definitions
+    are immutable, but a deployment revision's name and version mean another definition
+    in another session, so the pictures are kept per catalog)."""
 
-    def __init__(self, catalog: Catalog) -> None:
-        self._catalog = catalog
-        self._pictures: dict[tuple[str, str], Picture | None] = {}
+    def __init__(self) -> None:
+        self._pictures: weakref.WeakKeyDictionary[
+            Catalog, dict[tuple[str, str], Picture | None]
+        ] = weakref.WeakKeyDictionary()
 
-    def picture(self, name: str, version: str) -> Picture | None:
+    def picture(self, catalog: Catalog, name: str, version: str) -> Picture | None:
+        pictures = self._pictures.setdefault(catalog, {})
         key = (name, version)
-        if key not in self._pictures:
+        if key not in pictures:
             try:
-                definition = self._catalog.resolve(name, version)
+                definition = catalog.resolve(name, version)
             except UnknownDefinitionError:
                 return None
             shape = graph_shape(definition)
-            self._pictures[key] = None if shape is None else layout(shape)
-        return self._pictures[key]
+            pictures[key] = None if shape is None else layout(shape)
+        return pictures[key]
