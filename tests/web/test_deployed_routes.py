@@ -165,3 +165,29 @@ def test_read_only_shows_the_panels_without_revalidate(db: Path) -> None:
         token = csrf(client, f"/runs/{run_id}")
         refused = client.post(f"/runs/{run_id}/revalidate", data={"csrf": token})
         assert refused.status_code in (404, 405)
+
+
+def test_the_start_form_of_a_deployment_revision_pins_the_run(db: Path) -> None:
+    """Regression: the form started a deployment revision as a plain run, with no pin, so
+    it failed at its first node; it now starts it as run_deployment does."""
+    with served(db) as (client, pool):
+        deploy_call(client, pool, "artifact_save", {"document": ARTIFACT})
+        deploy_call(client, pool, "deployment_save", {"document": deployment()})
+        listed = client.get("/definitions").text
+        assert 'href="/definitions/clock_dep/r1"' in listed  # the live revision's start page
+        assert "<title>Definitions" in listed and "<title>Definitions<h2>" not in listed
+        token = csrf(client, "/definitions/clock_dep/r1")
+        started = client.post(
+            "/definitions/clock_dep/r1/start", data={"csrf": token}, follow_redirects=False
+        )
+        assert started.status_code == 303, started.text
+        run_id = started.headers["location"].rsplit("/", 1)[1]
+        assert wait_for(client, run_id, "interrupted", "failed") == "interrupted"
+        page = client.get(f"/runs/{run_id}").text
+        assert 'id="pinned"' in page and "clock_dep" in page
+
+        with pytest.MonkeyPatch.context() as patch:
+            patch.delenv(SECRET_NAME)  # the environment cannot be validated: nothing starts
+            refused = client.post("/definitions/clock_dep/r1/start", data={"csrf": token})
+        assert refused.status_code == 400, refused.text
+        assert "the deployment cannot run" in refused.text and SECRET_NAME in refused.text

@@ -50,12 +50,12 @@ from starlette.routing import BaseRoute, Mount, Route
 from starlette.staticfiles import StaticFiles
 
 from ..deploy import NotADeployedRunError
-from ..deploy.deployments.definition import revision_of
+from ..deploy.deployments.definition import DeployedDefinition, revision_of
 from ..deploy.deployments.store import DeploymentNotFoundError
 from ..deploy.runs.trace import MAX_TRACE_PAGE
 from ..tools import ToolError, WorkflowTools
 from ..tools.errors import PREFIX
-from ..workflows.errors import ConflictError, NotFoundError
+from ..workflows.errors import ConflictError, NotFoundError, UnknownDefinitionError
 from ..workflows.run import RunStatus, is_id
 from .forms import FormError, form_fields, parse_form
 from .graph import render_svg
@@ -489,6 +489,10 @@ class Dashboard:
         )
 
     async def _definition_view(self, ctx: _Ctx, name: str, version: str) -> dict[str, Any]:
+        session = ctx.served.session
+        loader = session.supervisor.definition_loader
+        if loader is not None and (name, version) not in session.catalog:
+            await loader(name, version)  # a deployment revision saved since the session opened
         listing = await ctx.served.tools.call("workflow_definition_list", {})
         for item in listing["definitions"]:
             if item["name"] == name and item["version"] == version:
@@ -530,15 +534,46 @@ class Dashboard:
             return self._refused(request, refusal)
         try:
             value = parse_form(view["definition"]["input_schema"], fields)
-            result = await ctx.served.tools.call(
-                "workflow_run_start",
-                {"definition_name": name, "definition_version": version, "input": value},
-            )
+            if self._deployed(ctx, name, version):
+                result = await self._run_deployment(ctx, name, version, value)
+            else:
+                result = await ctx.served.tools.call(
+                    "workflow_run_start",
+                    {"definition_name": name, "definition_version": version, "input": value},
+                )
         except (FormError, ToolError) as exc:
             message = _said(exc) if isinstance(exc, ToolError) else str(exc)
             view.update(error=message, values=fields)
             return self._page(request, "definition.html", view, ctx=ctx, status=400)
         return RedirectResponse(f"/runs/{result['run_id']}", status_code=303)
+
+    @staticmethod
+    def _deployed(ctx: _Ctx, name: str, version: str) -> bool:
+        try:
+            definition = ctx.served.session.catalog.resolve(name, version)
+        except UnknownDefinitionError:
+            return False
+        return isinstance(definition, DeployedDefinition)
+
+    @staticmethod
+    async def _run_deployment(
+        ctx: _Ctx, name: str, version: str, value: Mapping[str, Any]
+    ) -> dict[str, Any]:
+        """A deployment revision is started as ``run_deployment`` starts it (environment
+        validated, then pinned): a plain start would leave the run without its pin."""
+        arguments = {
+            "deployment": name,
+            "revision": revision_of(version),
+            "input": dict(value),
+            "wait_seconds": 0,
+        }
+        result = await ctx.served.deploy.call("run_deployment", arguments)
+        if result["status"] == "unrunnable":
+            problems = "; ".join(
+                f"{item['code']}: {item['message']}" for item in result["diagnostics"]
+            )
+            raise ToolError(f"the deployment cannot run: {problems}")
+        return result
 
     async def _resume(self, request: Request) -> Response:
         return await self._continue(request, answer=True)
