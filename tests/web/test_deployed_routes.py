@@ -191,3 +191,19 @@ def test_the_start_form_of_a_deployment_revision_pins_the_run(db: Path) -> None:
             refused = client.post("/definitions/clock_dep/r1/start", data={"csrf": token})
         assert refused.status_code == 400, refused.text
         assert "the deployment cannot run" in refused.text and SECRET_NAME in refused.text
+
+
+def test_an_artifact_page_shows_what_it_declares_and_its_graph(db: Path) -> None:
+    with served(db) as (client, pool):
+        deploy_call(client, pool, "artifact_save", {"document": ARTIFACT})
+        listed = client.get("/definitions").text
+        assert 'href="/artifacts/clock_sign_off/1"' in listed
+        page = client.get("/artifacts/clock_sign_off/1")
+        assert page.status_code == 200, page.text
+        text = page.text
+        assert "Ask a person to approve, then read the time server" in text  # description
+        assert '<svg class="graph"' in text and 'data-vertex="ask"' in text
+        assert "Resume schemas" in text and "approved" in text
+        assert "additionalProperties" in text  # the input and output schemas
+        missing = client.get("/artifacts/clock_sign_off/9")
+        assert missing.status_code == 404 and "clock_sign_off@9" in missing.text

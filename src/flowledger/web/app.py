@@ -6,12 +6,14 @@ or 404 like any unknown route):
 ====================================  ====================================================
 ``GET  /``                            redirect to ``/runs``
 ``GET  /runs``                        the runs table (``status``, ``definition``, ``q``
-                                      - a run ID or part of one - and ``page``)
+                                      - the start of a run ID - and ``after``, a cursor)
 ``GET  /runs/{id}``                   one run (``after``: a timeline cursor; a deployed
                                       run's trace slice: ``trace_start``, ``trace_limit``)
 ``GET  /definitions``                 the definitions
 ``GET  /definitions/{name}/{ver}``    one definition, its graph and its start form
-``POST /definitions/{name}/{ver}/start``  start a run from the form
+``POST /definitions/{name}/{ver}/start``  start a run from the form (a deployment
+                                      revision ``rN``: as ``run_deployment`` starts it)
+``GET  /artifacts/{name}/{ver}``      a saved artifact: its schemas and its graph
 ``POST /runs/{id}/resume``            answer the pending request from the form
 ``POST /runs/{id}/retry``             retry an errored pause
 ``POST /runs/{id}/cancel``            cancel (``reason``)
@@ -50,6 +52,7 @@ from starlette.routing import BaseRoute, Mount, Route
 from starlette.staticfiles import StaticFiles
 
 from ..deploy import NotADeployedRunError
+from ..deploy.artifacts.errors import ArtifactNotFoundError
 from ..deploy.deployments.definition import DeployedDefinition, revision_of
 from ..deploy.deployments.store import DeploymentNotFoundError
 from ..deploy.runs.trace import MAX_TRACE_PAGE
@@ -171,6 +174,7 @@ class Dashboard:
             Route("/runs/{run_id}", self._run),
             Route("/definitions", self._definitions),
             Route("/definitions/{name}/{version}", self._definition),
+            Route("/artifacts/{name}/{version}", self._artifact),
             Route("/events/runs", self._runs_events),
             Route("/events/runs/{run_id}", self._run_events),
             Route("/login", self._login_page, methods=["GET"]),
@@ -518,6 +522,38 @@ class Dashboard:
         except _Refusal as refusal:
             return self._refused(request, refusal)
         return self._page(request, "definition.html", view, ctx=ctx)
+
+    async def _artifact(self, request: Request) -> Response:
+        """A saved artifact version: what it declares and its graph (an artifact runs
+        through a deployment, so there is no start form here)."""
+        name, version = str(request.path_params["name"]), str(request.path_params["version"])
+        try:
+            ctx = await self._context(request)
+            shown = await ctx.served.deploy.call(
+                "artifact_show", {"name": name, "version": version}
+            )
+        except ToolError as exc:
+            if isinstance(exc.cause, ArtifactNotFoundError):
+                return self._refused(request, _Refusal(404, _said(exc)))
+            return self._refused(request, self._tool_refusal(exc))
+        except _Refusal as refusal:
+            return self._refused(request, refusal)
+        document = shown["document"]
+        resume = {
+            node_id: node["resume_schema"]
+            for node_id, node in document.get("nodes", {}).items()
+            if node.get("kind") == "interrupt" and "resume_schema" in node
+        }
+        picture = await self.graphs.artifact_picture(
+            ctx.served.deploy.service, str(shown["closure_digest"]), name, version
+        )
+        view = {
+            "artifact": shown,
+            "document": document,
+            "resume_schemas": resume,
+            "svg": None if picture is None else render_svg(picture, {}, title=f"graph of {name}"),
+        }
+        return self._page(request, "artifact.html", view, ctx=ctx)
 
     # -- changing runs -----------------------------------------------------------------------
 

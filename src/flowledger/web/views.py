@@ -17,6 +17,9 @@ from typing import Any, Final
 
 from .. import flow
 from ..deploy.deployments.definition import unchecked_environment
+from ..deploy.deployments.service import DeployService
+from ..deploy.runs.compile import compile_saved
+from ..deploy.sources.spec import Source
 from ..tools import WorkflowTools
 from ..workflows import Catalog
 from ..workflows.errors import UnknownDefinitionError
@@ -228,6 +231,7 @@ class GraphCache:
         self._pictures: weakref.WeakKeyDictionary[
             Catalog, dict[tuple[str, str], Picture | None]
         ] = weakref.WeakKeyDictionary()
+        self._artifacts: dict[str, Picture | None] = {}
 
     def picture(self, catalog: Catalog, name: str, version: str) -> Picture | None:
         pictures = self._pictures.setdefault(catalog, {})
@@ -240,3 +244,31 @@ class GraphCache:
             shape = graph_shape(definition)
             pictures[key] = None if shape is None else layout(shape)
         return pictures[key]
+
+    async def artifact_picture(
+        self, service: DeployService, closure_digest: str, name: str, version: str
+    ) -> Picture | None:
+        """A saved artifact's picture, by the digest of its closure (the same bytes draw
+        the same graph in every session). It is compiled with sources that are never
+        connected: the definition is only looked at, never run."""
+        if closure_digest not in self._artifacts:
+            closure = await service.artifacts.closure(service.session.session_id, name, version)
+            dependencies = {
+                dependency
+                for stored in closure.values()
+                for dependency in stored.validated.artifact.dependencies
+            }
+            definition = await compile_saved(
+                service.artifacts,
+                service.session.session_id,
+                name,
+                version,
+                sources={dependency: _never_connected for dependency in dependencies},
+            )
+            shape = graph_shape(definition)
+            self._artifacts[closure_digest] = None if shape is None else layout(shape)
+        return self._artifacts[closure_digest]
+
+
+def _never_connected() -> Source:
+    raise RuntimeError("an artifact drawn for the dashboard is never run")

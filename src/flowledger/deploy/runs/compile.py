@@ -891,7 +891,7 @@ async def compile_saved(
     name: str,
     version: str,
     *,
-    sources: Mapping[str, Source],
+    sources: Mapping[str, SourceRef],
     connect_timeout: float = 10.0,
 ) -> ArtifactDefinition:
     """`compile_artifact` of a saved artifact and the children it pinned when it was
