@@ -134,8 +134,7 @@ def patch_state(codec: StateCodec[Any], state: JsonObject, patch: Any) -> JsonOb
         if encoded.get(name) != value:
             raise StatePatchError(
                 name,
-                "the value does not fit the field's type exactly "
-                f"(it reads as {encoded.get(name)!r})",
+                "the value is not of the field's type (it would only fit converted)",
             )
     return merged
 
