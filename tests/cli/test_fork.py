@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from .conftest import REVIEW_INPUT, Cli
+from .test_worker import wait_for_status, worker  # noqa: F401 - the worker fixture
 
 
 def test_fork_from_a_revision_with_a_patch_executes_the_fork(cli: Cli) -> None:
@@ -90,3 +93,34 @@ def runs_without_times(cli: Cli, db: tuple[str, str]) -> list[dict[str, object]]
     run's pause, which bumps it)."""
     runs = json.loads(cli.process("runs", "list", "--json", *db).stdout)["runs"]
     return [{k: v for k, v in run.items() if k != "updated_at"} for run in runs]
+
+
+@pytest.mark.usefixtures("worker")
+def test_a_front_door_fork_is_executed_by_a_worker_process(cli: Cli) -> None:
+    """``runs fork --no-execute`` only records the fork; the ``flowledger worker``
+    process executes it (while the origin stays paused)."""
+    started = cli.json(
+        "start", "document_review", "v1", "--input", json.dumps(REVIEW_INPUT), "--no-execute"
+    )
+    origin = started["run_id"]
+    wait_for_status(cli, origin, "interrupted")
+    forked = cli.process(
+        "runs",
+        "fork",
+        origin,
+        "--at",
+        "0",
+        "--patch",
+        '{"title": "By the worker"}',
+        "--no-execute",
+        "--json",
+        "--db",
+        cli.db,
+    )
+    assert forked.returncode == 0, forked.stderr
+    fork = json.loads(forked.stdout)
+    assert fork["forked_from"]["run_id"] == origin
+    wait_for_status(cli, fork["run_id"], "interrupted")
+    shown = cli.json("runs", "show", fork["run_id"])
+    assert shown["pending"]["info"]["question"] == "Publish 'By the worker'?"
+    assert cli.json("runs", "show", origin)["run_status"] == "interrupted"
