@@ -664,9 +664,14 @@ class Supervisor:
                     ticket._fail(exc)
                     return
                 if run.forked_from is not None:
-                    # A fork's seed became durable when it was made: adopt it, never start.
-                    ticket._seed()
-                    await self._reconcile(controller, run_id)
+                    # A fork's seed became durable when it was made: adopt it, never start
+                    # it; the ticket resolves once the adoption has made it running.
+                    try:
+                        await self._reconcile(controller, run_id, adopting=ticket._seed)
+                    except Exception as exc:
+                        ticket._fail(exc)
+                        raise
+                    ticket._fail(RuntimeError("the fork was not adopted"))
                     return
                 try:
                     await self._start_with_seed(controller, definition, run, ticket._seed)
@@ -739,7 +744,12 @@ class Supervisor:
             await self.definition_loader(name, version)
         return self.catalog.resolve(name, version)
 
-    async def _reconcile(self, controller: _Controller, run_id: str) -> None:
+    async def _reconcile(
+        self, controller: _Controller, run_id: str, *, adopting: Callable[[], None] | None = None
+    ) -> None:
+        """Bring the run's record in line with its checkpoints and continue it if it is
+        running; ``adopting`` is called once a pending run with a checkpoint (a fork) has
+        been moved to running."""
         try:
             run = await self.registry.get(self._session_id, run_id)
         except NotFoundError:
@@ -787,6 +797,8 @@ class Supervisor:
                 )
             except _OwnershipLost:
                 return
+            if adopting is not None:
+                adopting()
         await self._adopt_with_history(controller, definition, run, history)
 
     async def _adopt_with_history(
