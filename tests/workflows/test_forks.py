@@ -84,15 +84,16 @@ class Env:
     async def graph_run(self, run_id: str) -> str:
         return str((await self.session.registry.get(self.session.session_id, run_id)).graph_run_id)
 
-    async def stored(self) -> tuple[dict[str, bytes], dict[str, list[bytes]]]:
-        """Every KV value and every ledger log's records, byte for byte."""
+    async def stored(self) -> tuple[dict[str, bytes], dict[str, list[bytes]], dict[str, bytes]]:
+        """Every KV value, every ledger log's records and every blob, byte for byte."""
         store = self.session.store
         values = {key: bytes((await store.kv.get(key)).value) for key in await store.kv.keys("")}
         logs = {}
         for name in await store.ledger.names(""):
             records = await store.ledger.read(name, after=0, limit=10_000)
             logs[name] = [bytes(r.payload) for r in records]
-        return values, logs
+        blobs = {key: bytes(await store.blobs.get(key)) for key in await store.blobs.list("")}
+        return values, logs, blobs
 
 
 @pytest.fixture
@@ -119,7 +120,7 @@ async def test_forks_of_runs_of_every_status(env: Env) -> None:
         RunStatus.FAILED,
         RunStatus.CANCELLED,
     ]
-    before, logs_before = await env.stored()
+    before, logs_before, _ = await env.stored()
     cases: list[tuple[str, int, dict[str, Any] | None, RunStatus, int | None]] = [
         (completed, 0, None, RunStatus.COMPLETED, 2),
         (completed, 0, {"count": 10}, RunStatus.COMPLETED, 12),
@@ -165,7 +166,7 @@ async def test_forks_of_runs_of_every_status(env: Env) -> None:
         "count": 10,
         "note": "",
     }
-    after, logs_after = await env.stored()
+    after, logs_after, _ = await env.stored()
     for key, value in before.items():
         if "/workflows/runs/" in key and key.rsplit("/", 1)[1] in (
             completed,
