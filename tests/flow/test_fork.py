@@ -363,11 +363,23 @@ def shape(history: Iterable[flow.Checkpoint]) -> list[tuple[Any, ...]]:
     limit=st.integers(0, 5),
     kind=st.sampled_from(["memory", "sqlite"]),
     pick=st.floats(0, 1),
-    new_limit=st.none() | st.integers(0, 6),
+    patch=st.none()
+    | st.fixed_dictionaries(
+        {},
+        optional={
+            "limit": st.integers(0, 6),
+            "n": st.integers(0, 6),
+            "log": st.lists(st.text(max_size=3), max_size=3),
+        },
+    ),
     granularity=st.sampled_from(list(flow.Granularity)),
 )
 def test_random_forks_replay_like_fresh_runs(
-    limit: int, kind: str, pick: float, new_limit: int | None, granularity: flow.Granularity
+    limit: int,
+    kind: str,
+    pick: float,
+    patch: dict[str, Any] | None,
+    granularity: flow.Granularity,
 ) -> None:
     async def scenario(directory: str) -> None:
         if kind == "memory":
@@ -382,9 +394,10 @@ def test_random_forks_replay_like_fresh_runs(
             origin = await runner.run(Loop(limit=limit), checkpoint=granularity)
             history = await runner.history(origin.run.graph_run_id)
             revision = min(int(pick * len(history)), len(history) - 1)
-            patch = None if new_limit is None else {"limit": new_limit}
             fork_id = await runner.fork(origin.run.graph_run_id, revision, patch)
             seed = (await runner.history(fork_id))[0]
+            assert seed.state is not None
+            assert {k: seed.state[k] for k in patch or {}} == (patch or {})
             forked = await runner.resume(fork_id, checkpoint=granularity)
             fork_history = await runner.history(fork_id)
             start = Loop(**seed.state)
