@@ -243,3 +243,34 @@ async def test_a_front_door_fork_is_executed_by_the_polling_owner(env: Env) -> N
     history = await env.door.door.history(fork.id)
     assert history.records  # published like any run's
     await owner.shutdown()
+
+
+async def test_a_fork_is_an_ordinary_run(env: Env) -> None:
+    """Get, list, history and cancel work on a fork; a fork of a fork names its own
+    origin."""
+    owner = env.door.owner()
+    await owner.activate()
+    tools = env.tools(owner)
+    sid = env.session.session_id
+    origin = await env.run(owner, "asker", {"count": 1})
+    fork = await tools.call("workflow_run_fork", {"run_id": origin, "revision": 0})
+    assert await env.settled(fork["run_id"]) is RunStatus.INTERRUPTED
+    again = await tools.call("workflow_run_fork", {"run_id": fork["run_id"], "revision": 0})
+    assert again["forked_from"]["run_id"] == fork["run_id"]
+    assert await env.settled(again["run_id"]) is RunStatus.INTERRUPTED
+    listed = {run.id for run in (await env.session.registry.list(sid)).runs}
+    assert {origin, fork["run_id"], again["run_id"]} <= listed
+    history = await owner.history(fork["run_id"])
+    assert [item.activity.kind for item in history.records][:1] == ["run_started"]
+    cancelled = await owner.cancel(fork["run_id"], "enough")
+    assert cancelled is not None and cancelled.status is RunStatus.CANCELLED
+    assert await env.status(origin) is RunStatus.INTERRUPTED
+    assert await env.status(again["run_id"]) is RunStatus.INTERRUPTED
+    markers = await env.session.store.kv.keys(f"sessions/{sid}/workflows/forks/")
+    assert markers == sorted(
+        [
+            fork_marker_key(sid, origin, fork["run_id"]),
+            fork_marker_key(sid, fork["run_id"], again["run_id"]),
+        ]
+    )
+    await owner.shutdown()
