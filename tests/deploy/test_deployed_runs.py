@@ -493,3 +493,30 @@ async def test_a_contract_that_changes_during_execution_fails_the_call(tmp_path:
     assert got["run_status"] == "failed", got
     assert got["error"]["type"] == "ToolContractChangedError"
     assert "the tool was not called" in got["error"]["message"]
+
+
+async def test_a_deployed_run_cannot_be_forked_and_nothing_is_written(tmp_path: Path) -> None:
+    """A deployed run executes only under its own pin, which a fork does not have: the
+    fork is refused (field ``definition``) before anything is written."""
+    from flowledger.tools import ForkTools, ToolError
+    from flowledger.workflows import InvalidForkError
+
+    script = server_script(tmp_path)
+    async with service(f"sqlite:///{tmp_path / 'f.db'}") as (deploy, store):
+        await prepared(deploy, deployment(script))
+        started = await deploy.run_deployment("env_dep", {})
+        assert started["status"] == "interrupted", started
+        session = deploy.session
+        tools = ForkTools(
+            SESSION,
+            catalog=session.catalog,
+            registry=session.registry,
+            supervisor=session.supervisor,
+        )
+        before = await snapshot(store)
+        with pytest.raises(ToolError) as raised:
+            await tools.call("workflow_run_fork", {"run_id": started["run_id"], "revision": 0})
+        assert isinstance(raised.value.cause, InvalidForkError)
+        assert raised.value.cause.field == "definition"
+        assert "pin" in str(raised.value)
+        assert await snapshot(store) == before

@@ -152,6 +152,16 @@ CASES: dict[type[errors.FlowError], Case] = {
         {"run_id": RUN, "expected": 3, "actual": 1},
         (f"revision conflict for run {RUN}: expected revision 3, got 1",),
     ),
+    errors.ForkRevisionError: Case(
+        lambda: errors.ForkRevisionError(RUN, 9, 4),
+        {"run_id": RUN, "revision": 9, "tip": 4},
+        (f"run {RUN} has no revision 9: forkable revisions are 0..4",),
+    ),
+    errors.StatePatchError: Case(
+        lambda: errors.StatePatchError("limit", "the state has no such field"),
+        {"field": "limit", "detail": "the state has no such field"},
+        ("state patch: field 'limit': the state has no such field",),
+    ),
     errors.StoreError: Case(
         lambda: errors.StoreError("latest", CAUSE),
         {"op": "latest", "cause": CAUSE},

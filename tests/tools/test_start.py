@@ -19,7 +19,13 @@ from flowledger.workflows.errors import (
     NotFoundError,
     UnknownDefinitionError,
 )
-from flowledger.workflows.run import ArtifactReference, InputReference, Run, RunStatus
+from flowledger.workflows.run import (
+    ArtifactReference,
+    ForkedFrom,
+    InputReference,
+    Run,
+    RunStatus,
+)
 from flowledger.workflows.supervisor import StartTicket
 
 from .conftest import CLOCK, CLOCK_TEXT, FORBIDDEN, SENTINEL, STATE_SENTINEL, Env, refused
@@ -293,11 +299,16 @@ PROTECTED_CHANGES: list[tuple[str, Any]] = [
     ("created_at", lambda r: dataclasses.replace(r, created_at=r.created_at - timedelta(1))),
     ("updated_at", lambda r: dataclasses.replace(r, updated_at=r.updated_at + timedelta(1))),
     ("revision", lambda r: dataclasses.replace(r, revision=1)),
+    (
+        "forked_from",
+        lambda r: dataclasses.replace(r, forked_from=ForkedFrom(OTHER, 0, "sha256:" + "0" * 64)),
+    ),
 ]
 
 
 def test_protected_list_is_complete() -> None:
-    """§12.80: the 18 protected fields plus the 5 namespace fields are all of Run's."""
+    """§12.80: the 18 protected fields (and ``forked_from``, a flowledger addition) plus
+    the 5 namespace fields are all of Run's."""
     names = {field.name for field in dataclasses.fields(Run)}
     namespace = {
         "artifact_session_id",
@@ -306,7 +317,7 @@ def test_protected_list_is_complete() -> None:
         "artifact_input_session_id",
         "artifact_input_run_id",
     }
-    assert len(PROTECTED_CHANGES) == 18
+    assert len(PROTECTED_CHANGES) == 19
     assert {name for name, _ in PROTECTED_CHANGES} | namespace == names
 
 

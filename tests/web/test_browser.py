@@ -175,6 +175,7 @@ def test_read_only_has_no_buttons_and_refuses_posts(server: str, db: Path, page:
         for path in (
             f"runs/{run_id}/resume",
             f"runs/{run_id}/cancel",
+            f"runs/{run_id}/fork",
             "definitions/document_review/v1/start",
         ):
             response = page.request.post(reader + path, form={"csrf": token, "approved": "true"})
@@ -274,3 +275,42 @@ def test_a_paused_deployed_run_shows_its_pin_and_revalidates(
             assert page.inner_text("#readiness-status") == "ready"
         finally:
             context.close()
+
+
+def test_fork_from_here_opens_the_fork(server: str, page: Any) -> None:
+    origin = start_from_definitions(page, server, "Fork me")
+    vertex(page, "approval", "paused")
+    page.click("#timeline tr:has(.kind-run_started) form.fork button")
+    page.wait_for_url(re.compile(r"/runs/(?!" + origin + r")[0-9a-f-]{36}$"))
+    fork = str(page.url.rsplit("/", 1)[1])
+    assert fork != origin
+    forked_from = page.inner_text("#forked-from")
+    assert origin[:8] in forked_from and "revision 0" in forked_from
+    vertex(page, "approval", "paused")  # the whole graph ran again in the fork
+    assert "Publish 'Fork me'?" in page.inner_text("#pause")
+    # Rows that arrived live carry a working button too (with the page's CSRF token).
+    page.wait_for_selector("#timeline tr:has(.kind-run_interrupted) form.fork button")
+    page.click("#timeline tr:has(.kind-run_interrupted) form.fork button")
+    page.wait_for_url(re.compile(r"/runs/(?!" + fork + r")[0-9a-f-]{36}$"))
+    second = str(page.url.rsplit("/", 1)[1])
+    assert second not in (origin, fork)
+    assert fork[:8] in page.inner_text("#forked-from")
+    vertex(page, "approval", "paused")
+    # The origin is still paused, waiting for its own answer.
+    page.goto(server + f"runs/{origin}")
+    vertex(page, "approval", "paused")
+    assert page.query_selector("#forked-from") is None
+
+
+def test_fork_needs_the_csrf_token(server: str, page: Any) -> None:
+    origin = start_from_definitions(page, server, "Forged fork")
+    vertex(page, "approval", "paused")
+    response = page.request.post(server + f"runs/{origin}/fork", form={"revision": "0"})
+    assert response.status == 403
+    token = page.eval_on_selector("#cancel-form input[name=csrf]", "e => e.value")
+    bad = page.request.post(server + f"runs/{origin}/fork", form={"csrf": token, "revision": "x"})
+    assert bad.status == 400
+    beyond = page.request.post(
+        server + f"runs/{origin}/fork", form={"csrf": token, "revision": "9999"}
+    )
+    assert beyond.status == 400 and "invalid fork revision" in beyond.text()

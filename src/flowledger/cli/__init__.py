@@ -1,5 +1,9 @@
 """The ``flowledger`` command line (typer + rich).
 
+``runs fork RUN --at REV`` makes a new run from revision REV of RUN (optionally with
+``--patch``: a JSON object of state fields) and, like ``start``, executes it here until
+it stops (or, with ``--no-execute``, leaves it to a worker).
+
 Reading commands (``definitions``, ``runs list``, ``runs show``, ``history``) never
 execute anything and work while another process owns the session; with ``--json`` they
 print exactly the result of the matching ``workflow_*`` tool. ``start`` and ``resume``
@@ -48,6 +52,7 @@ from .runtime import (
     Options,
     check_idle,
     emit_json,
+    make_fork_tools,
     open_host,
     parse_json_option,
     run_command,
@@ -246,6 +251,79 @@ def runs_show(
         console = stdout_console()
         render_run(console, result, pause)
         print_continue_hint(console, result, options.flags())
+
+    run_command(work)
+
+
+@runs_app.command("fork")
+def runs_fork(
+    run: RunArgument,
+    at: Annotated[
+        int,
+        typer.Option(
+            "--at",
+            metavar="REV",
+            help="The checkpoint revision to fork from (0 up to the run's latest; see "
+            "`flowledger history RUN`).",
+        ),
+    ],
+    patch_text: Annotated[
+        str | None,
+        typer.Option(
+            "--patch",
+            metavar="JSON",
+            help="Replace state fields in the fork: a JSON object of top-level state "
+            "fields, @file.json, or - for stdin.",
+            show_default=False,
+        ),
+    ] = None,
+    db: DbOption = None,
+    app_ref: AppOption = None,
+    session: SessionOption = None,
+    json_output: Annotated[
+        bool, typer.Option("--json", help="Print the fork's run as JSON once it stopped.")
+    ] = False,
+    no_execute: NoExecuteOption = False,
+) -> None:
+    """Fork a run from one of its revisions: a new run of the same definition version
+    continues from the state there (steps after it run again) and executes here, with
+    live progress, until it stops."""
+    options = Options(db, app_ref, session)
+
+    async def work() -> None:
+        arguments: dict[str, Any] = {"run_id": run, "revision": at}
+        if patch_text is not None:
+            arguments["patch"] = parse_json_option("--patch", patch_text)
+        console = stdout_console()
+        if no_execute:
+            async with open_host(options, owner=False, front_door=True) as host:
+                result = await make_fork_tools(host.session, owner=False).call(
+                    "workflow_run_fork", arguments
+                )
+            if json_output:
+                emit_json(result)
+                return
+            console.print(Text.assemble(("forked run ", "dim"), (str(result["run_id"]), "bold")))
+            _print_status(console, result, note="a worker executes it")
+            return
+        async with open_host(options, owner=True) as host:
+            async with Watch(host.session, console, quiet=json_output) as watch:
+                result = await make_fork_tools(host.session, owner=True).call(
+                    "workflow_run_fork", arguments
+                )
+                fork_id = str(result["run_id"])
+                title = f"{result['definition_name']} {result['definition_version']}"
+                if not json_output:
+                    console.print(
+                        Text.assemble(
+                            ("forked run ", "dim"),
+                            (fork_id, "bold"),
+                            f"  {title} from {run} at revision {at}",
+                        )
+                    )
+                await watch.follow(fork_id, title)
+                error = await host.session.supervisor.wait_idle()
+            await _finish(host, console, fork_id, error, quiet=json_output)
 
     run_command(work)
 

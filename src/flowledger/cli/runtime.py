@@ -41,7 +41,7 @@ from ..flow import FlowError
 from ..host import DEFAULT_DATABASE, database_url, load_catalog, open_session
 from ..jsontext import decode_json
 from ..storage import StorageError
-from ..tools import SupervisorPort, ToolError, WorkflowTools
+from ..tools import ForkTools, SupervisorPort, ToolError, WorkflowTools
 from ..tools.reading import ReadingControl
 from ..workflows import SessionOwnedError, WorkflowError
 from ..workflows.frontdoor import FrontDoor
@@ -150,6 +150,24 @@ def make_tools(session: WorkflowSession, *, owner: bool, front_door: bool = Fals
         control = door
         start_timeout = door.start_timeout + 5  # the front door's own timeout speaks first
     return WorkflowTools.for_session(session, supervisor=control, start_timeout=start_timeout)
+
+
+def make_fork_tools(session: WorkflowSession, *, owner: bool) -> ForkTools:
+    """``workflow_run_fork`` for an owner (its supervisor executes the fork) or a front
+    door (a worker does)."""
+    control: SupervisorPort = session.supervisor
+    start_timeout = 30.0
+    if not owner:
+        door = FrontDoor.for_session(session)
+        control = door
+        start_timeout = door.start_timeout + 5
+    return ForkTools(
+        session.session_id,
+        catalog=session.catalog,
+        registry=session.registry,
+        supervisor=control,
+        start_timeout=start_timeout,
+    )
 
 
 @asynccontextmanager

@@ -9,6 +9,7 @@ how parallel updates of one state field combine.
 
 from .checkpoint import (
     Checkpoint,
+    ForkOrigin,
     HaltKind,
     HaltRecord,
     InterruptKind,
@@ -37,6 +38,7 @@ from .errors import (
     DuplicateVertexError,
     FieldUpdateError,
     FlowError,
+    ForkRevisionError,
     GraphBuildError,
     GraphMismatchError,
     GraphRunExistsError,
@@ -46,12 +48,14 @@ from .errors import (
     MissingEntryError,
     ResumeTerminalError,
     RevisionConflictError,
+    StatePatchError,
     StoreError,
     UndeclaredTargetError,
     UnknownVertexError,
     UnreachableVertexError,
     VertexError,
 )
+from .fork import checkpoint_digest
 from .graph import CompiledGraph, Graph
 from .hooks import Hooks
 from .ledger_store import LedgerCheckpointStore
@@ -80,6 +84,8 @@ __all__ = [
     "FieldReducer",
     "FieldUpdateError",
     "FlowError",
+    "ForkOrigin",
+    "ForkRevisionError",
     "Granularity",
     "Graph",
     "GraphBuildError",
@@ -109,6 +115,7 @@ __all__ = [
     "RunStatus",
     "Runner",
     "StateCodec",
+    "StatePatchError",
     "StepPhase",
     "StoreError",
     "StoredError",
@@ -119,6 +126,7 @@ __all__ = [
     "VertexRecord",
     "VertexStatus",
     "append",
+    "checkpoint_digest",
     "continuation",
     "interrupt",
     "run_info",

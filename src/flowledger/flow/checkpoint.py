@@ -12,6 +12,10 @@ One deliberate addition to the reference layout: the run record carries
 which decides completion versus dead end), so resuming needs no scan of the
 history. A ``STEP_RUNNING`` checkpoint has no frontier: its vertex records
 name every vertex of the step, finished or not.
+
+A second addition: revision 0 of a forked run (`flow.fork`) carries ``origin``
+(`ForkOrigin`: the run, revision and checkpoint digest it was forked from). Only
+that revision has it; a run that is not a fork has none anywhere.
 """
 
 from __future__ import annotations
@@ -27,6 +31,7 @@ from .errors import CheckpointDecodeError
 
 __all__ = [
     "Checkpoint",
+    "ForkOrigin",
     "HaltKind",
     "HaltRecord",
     "InterruptKind",
@@ -155,9 +160,20 @@ class HaltRecord:
     cause: str
 
 
+@dataclass(frozen=True, slots=True)
+class ForkOrigin:
+    """Where a forked run came from: the origin run, the revision forked, and the digest
+    of that checkpoint (`flow.fork.checkpoint_digest`) as it was when forked."""
+
+    run_id: str
+    revision: int
+    checkpoint_digest: str
+
+
 @dataclass(slots=True)
 class Checkpoint:
-    """``state`` and ``step_base`` are JSON objects (the state as of now / at step start)."""
+    """``state`` and ``step_base`` are JSON objects (the state as of now / at step start).
+    ``origin`` is set on revision 0 of a forked run only."""
 
     run: RunRecord
     phase: StepPhase
@@ -168,6 +184,7 @@ class Checkpoint:
     routes: list[RouteRecord] = field(default_factory=list)
     interrupts: list[InterruptRecord] = field(default_factory=list)
     halt: HaltRecord | None = None
+    origin: ForkOrigin | None = None
 
     @property
     def revision(self) -> int:
@@ -267,6 +284,12 @@ def to_document(cp: Checkpoint, *, states: bool = True) -> dict[str, Any]:
         doc["interrupts"] = [_interrupt_to_document(i) for i in cp.interrupts]
     if cp.halt is not None:
         doc["halt"] = {"kind": int(cp.halt.kind), "step": cp.halt.step, "cause": cp.halt.cause}
+    if cp.origin is not None:
+        doc["origin"] = {
+            "run_id": cp.origin.run_id,
+            "revision": cp.origin.revision,
+            "checkpoint_digest": cp.origin.checkpoint_digest,
+        }
     return doc
 
 
@@ -432,6 +455,19 @@ def _halt_from_document(doc: Any, path: str) -> HaltRecord:
     return record
 
 
+def _origin_from_document(doc: Any, path: str) -> ForkOrigin:
+    f = _Fields(doc, path)
+    record = ForkOrigin(
+        run_id=f.typed("run_id", str),
+        revision=f.typed("revision", int),
+        checkpoint_digest=f.typed("checkpoint_digest", str),
+    )
+    f.done()
+    if record.revision < 0:
+        raise CheckpointDecodeError(f"{path}.revision", "negative revision")
+    return record
+
+
 def from_document(doc: Any, *, path: str = "checkpoint", states: bool = True) -> Checkpoint:
     """Strictly decode `to_document`'s output (``states`` as given there)."""
     f = _Fields(doc, path)
@@ -449,5 +485,10 @@ def from_document(doc: Any, *, path: str = "checkpoint", states: bool = True) ->
     halt = f.raw("halt", None, optional=True)
     if halt is not None:
         cp.halt = _halt_from_document(halt, f"{path}.halt")
+    origin = f.raw("origin", None, optional=True)
+    if origin is not None:
+        cp.origin = _origin_from_document(origin, f"{path}.origin")
+        if cp.run.revision != 0:
+            raise CheckpointDecodeError(f"{path}.origin", "only revision 0 records an origin")
     f.done()
     return cp

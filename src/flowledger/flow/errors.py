@@ -24,6 +24,7 @@ __all__ = [
     "DuplicateVertexError",
     "FieldUpdateError",
     "FlowError",
+    "ForkRevisionError",
     "GraphBuildError",
     "GraphMismatchError",
     "GraphRunExistsError",
@@ -33,6 +34,7 @@ __all__ = [
     "MissingEntryError",
     "ResumeTerminalError",
     "RevisionConflictError",
+    "StatePatchError",
     "StoreError",
     "UndeclaredTargetError",
     "UnknownVertexError",
@@ -263,6 +265,29 @@ class RevisionConflictError(FlowError):
         super().__init__(
             f"revision conflict for run {run_id}: expected revision {expected}, got {actual}"
         )
+
+
+class ForkRevisionError(FlowError, ValueError):
+    """A fork named a revision the origin run does not have (``tip``: its latest)."""
+
+    def __init__(self, run_id: str, revision: object, tip: int) -> None:
+        self.run_id = run_id
+        self.revision = revision
+        self.tip = tip
+        super().__init__(
+            f"run {run_id} has no revision {revision!r}: forkable revisions are 0..{tip}"
+        )
+
+
+class StatePatchError(FlowError, ValueError):
+    """A fork's state patch was refused: ``field`` names the top-level state field (empty
+    when the patch as a whole is wrong), ``detail`` says why. Nothing was written."""
+
+    def __init__(self, field: str, detail: str) -> None:
+        self.field = field
+        self.detail = detail
+        where = f"field {field!r}" if field else "the patch"
+        super().__init__(f"state patch: {where}: {detail}")
 
 
 class StoreError(FlowError):

@@ -6,6 +6,11 @@ the run's life (completed, paused, halted, cancelled while running); they
 raise only for engine failures (store, codec, revision conflicts) and for
 refusals (unknown, terminal or incompatible runs).
 
+`fork` makes a new run from any revision of another run of the same graph (see
+`flow.fork` for where it continues, what it re-executes and how its patch is checked):
+it writes the fork's revision 0 only, checking everything before, so a refused fork
+writes nothing; `resume` then runs it.
+
 Resume validates everything before any task runs, in this order: the stored
 run id, graph id and graph version match; the run is not terminal; the stored
 states decode; every vertex the checkpoint names exists; the phase agrees
@@ -19,12 +24,13 @@ from collections.abc import Sequence
 from dataclasses import replace
 from typing import Any, Generic, TypeVar
 
-from .checkpoint import Checkpoint, RunRecord, RunStatus, StepPhase, now
+from .checkpoint import Checkpoint, ForkOrigin, RunRecord, RunStatus, StepPhase, now
 from .engine import Coordinator, Granularity, RunOptions
 from .errors import (
     CheckpointDecodeError,
     CheckpointNotFoundError,
     FlowError,
+    ForkRevisionError,
     GraphMismatchError,
     GraphRunExistsError,
     GraphRunMismatchError,
@@ -33,6 +39,7 @@ from .errors import (
     RevisionConflictError,
     UnknownVertexError,
 )
+from .fork import checkpoint_digest, fork_point, patch_state
 from .graph import CompiledGraph
 from .hooks import Hooks, fire
 from .ids import new_run_id, validate_run_id
@@ -167,10 +174,78 @@ class Runner(Generic[S]):
             revision=cp.run.revision + 1,
             updated_at=moment,
         )
-        cancelled = replace(cp, run=run, routes=[], interrupts=[], halt=None)
+        cancelled = replace(cp, run=run, routes=[], interrupts=[], halt=None, origin=None)
         await self.store.append([cancelled])
         await fire(options.hooks, "on_run_finish", replace(run))
         return replace(run)
+
+    async def fork(
+        self,
+        graph_run_id: str,
+        revision: int,
+        patch: Any = None,
+        *,
+        run_id: str | None = None,
+    ) -> str:
+        """Write revision 0 of a new run forked from ``graph_run_id`` at ``revision`` with
+        the state optionally ``patch``-ed; return the new run's id (``run_id`` if given,
+        which must be unused). The origin must be a run of this graph and version, of
+        any status; its history is only read. Raises, writing nothing:
+        `CheckpointNotFoundError`, `GraphMismatchError`, `GraphVersionMismatchError`,
+        `ForkRevisionError` (not an int in 0..latest), `StatePatchError`,
+        `UnknownVertexError`, `GraphRunExistsError`."""
+        if isinstance(revision, bool) or not isinstance(revision, int):
+            raise ForkRevisionError(graph_run_id, revision, -1)
+        latest = await self.store.latest(graph_run_id)
+        origin_run = latest.run
+        if origin_run.graph_run_id != graph_run_id:
+            raise GraphRunMismatchError(graph_run_id, origin_run.graph_run_id)
+        if origin_run.graph_id != self.graph.graph_id:
+            raise GraphMismatchError(self.graph.graph_id, origin_run.graph_id)
+        if origin_run.graph_version != self.graph.version:
+            raise GraphVersionMismatchError(self.graph.version, origin_run.graph_version)
+        if not 0 <= revision <= origin_run.revision:
+            raise ForkRevisionError(graph_run_id, revision, origin_run.revision)
+        history = await self.store.history(graph_run_id, limit=revision + 1)
+        if len(history) != revision + 1 or history[revision].revision != revision:
+            raise CheckpointDecodeError("history", f"revision {revision} could not be read")
+        forked = history[revision]
+        point = fork_point(history, revision)
+        for vertex in point.frontier:
+            if vertex not in self.graph.vertices:
+                raise UnknownVertexError(vertex)
+        self._decode_state(point.state, "state")
+        state = patch_state(self.graph.codec, point.state, patch)
+        if run_id is None:
+            run_id = new_run_id()
+        else:
+            validate_run_id(run_id)
+        if run_id == graph_run_id:
+            raise GraphRunExistsError(run_id)
+        moment = now()
+        seed = Checkpoint(
+            run=RunRecord(
+                graph_run_id=run_id,
+                graph_id=self.graph.graph_id,
+                graph_version=self.graph.version,
+                status=RunStatus.RUNNING,
+                step=point.step,
+                revision=0,
+                created_at=moment,
+                started_at=moment,
+                updated_at=moment,
+                finish_reached=point.finish_reached,
+            ),
+            phase=StepPhase.ROUTED,
+            state=state,
+            frontier=list(point.frontier),
+            origin=ForkOrigin(graph_run_id, revision, checkpoint_digest(forked)),
+        )
+        try:
+            await self.store.append([seed])
+        except RevisionConflictError as conflict:
+            raise GraphRunExistsError(run_id) from conflict
+        return run_id
 
     async def status(self, run_id: str) -> RunRecord:
         """The latest run record (the state is not decoded)."""

@@ -15,9 +15,10 @@ from typing import Final
 from urllib.parse import urlsplit, urlunsplit
 
 from ..deploy import DeployService
+from ..deploy.deployments.tools import combined
 from ..host import AppLoadError, load_catalog
 from ..host import open_session as open_workflow_session
-from ..tools import SupervisorPort, WorkflowTools
+from ..tools import ForkTools, SupervisorPort, WorkflowTools
 from ..workflows import Catalog
 from ..workflows.errors import SessionOwnedError
 from ..workflows.frontdoor import FrontDoor
@@ -65,7 +66,7 @@ class ServedSession:
     """A workflow session owned by this server, and its tools."""
 
     session: WorkflowSession
-    tools: Bundle  # the workflow_* tools, and the deploy tools (deploy_tools.py)
+    tools: Bundle  # the workflow_* tools, the deploy tools (deploy_tools.py), the fork tool
     executes: bool  # runs execute here (else a worker or the owner elsewhere does)
     read_only: bool = False  # serve only the reading tools
     notice: str = ""  # why it serves read-only although asked to own the session
@@ -124,13 +125,23 @@ async def open_served_session(
             control = door
             start_timeout = door.start_timeout + 5  # the front door's own timeout speaks
         tools = WorkflowTools.for_session(session, supervisor=control, start_timeout=start_timeout)
+        fork = ForkTools(
+            session.session_id,
+            catalog=session.catalog,
+            registry=session.registry,
+            supervisor=control,
+            start_timeout=start_timeout,
+        )
         yield ServedSession(
             session,
-            with_deploy_tools(
-                tools,
-                session,
-                control=control if no_execute and not read_only else None,
-                start_timeout=start_timeout,
+            combined(
+                with_deploy_tools(
+                    tools,
+                    session,
+                    control=control if no_execute and not read_only else None,
+                    start_timeout=start_timeout,
+                ),
+                fork,
             ),
             executes=not (read_only or no_execute),
             read_only=read_only,

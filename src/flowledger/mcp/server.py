@@ -20,11 +20,11 @@ low-level `mcp.server.lowlevel.Server`).
   payloads, so neither do the notifications.
 
 Which activities a call forwards: those of the run it is about - the ``run_id``
-argument, or for ``workflow_run_start`` the run it creates (collected during the call,
-sent once the run ID is known) - and, for a call about no particular run, every
-activity of the session. Progress must increase within a request, so an activity that
-would not advance it (a terminal or paused activity after the last completed vertex) is
-not sent as progress. Everything is sent before the call's result.
+argument, or for ``workflow_run_start`` and ``workflow_run_fork`` the run it creates
+(collected during the call, sent once the run ID is known) - and, for a call about no
+particular run, every activity of the session. Progress must increase within a request,
+so an activity that would not advance it (a terminal or paused activity after the last
+completed vertex) is not sent as progress. Everything is sent before the call's result.
 
 Where they come from: a server that executes the session's runs hears them live, as
 its supervisor publishes them. A server that does not (``executes=False``: a front door
@@ -71,6 +71,8 @@ SERVER_NAME: Final = "flowledger"
 LOGGER_NAME: Final = "flowledger.activity"
 #: The tool whose run is only known from its result.
 START_TOOL: Final = "workflow_run_start"
+#: The tools that make a new run: the run a call is about is the one its result names.
+_CREATING_TOOLS: Final = frozenset({START_TOOL, "workflow_run_fork"})
 INSTRUCTIONS: Final = (
     "Durable graph workflows. List definitions with workflow_definition_list, start a run "
     "with workflow_run_start, follow it with workflow_run_get / workflow_run_history, answer "
@@ -368,8 +370,9 @@ class WorkflowMcpServer:
         send = self._sender(ctx)
         if send is None:
             return None
-        target = _canonical_run_id(arguments.get("run_id")) if arguments else None
-        deferred = name == START_TOOL and target is None
+        creates = name in _CREATING_TOOLS  # a fork's run_id argument names its origin
+        target = _canonical_run_id(arguments.get("run_id")) if arguments and not creates else None
+        deferred = creates and target is None
         if self.executes:
             return _Forwarder(journal.subscribe(session_id), send, target, deferred)
 

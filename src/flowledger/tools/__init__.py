@@ -28,10 +28,12 @@ from .bundle import (
     WorkflowTools,
 )
 from .errors import PrepareRunIntegrityError, ToolError
+from .fork import FORK_TOOL, ForkTools
 from .reading import ReadingControl
 from .results import history_entry, history_result, result_text, run_result
 
 __all__ = [
+    "FORK_TOOL",
     "MAX_ARGUMENT_BYTES",
     "MAX_ARGUMENT_DEPTH",
     "MUTATING_TOOLS",
@@ -40,6 +42,7 @@ __all__ = [
     "ArgumentField",
     "CancelIntentPort",
     "CatalogPort",
+    "ForkTools",
     "InputsPort",
     "PrepareRunIntegrityError",
     "ReadingControl",

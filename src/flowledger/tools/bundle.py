@@ -112,6 +112,7 @@ _PROTECTED: Final = (
     "created_at",
     "updated_at",
     "revision",
+    "forked_from",  # beyond §7.3: a fork's origin (`workflows.forks`) is identity too
 )
 
 

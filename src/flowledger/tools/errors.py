@@ -25,6 +25,7 @@ from flowledger.workflows.errors import (
     DefinitionError,
     FrontDoorTimeoutError,
     HistoryCursorError,
+    InvalidForkError,
     InvalidInputError,
     NotFoundError,
     ReconciliationError,
@@ -163,6 +164,10 @@ def translate(
             f"{quote(error.version)} is broken (not your {error.field}): its {error.field} "
             f"decoder refused a document that passed its {error.field} schema{where}"
         )
+    elif isinstance(error, InvalidForkError):
+        # Built from public run IDs, revisions, state field names and the caller's own
+        # patch values (`workflows.forks`).
+        message = f"{action}: {error}"
     elif isinstance(error, InvalidInputError):
         field = "resume" if error.field == "resume" else "input"
         message = f"invalid {field}: {_input_reason(error)}"

@@ -33,7 +33,7 @@ __all__ = [
 
 def run_result(run: Run) -> dict[str, Any]:
     """``run_result`` (§7.2): ``status_summary``, ``parent_run_id`` and ``artifacts`` are
-    omitted when empty."""
+    omitted when empty; a fork adds ``forked_from``."""
     result: dict[str, Any] = {
         "run_id": run.id,
         "definition_name": run.definition_name,
@@ -53,6 +53,12 @@ def run_result(run: Run) -> dict[str, Any]:
         ]
     result["created_at"] = format_time(run.created_at)
     result["updated_at"] = format_time(run.updated_at)
+    if run.forked_from is not None:  # a fork (`workflows.forks`); absent otherwise
+        result["forked_from"] = {
+            "run_id": run.forked_from.run_id,
+            "revision": run.forked_from.revision,
+            "checkpoint_digest": run.forked_from.checkpoint_digest,
+        }
     return result
 
 

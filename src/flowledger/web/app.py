@@ -19,6 +19,8 @@ or 404 like any unknown route):
 ``POST /runs/{id}/cancel``            cancel (``reason``)
 ``POST /runs/{id}/revalidate``        a deployed run: revalidate its pinned environment
                                       (connecting to its sources) and show the readiness
+``POST /runs/{id}/fork``              "Fork from here" on a timeline row: a new run from
+                                      that row's revision (``revision``); redirects to it
 ``GET  /events/runs``                 SSE: rows of the runs table
 ``GET  /events/runs/{id}``            SSE: one run's activities and state
 ``GET  /login``, ``POST /login``,     sign in with a token (only with tokens)
@@ -189,6 +191,7 @@ class Dashboard:
                 Route("/runs/{run_id}/retry", self._retry, methods=["POST"]),
                 Route("/runs/{run_id}/cancel", self._cancel, methods=["POST"]),
                 Route("/runs/{run_id}/revalidate", self._revalidate, methods=["POST"]),
+                Route("/runs/{run_id}/fork", self._fork, methods=["POST"]),
             ]
         return Starlette(routes=routes)
 
@@ -702,6 +705,26 @@ class Dashboard:
             return self._refused(request, refusal)
         return RedirectResponse(f"/runs/{run_id}", status_code=303)
 
+    async def _fork(self, request: Request) -> Response:
+        """Fork the run at the revision of the timeline row whose button was pressed (the
+        fork continues from the state there: `flowledger.flow.fork`), then show the fork."""
+        try:
+            ctx = await self._context(request, page=False)
+            run_id = self._run_id(request)
+            fields = await self._form(request)
+            text = fields.get("revision", "")
+            if not text.isdigit() or len(text) > 19:
+                raise _Refusal(400, "revision must be a checkpoint revision (an integer >= 0)")
+            fork = ctx.served.fork
+            if fork is None:
+                raise _Refusal(405, "this dashboard is read-only")
+            result = await fork.call("workflow_run_fork", {"run_id": run_id, "revision": int(text)})
+        except ToolError as exc:
+            return self._refused(request, self._tool_refusal(exc))
+        except _Refusal as refusal:
+            return self._refused(request, refusal)
+        return RedirectResponse(f"/runs/{result['run_id']}", status_code=303)
+
     async def _revalidate(self, request: Request) -> Response:
         """Revalidate a deployed run's pinned environment (what ``inspect_run`` does with
         ``revalidate``) and show the run with that readiness; nothing is written."""
@@ -744,7 +767,9 @@ class Dashboard:
             ctx.served,
             run_id,
             cursor,
-            entry_html=lambda entry: self._env.get_template("_entry.html").render(entry=entry),
+            entry_html=lambda entry: self._env.get_template("_entry.html").render(
+                entry=entry, run_id=run_id, csrf=ctx.csrf, csrf_field=CSRF_FIELD
+            ),
             run_event=lambda run, entries: self._run_event(ctx, run, entries),
         )
         return event_stream(

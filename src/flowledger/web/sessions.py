@@ -23,7 +23,7 @@ from typing import Final
 from ..deploy import DeployService
 from ..deploy.deployments.tools import DeployTools
 from ..host import open_session
-from ..tools import SupervisorPort, WorkflowTools
+from ..tools import ForkTools, SupervisorPort, WorkflowTools
 from ..tools.reading import ReadingControl
 from ..workflows import Catalog
 from ..workflows.ownership import left_message
@@ -56,6 +56,7 @@ class Served:
     session: WorkflowSession
     tools: WorkflowTools
     deploy: DeployTools
+    fork: ForkTools | None = None  # ``workflow_run_fork``; None when serving read-only
 
     @property
     def session_id(self) -> str:
@@ -114,7 +115,15 @@ class _Host:
             ReadingControl(session, _read_only_refusal) if self.read_only else session.supervisor
         )
         tools = WorkflowTools.for_session(session, supervisor=control)
-        self.ready.set_result(Served(session, tools, DeployTools(deploy)))
+        fork = None
+        if not self.read_only:
+            fork = ForkTools(
+                session.session_id,
+                catalog=session.catalog,
+                registry=session.registry,
+                supervisor=control,
+            )
+        self.ready.set_result(Served(session, tools, DeployTools(deploy), fork))
         await self._stop.wait()
         supervisor = session.supervisor
         if supervisor.active:

@@ -25,6 +25,7 @@ from .errors import (
     DefinitionError,
     DuplicateDefinitionError,
     HistoryCursorError,
+    InvalidForkError,
     InvalidInputError,
     InvalidSchemaError,
     NotFoundError,
@@ -37,6 +38,7 @@ from .errors import (
     UnknownDefinitionError,
     WorkflowError,
 )
+from .forks import fork_marker_key, fork_run
 from .history import HistoryPage, page_history
 from .inputs import InputStore, canonical_json
 from .journal import ActivityJournal, ActivitySubscription
@@ -44,7 +46,7 @@ from .metadata import Metadata, VertexMetadata, bound_summary, bound_text
 from .pending import PausedVertex, PauseKind, Pending, PendingStore
 from .readiness import Diagnostic, ReadinessStatus, ResumeReadiness
 from .registry import RunPage, RunRegistry
-from .run import ArtifactReference, InputReference, Run, RunStatus
+from .run import ArtifactReference, ForkedFrom, InputReference, Run, RunStatus
 from .supervisor import StartTicket, Supervisor
 
 __all__ = [
@@ -63,10 +65,12 @@ __all__ = [
     "Diagnostic",
     "DuplicateDefinitionError",
     "ErrorPolicy",
+    "ForkedFrom",
     "HistoryCursorError",
     "HistoryPage",
     "InputReference",
     "InputStore",
+    "InvalidForkError",
     "InvalidInputError",
     "InvalidSchemaError",
     "Metadata",
@@ -101,6 +105,8 @@ __all__ = [
     "bound_text",
     "canonical_json",
     "event_id",
+    "fork_marker_key",
+    "fork_run",
     "page_history",
     "project",
 ]

@@ -482,6 +482,18 @@ class TypedDefinition(Generic[S]):
         )
         return self._result(result)
 
+    async def fork(
+        self, graph_run_id: str, revision: int, patch: Any, *, run_id: str
+    ) -> flow.ForkOrigin:
+        """Write revision 0 of graph run ``run_id``, forked from ``graph_run_id`` at
+        ``revision`` with the state ``patch``-ed (`flow.Runner.fork`, whose errors it
+        raises); return the recorded origin."""
+        await self._runner.fork(graph_run_id, revision, patch, run_id=run_id)
+        seed = await self._runner.history(run_id, limit=1)
+        origin = seed[0].origin
+        assert origin is not None
+        return origin
+
     async def get(self, graph_run_id: str) -> WorkflowResult:
         return self._result(await self._runner.get(graph_run_id))
 

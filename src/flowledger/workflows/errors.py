@@ -16,6 +16,7 @@ __all__ = [
     "DuplicateDefinitionError",
     "FrontDoorTimeoutError",
     "HistoryCursorError",
+    "InvalidForkError",
     "InvalidInputError",
     "InvalidSchemaError",
     "NotFoundError",
@@ -98,6 +99,22 @@ class InvalidInputError(WorkflowError, ValueError):
         self.field = field
         self.cause = cause
         super().__init__(f"invalid workflow {field}: {_cause(cause)}")
+        if isinstance(cause, BaseException):
+            self.__cause__ = cause
+
+
+class InvalidForkError(WorkflowError, ValueError):
+    """A fork was refused before anything was written. ``field`` is what was wrong:
+    ``revision`` (not a revision of the origin), ``patch`` (``state_field`` names the
+    top-level state field, empty when the patch as a whole is wrong) or ``definition``
+    (another definition or version than the origin's, or a registered graph that is
+    not the one the origin was written by)."""
+
+    def __init__(self, field: str, cause: BaseException | str, *, state_field: str = "") -> None:
+        self.field = field
+        self.cause = cause
+        self.state_field = state_field
+        super().__init__(f"invalid fork {field}: {_cause(cause)}")
         if isinstance(cause, BaseException):
             self.__cause__ = cause
 

@@ -12,6 +12,12 @@ Beside the records, a newest-first run order index (`order_prefix`) that `list_n
 pages through: written before the record on create and on a status move, so a run is
 never missing from it; an entry without a matching record (a crash in between, a status
 left behind) is skipped by the listing, which checks every run it returns.
+
+A forked run (``forked_from`` set) also gets its fork marker (`forks.fork_marker_key`:
+an empty value under ``sessions/<sid>/workflows/forks/<origin run id>/<fork run id>``),
+written before its record like the order entries, so a run some fork refers to is always
+findable from the origin's ID - retention relies on exactly that layout to never prune
+such a run.
 """
 
 from __future__ import annotations
@@ -27,6 +33,7 @@ from typing import Final
 from flowledger import storage
 
 from .errors import ConflictError, CorruptRecordError, NotFoundError
+from .forks import fork_marker_key
 from .run import (
     DEFAULT_RUN_PAGE_SIZE,
     MAX_RUN_PAGE_SIZE,
@@ -124,6 +131,7 @@ def _identity(run: Run) -> tuple[object, ...]:
         run.input,
         run.ledger_locator,
         run.created_at,
+        run.forked_from,
     )
 
 
@@ -193,6 +201,10 @@ class RunRegistry:
                 raise
         try:
             await self._mark_if_new(run.session_id)
+            if run.forked_from is not None:  # before the record, like the order entries
+                await self._order_add(
+                    fork_marker_key(run.session_id, run.forked_from.run_id, run.id)
+                )
             for entry in _entries(run):  # before the record: a listed run may lack a record,
                 await self._order_add(entry)  # never a record its entries
         except Exception as exc:

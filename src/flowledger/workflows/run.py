@@ -15,6 +15,11 @@ The stored value is compact JSON ``{"version":2,"run":{...}}``. The KV
 revision (`Run.revision`) is the compare-and-swap token and is never stored
 inside the value. Decoding is strict: anything doubtful is a
 `CorruptRecordError`.
+
+A forked run (`forks`) has ``forked_from`` (`ForkedFrom`): the workflow run, checkpoint
+revision and checkpoint digest it was forked from. It is part of the immutable identity,
+and stored only when set (``"forked_from": {"run_id", "revision", "checkpoint_digest"}``),
+so records of runs that are not forks are unchanged.
 """
 
 from __future__ import annotations
@@ -41,6 +46,7 @@ __all__ = [
     "MAX_STATUS_SUMMARY_BYTES",
     "RUN_RECORD_VERSION",
     "ArtifactReference",
+    "ForkedFrom",
     "InputReference",
     "Run",
     "RunStatus",
@@ -155,6 +161,16 @@ class ArtifactReference:
 
 
 @dataclass(frozen=True, slots=True)
+class ForkedFrom:
+    """The run a fork was made from: its workflow run ID, the checkpoint revision, and
+    the digest of that checkpoint (``sha256:<64 hex>``, `flow.checkpoint_digest`)."""
+
+    run_id: str
+    revision: int
+    checkpoint_digest: str
+
+
+@dataclass(frozen=True, slots=True)
 class Run:
     """The durable metadata of one workflow run (workflows-spec §3.2).
 
@@ -191,6 +207,7 @@ class Run:
     artifact_input_run_id: str | None = None
     artifacts: tuple[ArtifactReference, ...] = ()
     revision: int = 0
+    forked_from: ForkedFrom | None = None
 
 
 # -- identifiers and keys ------------------------------------------------------------------------
@@ -383,6 +400,25 @@ def validate_run(run: Run) -> None:
     if run.updated_at < run.created_at:
         raise ValueError("updated_at is before created_at")
     _check_artifacts(run.artifacts)
+    _check_forked_from(run)
+
+
+_CHECKPOINT_DIGEST: Final = re.compile(r"sha256:[0-9a-f]{64}")
+
+
+def _check_forked_from(run: Run) -> None:
+    origin = run.forked_from
+    if origin is None:
+        return
+    if not isinstance(origin, ForkedFrom):
+        raise ValueError("forked_from must be a ForkedFrom")
+    _require_id(origin.run_id, "forked_from.run_id must be a run ID")
+    if origin.run_id == run.id:
+        raise ValueError("a run cannot be forked from itself")
+    _check_count("forked_from.revision", origin.revision, 0, _MAX_UINT64)
+    digest = origin.checkpoint_digest
+    if not isinstance(digest, str) or _CHECKPOINT_DIGEST.fullmatch(digest) is None:
+        raise ValueError("forked_from.checkpoint_digest must be sha256:<64 lowercase hex>")
 
 
 # -- codec ---------------------------------------------------------------------------------------
@@ -436,6 +472,12 @@ def encode_run(run: Run) -> bytes:
         ]
     body["created_at"] = _format_time(run.created_at)
     body["updated_at"] = _format_time(run.updated_at)
+    if run.forked_from is not None:
+        body["forked_from"] = {
+            "run_id": run.forked_from.run_id,
+            "revision": run.forked_from.revision,
+            "checkpoint_digest": run.forked_from.checkpoint_digest,
+        }
     data = json.dumps(
         {"version": RUN_RECORD_VERSION, "run": body},
         separators=(",", ":"),
@@ -476,6 +518,7 @@ _OPTIONAL: Final = (
     "status_summary",
     "cancel_requested",
     "artifacts",
+    "forked_from",
 )
 _RUN_FIELDS: Final = frozenset(_REQUIRED + _OPTIONAL)
 
@@ -566,6 +609,19 @@ def _run_from(body: Any) -> Run:
     def optional_id(name: str) -> str | None:
         return _str(f"run.{name}", body[name]) if name in body else None
 
+    forked_from = None
+    if "forked_from" in body:
+        origin = body["forked_from"]
+        names = ("run_id", "revision", "checkpoint_digest")
+        _object("run.forked_from", origin, names, frozenset(names))
+        forked_from = ForkedFrom(
+            run_id=_str("run.forked_from.run_id", origin["run_id"]),
+            revision=_int("run.forked_from.revision", origin["revision"]),
+            checkpoint_digest=_str(
+                "run.forked_from.checkpoint_digest", origin["checkpoint_digest"]
+            ),
+        )
+
     return Run(
         session_id=_str("run.session_id", body["session_id"]),
         tool_execution_id=_str("run.tool_execution_id", body["tool_execution_id"]),
@@ -593,6 +649,7 @@ def _run_from(body: Any) -> Run:
         artifact_input_session_id=optional_id("artifact_input_session_id"),
         artifact_input_run_id=optional_id("artifact_input_run_id"),
         artifacts=tuple(artifacts),
+        forked_from=forked_from,
     )
 
 

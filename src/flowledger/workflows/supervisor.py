@@ -38,6 +38,10 @@ Lease loss, cancellation and ambiguous storage errors never fail a run: they
 leave the record as it is for the next owner, and surface as `AdoptionError` in
 `last_error`. After the lease is lost nothing more is written.
 
+A fork (`forks`) is a pending run whose seed was written when it was made: `start` and
+adoption continue it from that checkpoint, never start it from its input (and one whose
+seed is missing fails, "workflow fork checkpoint missing").
+
 Every resume - `resume`, or a front door's request carried out by `poll` - is
 checked by `resumption.prepare_resume` first: a blocked run, a request pause
 without a valid payload, or an errored pause sent a payload is refused before
@@ -659,6 +663,16 @@ class Supervisor:
                 except Exception as exc:
                     ticket._fail(exc)
                     return
+                if run.forked_from is not None:
+                    # A fork's seed became durable when it was made: adopt it, never start
+                    # it; the ticket resolves once the adoption has made it running.
+                    try:
+                        await self._reconcile(controller, run_id, adopting=ticket._seed)
+                    except Exception as exc:
+                        ticket._fail(exc)
+                        raise
+                    ticket._fail(RuntimeError("the fork was not adopted"))
+                    return
                 try:
                     await self._start_with_seed(controller, definition, run, ticket._seed)
                 except Exception as exc:
@@ -730,7 +744,12 @@ class Supervisor:
             await self.definition_loader(name, version)
         return self.catalog.resolve(name, version)
 
-    async def _reconcile(self, controller: _Controller, run_id: str) -> None:
+    async def _reconcile(
+        self, controller: _Controller, run_id: str, *, adopting: Callable[[], None] | None = None
+    ) -> None:
+        """Bring the run's record in line with its checkpoints and continue it if it is
+        running; ``adopting`` is called once a pending run with a checkpoint (a fork) has
+        been moved to running."""
         try:
             run = await self.registry.get(self._session_id, run_id)
         except NotFoundError:
@@ -765,6 +784,9 @@ class Supervisor:
             await self._checkpoint_read_error(definition, run, "load history", exc)
             return
         if status is RunStatus.PENDING or (not history and _start_cut_short(run)):
+            if not history and run.forked_from is not None:
+                await self._fail_definite(definition, run, "workflow fork checkpoint missing")
+                return
             if not history:
                 self._auto_started.add(run.id)
                 await self._start_with_seed(controller, definition, run, None)
@@ -775,6 +797,8 @@ class Supervisor:
                 )
             except _OwnershipLost:
                 return
+            if adopting is not None:
+                adopting()
         await self._adopt_with_history(controller, definition, run, history)
 
     async def _adopt_with_history(

@@ -28,8 +28,10 @@ from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass
-from typing import Final
+from typing import Any, Final
 
+from ... import flow
+from ...workflows.errors import InvalidForkError
 from ..artifacts.validated import ValidatedArtifact
 from ..runs.compile import ArtifactDefinition, compile_artifact
 from .diagnostics import PIN_MISSING, Diagnostic, error
@@ -116,6 +118,17 @@ class DeployedDefinition(ArtifactDefinition):
             seconds=self.context.timeout,
         )
         return tuple(found)
+
+    async def fork(
+        self, graph_run_id: str, revision: int, patch: Any, *, run_id: str
+    ) -> flow.ForkOrigin:
+        """Refused, writing nothing: a deployed run executes only under its own pin (bound
+        to its graph run), and a fork would need one of its own."""
+        raise InvalidForkError(
+            "definition",
+            "a deployed run cannot be forked yet: its fork would need a pin of its own "
+            "(start a new run with run_deployment instead)",
+        )
 
     async def refusal(self, graph_run_id: str) -> Exception | None:
         if await self.pins.read(graph_run_id) is None:

@@ -1,0 +1,155 @@
+"""``workflow_run_fork``: fork a run of this session from one of its revisions.
+
+A bundle of its own beside the seven ``workflow_*`` tools of workflows-spec §7 (which
+stay exactly those seven), with the same conventions: JSON arguments in, a JSON result
+out, `ToolError` on any failure, bound to one session, mutating (a read-only server
+hides it).
+
+Arguments: ``run_id`` (the origin), ``revision`` (a checkpoint revision of the origin,
+0 up to its latest), ``patch`` (optional: a JSON object of top-level state fields) and,
+optionally, ``definition_name`` / ``definition_version``, which must then be the
+origin's. The fork is made by `workflows.forks.fork_run` (nothing is written when it is
+refused) and handed to the session's control (a supervisor, or a front door whose
+worker executes it) like a started run; the call returns the fork's run record, with
+``forked_from``, once its owner has taken it up.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import builtins
+import copy
+import uuid
+from collections.abc import Callable, Mapping
+from datetime import UTC, datetime
+from typing import Any, Final
+
+from flowledger.workflows.catalog import Catalog
+from flowledger.workflows.forks import fork_run
+from flowledger.workflows.registry import RunRegistry
+
+from .arguments import ArgumentField, canonical_uuid, decode_arguments, new_uuid, parse_id
+from .bundle import SupervisorPort, ToolInfo
+from .errors import ToolError, translate
+from .results import run_result
+
+__all__ = ["FORK_TOOL", "ForkTools"]
+
+FORK_TOOL: Final = "workflow_run_fork"
+_DESCRIPTION: Final = (
+    "Fork a run from one of its checkpoint revisions: a new run of the same definition "
+    "version continues from the origin's state there (optionally patched: an object of "
+    "top-level state fields). Steps after the fork point run again. Returns the new run."
+)
+_SCHEMA: Final = {
+    "type": "object",
+    "properties": {
+        "run_id": {"type": "string"},
+        "revision": {"type": "integer"},
+        "patch": {"type": "object"},
+        "definition_name": {"type": "string"},
+        "definition_version": {"type": "string"},
+    },
+    "required": ["run_id", "revision"],
+    "additionalProperties": False,
+}
+_FIELDS: Final = (
+    ArgumentField("run_id", "string", required=True),
+    ArgumentField("revision", "integer", required=True),
+    ArgumentField("patch", "object"),
+    ArgumentField("definition_name", "string"),
+    ArgumentField("definition_version", "string"),
+)
+DEFAULT_START_TIMEOUT: Final = 30.0
+
+
+class ForkTools:
+    """The ``workflow_run_fork`` tool of one session over its catalog, registry and
+    control (``supervisor``: the session's `Supervisor`, or a `FrontDoor`)."""
+
+    def __init__(
+        self,
+        session_id: str,
+        *,
+        catalog: Catalog,
+        registry: RunRegistry,
+        supervisor: SupervisorPort,
+        start_timeout: float = DEFAULT_START_TIMEOUT,
+        new_id: Callable[[], str] = new_uuid,
+    ) -> None:
+        if canonical_uuid(session_id) != session_id:
+            raise ValueError("fork tools: session ID must be a nonzero lowercase UUID")
+        self._session_id = session_id
+        self._catalog = catalog
+        self._registry = registry
+        self._supervisor = supervisor
+        self._start_timeout = float(start_timeout)
+        self._new_id = new_id
+
+    def infos(self) -> builtins.list[ToolInfo]:
+        return [
+            ToolInfo(
+                name=FORK_TOOL,
+                description=_DESCRIPTION,
+                schema=copy.deepcopy(_SCHEMA),
+                mutating=True,
+            )
+        ]
+
+    async def call(
+        self, name: str, arguments: Mapping[str, Any] | str | bytes | None
+    ) -> dict[str, Any]:
+        if name != FORK_TOOL:
+            raise ToolError(f"unknown tool {name!r}")
+        document = decode_arguments(arguments, _FIELDS)
+        try:
+            return await self._fork(document)
+        except ToolError:
+            raise
+        except Exception as exc:
+            raise translate(exc, action="fork run") from exc
+
+    def _mint(self) -> str:
+        value: object = self._new_id()
+        if isinstance(value, uuid.UUID):
+            value = str(value)
+        minted = canonical_uuid(value)
+        if minted is None:
+            raise ToolError("mint run ID: the ID source returned a zero or malformed UUID")
+        return minted
+
+    async def _fork(self, arguments: dict[str, Any]) -> dict[str, Any]:
+        action = "fork run"
+        origin_id = parse_id("run_id", arguments["run_id"])
+        try:
+            fork = await fork_run(
+                session_id=self._session_id,
+                catalog=self._catalog,
+                registry=self._registry,
+                origin_run_id=origin_id,
+                revision=arguments["revision"],
+                patch=arguments.get("patch"),
+                new_id=self._mint,
+                now=lambda: datetime.now(UTC),
+                definition_name=arguments.get("definition_name"),
+                definition_version=arguments.get("definition_version"),
+            )
+        except Exception as exc:
+            raise translate(exc, action=action, run_id=origin_id) from exc
+        try:
+            ticket = await self._supervisor.start(fork.id)
+            async with asyncio.timeout(self._start_timeout):
+                await ticket.wait()
+        except TimeoutError as exc:
+            raise ToolError(
+                f"run {fork.id} was forked, but no owner took it up within "
+                f"{self._start_timeout:g}s; check it with workflow_run_get",
+                cause=exc,
+            ) from exc
+        except Exception as exc:
+            raise translate(exc, action=action, run_id=fork.id) from exc
+        try:
+            current = await self._registry.get(self._session_id, fork.id)
+        except Exception as exc:
+            raise translate(exc, action=action, run_id=fork.id) from exc
+        return run_result(current)
