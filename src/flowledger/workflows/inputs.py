@@ -22,6 +22,7 @@ from flowledger import storage
 
 from ..jsontext import decode_json
 from .errors import ConflictError, CorruptRecordError, InvalidInputError, NotFoundError
+from .input_claims import InputClaims
 from .run import MAX_INPUT_BYTES, InputReference, input_key, inputs_prefix, is_digest
 
 __all__ = [
@@ -207,10 +208,25 @@ def check_input_document(data: bytes) -> None:
 class InputStore:
     """Session-private, digest-addressed run inputs over `storage.Blobs` (workflows-spec §4)."""
 
-    def __init__(self, blobs: storage.Blobs) -> None:
+    def __init__(self, blobs: storage.Blobs, *, claims: InputClaims | None = None) -> None:
         if not isinstance(blobs, storage.Blobs):
             raise TypeError("InputStore requires a storage.Blobs")
         self._blobs = blobs
+        self._claims = claims
+
+    async def keep(self, session_id: str, ref: InputReference, canonical: bytes) -> None:
+        """Once the run record referring to ``ref`` exists, and before its input is read:
+        make sure a concurrent prune cannot leave the run without its input (waits out
+        a prune deleting it, then stores it again; see `input_claims`). Without claims
+        (a store nothing prunes) this does nothing."""
+        if self._claims is None:
+            return
+        try:
+            await self._claims.keep(session_id, ref.digest, bytes(canonical))
+        except storage.BlobConflictError as exc:
+            raise ConflictError(
+                session_id, None, "digest-addressed input blob contains different bytes"
+            ) from exc
 
     async def put(self, session_id: str, canonical: bytes) -> InputReference:
         """Store ``canonical`` for ``session_id``; return its reference.
