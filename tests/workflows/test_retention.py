@@ -345,7 +345,7 @@ async def test_one_prune_of_a_session_at_a_time(url: str) -> None:
 
 @pytest.mark.parametrize("text", ["", "3x", "30", "d", "-1d", "0d", "1.5h", "12h30", "99999d"])
 def test_bad_durations_are_typed_errors_with_a_hint(text: str) -> None:
-    with pytest.raises(InvalidDurationError, match="hint: .*30d"):
+    with pytest.raises(InvalidDurationError, match=r"hint: .*30d"):
         parse_duration(text)
 
 
