@@ -9,10 +9,13 @@ the `InputReference`, never the input itself.
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import math
 import re
+import time
 from collections.abc import Mapping
+from datetime import UTC, datetime, timedelta
 from decimal import Decimal, InvalidOperation
 from typing import Any, Final
 
@@ -205,6 +208,9 @@ def check_input_document(data: bytes) -> None:
 # -- the store -----------------------------------------------------------------------------------
 
 
+START_INPUT_WAIT: Final = 10.0
+
+
 class InputStore:
     """Session-private, digest-addressed run inputs over `storage.Blobs` (workflows-spec §4)."""
 
@@ -254,6 +260,23 @@ class InputStore:
             exc.add_note("store workflow input")
             raise
         return InputReference(digest=digest, key=key, size=len(data))
+
+    async def get_for_start(
+        self, session_id: str, ref: InputReference, *, created_at: datetime
+    ) -> bytes:
+        """`get`, for seeding a run: a missing blob of a run created less than
+        `START_INPUT_WAIT` seconds ago is waited for (that long at most) where inputs are
+        pruned (with claims): a prune may have deleted the shared blob just before this
+        run's starter stores it again (`keep`, see `input_claims`)."""
+        deadline = time.monotonic() + START_INPUT_WAIT
+        while True:
+            try:
+                return await self.get(session_id, ref)
+            except NotFoundError:
+                young = datetime.now(UTC) - created_at < timedelta(seconds=START_INPUT_WAIT)
+                if self._claims is None or not young or time.monotonic() >= deadline:
+                    raise
+            await asyncio.sleep(0.02)
 
     async def get(self, session_id: str, ref: InputReference) -> bytes:
         """The verified bytes ``ref`` points to, read within ``session_id`` only.
