@@ -123,7 +123,8 @@ async def _every_record_has_its_input(store: Store, sid: str, *, settled: bool =
 
 
 async def test_prune_under_load_from_another_process(url: str, tmp_path: Path) -> None:
-    count, shared = 300, 4
+    # PostgreSQL round trips cost more on a shared 2-core machine: fewer runs keep it short.
+    count, shared = (300 if url.startswith("sqlite") else 120), 4
     async with open_store(url) as store:
         sid = await default_session_id(store)
     writer = await asyncio.create_subprocess_exec(
