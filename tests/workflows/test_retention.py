@@ -371,3 +371,38 @@ def test_statuses() -> None:
 async def test_input_key_layout_is_what_prune_deletes() -> None:
     sid = _absent()
     assert input_key(sid, "a" * 64) == f"sessions/{sid}/workflows/inputs/sha256/{'a' * 64}"
+
+
+async def test_a_worker_with_a_catalog_retention_prunes_by_its_clock(tmp_path: Path) -> None:
+    """The catalog's policy, an injected clock (no backdating, no sleeping for age)."""
+    import asyncio
+    import contextlib
+
+    from flowledger.workflows.worker import Worker, WorkerSettings
+
+    url = f"sqlite:///{tmp_path / 'worker.db'}"
+    async with open_session(url, catalog()) as session:
+        runs = Runs(session)
+        done = await runs.completed("a")
+        waiting = await runs.interrupted("b")  # so that the worker claims the session
+        sid = session.session_id
+    application = catalog()
+    application.retention = RetentionPolicy(timedelta(days=30), every=3600)
+    later = datetime.now(UTC) + timedelta(days=31)
+    async with open_store(url) as store:
+        worker = Worker(store, application, WorkerSettings(poll=0.05), clock=lambda: later)
+        assert worker.retention is not None
+        stop = asyncio.Event()
+        task = asyncio.create_task(worker.run(stop))
+        try:
+            async with asyncio.timeout(60):  # a hang deadline
+                while sid not in worker.retention.reports:  # noqa: ASYNC110 (the worker task fills it)
+                    await asyncio.sleep(0.05)
+        finally:
+            stop.set()
+            with contextlib.suppress(Exception):
+                await task
+        report = worker.retention.reports[sid]
+        assert set(report.runs) == {done}
+        keys = await store.kv.keys(f"sessions/{sid}/workflows/runs/")
+        assert keys == [run_key(sid, waiting)]
