@@ -15,6 +15,7 @@ from typing import Final
 from urllib.parse import urlsplit, urlunsplit
 
 from ..deploy import DeployService
+from ..deploy.deployments.tools import combined
 from ..host import AppLoadError, load_catalog
 from ..host import open_session as open_workflow_session
 from ..tools import SupervisorPort, WorkflowTools
@@ -24,6 +25,7 @@ from ..workflows.frontdoor import FrontDoor
 from ..workflows.session import WorkflowSession
 from .deploy_tools import Bundle, with_deploy_tools
 from .errors import McpStartupError
+from .prune_tool import PruneTool
 
 log = logging.getLogger("flowledger.mcp")
 
@@ -126,11 +128,14 @@ async def open_served_session(
         tools = WorkflowTools.for_session(session, supervisor=control, start_timeout=start_timeout)
         yield ServedSession(
             session,
-            with_deploy_tools(
-                tools,
-                session,
-                control=control if no_execute and not read_only else None,
-                start_timeout=start_timeout,
+            combined(
+                with_deploy_tools(
+                    tools,
+                    session,
+                    control=control if no_execute and not read_only else None,
+                    start_timeout=start_timeout,
+                ),
+                PruneTool(session, catalog.retention),
             ),
             executes=not (read_only or no_execute),
             read_only=read_only,
