@@ -4,7 +4,8 @@ A worker with a `RetentionPolicy` (``WorkerSettings.retention``, else its catalo
 ``retention``) calls `poke` every tick with the sessions it owns; a session whose pass is
 due (``policy.every`` seconds after its last one, and at once after the worker claims
 it) gets one `prune` pass in the background, at most one at a time per session, so
-serving runs never waits for it. A pass that fails (the store away for a moment,
+serving runs never waits for it. A worker that stops lets a pass under way finish for a
+few seconds before it cancels it. A pass that fails (the store away for a moment,
 another prune of the session running) is logged and tried again when next due.
 """
 
@@ -81,7 +82,12 @@ class RetentionSchedule:
         if tasks:
             await asyncio.gather(*tasks, return_exceptions=True)
 
-    async def close(self) -> None:
+    async def close(self, *, grace: float = 10.0) -> None:
+        """Let the passes under way finish for ``grace`` seconds, then cancel the rest (a
+        cancelled pass leaves its tombstone; the next pass finishes its work)."""
+        running = [t for t in self._tasks.values() if not t.done()]
+        if running:
+            await asyncio.wait(running, timeout=grace)
         for task in self._tasks.values():
             task.cancel()
         for task in self._tasks.values():
