@@ -43,6 +43,7 @@ TOOL_NAMES = [
     "workflow_run_history",
     *DEPLOY_TOOL_NAMES,  # the deploy layer's tools (flowledger/mcp/deploy_tools.py)
     "workflow_run_fork",  # flowledger/tools/fork.py
+    "workflow_run_prune",  # flowledger/mcp/prune_tool.py
 ]
 READ_ONLY_NAMES = [
     "workflow_definition_list",

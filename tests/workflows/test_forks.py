@@ -274,3 +274,23 @@ async def test_a_fork_is_an_ordinary_run(env: Env) -> None:
         ]
     )
     await owner.shutdown()
+
+
+async def test_a_fork_of_a_run_being_pruned_is_refused(env: Env) -> None:
+    """The fork half of the prune handshake: a prune writes the origin's tombstone before
+    it lists the origin's fork markers, so a fork that finds the tombstone must give way
+    (before this, the fork went ahead and its record named a run the prune deleted)."""
+    from flowledger.workflows.run import pruning_key
+
+    owner = env.door.owner()
+    await owner.activate()
+    origin = await env.run(owner, "counter", {"count": 0})
+    store = env.session.store
+    await store.kv.put(pruning_key(env.session.session_id, origin), b"{}", expected=0)
+    before = await env.stored()
+    with pytest.raises(ToolError) as raised:
+        await env.tools(owner).call("workflow_run_fork", {"run_id": origin, "revision": 0})
+    cause = raised.value.cause
+    assert isinstance(cause, InvalidForkError) and "being pruned" in str(cause)
+    assert await env.stored() == before  # the marker was taken back, no seed written
+    await owner.shutdown()

@@ -28,6 +28,7 @@ from rich.text import Text
 
 from .. import __version__
 from ..tools import ToolError
+from ..workflows.retention import RetentionPolicy
 from ..workflows.worker import WorkerSettings
 from .artifact import artifact_app
 from .continuing import follow_left_run, print_continue_hint, refuse_payload_for_left_run
@@ -37,6 +38,7 @@ from .deploy import inspect as deploy_inspect
 from .deploy import trace as deploy_trace
 from .helptext import hide_redundant_types
 from .loops import definition_loops
+from .prune import register_prune
 from .render import (
     Pause,
     render_definitions,
@@ -125,6 +127,7 @@ app.add_typer(runs_app, name="runs")
 app.add_typer(artifact_app, name="artifact")
 app.add_typer(source_app, name="source")
 register_web(app)
+register_prune(app)
 app.add_typer(deploy_app, name="deploy")
 app.command("inspect", help="A deployed run: status, readiness, output, interrupt.")(deploy_inspect)
 app.command("trace", help="A range of a deployed run's trace (what each node did).")(deploy_trace)
@@ -725,6 +728,36 @@ def worker(
             help="Runs of one session executed at once.",
         ),
     ] = 4,
+    retention: Annotated[
+        str | None,
+        typer.Option(
+            "--retention",
+            metavar="DURATION",
+            help="Prune the finished runs of the sessions this worker owns once they are "
+            "older than this (30d, 12h; as `flowledger prune`). \\[default: the catalog's "
+            "retention, else none]",
+            show_default=False,
+        ),
+    ] = None,
+    retention_status: Annotated[
+        str | None,
+        typer.Option(
+            "--retention-status",
+            metavar="LIST",
+            help="With --retention: only runs with these statuses. "
+            "\\[default: completed,cancelled,failed]",
+            show_default=False,
+        ),
+    ] = None,
+    retention_every: Annotated[
+        str | None,
+        typer.Option(
+            "--retention-every",
+            metavar="DURATION",
+            help="With --retention: time between passes over a session. \\[default: 1h]",
+            show_default=False,
+        ),
+    ] = None,
     rebuild_index: Annotated[
         bool,
         typer.Option(
@@ -735,14 +768,25 @@ def worker(
     ] = False,
 ) -> None:
     options = Options(db, app_ref, None)
-    settings = WorkerSettings(
-        lease_ttl=lease_ttl,
-        poll=poll,
-        max_sessions=max_sessions,
-        runs_per_session=runs_per_session,
-    )
+    if retention is None and (retention_status is not None or retention_every is not None):
+        raise typer.BadParameter("needs --retention", param_hint="--retention-status/-every")
 
     async def work() -> None:
+        try:
+            policy = (
+                None
+                if retention is None
+                else RetentionPolicy.parse(retention, retention_status, retention_every)
+            )
+        except ValueError as exc:
+            raise CliError(str(exc)) from None
+        settings = WorkerSettings(
+            lease_ttl=lease_ttl,
+            poll=poll,
+            max_sessions=max_sessions,
+            runs_per_session=runs_per_session,
+            retention=policy,
+        )
         await run_worker(options, settings, rebuild_index=rebuild_index)
 
     run_command(work, quiet_logs=False)

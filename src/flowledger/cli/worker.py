@@ -16,6 +16,7 @@ import os
 import signal
 import sys
 
+from ..deploy.runs.retention import deployed_run_logs
 from ..host import load_catalog
 from ..storage import open_store
 from ..workflows.session import WorkflowSession
@@ -54,7 +55,13 @@ async def run_worker(options: Options, settings: WorkerSettings, *, rebuild_inde
         if rebuild_index:
             added = await reindex(store)
             log.info("reindex: %d unfinished run(s) added to the index", added)
-        worker = Worker(store, catalog, settings, prepare_session=_register_deployed)
+        worker = Worker(
+            store,
+            catalog,
+            settings,
+            prepare_session=_register_deployed,
+            run_logs=(deployed_run_logs,),
+        )
         stop = asyncio.Event()
         loop = asyncio.get_running_loop()
         task = asyncio.current_task()

@@ -25,6 +25,7 @@ from ..workflows.frontdoor import FrontDoor
 from ..workflows.session import WorkflowSession
 from .deploy_tools import Bundle, with_deploy_tools
 from .errors import McpStartupError
+from .prune_tool import PruneTool
 
 log = logging.getLogger("flowledger.mcp")
 
@@ -142,6 +143,7 @@ async def open_served_session(
                     start_timeout=start_timeout,
                 ),
                 fork,
+                PruneTool(session, catalog.retention),
             ),
             executes=not (read_only or no_execute),
             read_only=read_only,

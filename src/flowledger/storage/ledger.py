@@ -12,6 +12,10 @@
   hash to its key.
 * ``read(name, after=s, limit=n)`` returns up to ``n`` records with
   ``seq > s`` in ascending order.
+* ``drop(names)`` (every bundled backend; not yet part of the `Ledger` protocol)
+  deletes whole logs: their records go, their tip is 0 again and ``names`` no longer
+  lists them; attachments stay (collecting unreferenced ones is a separate sweep). A log
+  never written, or dropped already, is no error.
 * ``append`` takes an optional ``fence=`` (see `fence`): checked in the same
   transaction, a grant that is no longer current raises `FencedWriteError`
   and writes nothing.
@@ -35,6 +39,7 @@ from .limits import (
     check_bytes,
     check_revision,
 )
+from .names import validate_name
 
 __all__ = ["Ledger", "Record", "check_append", "digest_of"]
 
@@ -117,6 +122,13 @@ def check_read(after: int, limit: int) -> None:
     check_revision("limit", limit)
     if not 1 <= limit <= MAX_READ_LIMIT:
         raise ValueError(f"limit must be in 1..{MAX_READ_LIMIT}, not {limit}")
+
+
+def check_names(names: Iterable[str]) -> list[str]:
+    """The log names of a ``drop`` (shared by every backend), validated, without repeats."""
+    if isinstance(names, str):
+        raise InvalidValueError("names", "an iterable of log names", names)
+    return list(dict.fromkeys(validate_name(name) for name in names))
 
 
 def check_digests(digests: Iterable[str]) -> list[str]:

@@ -33,7 +33,7 @@ from .errors import (
 from .fence import Fence, check_fence, refused
 from .kv import Entry, check_page
 from .lease import LeaseStatus, RenewStatus
-from .ledger import Record, check_append, check_digests, check_read
+from .ledger import Record, check_append, check_digests, check_names, check_read
 from .limits import MAX_BLOB_BYTES, MAX_KV_VALUE_BYTES, check_bytes, check_revision
 from .names import validate_name
 
@@ -213,6 +213,14 @@ class MemoryLedger:
         self._gate.check()
         with self._lock:
             return sorted(n for n in self._logs if n.startswith(prefix))
+
+    async def drop(self, names: Iterable[str]) -> None:
+        """Delete these logs (their records; attachments stay). Idempotent."""
+        wanted = check_names(names)
+        self._gate.check()
+        with self._lock:
+            for name in wanted:
+                self._logs.pop(name, None)
 
     async def attachments(self, digests: Iterable[str]) -> dict[str, bytes]:
         wanted = check_digests(digests)

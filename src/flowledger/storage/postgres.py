@@ -153,7 +153,7 @@ from .errors import SchemaVersionError as BaseSchemaVersionError
 from .fence import Fence, check_fence, refused
 from .kv import Entry, check_page
 from .lease import Leaser, LeaseStatus, RenewStatus
-from .ledger import Record, check_append, check_digests, check_read
+from .ledger import Record, check_append, check_digests, check_names, check_read
 from .limits import MAX_BLOB_BYTES, MAX_KV_VALUE_BYTES, check_bytes, check_revision
 from .names import validate_name
 from .store import Store, UnsupportedURLError, redact_url
@@ -530,9 +530,14 @@ class _Queries:
         b"JOIN {s}.ledger_logs l ON r.log_id = l.id "
         b"WHERE l.name = %s AND r.seq > %s ORDER BY r.seq LIMIT %s"
     )
+    ledger_names_in: bytes = b"SELECT name FROM {s}.ledger_logs WHERE name = ANY(%s)"
     ledger_names: bytes = (
         b"SELECT name FROM {s}.ledger_logs WHERE name >= %s AND name < %s ORDER BY name"
     )
+    # The log rows first: their locks queue behind an append in flight, whose records
+    # the second statement then sees.
+    logs_drop: bytes = b"DELETE FROM {s}.ledger_logs WHERE name = ANY(%s) RETURNING id"
+    records_drop: bytes = b"DELETE FROM {s}.ledger_records WHERE log_id = ANY(%s)"
     attachments_get: bytes = b"SELECT digest, data FROM {s}.attachments WHERE digest = ANY(%s)"
     attachments_count: bytes = b"SELECT count(*) FROM {s}.attachments WHERE digest = ANY(%s)"
 
@@ -967,6 +972,22 @@ class _Database:
     async def ledger_names(self, low: str, high: str) -> list[str]:
         return await self.read(lambda conn: _column(conn, self.q.ledger_names, (low, high)))
 
+    async def ledger_drop(self, names: list[str]) -> None:
+        async def body(conn: _Conn) -> None:
+            ids = [row[0] for row in await _rows(conn, self.q.logs_drop, (names,))]
+            if ids:
+                await conn.execute(self.q.records_drop, (ids,))
+
+        async def resolve(lost: psycopg.OperationalError) -> None:
+            found = await self.read(lambda conn: _column(conn, self.q.ledger_names_in, (names,)))
+            if found:
+                raise lost  # still there: the drop did not happen
+
+        if names:
+            await self.write(body, resolve)
+        else:
+            self.check_open()
+
     async def ledger_attachments(self, digests: list[str]) -> dict[str, bytes]:
         wanted = list(dict.fromkeys(digests))
         if not wanted:
@@ -1159,6 +1180,10 @@ class PostgresLedger:
             self._db.check_open()
             return []
         return await self._db.ledger_names(*bounds)
+
+    async def drop(self, names: Iterable[str]) -> None:
+        """Delete these logs (their records; attachments stay). Idempotent."""
+        await self._db.ledger_drop(check_names(names))
 
     async def attachments(self, digests: Iterable[str]) -> dict[str, bytes]:
         wanted = check_digests(digests)

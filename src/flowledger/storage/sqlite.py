@@ -100,7 +100,7 @@ from .errors import SchemaVersionError as BaseSchemaVersionError
 from .fence import Fence, check_fence, refused
 from .kv import Entry, check_page
 from .lease import Leaser, LeaseStatus, RenewStatus
-from .ledger import Record, check_append, check_digests, check_read
+from .ledger import Record, check_append, check_digests, check_names, check_read
 from .limits import MAX_BLOB_BYTES, MAX_KV_VALUE_BYTES, check_bytes, check_revision
 from .names import validate_name
 from .store import Store, UnsupportedURLError
@@ -328,7 +328,14 @@ _LEDGER_READ: Final = (
     "SELECT key, content, bound_crc FROM ledger_records "
     "WHERE key BETWEEN ? AND ? ORDER BY key LIMIT ?"
 )
-_LEDGER_NAMES: Final = "SELECT name FROM ledger_logs WHERE name >= ? AND name < ? ORDER BY name"
+# A dropped log keeps its ``ledger_logs`` row (ids are cached by every process and never
+# change), so only the logs with a record are listed.
+_LEDGER_NAMES: Final = (
+    "SELECT name FROM ledger_logs l WHERE name >= ? AND name < ? AND EXISTS "
+    "(SELECT 1 FROM ledger_records WHERE key BETWEEN l.id << 32 AND (l.id << 32) | 4294967295) "
+    "ORDER BY name"
+)
+_LEDGER_DROP: Final = "DELETE FROM ledger_records WHERE key BETWEEN ? AND ?"
 _ATTACHMENT_INSERT: Final = "INSERT OR IGNORE INTO attachments (digest, data) VALUES (?, ?)"
 _ATTACHMENT_GET: Final = "SELECT data FROM attachments WHERE digest = ?"
 
@@ -740,6 +747,21 @@ class _Database:
     def ledger_names(self, low: str, high: str) -> list[str]:
         return [row[0] for row in self.conn.execute(_LEDGER_NAMES, (low, high))]
 
+    def ledger_drop(self, names: list[str]) -> None:
+        conn = self.conn
+        self.check_files()
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            for name in names:
+                row = conn.execute(_LOG_ID, (name,)).fetchone()
+                if row is not None:
+                    base = int(row[0]) << _SEQ_BITS
+                    conn.execute(_LEDGER_DROP, (base, base | MAX_SEQ))
+            conn.execute("COMMIT")
+        except BaseException:
+            _rollback(conn)
+            raise
+
     def ledger_attachments(self, digests: list[str]) -> dict[str, bytes]:
         conn = self.conn
         found: dict[str, bytes] = {}
@@ -1054,6 +1076,11 @@ class SQLiteLedger:
             self._worker.check_open()
             return []
         return await self._worker.call(self._db.ledger_names, *bounds)
+
+    async def drop(self, names: Iterable[str]) -> None:
+        """Delete these logs (their records; attachments stay). Idempotent."""
+        wanted = check_names(names)
+        await self._worker.call(self._db.ledger_drop, wanted)
 
     async def attachments(self, digests: Iterable[str]) -> dict[str, bytes]:
         wanted = check_digests(digests)

@@ -653,6 +653,12 @@ class WorkflowTools:
             await self._registry.create(record)
         except Exception as exc:
             raise translate(exc, action=action, run_id=run_id) from exc
+        keep = getattr(self._inputs, "keep", None)  # an `InputStore` has it; a fake need not
+        try:  # a prune deleting this input meanwhile must not leave the run without it
+            if keep is not None:
+                await keep(self._session_id, reference, canonical)
+        except Exception as exc:
+            raise translate(exc, action="store input", run_id=run_id) from exc
         try:
             ticket: object = await self._supervisor.start(run_id)
         except Exception as exc:

@@ -15,14 +15,22 @@ from .. import flow
 from .definition import Definition, TypedDefinition
 from .errors import DuplicateDefinitionError, InvalidSchemaError, UnknownDefinitionError
 from .metadata import Metadata
+from .retention import RetentionPolicy
 
 __all__ = ["Catalog"]
 
 
 class Catalog:
-    """A thread-safe map from ``(name, version)`` to registered definitions."""
+    """A thread-safe map from ``(name, version)`` to registered definitions.
 
-    def __init__(self) -> None:
+    ``retention`` is the application's retention policy: workers serving this catalog
+    prune old finished runs of the sessions they own by it (unless the worker is given
+    its own)."""
+
+    def __init__(self, *, retention: RetentionPolicy | None = None) -> None:
+        if retention is not None and not isinstance(retention, RetentionPolicy):
+            raise TypeError("catalog retention must be a RetentionPolicy or None")
+        self.retention = retention
         self._lock = threading.Lock()
         self._definitions: dict[tuple[str, str], Definition] = {}
 
@@ -73,7 +81,7 @@ class Catalog:
         registered as they are."""
         with self._lock:
             items = sorted(self._definitions.items())
-        bound = Catalog()
+        bound = Catalog(retention=self.retention)
         for _, definition in items:
             if isinstance(definition, TypedDefinition):
                 definition = definition.with_checkpoints(checkpoints)

@@ -66,6 +66,10 @@ class _Registry(Protocol):
 
     async def create(self, run: Run) -> Run: ...
 
+    async def claim_fork(self, session_id: str, origin_run_id: str, fork_run_id: str) -> None: ...
+
+    async def release_fork(self, session_id: str, origin_run_id: str, fork_run_id: str) -> None: ...
+
 
 class _Forkable(Protocol):
     async def fork(
@@ -110,10 +114,41 @@ async def fork_run(
             f"{origin.definition_name} version {origin.definition_version} cannot be forked",
         )
     fork_id, graph_run_id, execution_id = new_id(), new_id(), new_id()
+    await registry.claim_fork(session_id, origin.id, fork_id)  # before anything else
+    try:
+        made = await _seed(forkable, origin, revision, patch, graph_run_id)
+    except BaseException:
+        await registry.release_fork(session_id, origin.id, fork_id)
+        raise
+    moment = now()
+    record = Run(
+        session_id=session_id,
+        tool_execution_id=execution_id,
+        definition_name=origin.definition_name,
+        definition_version=origin.definition_version,
+        id=fork_id,
+        graph_run_id=graph_run_id,
+        input=origin.input,
+        ledger_locator=f"flow/runs/{graph_run_id}",
+        created_at=moment,
+        updated_at=moment,
+        status=RunStatus.PENDING,
+        artifact_session_id=session_id,
+        artifact_run_id=fork_id,
+        forked_from=ForkedFrom(origin.id, made.revision, made.checkpoint_digest),
+    )
+    return await registry.create(record)
+
+
+async def _seed(
+    forkable: Callable[..., Any], origin: Run, revision: int, patch: Any, graph_run_id: str
+) -> flow.ForkOrigin:
+    """Write the fork's revision 0; the flow layer's refusals become `InvalidForkError`."""
     try:
         made: flow.ForkOrigin = await forkable(
             origin.graph_run_id, revision, patch, run_id=graph_run_id
         )
+        return made
     except flow.ForkRevisionError as exc:
         if exc.tip < 0:
             detail = f"revision must be an integer, not {revision!r}"
@@ -135,21 +170,3 @@ async def fork_run(
             f"the graph registered as {origin.definition_name} version "
             f"{origin.definition_version} is not the graph run {origin.id} was written by",
         ) from exc
-    moment = now()
-    record = Run(
-        session_id=session_id,
-        tool_execution_id=execution_id,
-        definition_name=origin.definition_name,
-        definition_version=origin.definition_version,
-        id=fork_id,
-        graph_run_id=graph_run_id,
-        input=origin.input,
-        ledger_locator=f"flow/runs/{graph_run_id}",
-        created_at=moment,
-        updated_at=moment,
-        status=RunStatus.PENDING,
-        artifact_session_id=session_id,
-        artifact_run_id=fork_id,
-        forked_from=ForkedFrom(origin.id, made.revision, made.checkpoint_digest),
-    )
-    return await registry.create(record)

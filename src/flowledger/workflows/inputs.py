@@ -9,10 +9,13 @@ the `InputReference`, never the input itself.
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import math
 import re
+import time
 from collections.abc import Mapping
+from datetime import UTC, datetime, timedelta
 from decimal import Decimal, InvalidOperation
 from typing import Any, Final
 
@@ -22,6 +25,7 @@ from flowledger import storage
 
 from ..jsontext import decode_json
 from .errors import ConflictError, CorruptRecordError, InvalidInputError, NotFoundError
+from .input_claims import InputClaims
 from .run import MAX_INPUT_BYTES, InputReference, input_key, inputs_prefix, is_digest
 
 __all__ = [
@@ -204,13 +208,31 @@ def check_input_document(data: bytes) -> None:
 # -- the store -----------------------------------------------------------------------------------
 
 
+START_INPUT_WAIT: Final = 10.0
+
+
 class InputStore:
     """Session-private, digest-addressed run inputs over `storage.Blobs` (workflows-spec §4)."""
 
-    def __init__(self, blobs: storage.Blobs) -> None:
+    def __init__(self, blobs: storage.Blobs, *, claims: InputClaims | None = None) -> None:
         if not isinstance(blobs, storage.Blobs):
             raise TypeError("InputStore requires a storage.Blobs")
         self._blobs = blobs
+        self._claims = claims
+
+    async def keep(self, session_id: str, ref: InputReference, canonical: bytes) -> None:
+        """Once the run record referring to ``ref`` exists, and before its input is read:
+        make sure a concurrent prune cannot leave the run without its input (waits out
+        a prune deleting it, then stores it again; see `input_claims`). Without claims
+        (a store nothing prunes) this does nothing."""
+        if self._claims is None:
+            return
+        try:
+            await self._claims.keep(session_id, ref.digest, bytes(canonical))
+        except storage.BlobConflictError as exc:
+            raise ConflictError(
+                session_id, None, "digest-addressed input blob contains different bytes"
+            ) from exc
 
     async def put(self, session_id: str, canonical: bytes) -> InputReference:
         """Store ``canonical`` for ``session_id``; return its reference.
@@ -238,6 +260,23 @@ class InputStore:
             exc.add_note("store workflow input")
             raise
         return InputReference(digest=digest, key=key, size=len(data))
+
+    async def get_for_start(
+        self, session_id: str, ref: InputReference, *, created_at: datetime
+    ) -> bytes:
+        """`get`, for seeding a run: a missing blob of a run created less than
+        `START_INPUT_WAIT` seconds ago is waited for (that long at most) where inputs are
+        pruned (with claims): a prune may have deleted the shared blob just before this
+        run's starter stores it again (`keep`, see `input_claims`)."""
+        deadline = time.monotonic() + START_INPUT_WAIT
+        while True:
+            try:
+                return await self.get(session_id, ref)
+            except NotFoundError:
+                young = datetime.now(UTC) - created_at < timedelta(seconds=START_INPUT_WAIT)
+                if self._claims is None or not young or time.monotonic() >= deadline:
+                    raise
+            await asyncio.sleep(0.02)
 
     async def get(self, session_id: str, ref: InputReference) -> bytes:
         """The verified bytes ``ref`` points to, read within ``session_id`` only.

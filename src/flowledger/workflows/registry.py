@@ -32,7 +32,7 @@ from typing import Final
 
 from flowledger import storage
 
-from .errors import ConflictError, CorruptRecordError, NotFoundError
+from .errors import ConflictError, CorruptRecordError, InvalidForkError, NotFoundError
 from .forks import fork_marker_key
 from .run import (
     DEFAULT_RUN_PAGE_SIZE,
@@ -42,6 +42,7 @@ from .run import (
     decode_run,
     encode_run,
     is_id,
+    pruning_key,
     run_key,
     runs_prefix,
 )
@@ -220,6 +221,37 @@ class RunRegistry:
             exc.add_note("create run metadata")
             raise
         return dataclasses.replace(run, revision=revision)
+
+    async def claim_fork(self, session_id: str, origin_run_id: str, fork_run_id: str) -> None:
+        """Write the fork marker of ``fork_run_id`` under ``origin_run_id``, then make sure no
+        prune is deleting the origin; otherwise take the marker back and raise
+        `InvalidForkError` (``field`` ``revision``).
+
+        With a prune, this is a handshake: a prune writes the origin's tombstone
+        (`run.pruning_key`) and then lists its fork markers, a fork writes its marker and
+        then reads the tombstone. Whichever goes second sees the other, so either the prune
+        keeps the origin or the fork is refused; never a fork of a deleted run.
+        """
+        marker = fork_marker_key(session_id, origin_run_id, fork_run_id)
+        await self._order_add(marker)
+        try:
+            await self._kv.get(pruning_key(session_id, origin_run_id))
+            pruning = True
+        except storage.KeyNotFoundError:
+            pruning = False
+        if not pruning:
+            try:
+                await self._kv.get(run_key(session_id, origin_run_id))
+                return
+            except storage.KeyNotFoundError:
+                pass
+        await self.release_fork(session_id, origin_run_id, fork_run_id)
+        raise InvalidForkError("revision", f"run {origin_run_id} is being pruned")
+
+    async def release_fork(self, session_id: str, origin_run_id: str, fork_run_id: str) -> None:
+        """Take back a `claim_fork` marker of a fork that was refused before its record."""
+        marker = fork_marker_key(session_id, origin_run_id, fork_run_id)
+        await self._kv.delete(marker, **storage.fence_arg())
 
     async def get(self, session_id: str, run_id: str) -> Run:
         """The stored run with its revision.

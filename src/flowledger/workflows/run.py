@@ -249,6 +249,13 @@ def run_key(session_id: str, run_id: str) -> str:
     return validate_name(prefix + _require_id(run_id, "workflow run ID is required"))
 
 
+def pruning_key(session_id: str, run_id: str) -> str:
+    """``sessions/<sid>/workflows/pruning/<rid>``: the tombstone a prune writes before it
+    deletes the run (`retention`); a fork of the run checks it (`forks`)."""
+    prefix = f"sessions/{_session(session_id)}/workflows/pruning/"
+    return validate_name(prefix + _require_id(run_id, "workflow run ID is required"))
+
+
 def inputs_prefix(session_id: str) -> str:
     """``sessions/<sid>/workflows/inputs/sha256/``: where one session's inputs live."""
     prefix = f"sessions/{_session(session_id)}/workflows/inputs/sha256"

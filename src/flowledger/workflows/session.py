@@ -16,6 +16,7 @@ from .. import flow
 from ..storage import ConflictError as StorageConflictError
 from ..storage import KeyNotFoundError, Store
 from .catalog import Catalog
+from .input_claims import InputClaims
 from .inputs import InputStore
 from .journal import ActivityJournal
 from .pending import PendingStore
@@ -86,7 +87,7 @@ class WorkflowSession:
         checkpoints = flow.LedgerCheckpointStore(store.ledger)
         bound = catalog.bound(checkpoints)
         registry = RunRegistry(store.kv, index=UnfinishedIndex(store.kv))
-        inputs = InputStore(store.blobs)
+        inputs = InputStore(store.blobs, claims=InputClaims(store.kv, store.blobs, store.leases))
         journal = ActivityJournal(store.ledger)
         requests = RunRequests(store.kv)
         pending = PendingStore(store.kv)

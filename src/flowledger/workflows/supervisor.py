@@ -691,7 +691,9 @@ class Supervisor:
         ack: Callable[[], None] | None,
     ) -> Run | None:
         try:
-            raw = await self.inputs.get(self._session_id, run.input)
+            raw = await self.inputs.get_for_start(
+                self._session_id, run.input, created_at=run.created_at
+            )
         except (NotFoundError, CorruptRecordError):
             return await self._fail_definite(definition, run, "workflow input unavailable")
         except Exception as exc:

@@ -56,8 +56,9 @@ import random
 import socket
 import time
 import uuid
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any, Final
 
 from ..storage import ConflictError as StorageConflictError
@@ -67,6 +68,8 @@ from .errors import SessionOwnedError
 from .ownership import left_message
 from .registry import RunRegistry
 from .requests import BELLS_PREFIX
+from .retention import RetentionPolicy, RunLogs
+from .retention_schedule import RetentionSchedule
 from .run import is_id, runs_prefix
 from .session import WorkflowSession
 from .unfinished import UNFINISHED_PREFIX, UnfinishedIndex
@@ -100,13 +103,16 @@ class WorkerSettings:
     """``lease_ttl``: seconds a dead worker's sessions stay locked (renewed every third of
     it); ``poll``: seconds between ticks; ``max_sessions``: sessions owned at most;
     ``runs_per_session``: runs of one session executed at once; ``idle_release``:
-    seconds a session without unfinished runs is kept (default ``max(2, 4 * poll)``)."""
+    seconds a session without unfinished runs is kept (default ``max(2, 4 * poll)``);
+    ``retention``: prune each owned session's old finished runs (`RetentionSchedule`;
+    default: the catalog's ``retention``, if any)."""
 
     lease_ttl: float = 15.0
     poll: float = 0.5
     max_sessions: int = 100
     runs_per_session: int = 4
     idle_release: float | None = None
+    retention: RetentionPolicy | None = None
 
     def __post_init__(self) -> None:
         if not 0.05 <= self.lease_ttl <= 3600:
@@ -241,6 +247,8 @@ class Worker:
         *,
         worker_id: str | None = None,
         prepare_session: Callable[[WorkflowSession], Awaitable[object]] | None = None,
+        run_logs: Sequence[RunLogs] = (),
+        clock: Callable[[], datetime] | None = None,
     ) -> None:
         self.store = store
         self.catalog = catalog
@@ -261,6 +269,12 @@ class Worker:
         self._started_at = time.time()
         self._closed = False
         self.ticks = 0
+        policy = self.settings.retention or catalog.retention
+        self.retention = (
+            None
+            if policy is None
+            else RetentionSchedule(store, policy, run_logs=run_logs, clock=clock)
+        )
 
     @property
     def sessions(self) -> list[str]:
@@ -307,6 +321,8 @@ class Worker:
                         found.setdefault(session_id, []).append(run_id)
         live = await self._read_peers(peers)
         await self._serve(view, bells)
+        if self.retention is not None:
+            self.retention.poke(self._owned)
         await self._shed(view, live)
         await self._claim(view, live)
         await self._beat()
@@ -512,6 +528,8 @@ class Worker:
         if self._closed:
             return
         self._closed = True
+        if self.retention is not None:
+            await self.retention.close()
         sessions = list(self._owned)
         if sessions:
             log.info(
