@@ -26,9 +26,9 @@ psycopg = pytest.importorskip("psycopg")
 
 from flowledger.storage import (  # noqa: E402
     BlobConflictError,
+    BlobNotFoundError,
     ConflictError,
     Entry,
-    KeyNotFoundError,
     LeaseHeldError,
     LedgerConflictError,
     Store,
@@ -472,7 +472,7 @@ class CommitFault:
     """Makes the next write's COMMIT fail with an OperationalError, after really
     committing (``"after"``), or after rolling back instead (``"instead"``).
 
-    A ledger append is one statement, its own transaction: there the statement's reply
+    A ledger append or a KV write is one statement, its own transaction: there its reply
     is lost, after it ran (``"after"``), or after it ran in a transaction rolled back.
     ``meanwhile`` runs between the (non-)commit and the error: another writer's turn.
     """
@@ -505,7 +505,7 @@ class CommitFault:
         real_one = pg._one
 
         async def one(conn: Any, query: bytes, params: Any) -> Any:
-            if not self.plan or b"records AS (INSERT" not in query:
+            if not self.plan or not query.startswith(b"WITH "):  # not a one-statement write
                 return await real_one(conn, query, params)
             if self.plan.pop(0) == "after":
                 await real_one(conn, query, params)
@@ -725,10 +725,10 @@ async def test_a_failure_before_commit_needs_no_resolution(
     monkeypatch.setattr(pg, "_one", one)
     monkeypatch.setattr(db, "_resolve", resolve)
     with pytest.raises(psycopg.OperationalError, match="before COMMIT"):
-        await store.kv.put("k", b"v", expected=0)
+        await store.blobs.put("b", b"v")  # an explicit transaction (a KV write is not)
     assert resolved == []
-    with pytest.raises(KeyNotFoundError):
-        await store.kv.get("k")
+    with pytest.raises(BlobNotFoundError):
+        await store.blobs.get("b")
 
 
 async def test_a_connection_broken_while_idle_is_replaced(pg_url: str) -> None:
@@ -738,7 +738,8 @@ async def test_a_connection_broken_while_idle_is_replaced(pg_url: str) -> None:
     async with open_store(url) as store:
         await store.kv.put("k", b"v", expected=0)
         for call in (
-            lambda: store.kv.put("k", b"w", expected=1),  # a write: retried at BEGIN
+            lambda: store.blobs.put("b", b"x"),  # a transaction: retried at BEGIN
+            lambda: store.kv.put("k", b"w", expected=1),  # one statement: resolved, retried
             lambda: store.kv.get("k"),  # a read: retried once
             # an append (one statement): resolved (nothing there), then retried once
             lambda: store.ledger.append("log", [b"r1"], expected=0),

@@ -29,9 +29,12 @@ Semantics, the same as the memory oracle's (the conformance suite compares them)
   revision = expected`` otherwise), a blob put (insert if absent, else compare),
   and a ledger append - the tip check on the log's row, all of its records and
   the insert-if-absent of all of its attachments commit together or not at
-  all. An append is one statement (its own implicit transaction, one round trip:
-  it is the hot path of every durable step); every other write is an explicit
-  transaction. Concurrent writers of one key or log queue on its row lock; the loser
+  all. An append, a KV put and a KV delete are one statement each (its own
+  implicit transaction, one round trip: they are the hot path of every durable
+  step and run-record update), run at the server's default isolation (a
+  serialization failure under a stricter one than READ COMMITTED is a race:
+  nothing was written and the write is redone); every other write is an
+  explicit transaction. Concurrent writers of one key or log queue on its row lock; the loser
   re-checks and gets the contract's conflict error.
 * KV revisions count 1, 2, 3, ... per key and restart at 1 after a delete.
   Ledger sequence numbers are 1-based and contiguous per log. Text keys are
@@ -47,8 +50,8 @@ Semantics, the same as the memory oracle's (the conformance suite compares them)
   when (in ``expires_at``).
 
 Fences. A fenced write (see `fence`) starts its transaction by reading its
-lease's row ``FOR SHARE`` (in an append, the statement's first part, which every
-write of the statement is conditioned on): a grant that is not current raises
+lease's row ``FOR SHARE`` (in a single-statement write, its first part, which
+every write of the statement is conditioned on): a grant that is not current raises
 `FencedWriteError` before anything is written, and a takeover (an update of that row) waits until
 the write has ended, so it can never land after one. The same statement sets
 ``idle_in_transaction_session_timeout`` to 5 s for the transaction, so a writer
@@ -79,19 +82,19 @@ If the re-read fails too, the original error is raised. A failure before the
 ``COMMIT`` was sent needs no resolution (nothing can have been written). A pooled
 connection that turns out to be dead (the server or a pooler restarted) costs
 no call: a write that finds it broken at ``BEGIN``, or a read that finds it
-broken at all, is retried once on a fresh connection. An append has no
-``COMMIT`` of its own: any connection failure during its statement is resolved as
-a lost acknowledgement, and when the re-read finds none of its records and the
-connection is broken it is retried once (another compare-and-append at the same
-tip, so at most one of the two lands; a conflict then is re-read the same way).
+broken at all, is retried once on a fresh connection. An append or KV write has
+no ``COMMIT`` of its own: any connection failure during its statement is resolved
+as a lost acknowledgement, and when the re-read finds none of it and the connection
+is broken it is retried once (another compare-and-swap or -append at the same
+revision, so at most one of the two lands; a conflict then is re-read the same way).
 
 Pooling. Each `Store` owns a ``psycopg_pool.AsyncConnectionPool`` of autocommit
 connections with ``prepare_threshold=None``, and keeps no session state: no ``SET``,
 no server-side prepared statements, no ``LISTEN``/``NOTIFY``, no advisory lock held
 across transactions. So it works behind a transaction-mode pooler (PgBouncer, RDS
 Proxy, Supavisor). Reads are single statements; writes are explicit ``BEGIN
-ISOLATION LEVEL READ COMMITTED`` ... ``COMMIT`` transactions (a ledger append is one
-statement, see above), whatever the server's default isolation. A store is bound to
+ISOLATION LEVEL READ COMMITTED`` ... ``COMMIT`` transactions (appends and KV writes are
+one statement, see above) whatever the server's default isolation. A store is bound to
 the event loop that opened it (as its pool is); using it from another loop raises
 `RuntimeError` - open one store per loop. `Store.close` closes the pool after the
 store's leases are freed; calls already holding a connection finish, later calls
@@ -478,15 +481,18 @@ class _Queries:
 
     kv_get: bytes = b"SELECT content, revision, bound_crc FROM {s}.kv WHERE key = %s"
     kv_revision: bytes = b"SELECT revision FROM {s}.kv WHERE key = %s"
+    # KV writes are single statements too (see `_write_statement`): ``{ok}`` is the
+    # fence's verdict (TRUE when unfenced), ``result`` what comes back.
     kv_create: bytes = (
-        b"INSERT INTO {s}.kv (key, revision, content, bound_crc) VALUES (%s, 1, %s, %s) "
-        b"ON CONFLICT (key) DO NOTHING RETURNING revision"
+        b"INSERT INTO {s}.kv (key, revision, content, bound_crc) "
+        b"SELECT %s::text, 1, %s::bytea, %s::integer WHERE {ok} "
+        b"ON CONFLICT (key) DO NOTHING RETURNING revision AS result"
     )
     kv_update: bytes = (
         b"UPDATE {s}.kv SET revision = revision + 1, content = %s, bound_crc = %s "
-        b"WHERE key = %s AND revision = %s RETURNING revision"
+        b"WHERE key = %s AND revision = %s AND {ok} RETURNING revision AS result"
     )
-    kv_delete: bytes = b"DELETE FROM {s}.kv WHERE key = %s"
+    kv_delete: bytes = b"DELETE FROM {s}.kv WHERE key = %s AND {ok} RETURNING 1 AS result"
     kv_exists: bytes = b"SELECT 1 FROM {s}.kv WHERE key = %s"
     kv_keys: bytes = b"SELECT key FROM {s}.kv WHERE key >= %s AND key < %s ORDER BY key"
     # Keyset pages on the primary key: only the page's rows are visited.
@@ -574,9 +580,12 @@ class _Queries:
         b"FROM {s}.leases WHERE name = %s"
     )
 
-    # The fenced variants of the appends (filled in by `for_schema`).
+    # The fenced variants of the single-statement writes (filled in by `for_schema`).
     append_create_fenced: bytes = b""
     append_advance_fenced: bytes = b""
+    kv_create_fenced: bytes = b""
+    kv_update_fenced: bytes = b""
+    kv_delete_fenced: bytes = b""
 
     @classmethod
     def for_schema(cls, schema: str) -> _Queries:
@@ -587,6 +596,10 @@ class _Queries:
             template = rendered[name]
             rendered[f"{name}_fenced"] = _append_query(template, fenced=True, schema=quoted)
             rendered[name] = _append_query(template, fenced=False, schema=quoted)
+        for name in ("kv_create", "kv_update", "kv_delete"):
+            template = rendered[name]
+            rendered[f"{name}_fenced"] = _write_statement(template, fenced=True, schema=quoted)
+            rendered[name] = _write_statement(template, fenced=False, schema=quoted)
         return cls(**rendered)
 
 
@@ -606,6 +619,23 @@ _APPEND_REST: Final = (
     b"SELECT a.digest, a.data FROM unnest(%s::bytea[], %s::bytea[]) AS a(digest, data) "
     b"WHERE EXISTS (SELECT 1 FROM log) ORDER BY a.digest ON CONFLICT (digest) DO NOTHING) "
 )
+
+
+def _write_statement(write: bytes, *, fenced: bool, schema: bytes) -> bytes:
+    """One write (``{ok}`` in its condition, ``RETURNING ... AS result``) as a statement
+    whose row is ``(result, fence epoch, fence liveness)``, like an append's."""
+    if not fenced:
+        unfenced = write.replace(b"{ok}", b"TRUE")
+        return b"WITH w AS (" + unfenced + b") SELECT result, NULL, NULL FROM w"
+    query = (
+        b"WITH "
+        + _APPEND_FENCE
+        + b"w AS ("
+        + write.replace(b"{ok}", b"EXISTS (SELECT 1 FROM ok)")
+        + b") SELECT (SELECT result FROM w), epoch, live FROM fence "
+        b"UNION ALL SELECT NULL, NULL, NULL WHERE NOT EXISTS (SELECT 1 FROM fence)"
+    )
+    return query.replace(b"{s}", schema)
 
 
 def _append_query(template: bytes, *, fenced: bool, schema: bytes) -> bytes:
@@ -844,22 +874,13 @@ class _Database:
     async def kv_put(self, key: str, value: bytes, expected: int, fence: Fence | None) -> int:
         # A create writes revision 1, an update ``expected + 1``: the same place either way.
         crc = bound_checksum(kv_place(key, expected + 1), value)
-
-        async def body(conn: _Conn) -> int:
-            await self._check_fence(conn, fence)
-            while True:
-                if expected == 0:
-                    row = await _one(conn, self.q.kv_create, (key, value, crc))
-                else:
-                    row = await _one(conn, self.q.kv_update, (value, crc, key, expected))
-                if row is not None:
-                    return int(row[0])
-                current = await _one(conn, self.q.kv_revision, (key,))
-                actual = 0 if current is None else int(current[0])
-                if actual != expected:
-                    raise ConflictError(key, expected, actual)
-                # The key changed between the two statements (deleted, or re-created up
-                # to ``expected``): try again, the next statement sees the new state.
+        guard = (fence.lease, fence.epoch) if fence else ()
+        if expected == 0:
+            query = self.q.kv_create_fenced if fence else self.q.kv_create
+            params: tuple[object, ...] = (*guard, key, value, crc)
+        else:
+            query = self.q.kv_update_fenced if fence else self.q.kv_update
+            params = (*guard, value, crc, key, expected)
 
         async def resolve(lost: psycopg.OperationalError) -> int:
             row = await self.read(lambda conn: _one(conn, self.q.kv_get, (key,)))
@@ -870,10 +891,37 @@ class _Database:
                 raise lost
             raise ConflictError(key, expected, actual)
 
-        return await self.write(body, resolve)
+        while True:
+            row, retried = await self._statement(query, params, resolve)
+            if row is None:
+                return expected + 1  # a lost acknowledgement, resolved: it had committed
+            written = _fenced_result(row, fence)
+            if written is not None:
+                return int(written)
+            current = await self.read(lambda conn: _one(conn, self.q.kv_revision, (key,)))
+            actual = 0 if current is None else int(current[0])
+            if actual != expected:
+                if retried:  # the first attempt may have landed after all
+                    with contextlib.suppress(psycopg.OperationalError):
+                        return await resolve(psycopg.OperationalError("put retried"))
+                raise ConflictError(key, expected, actual)
+            # The key changed between the two statements (deleted, or re-created up to
+            # ``expected``), or a serialization failure: try again.
 
     async def kv_delete(self, key: str, fence: Fence | None) -> None:
-        await self._delete(self.q.kv_delete, self.q.kv_exists, key, fence)
+        query = self.q.kv_delete_fenced if fence else self.q.kv_delete
+        params = (fence.lease, fence.epoch, key) if fence else (key,)
+
+        async def resolve(lost: psycopg.OperationalError) -> None:
+            if await self.read(lambda conn: _one(conn, self.q.kv_exists, (key,))) is not None:
+                raise lost  # still there: the delete did not happen (yet)
+
+        while True:
+            row, _retried = await self._statement(query, params, resolve)
+            if row is None or row:
+                _fenced_result(row or (None, None, None), fence)
+                return
+            # A serialization failure (a stricter default isolation): nothing happened.
 
     async def _delete(self, delete: bytes, exists: bytes, key: str, fence: Fence | None) -> None:
         async def body(conn: _Conn) -> None:
@@ -979,7 +1027,7 @@ class _Database:
             raise LedgerConflictError(name, expected, actual)
 
         while True:
-            row, retried = await self._append_statement(query, params, resolve)
+            row, retried = await self._statement(query, params, resolve)
             if row is None:
                 return tip  # a lost acknowledgement, resolved: it had committed
             claimed, epoch, live = row or (None, fence and fence.epoch, True)
@@ -997,16 +1045,17 @@ class _Database:
             # The tip is back where we expected (a claim that raced a creator that rolled
             # back): claim again.
 
-    async def _append_statement(
+    async def _statement(
         self,
         query: bytes,
         params: Sequence[object],
-        resolve: Callable[[psycopg.OperationalError], Awaitable[int]],
+        resolve: Callable[[psycopg.OperationalError], Awaitable[object]],
     ) -> tuple[tuple[Any, ...] | None, bool]:
-        """Run one append statement: its row (claimed log id, fence epoch and liveness;
-        ``(None, None, None)`` for a refused claim; ``()`` for a serialization failure),
-        or None for a lost acknowledgement that `resolve` proved committed; and whether
-        it was retried.
+        """Run one single-statement write (an append, a KV put or delete): its row (the
+        write's result - claimed log id, new revision - fence epoch and liveness; a
+        NULL result when the write's condition refused it, ``(None, None, None)`` when
+        no row came back; ``()`` for a serialization failure), or None for a lost
+        acknowledgement that `resolve` proved committed; and whether it was retried.
 
         The statement is its own transaction, run at the server's default isolation;
         under a stricter one than READ COMMITTED a race is a serialization failure
@@ -1014,8 +1063,8 @@ class _Database:
         not moved). A connection failure at any moment may have come after the commit:
         it is resolved by re-reading. A connection that was already broken when taken
         from the pool (the resolution found nothing) is replaced once; the retry is
-        another compare-and-append at the same tip, so at most one of the two can land,
-        and whichever does holds our records.
+        another compare-and-swap (or -append) at the same revision, so at most one of
+        the two can land, and whichever does holds our bytes (a delete is idempotent).
         """
         for attempt in (1, 2):
             conn: _Conn | None = None
@@ -1120,6 +1169,18 @@ class _Database:
                 raise lost  # still ours: the release did not happen (yet)
 
         await self.write(body, resolve)
+
+
+def _fenced_result(row: tuple[Any, ...], fence: Fence | None) -> Any:
+    """The write's result from a single-statement write's row (None for ``()``, a
+    serialization failure); `FencedWriteError` if the fence refused the write."""
+    if not row:
+        return None
+    result, epoch, live = row
+    if fence is not None and (epoch != fence.epoch or not live):
+        current = 0 if epoch is None else int(epoch)
+        raise refused(FencedWriteError(fence.lease, fence.epoch, current, bool(live)))
+    return result
 
 
 async def _configure(conn: _Conn) -> None:
