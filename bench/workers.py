@@ -12,9 +12,11 @@ stopped with SIGTERM and the schema dropped.
 
 Before that throughput phase, a latency phase starts ``--latency-runs`` runs at a low,
 fixed rate (``--latency-rate`` per second, far below what the workers drain, so no start
-waits for a run slot) and takes the front door's start latency (the `workflow_run_start`
-call: the pending run written, a worker claimed it and made revision 0 durable), p50 and
-p99.
+waits for a run slot) in ``--latency-sessions`` sessions (default 1; spread over many
+sessions at a low rate, each session goes idle, is released after 2 s and must be claimed
+again, which the start then waits for) and takes the front door's start latency (the
+`workflow_run_start` call: the pending run written, a worker claimed it and made revision
+0 durable), p50 and p99.
 
 CPU is counted per process over the throughput phase, from ``/proc/<pid>/stat``: this
 process (the front doors), each worker, and the PostgreSQL backends serving each of them
@@ -279,10 +281,10 @@ async def measure(args: argparse.Namespace, workers: int) -> Result:
             gate = asyncio.Semaphore(args.concurrency)
             index = UnfinishedIndex(store.kv)
 
-            async def start(number: int, latencies: list[float]) -> None:
+            async def start(number: int, latencies: list[float], spread: int) -> None:
                 async with gate:
                     began = time.perf_counter()
-                    await tools[number % len(tools)].call(
+                    await tools[number % spread].call(
                         "workflow_run_start",
                         {
                             "definition_name": "chain",
@@ -300,7 +302,7 @@ async def measure(args: argparse.Namespace, workers: int) -> Result:
 
             async def start_at(number: int, delay: float) -> None:
                 await asyncio.sleep(delay)
-                await start(number, idle)
+                await start(number, idle, min(args.latency_sessions, len(tools)))
 
             await asyncio.gather(
                 *(start_at(-1 - n, n / args.latency_rate) for n in range(args.latency_runs))
@@ -319,7 +321,7 @@ async def measure(args: argparse.Namespace, workers: int) -> Result:
             cpu_before, busy_before = time.process_time(), _machine_busy()
             workers_before = _process_cpu(pids)
             began = time.perf_counter()
-            await asyncio.gather(*(start(n, latencies) for n in range(args.runs)))
+            await asyncio.gather(*(start(n, latencies, len(tools)) for n in range(args.runs)))
             await _wait_until(drained, 0.02)
             seconds = time.perf_counter() - began
             front_cpu = time.process_time() - cpu_before
@@ -412,6 +414,13 @@ def main() -> None:
         "--latency-rate", type=float, default=5.0, help="starts per second in that phase"
     )
     parser.add_argument(
+        "--latency-sessions",
+        type=int,
+        default=1,
+        help="sessions the latency phase's runs go to (default 1: a session that is "
+        "never idle long enough to be released, so no start waits for a claim)",
+    )
+    parser.add_argument(
         "--profile",
         metavar="RAW",
         help="py-spy the first worker through the first throughput phase into RAW "
@@ -447,7 +456,8 @@ def main() -> None:
         f"{args.runs} runs x {args.steps} steps over {args.sessions} sessions, "
         f"{args.runs_per_session} runs per session at once, {args.concurrency} starts in "
         f"flight, poll {args.poll} s; median of {args.repeat} (range). Start latency at a "
-        f"low rate: {args.latency_runs} runs at {args.latency_rate:g}/s per repetition, "
+        f"low rate: {args.latency_runs} runs at {args.latency_rate:g}/s in "
+        f"{args.latency_sessions} session(s) per repetition, "
         "all repetitions pooled.\n"
     )
     print(
