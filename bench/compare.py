@@ -875,8 +875,9 @@ class Bench:
             self.samples.add(system, name, "us", out["seconds"] / n * 1e6)
             self.samples.add(system, name, "cpu", out["cpu"] / n * 1e6)
             self.samples.add(system, name, "bytes", grown / n)
+            shown = floor_name() if system == FLOOR else system
             self.log(
-                f"  {system:10s} {name:10s} n={n:<5d} {out['seconds'] / n * 1e6:8.0f} µs/step "
+                f"  {shown:10s} {name:10s} n={n:<5d} {out['seconds'] / n * 1e6:8.0f} µs/step "
                 f"{grown / n:9.0f} bytes/step"
             )
         self.samples.pragmas.setdefault(system, set()).add(tuple(out["synchronous"]))
