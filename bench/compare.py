@@ -20,6 +20,19 @@ alternated (the order rotates every repetition), and medians, min/max and ratios
 (flowledger / peer) come from the same run. Database bytes are measured the same way for
 all: after the run's process has exited, a checkpoint folds the WAL into the main file, and
 the growth of ``db + db-wal`` over an empty database of that system is divided by the steps.
+
+``--backend postgres`` runs a), b) and the floor f) on a PostgreSQL server instead
+(``--postgres-url``, default the local test server): flowledger through
+``open_store("postgresql://.../DB?schema=bench")``, LangGraph through ``PostgresSaver``
+(``durability="sync"``), DBOS with that database as its ``system_database_url``, the floor
+with psycopg (one 1.2 KiB row per transaction). Each measurement gets a fresh database,
+copied from an empty one of its system and dropped after it (`PostgresDatabases`);
+``synchronous_commit`` (``--synchronous-commit``, default on) is set on the database, so
+every connection of every system inherits it, and it is read back with ``SHOW
+synchronous_commit`` on the connection each system writes through. Bytes per step are the
+growth of ``pg_total_relation_size`` summed over the database's tables outside the
+catalogs. When the server cannot be reached the bench says so and measures nothing.
+`system_url` gives each system what it opens for a measurement on either backend.
 """
 
 from __future__ import annotations
@@ -57,6 +70,17 @@ QUICK_CHAIN_PLOT_NS = (5, 10, 20)
 # FULL for every comparison; --synchronous OFF exists only to separate CPU from fsync.
 SYNC_ENV = "FLOWLEDGER_BENCH_SYNCHRONOUS"
 SYNC = os.environ.get(SYNC_ENV, "FULL")
+# --backend: where every system keeps its state. On PostgreSQL each measurement gets a
+# database of its own (copied from an empty one of its system) with synchronous_commit set
+# on the database, so every connection of every system inherits the same setting.
+BACKEND_ENV = "FLOWLEDGER_BENCH_BACKEND"
+BACKEND = os.environ.get(BACKEND_ENV, "sqlite")
+PG_URL_ENV = "FLOWLEDGER_BENCH_POSTGRES_URL"
+PG_URL = os.environ.get(PG_URL_ENV, "postgresql://postgres@127.0.0.1:5432/test")
+PG_SYNC_ENV = "FLOWLEDGER_BENCH_SYNCHRONOUS_COMMIT"
+PG_SYNC = os.environ.get(PG_SYNC_ENV, "on")
+PG_PREFIX_ENV = "FLOWLEDGER_BENCH_DATABASE_PREFIX"  # of the databases made (default random)
+POSTGRES_WORKLOADS = ("loop", "floor", "chain")
 
 
 @dataclass(frozen=True)
@@ -142,12 +166,46 @@ def _sqlite_url(path: str) -> str:
     return f"sqlite:///{path}"
 
 
+def _with_query(url: str, **options: str) -> str:
+    from urllib.parse import urlencode, urlsplit, urlunsplit
+
+    parts = urlsplit(url)
+    extra = urlencode(options)
+    return urlunsplit(parts._replace(query=f"{parts.query}&{extra}" if parts.query else extra))
+
+
+def system_url(system: str, db: str) -> str:
+    """What ``system`` opens to measure on ``db``, a SQLite file or a PostgreSQL database URL.
+
+    flowledger gets a store URL (``sqlite:///...?synchronous=`` or the database with
+    ``?schema=``), DBOS its ``system_database_url``, LangGraph and the raw floor what their
+    driver connects to (a file path, or the libpq URL).
+    """
+    if BACKEND == "postgres":
+        return _with_query(db, schema="bench") if system == "flowledger" else db
+    if system == "flowledger":
+        return f"{_sqlite_url(db)}?synchronous={SYNC}"
+    return _sqlite_url(db) if system == "dbos" else db
+
+
 def _pragmas(conn: Any) -> list[Any]:
-    """``[synchronous, journal_mode]`` as read back from a DBAPI connection."""
+    """The durability settings read back from a DBAPI connection: ``[synchronous,
+    journal_mode]`` on SQLite, ``[synchronous_commit]`` on PostgreSQL."""
+    if BACKEND == "postgres":
+        row = conn.execute("SHOW synchronous_commit").fetchone()
+        return [next(iter(row.values())) if isinstance(row, dict) else row[0]]
     return [
         conn.execute("PRAGMA synchronous").fetchone()[0],
         conn.execute("PRAGMA journal_mode").fetchone()[0],
     ]
+
+
+async def _fl_settings(store: Any) -> list[Any]:
+    if BACKEND == "postgres":
+        async with store.ledger._db.connection() as conn:
+            row = await (await conn.execute("SHOW synchronous_commit")).fetchone()
+            return [row[0]]
+    return store.ledger._db.run(_pragmas)  # type: ignore[no-any-return]
 
 
 # flowledger
@@ -216,7 +274,7 @@ def _fl_setup(path: str) -> None:
     from flowledger.storage import open_store
 
     async def main() -> None:
-        async with open_store(f"{_sqlite_url(path)}?synchronous={SYNC}"):
+        async with open_store(system_url("flowledger", path)):
             pass
 
     asyncio.run(main())
@@ -233,8 +291,8 @@ def _fl_run(job: dict[str, Any]) -> dict[str, Any]:
     graph, entry, finish = _fl_graph(shape, n)
 
     async def main() -> dict[str, Any]:
-        async with open_store(f"{_sqlite_url(path)}?synchronous={SYNC}") as store:
-            sync = store.ledger._db.run(_pragmas)  # type: ignore[attr-defined]
+        async with open_store(system_url("flowledger", path)) as store:
+            sync = await _fl_settings(store)
             runner = graph.compile(
                 entry=entry, finish=finish, store=flow.LedgerCheckpointStore(store.ledger)
             )
@@ -263,6 +321,21 @@ def _fl_run(job: dict[str, Any]) -> dict[str, Any]:
 
 
 def _lg_saver(path: str) -> Any:
+    if BACKEND == "postgres":
+        import psycopg
+        from langgraph.checkpoint.postgres import PostgresSaver
+        from psycopg.rows import dict_row
+
+        # The connection PostgresSaver.from_conn_string makes, kept open by the bench.
+        pg = psycopg.connect(
+            system_url("langgraph", path),
+            autocommit=True,
+            prepare_threshold=0,
+            row_factory=dict_row,
+        )
+        saver = PostgresSaver(pg)
+        saver.setup()
+        return saver, pg
     from langgraph.checkpoint.sqlite import SqliteSaver
 
     conn = sqlite3.connect(path, check_same_thread=False)
@@ -345,8 +418,12 @@ def _lg_setup(path: str) -> None:
 
 def _lg_run(job: dict[str, Any]) -> dict[str, Any]:
     import langgraph.graph  # noqa: F401
-    from langgraph.checkpoint.sqlite import SqliteSaver  # noqa: F401
     from langgraph.types import Command
+
+    if BACKEND == "postgres":
+        from langgraph.checkpoint.postgres import PostgresSaver  # noqa: F401
+    else:
+        from langgraph.checkpoint.sqlite import SqliteSaver  # noqa: F401
 
     imported = time.time()
     shape, n = job["workload"], job["n"]
@@ -385,18 +462,20 @@ def _dbos_launch(path: str, resume: bool = False) -> Any:
     # DBOS creates its own SQLAlchemy engine for a sqlite:// system database and sets only
     # busy_timeout and foreign_keys on each connection (rollback journal, default
     # synchronous). Every new DBAPI connection gets WAL and synchronous=FULL here.
+    # On PostgreSQL its connections inherit synchronous_commit from the bench's database.
     def pragmas(dbapi_conn: Any, _record: Any) -> None:
         dbapi_conn.execute("PRAGMA journal_mode=WAL")
         dbapi_conn.execute(f"PRAGMA synchronous={SYNC}")
 
-    sqlalchemy.event.listen(sqlalchemy.engine.Engine, "connect", pragmas)
+    if BACKEND == "sqlite":
+        sqlalchemy.event.listen(sqlalchemy.engine.Engine, "connect", pragmas)
     config: dict[str, Any] = {
         "name": "bench",
-        "system_database_url": _sqlite_url(path),
+        "system_database_url": system_url("dbos", path),
         "application_version": "bench",  # the same in the pausing and the resuming process
         "log_level": "WARNING",
     }
-    if resume:
+    if resume and BACKEND == "sqlite":
         # SQLite has no LISTEN/NOTIFY: DBOS polls for messages, by default every second.
         config["notification_listener_polling_interval_sec"] = 0.01
     DBOS(config=config)  # type: ignore[arg-type]
@@ -529,6 +608,8 @@ def _dbos_run(job: dict[str, Any]) -> dict[str, Any]:
 
 
 def _floor_run(job: dict[str, Any]) -> dict[str, Any]:
+    if BACKEND == "postgres":
+        return _pg_floor_run(job)
     conn = sqlite3.connect(job["db"], isolation_level=None)
     try:
         conn.execute("PRAGMA journal_mode=WAL")
@@ -546,7 +627,27 @@ def _floor_run(job: dict[str, Any]) -> dict[str, Any]:
         conn.close()
 
 
+def _pg_floor_run(job: dict[str, Any]) -> dict[str, Any]:
+    import psycopg
+
+    with psycopg.connect(system_url(FLOOR, job["db"]), autocommit=True) as conn:
+        sync = _pragmas(conn)
+        row = os.urandom(job["payload"])
+        started, cpu = time.perf_counter(), time.process_time()
+        for _ in range(job["n"]):
+            with conn.transaction():
+                conn.execute("INSERT INTO rows (data) VALUES (%s)", (row,))
+        elapsed, cpu = time.perf_counter() - started, time.process_time() - cpu
+    return {"seconds": elapsed, "cpu": cpu, "synchronous": sync, "imported": time.time()}
+
+
 def _floor_setup(path: str) -> None:
+    if BACKEND == "postgres":
+        import psycopg
+
+        with psycopg.connect(system_url(FLOOR, path), autocommit=True) as conn:
+            conn.execute("CREATE TABLE rows (id bigserial PRIMARY KEY, data bytea NOT NULL)")
+        return
     conn = sqlite3.connect(path, isolation_level=None)
     conn.execute("PRAGMA journal_mode=WAL")
     conn.execute("CREATE TABLE rows (id INTEGER PRIMARY KEY, data BLOB NOT NULL)")
@@ -627,6 +728,98 @@ class Samples:
         return self.values.get((system, workload, metric), [])
 
 
+class PostgresDatabases:
+    """The measurements' databases on the PostgreSQL server at ``url``.
+
+    Per system one empty database (its setup run once) is the template of a fresh database
+    per measurement, dropped after it. Every one has ``synchronous_commit`` set on the
+    database, so all connections of every system start with it. Bytes are the sum of
+    ``pg_total_relation_size`` (heap, indexes, TOAST, free-space and visibility maps) of
+    every table outside the catalogs, the same query for every system.
+    """
+
+    SIZE = (
+        "SELECT coalesce(sum(pg_total_relation_size(c.oid)), 0) FROM pg_class c "
+        "JOIN pg_namespace n ON n.oid = c.relnamespace WHERE c.relkind IN ('r', 'm') "
+        "AND n.nspname NOT IN ('pg_catalog', 'information_schema') "
+        "AND n.nspname NOT LIKE 'pg_toast%'"
+    )
+
+    def __init__(self, url: str) -> None:
+        self.url = url
+        self.prefix = os.environ.get(PG_PREFIX_ENV) or f"bench_{uuid.uuid4().hex[:8]}"
+        self.count = 0
+        self.templates: dict[str, str] = {}
+        self.made: list[str] = []
+
+    def _url(self, name: str) -> str:
+        from urllib.parse import urlsplit, urlunsplit
+
+        return urlunsplit(urlsplit(self.url)._replace(path=f"/{name}"))
+
+    def _admin(self, *statements: str) -> None:
+        import psycopg
+
+        with psycopg.connect(self.url, autocommit=True) as conn:
+            for statement in statements:
+                conn.execute(statement)  # type: ignore[arg-type]
+
+    def _create(self, name: str, template: str | None = None) -> str:
+        evict = (
+            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+            f"WHERE datname = '{template}' AND pid <> pg_backend_pid()"
+        )
+        self._admin(
+            *([evict] if template else []),
+            f'CREATE DATABASE "{name}"' + (f' TEMPLATE "{template}"' if template else ""),
+            f"ALTER DATABASE \"{name}\" SET synchronous_commit = '{PG_SYNC}'",
+        )
+        self.made.append(name)
+        return self._url(name)
+
+    def fresh(self, system: str) -> tuple[str, int]:
+        if system not in self.templates:
+            name = f"{self.prefix}_{system}_empty"
+            spawn({"system": system, "workload": "setup", "db": self._create(name)})
+            self.templates[system] = name
+        self.count += 1
+        url = self._create(f"{self.prefix}_{system}_{self.count}", self.templates[system])
+        return url, self.size(url)
+
+    def size(self, url: str) -> int:
+        import psycopg
+
+        with psycopg.connect(url, autocommit=True) as conn:
+            row = conn.execute(self.SIZE).fetchone()  # type: ignore[arg-type]
+        return int(row[0]) if row else 0
+
+    def discard(self, url: str) -> None:
+        from urllib.parse import urlsplit
+
+        name = urlsplit(url).path.lstrip("/")
+        self._admin(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+        self.made.remove(name)
+
+    def close(self) -> None:
+        for name in list(self.made):
+            self.discard(self._url(name))
+
+
+def postgres_unreachable(url: str) -> str | None:
+    """Why the PostgreSQL server at ``url`` cannot be used (None if it can)."""
+    try:
+        import psycopg
+    except ImportError as exc:
+        return f"psycopg is not installed ({exc})"
+    try:
+        with psycopg.connect(url, connect_timeout=3, autocommit=True) as conn:
+            conn.execute("SELECT 1")
+    except psycopg.Error as exc:
+        text = str(exc).strip()
+        return text.splitlines()[0] if text else type(exc).__name__
+    return None
+
+
 class Bench:
     def __init__(self, args: argparse.Namespace, systems: Sequence[str], root: str) -> None:
         self.args = args
@@ -634,6 +827,7 @@ class Bench:
         self.root = root
         self.samples = Samples()
         self.empty: dict[str, tuple[str, int]] = {}
+        self.postgres = PostgresDatabases(PG_URL) if BACKEND == "postgres" else None
 
     def log(self, message: str) -> None:
         if not self.args.quiet:
@@ -648,6 +842,9 @@ class Bench:
         return self.empty[system]
 
     def fresh_db(self, system: str) -> tuple[str, int]:
+        """A database for one measurement (see `system_url`) and its size when empty."""
+        if self.postgres:
+            return self.postgres.fresh(system)
         empty, size = self.template(system)
         folder = tempfile.mkdtemp(dir=self.root)
         path = os.path.join(folder, "bench.db")
@@ -674,16 +871,20 @@ class Bench:
             self.log(f"  {system:10s} {name:10s} resume {wall * 1e3:7.0f} ms")
         else:
             out, _, _ = spawn(job)
-            grown = db_bytes(path) - empty
+            grown = (self.postgres.size(path) if self.postgres else db_bytes(path)) - empty
             self.samples.add(system, name, "us", out["seconds"] / n * 1e6)
             self.samples.add(system, name, "cpu", out["cpu"] / n * 1e6)
             self.samples.add(system, name, "bytes", grown / n)
+            shown = floor_name() if system == FLOOR else system
             self.log(
-                f"  {system:10s} {name:10s} n={n:<5d} {out['seconds'] / n * 1e6:8.0f} µs/step "
+                f"  {shown:10s} {name:10s} n={n:<5d} {out['seconds'] / n * 1e6:8.0f} µs/step "
                 f"{grown / n:9.0f} bytes/step"
             )
         self.samples.pragmas.setdefault(system, set()).add(tuple(out["synchronous"]))
-        shutil.rmtree(os.path.dirname(path), ignore_errors=True)
+        if self.postgres:
+            self.postgres.discard(path)
+        else:
+            shutil.rmtree(os.path.dirname(path), ignore_errors=True)
 
     def n(self, workload: Workload) -> int:
         return workload.quick_n if self.args.quick else workload.n
@@ -691,6 +892,8 @@ class Bench:
     def run(self) -> None:
         systems = self.systems
         order = ["loop", "floor", "chain", "fanout", "big", "resume"]
+        if self.postgres:
+            order = [name for name in order if name in POSTGRES_WORKLOADS]
         for rep in range(self.args.reps):
             self.log(f"repetition {rep + 1}/{self.args.reps}")
             for index, name in enumerate(order):
@@ -712,6 +915,14 @@ class Bench:
 
 
 # --- reporting -------------------------------------------------------------------------------
+
+
+def floor_name() -> str:
+    return "postgres" if BACKEND == "postgres" else FLOOR
+
+
+def floor_title() -> str:
+    return "PostgreSQL" if BACKEND == "postgres" else "SQLite"
 
 
 def _median(values: list[float]) -> float:
@@ -736,17 +947,21 @@ def _ratio(a: list[float], b: list[float]) -> str:
 def table(bench: Bench) -> list[str]:
     samples = bench.samples
     systems = bench.systems
-    head = ["workload", "metric", *systems, FLOOR]
+    floor_column = floor_name()
+    head = ["workload", "metric", *systems, floor_column]
     ratios = [f"flowledger / {p}" for p in systems if p != "flowledger"]
     if "flowledger" in systems:
-        head += [*ratios, "flowledger / sqlite"]
+        head += [*ratios, f"flowledger / {floor_column}"]
     lines = [
         "| " + " | ".join(head) + " |",
         "|" + "|".join(["---"] * 2 + ["--:"] * (len(head) - 2)) + "|",
     ]
     for workload in WORKLOADS.values():
+        if not any(key[1] == workload.name for key in samples.values):
+            continue  # not measured on this backend
         n = bench.n(workload)
-        label = f"{workload.key}) {workload.title}"
+        title = workload.title.replace("SQLite", floor_title())
+        label = f"{workload.key}) {title}"
         if workload.name != "resume":
             label += f", N={n}"
         for metric, unit, fmt in workload.metrics:
@@ -835,7 +1050,10 @@ def plot(bench: Bench, path: str) -> bool:
         ax.set_ylabel(label)
         ax.grid(True, which="both", alpha=0.3)
         ax.legend()
-    fig.suptitle(f"Chain of N vertices on SQLite (WAL, synchronous={SYNC}), medians")
+    durability = (
+        f"synchronous_commit={PG_SYNC}" if BACKEND == "postgres" else f"WAL, synchronous={SYNC}"
+    )
+    fig.suptitle(f"Chain of N vertices on {floor_title()} ({durability}), medians")
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)
@@ -863,23 +1081,36 @@ def machine() -> list[str]:
         "flowledger",
         "langgraph",
         "langgraph-checkpoint",
-        "langgraph-checkpoint-sqlite",
+        "langgraph-checkpoint-postgres" if BACKEND == "postgres" else "langgraph-checkpoint-sqlite",
         "dbos",
         "sqlalchemy",
+        *(("psycopg", "psycopg-pool") if BACKEND == "postgres" else ()),
     )
+    database = f"SQLite {sqlite3.sqlite_version}"
+    if BACKEND == "postgres":
+        import psycopg
+
+        with psycopg.connect(PG_URL, autocommit=True) as conn:
+            row = conn.execute("SHOW server_version").fetchone()
+        database = f"PostgreSQL {row[0] if row else '?'} on the same machine"
     return [
         f"- CPU: {model}, {os.cpu_count()} cores; load average at start: {load}",
         f"- OS: {platform.system()} {platform.release()}; "
-        f"Python {platform.python_version()}; SQLite {sqlite3.sqlite_version}",
+        f"Python {platform.python_version()}; {database}",
         "- packages: " + ", ".join(f"{d} {_version(d)}" for d in dists),
     ]
 
 
-def report(bench: Bench, command: str, plotted: str | None) -> str:
+def _setting(values: tuple[Any, ...]) -> str:
+    if len(values) == 1:
+        return f"synchronous_commit={values[0]}"
     sync_names = {0: "OFF", 1: "NORMAL", 2: "FULL", 3: "EXTRA"}
+    return f"synchronous={sync_names.get(values[0], values[0])} journal_mode={values[1]}"
+
+
+def report(bench: Bench, command: str, plotted: str | None) -> str:
     sync = "; ".join(
-        f"{s} "
-        + ", ".join(f"synchronous={sync_names.get(v, v)} journal_mode={j}" for v, j in sorted(vs))
+        f"{s if s != FLOOR else floor_name()} " + ", ".join(_setting(v) for v in sorted(vs))
         for s, vs in bench.samples.pragmas.items()
     )
     lines = [
@@ -887,6 +1118,16 @@ def report(bench: Bench, command: str, plotted: str | None) -> str:
         "",
         *machine(),
         f"- read back on the connection each system writes through: {sync}",
+        *(
+            [
+                f"- measured on databases `{bench.postgres.prefix}_<system>_<n>` of that server, "
+                f"one per measurement, copied from `{bench.postgres.prefix}_<system>_empty` and "
+                "dropped after; bytes per step: growth of the sum of `pg_total_relation_size` "
+                "over the tables outside the catalogs (heap, indexes, TOAST), divided by N"
+            ]
+            if bench.postgres
+            else []
+        ),
         "",
         "Medians (min-max); ratios are flowledger's median over the peer's (below 1: "
         "flowledger is faster or smaller).",
@@ -929,16 +1170,24 @@ def profile(name: str, quick: bool, where: str | None) -> int:
         return 2
     workload = WORKLOADS[name]
     n = workload.quick_n if quick else workload.n
+    postgres = PostgresDatabases(PG_URL) if BACKEND == "postgres" else None
     with tempfile.TemporaryDirectory(prefix="flowledger-profile-", dir=where) as root:
         job = {"system": "flowledger", "workload": name, "n": n, "payload": workload.payload}
-        warm, path = os.path.join(root, "warm.db"), os.path.join(root, "bench.db")
-        for db in (warm, path):
-            _fl_setup(db)
-        _fl_run({**job, "db": warm})  # imports and first-use costs stay out of the profile
-        profiler = Profiler(interval=0.001, async_mode="enabled")
-        profiler.start()
-        out = _fl_run({**job, "db": path})
-        profiler.stop()
+        if postgres:
+            warm, path = (postgres.fresh("flowledger")[0] for _ in range(2))
+        else:
+            warm, path = os.path.join(root, "warm.db"), os.path.join(root, "bench.db")
+            for db in (warm, path):
+                _fl_setup(db)
+        try:
+            _fl_run({**job, "db": warm})  # imports and first-use costs stay out of the profile
+            profiler = Profiler(interval=0.001, async_mode="enabled")
+            profiler.start()
+            out = _fl_run({**job, "db": path})
+            profiler.stop()
+        finally:
+            if postgres:
+                postgres.close()
     print(
         f"flowledger {name}, N={n}: {out['seconds'] / n * 1e6:.0f} µs/step wall, "
         f"{out['cpu'] / n * 1e6:.0f} µs/step CPU (under the profiler)\n"
@@ -965,7 +1214,12 @@ def _no_banner(text: str) -> list[str]:
 def available(system: str) -> bool:
     modules = {
         "flowledger": ("flowledger",),
-        "langgraph": ("langgraph", "langgraph.checkpoint.sqlite"),
+        "langgraph": (
+            "langgraph",
+            "langgraph.checkpoint.postgres"
+            if BACKEND == "postgres"
+            else "langgraph.checkpoint.sqlite",
+        ),
         "dbos": ("dbos",),
     }[system]
     try:
@@ -975,6 +1229,7 @@ def available(system: str) -> bool:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    global SYNC, BACKEND, PG_URL, PG_SYNC
     parser = argparse.ArgumentParser(
         description="flowledger vs LangGraph (SqliteSaver) vs DBOS on SQLite; "
         "run it with bash bench/run.sh"
@@ -1001,16 +1256,47 @@ def main(argv: Sequence[str] | None = None) -> int:
         help="SQLite synchronous for every system (default FULL; OFF isolates CPU from fsync)",
     )
     parser.add_argument(
+        "--backend",
+        choices=("sqlite", "postgres"),
+        default="sqlite",
+        help="where every system keeps its state (default sqlite); postgres measures "
+        f"{', '.join(POSTGRES_WORKLOADS)}, each on a fresh database of --postgres-url's server",
+    )
+    parser.add_argument(
+        "--postgres-url",
+        default=PG_URL,
+        help=f"a database of the server to use with --backend postgres (default {PG_URL}; "
+        f"${PG_URL_ENV}); the bench creates and drops databases there",
+    )
+    parser.add_argument(
+        "--synchronous-commit",
+        choices=("on", "remote_apply", "remote_write", "local", "off"),
+        default="on",
+        help="PostgreSQL synchronous_commit for every system (default on)",
+    )
+    parser.add_argument(
         "--profile",
         choices=[w.name for w in WORKLOADS.values() if w.name not in ("resume", "floor")],
-        help="profile flowledger on this workload with pyinstrument instead of comparing",
+        help="profile flowledger on this workload with pyinstrument instead of comparing "
+        "(on --backend's database)",
     )
     args = parser.parse_args(argv)
     if args.worker:
         worker(json.loads(args.worker))
         return 0
-    global SYNC
     SYNC = os.environ[SYNC_ENV] = args.synchronous
+    BACKEND = os.environ[BACKEND_ENV] = args.backend
+    PG_URL = os.environ[PG_URL_ENV] = args.postgres_url
+    PG_SYNC = os.environ[PG_SYNC_ENV] = args.synchronous_commit
+    if BACKEND == "postgres":
+        reason = postgres_unreachable(PG_URL)
+        if reason is not None:
+            print(
+                f"PostgreSQL at {PG_URL} is unreachable ({reason}): "
+                "skipping the PostgreSQL measurements",
+                file=sys.stderr,
+            )
+            return 0
     if args.profile:
         return profile(args.profile, args.quick, args.dir)
     if args.reps is None:
@@ -1029,7 +1315,11 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     with tempfile.TemporaryDirectory(prefix="flowledger-bench-", dir=args.dir) as root:
         bench = Bench(args, systems, root)
-        bench.run()
+        try:
+            bench.run()
+        finally:
+            if bench.postgres:
+                bench.postgres.close()
     plotted = args.plot if args.plot and plot(bench, args.plot) else None
     command = "bash bench/run.sh " + " ".join(argv if argv is not None else sys.argv[1:])
     text = report(bench, command.strip(), plotted)

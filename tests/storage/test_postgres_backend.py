@@ -9,6 +9,7 @@ server, failing when CI=true); the URL tests run without one.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import sys
 import textwrap
@@ -25,9 +26,9 @@ psycopg = pytest.importorskip("psycopg")
 
 from flowledger.storage import (  # noqa: E402
     BlobConflictError,
+    BlobNotFoundError,
     ConflictError,
     Entry,
-    KeyNotFoundError,
     LeaseHeldError,
     LedgerConflictError,
     Store,
@@ -37,6 +38,7 @@ from flowledger.storage import (  # noqa: E402
     open_store,
 )
 from flowledger.storage import postgres as pg  # noqa: E402
+from flowledger.storage.fence import Fence  # noqa: E402
 from flowledger.storage.postgres import (  # noqa: E402
     SCHEMA_VERSION,
     PostgresSettings,
@@ -269,6 +271,22 @@ async def test_writes_are_read_committed_whatever_the_server_default(pg_url: str
         await asyncio.gather(*(increment() for _ in range(20)))
         assert (await store.kv.get("counter")).value == b"20"
 
+        # An append is one statement (no BEGIN of its own, so it runs serializable here):
+        # racing appenders still see conflicts, never serialization failures.
+        lease = await store.leases.acquire("owner", ttl=30)
+
+        async def append(fence: Fence | None) -> None:
+            while True:
+                tip = await store.ledger.tip("log")
+                try:
+                    await store.ledger.append("log", [b"r"], expected=tip, fence=fence)
+                    return
+                except LedgerConflictError:
+                    pass
+
+        await asyncio.gather(*(append(None if i % 2 else lease.fence) for i in range(20)))
+        assert await store.ledger.tip("log") == 20
+
 
 async def test_tables_are_schema_qualified(pg_url: str) -> None:
     """A search_path that does not even exist changes nothing; schemas are independent."""
@@ -454,6 +472,8 @@ class CommitFault:
     """Makes the next write's COMMIT fail with an OperationalError, after really
     committing (``"after"``), or after rolling back instead (``"instead"``).
 
+    A ledger append or a KV write is one statement, its own transaction: there its reply
+    is lost, after it ran (``"after"``), or after it ran in a transaction rolled back.
     ``meanwhile`` runs between the (non-)commit and the error: another writer's turn.
     """
 
@@ -482,6 +502,25 @@ class CommitFault:
             raise error
 
         monkeypatch.setattr(psycopg.AsyncTransaction, "__aexit__", exit_)
+        real_one = pg._one
+
+        async def one(conn: Any, query: bytes, params: Any) -> Any:
+            if not self.plan or not query.startswith(b"WITH "):  # not a one-statement write
+                return await real_one(conn, query, params)
+            if self.plan.pop(0) == "after":
+                await real_one(conn, query, params)
+            else:
+                with contextlib.suppress(_Rollback):
+                    async with conn.transaction():
+                        await real_one(conn, query, params)
+                        raise _Rollback()
+            if self.meanwhile is not None:
+                await self.meanwhile()
+            error = psycopg.OperationalError("injected: the connection dropped after the append")
+            self.injected.append(error)
+            raise error
+
+        monkeypatch.setattr(pg, "_one", one)
 
     def next(self, action: str, meanwhile: Callable[[], Awaitable[None]] | None = None) -> None:
         self.plan = [action]
@@ -686,10 +725,10 @@ async def test_a_failure_before_commit_needs_no_resolution(
     monkeypatch.setattr(pg, "_one", one)
     monkeypatch.setattr(db, "_resolve", resolve)
     with pytest.raises(psycopg.OperationalError, match="before COMMIT"):
-        await store.kv.put("k", b"v", expected=0)
+        await store.blobs.put("b", b"v")  # an explicit transaction (a KV write is not)
     assert resolved == []
-    with pytest.raises(KeyNotFoundError):
-        await store.kv.get("k")
+    with pytest.raises(BlobNotFoundError):
+        await store.blobs.get("b")
 
 
 async def test_a_connection_broken_while_idle_is_replaced(pg_url: str) -> None:
@@ -699,8 +738,12 @@ async def test_a_connection_broken_while_idle_is_replaced(pg_url: str) -> None:
     async with open_store(url) as store:
         await store.kv.put("k", b"v", expected=0)
         for call in (
-            lambda: store.kv.put("k", b"w", expected=1),  # a write: retried at BEGIN
+            lambda: store.blobs.put("b", b"x"),  # a transaction: retried at BEGIN
+            lambda: store.kv.put("k", b"w", expected=1),  # one statement: resolved, retried
             lambda: store.kv.get("k"),  # a read: retried once
+            # an append (one statement): resolved (nothing there), then retried once
+            lambda: store.ledger.append("log", [b"r1"], expected=0),
+            lambda: store.ledger.append("log", [b"r2"], expected=1),
         ):
             killed = admin(
                 "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
@@ -711,6 +754,7 @@ async def test_a_connection_broken_while_idle_is_replaced(pg_url: str) -> None:
             await asyncio.sleep(0.05)
             await call()
         assert await store.kv.get("k") == Entry(b"w", 2)
+        assert [r.payload for r in await store.ledger.read("log")] == [b"r1", b"r2"]
 
 
 # --- leases on the database's clock ------------------------------------------------------

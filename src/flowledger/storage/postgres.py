@@ -29,7 +29,12 @@ Semantics, the same as the memory oracle's (the conformance suite compares them)
   revision = expected`` otherwise), a blob put (insert if absent, else compare),
   and a ledger append - the tip check on the log's row, all of its records and
   the insert-if-absent of all of its attachments commit together or not at
-  all. Concurrent writers of one key or log queue on its row lock; the loser
+  all. An append, a KV put and a KV delete are one statement each (its own
+  implicit transaction, one round trip: they are the hot path of every durable
+  step and run-record update), run at the server's default isolation (a
+  serialization failure under a stricter one than READ COMMITTED is a race:
+  nothing was written and the write is redone); every other write is an
+  explicit transaction. Concurrent writers of one key or log queue on its row lock; the loser
   re-checks and gets the contract's conflict error.
 * KV revisions count 1, 2, 3, ... per key and restart at 1 after a delete.
   Ledger sequence numbers are 1-based and contiguous per log. Text keys are
@@ -45,8 +50,9 @@ Semantics, the same as the memory oracle's (the conformance suite compares them)
   when (in ``expires_at``).
 
 Fences. A fenced write (see `fence`) starts its transaction by reading its
-lease's row ``FOR SHARE``: a grant that is not current raises `FencedWriteError`
-before anything is written, and a takeover (an update of that row) waits until
+lease's row ``FOR SHARE`` (in a single-statement write, its first part, which
+every write of the statement is conditioned on): a grant that is not current raises
+`FencedWriteError` before anything is written, and a takeover (an update of that row) waits until
 the write has ended, so it can never land after one. The same statement sets
 ``idle_in_transaction_session_timeout`` to 5 s for the transaction, so a writer
 stalled in the middle of one (SIGSTOP, a frozen VM) is disconnected by the server
@@ -76,20 +82,24 @@ If the re-read fails too, the original error is raised. A failure before the
 ``COMMIT`` was sent needs no resolution (nothing can have been written). A pooled
 connection that turns out to be dead (the server or a pooler restarted) costs
 no call: a write that finds it broken at ``BEGIN``, or a read that finds it
-broken at all, is retried once on a fresh connection.
+broken at all, is retried once on a fresh connection. An append or KV write has
+no ``COMMIT`` of its own: any connection failure during its statement is resolved
+as a lost acknowledgement, and when the re-read finds none of it and the connection
+is broken it is retried once (another compare-and-swap or -append at the same
+revision, so at most one of the two lands; a conflict then is re-read the same way).
 
-Pooling. Each `Store` owns a ``psycopg_pool.AsyncConnectionPool`` of
-autocommit connections with ``prepare_threshold=None``, and keeps no session
-state: no ``SET``, no server-side prepared statements, no ``LISTEN``/``NOTIFY``,
-no advisory lock held across transactions. So it works behind a
-transaction-mode pooler (PgBouncer, RDS Proxy, Supavisor). Reads are single
-statements; writes are explicit ``BEGIN ISOLATION LEVEL READ COMMITTED`` ...
-``COMMIT`` transactions, whatever the server's default isolation. A store is
-bound to the event loop that opened it (as its pool is); using it from another
-loop raises `RuntimeError` - open one store per loop. `Store.close` closes the
-pool after the store's leases are freed; calls already holding a connection
-finish, later calls raise `StoreClosedError`. Database errors other than the
-contract's propagate as ``psycopg.Error``.
+Pooling. Each `Store` owns a ``psycopg_pool.AsyncConnectionPool`` of autocommit
+connections with ``prepare_threshold=None``, and keeps no session state: no ``SET``,
+no server-side prepared statements, no ``LISTEN``/``NOTIFY``, no advisory lock held
+across transactions. So it works behind a transaction-mode pooler (PgBouncer, RDS
+Proxy, Supavisor). Reads are single statements; writes are explicit ``BEGIN
+ISOLATION LEVEL READ COMMITTED`` ... ``COMMIT`` transactions (appends and KV writes are
+one statement, see above) whatever the server's default isolation. A store is bound to
+the event loop that opened it (as its pool is); using it from another loop raises
+`RuntimeError` - open one store per loop. `Store.close` closes the pool after the
+store's leases are freed; calls already holding a connection finish, later calls
+raise `StoreClosedError`. Database errors other than the contract's propagate as
+``psycopg.Error``.
 
 Checksums. Every KV value, blob and ledger record is stored with its CRC-32
 bound to its place (key and revision, blob key, log and sequence number) and
@@ -471,15 +481,18 @@ class _Queries:
 
     kv_get: bytes = b"SELECT content, revision, bound_crc FROM {s}.kv WHERE key = %s"
     kv_revision: bytes = b"SELECT revision FROM {s}.kv WHERE key = %s"
+    # KV writes are single statements too (see `_write_statement`): ``{ok}`` is the
+    # fence's verdict (TRUE when unfenced), ``result`` what comes back.
     kv_create: bytes = (
-        b"INSERT INTO {s}.kv (key, revision, content, bound_crc) VALUES (%s, 1, %s, %s) "
-        b"ON CONFLICT (key) DO NOTHING RETURNING revision"
+        b"INSERT INTO {s}.kv (key, revision, content, bound_crc) "
+        b"SELECT %s::text, 1, %s::bytea, %s::integer WHERE {ok} "
+        b"ON CONFLICT (key) DO NOTHING RETURNING revision AS result"
     )
     kv_update: bytes = (
         b"UPDATE {s}.kv SET revision = revision + 1, content = %s, bound_crc = %s "
-        b"WHERE key = %s AND revision = %s RETURNING revision"
+        b"WHERE key = %s AND revision = %s AND {ok} RETURNING revision AS result"
     )
-    kv_delete: bytes = b"DELETE FROM {s}.kv WHERE key = %s"
+    kv_delete: bytes = b"DELETE FROM {s}.kv WHERE key = %s AND {ok} RETURNING 1 AS result"
     kv_exists: bytes = b"SELECT 1 FROM {s}.kv WHERE key = %s"
     kv_keys: bytes = b"SELECT key FROM {s}.kv WHERE key >= %s AND key < %s ORDER BY key"
     # Keyset pages on the primary key: only the page's rows are visited.
@@ -504,25 +517,21 @@ class _Queries:
     blob_delete: bytes = b"DELETE FROM {s}.blobs WHERE key = %s"
     blob_list: bytes = b"SELECT key FROM {s}.blobs WHERE key >= %s AND key < %s ORDER BY key"
 
-    # Claim the next ``n`` sequence numbers of a log: create it (expected 0), or move its
-    # tip from ``expected`` (the row lock queues concurrent appenders of the log).
-    log_create: bytes = (
-        b"INSERT INTO {s}.ledger_logs (name, tip) VALUES (%s, %s) "
-        b"ON CONFLICT (name) DO NOTHING RETURNING id"
+    # A whole append in one statement (so in one implicit transaction, one round trip):
+    # claim the tip, insert the records and the attachments, each write guarded by the
+    # claim; ``{fence}`` is the fence's lease row read ``FOR SHARE`` (or nothing). The
+    # claim's id is NULL when the tip moved or the fence refused; the fence's epoch and
+    # liveness come back beside it. Attachments are inserted in digest order, so
+    # concurrent appends sharing some never deadlock.
+    append_create: bytes = (
+        b"WITH {fence}"
+        b"log AS (INSERT INTO {s}.ledger_logs (name, tip) SELECT %s::text, %s::bigint WHERE {ok} "
+        b"ON CONFLICT (name) DO NOTHING RETURNING id), {rest}"
     )
-    log_advance: bytes = (
-        b"UPDATE {s}.ledger_logs SET tip = %s WHERE name = %s AND tip = %s RETURNING id"
-    )
-    # The records and the attachments of an append, in one statement. Attachments are
-    # inserted in digest order, so concurrent appends sharing some never deadlock.
-    ledger_insert: bytes = (
-        b"WITH records AS ("
-        b"INSERT INTO {s}.ledger_records (log_id, seq, content, bound_crc) "
-        b"SELECT %s, %s + r.ord, r.payload, r.crc "
-        b"FROM unnest(%s::bytea[], %s::integer[]) WITH ORDINALITY AS r(payload, crc, ord)"
-        b") INSERT INTO {s}.attachments (digest, data) "
-        b"SELECT a.digest, a.data FROM unnest(%s::bytea[], %s::bytea[]) AS a(digest, data) "
-        b"ORDER BY a.digest ON CONFLICT (digest) DO NOTHING"
+    append_advance: bytes = (
+        b"WITH {fence}"
+        b"log AS (UPDATE {s}.ledger_logs SET tip = %s WHERE name = %s AND tip = %s AND {ok} "
+        b"RETURNING id), {rest}"
     )
     ledger_tip: bytes = b"SELECT tip FROM {s}.ledger_logs WHERE name = %s"
     ledger_read: bytes = (
@@ -576,13 +585,74 @@ class _Queries:
         b"FROM {s}.leases WHERE name = %s"
     )
 
+    # The fenced variants of the single-statement writes (filled in by `for_schema`).
+    append_create_fenced: bytes = b""
+    append_advance_fenced: bytes = b""
+    kv_create_fenced: bytes = b""
+    kv_update_fenced: bytes = b""
+    kv_delete_fenced: bytes = b""
+
     @classmethod
     def for_schema(cls, schema: str) -> _Queries:
         quoted = sql.Identifier(schema).as_bytes(None)
         templates = cls()
-        return cls(
-            **{f.name: getattr(templates, f.name).replace(b"{s}", quoted) for f in fields(cls)}
-        )
+        rendered = {f.name: getattr(templates, f.name).replace(b"{s}", quoted) for f in fields(cls)}
+        for name in ("append_create", "append_advance"):
+            template = rendered[name]
+            rendered[f"{name}_fenced"] = _append_query(template, fenced=True, schema=quoted)
+            rendered[name] = _append_query(template, fenced=False, schema=quoted)
+        for name in ("kv_create", "kv_update", "kv_delete"):
+            template = rendered[name]
+            rendered[f"{name}_fenced"] = _write_statement(template, fenced=True, schema=quoted)
+            rendered[name] = _write_statement(template, fenced=False, schema=quoted)
+        return cls(**rendered)
+
+
+# The parameters of an append statement, after the claim's: the fence's (lease name and
+# epoch) come first when fenced; then the first sequence number minus one, the payloads,
+# their checksums, the attachments' digests and data.
+_APPEND_FENCE: Final = (
+    b"fence AS (SELECT epoch, holder IS NOT NULL AND expires_at > clock_timestamp() AS live "
+    b"FROM {s}.leases WHERE name = %s FOR SHARE), "
+    b"ok AS (SELECT 1 FROM fence WHERE epoch = %s AND live), "
+)
+_APPEND_REST: Final = (
+    b"records AS (INSERT INTO {s}.ledger_records (log_id, seq, content, bound_crc) "
+    b"SELECT log.id, %s + r.ord, r.payload, r.crc FROM log, "
+    b"unnest(%s::bytea[], %s::integer[]) WITH ORDINALITY AS r(payload, crc, ord)), "
+    b"attached AS (INSERT INTO {s}.attachments (digest, data) "
+    b"SELECT a.digest, a.data FROM unnest(%s::bytea[], %s::bytea[]) AS a(digest, data) "
+    b"WHERE EXISTS (SELECT 1 FROM log) ORDER BY a.digest ON CONFLICT (digest) DO NOTHING) "
+)
+
+
+def _write_statement(write: bytes, *, fenced: bool, schema: bytes) -> bytes:
+    """One write (``{ok}`` in its condition, ``RETURNING ... AS result``) as a statement
+    whose row is ``(result, fence epoch, fence liveness)``, like an append's."""
+    if not fenced:
+        unfenced = write.replace(b"{ok}", b"TRUE")
+        return b"WITH w AS (" + unfenced + b") SELECT result, NULL, NULL FROM w"
+    query = (
+        b"WITH "
+        + _APPEND_FENCE
+        + b"w AS ("
+        + write.replace(b"{ok}", b"EXISTS (SELECT 1 FROM ok)")
+        + b") SELECT (SELECT result FROM w), epoch, live FROM fence "
+        b"UNION ALL SELECT NULL, NULL, NULL WHERE NOT EXISTS (SELECT 1 FROM fence)"
+    )
+    return query.replace(b"{s}", schema)
+
+
+def _append_query(template: bytes, *, fenced: bool, schema: bytes) -> bytes:
+    if fenced:
+        rest = _APPEND_REST + b"SELECT (SELECT id FROM log), epoch, live FROM fence "
+        # No lease row: one row all the same, so the refusal can name epoch 0.
+        rest += b"UNION ALL SELECT NULL, NULL, NULL WHERE NOT EXISTS (SELECT 1 FROM fence)"
+        fence, ok = _APPEND_FENCE, b"EXISTS (SELECT 1 FROM ok)"
+    else:
+        rest, fence, ok = _APPEND_REST + b"SELECT id, NULL, NULL FROM log", b"", b"TRUE"
+    query = template.replace(b"{fence}", fence).replace(b"{ok}", ok).replace(b"{rest}", rest)
+    return query.replace(b"{s}", schema)
 
 
 def _render(template: LiteralString, schema: str) -> bytes:
@@ -809,22 +879,13 @@ class _Database:
     async def kv_put(self, key: str, value: bytes, expected: int, fence: Fence | None) -> int:
         # A create writes revision 1, an update ``expected + 1``: the same place either way.
         crc = bound_checksum(kv_place(key, expected + 1), value)
-
-        async def body(conn: _Conn) -> int:
-            await self._check_fence(conn, fence)
-            while True:
-                if expected == 0:
-                    row = await _one(conn, self.q.kv_create, (key, value, crc))
-                else:
-                    row = await _one(conn, self.q.kv_update, (value, crc, key, expected))
-                if row is not None:
-                    return int(row[0])
-                current = await _one(conn, self.q.kv_revision, (key,))
-                actual = 0 if current is None else int(current[0])
-                if actual != expected:
-                    raise ConflictError(key, expected, actual)
-                # The key changed between the two statements (deleted, or re-created up
-                # to ``expected``): try again, the next statement sees the new state.
+        guard = (fence.lease, fence.epoch) if fence else ()
+        if expected == 0:
+            query = self.q.kv_create_fenced if fence else self.q.kv_create
+            params: tuple[object, ...] = (*guard, key, value, crc)
+        else:
+            query = self.q.kv_update_fenced if fence else self.q.kv_update
+            params = (*guard, value, crc, key, expected)
 
         async def resolve(lost: psycopg.OperationalError) -> int:
             row = await self.read(lambda conn: _one(conn, self.q.kv_get, (key,)))
@@ -835,10 +896,37 @@ class _Database:
                 raise lost
             raise ConflictError(key, expected, actual)
 
-        return await self.write(body, resolve)
+        while True:
+            row, retried = await self._statement(query, params, resolve)
+            if row is None:
+                return expected + 1  # a lost acknowledgement, resolved: it had committed
+            written = _fenced_result(row, fence)
+            if written is not None:
+                return int(written)
+            current = await self.read(lambda conn: _one(conn, self.q.kv_revision, (key,)))
+            actual = 0 if current is None else int(current[0])
+            if actual != expected:
+                if retried:  # the first attempt may have landed after all
+                    with contextlib.suppress(psycopg.OperationalError):
+                        return await resolve(psycopg.OperationalError("put retried"))
+                raise ConflictError(key, expected, actual)
+            # The key changed between the two statements (deleted, or re-created up to
+            # ``expected``), or a serialization failure: try again.
 
     async def kv_delete(self, key: str, fence: Fence | None) -> None:
-        await self._delete(self.q.kv_delete, self.q.kv_exists, key, fence)
+        query = self.q.kv_delete_fenced if fence else self.q.kv_delete
+        params = (fence.lease, fence.epoch, key) if fence else (key,)
+
+        async def resolve(lost: psycopg.OperationalError) -> None:
+            if await self.read(lambda conn: _one(conn, self.q.kv_exists, (key,))) is not None:
+                raise lost  # still there: the delete did not happen (yet)
+
+        while True:
+            row, _retried = await self._statement(query, params, resolve)
+            if row is None or row:
+                _fenced_result(row or (None, None, None), fence)
+                return
+            # A serialization failure (a stricter default isolation): nothing happened.
 
     async def _delete(self, delete: bytes, exists: bytes, key: str, fence: Fence | None) -> None:
         async def body(conn: _Conn) -> None:
@@ -916,24 +1004,14 @@ class _Database:
         ]
         digests = [bytes.fromhex(d) for d in blobs]
         datas = list(blobs.values())
-
-        async def body(conn: _Conn) -> int:
-            await self._check_fence(conn, fence)
-            while True:
-                if expected == 0:
-                    row = await _one(conn, self.q.log_create, (name, tip))
-                else:
-                    row = await _one(conn, self.q.log_advance, (tip, name, expected))
-                if row is not None:
-                    break
-                current = await _one(conn, self.q.ledger_tip, (name,))
-                actual = 0 if current is None else int(current[0])
-                if actual != expected:
-                    raise LedgerConflictError(name, expected, actual)
-            await conn.execute(
-                self.q.ledger_insert, (row[0], expected, payloads, crcs, digests, datas)
-            )
-            return tip
+        if expected == 0:
+            query = self.q.append_create_fenced if fence else self.q.append_create
+            claim: tuple[object, ...] = (name, tip)
+        else:
+            query = self.q.append_advance_fenced if fence else self.q.append_advance
+            claim = (tip, name, expected)
+        guard = (fence.lease, fence.epoch) if fence else ()
+        params = (*guard, *claim, expected, payloads, crcs, digests, datas)
 
         async def resolve(lost: psycopg.OperationalError) -> int:
             async def reread(conn: _Conn) -> tuple[list[bytes], int, int]:
@@ -953,7 +1031,67 @@ class _Database:
                 raise lost
             raise LedgerConflictError(name, expected, actual)
 
-        return await self.write(body, resolve)
+        while True:
+            row, retried = await self._statement(query, params, resolve)
+            if row is None:
+                return tip  # a lost acknowledgement, resolved: it had committed
+            claimed, epoch, live = row or (None, fence and fence.epoch, True)
+            if fence is not None and (epoch != fence.epoch or not live):
+                current = 0 if epoch is None else int(epoch)
+                raise refused(FencedWriteError(fence.lease, fence.epoch, current, bool(live)))
+            if claimed is not None:
+                return tip
+            actual = await self.ledger_tip(name)
+            if actual != expected:
+                if retried:  # the first attempt may have landed after all
+                    with contextlib.suppress(psycopg.OperationalError):
+                        return await resolve(psycopg.OperationalError("append retried"))
+                raise LedgerConflictError(name, expected, actual)
+            # The tip is back where we expected (a claim that raced a creator that rolled
+            # back): claim again.
+
+    async def _statement(
+        self,
+        query: bytes,
+        params: Sequence[object],
+        resolve: Callable[[psycopg.OperationalError], Awaitable[object]],
+    ) -> tuple[tuple[Any, ...] | None, bool]:
+        """Run one single-statement write (an append, a KV put or delete): its row (the
+        write's result - claimed log id, new revision - fence epoch and liveness; a
+        NULL result when the write's condition refused it, ``(None, None, None)`` when
+        no row came back; ``()`` for a serialization failure), or None for a lost
+        acknowledgement that `resolve` proved committed; and whether it was retried.
+
+        The statement is its own transaction, run at the server's default isolation;
+        under a stricter one than READ COMMITTED a race is a serialization failure
+        (nothing was written: the caller re-reads the tip, and claims again while it has
+        not moved). A connection failure at any moment may have come after the commit:
+        it is resolved by re-reading. A connection that was already broken when taken
+        from the pool (the resolution found nothing) is replaced once; the retry is
+        another compare-and-swap (or -append) at the same revision, so at most one of
+        the two can land, and whichever does holds our bytes (a delete is idempotent).
+        """
+        for attempt in (1, 2):
+            conn: _Conn | None = None
+            try:
+                async with self.connection() as conn:
+                    row = await _one(conn, query, params)
+                return (None, None, None) if row is None else row, attempt == 2
+            except psycopg.errors.SerializationFailure:
+                # Only under a stricter default isolation than READ COMMITTED (a
+                # statement has no BEGIN to set its own): a concurrent writer moved the
+                # log's or the lease's row. Nothing was written; the caller re-reads.
+                return (), attempt == 2
+            except psycopg.OperationalError as exc:
+                broken = conn is not None and conn.broken
+                try:
+                    await self._resolve(exc, resolve)
+                except psycopg.OperationalError as unresolved:
+                    if unresolved is not exc or attempt == 2 or not broken:
+                        raise
+                    continue  # nothing of ours is there: retry on a fresh connection
+                return None, attempt == 2
+        raise AssertionError("unreachable")
 
     async def ledger_read(self, name: str, after: int, limit: int) -> list[Record]:
         rows = await self.read(lambda conn: _rows(conn, self.q.ledger_read, (name, after, limit)))
@@ -1052,6 +1190,18 @@ class _Database:
                 raise lost  # still ours: the release did not happen (yet)
 
         await self.write(body, resolve)
+
+
+def _fenced_result(row: tuple[Any, ...], fence: Fence | None) -> Any:
+    """The write's result from a single-statement write's row (None for ``()``, a
+    serialization failure); `FencedWriteError` if the fence refused the write."""
+    if not row:
+        return None
+    result, epoch, live = row
+    if fence is not None and (epoch != fence.epoch or not live):
+        current = 0 if epoch is None else int(epoch)
+        raise refused(FencedWriteError(fence.lease, fence.epoch, current, bool(live)))
+    return result
 
 
 async def _configure(conn: _Conn) -> None:
