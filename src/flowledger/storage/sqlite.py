@@ -1037,10 +1037,9 @@ class _Worker:
         flight: the writer thread calls this again when it is done)."""
         while True:
             with self._mutex:
-                if self._closed or self._committing or not self._queue:
-                    dropped, self._queue = (self._queue, []) if self._closed else ([], self._queue)
+                if self._committing or not self._queue:
                     self._draining = False
-                    break
+                    return
                 jobs, self._queue = self._queue, []
             retry: list[_Job] = []
             self._lock.acquire()  # at most one statement of another thread's call
@@ -1059,7 +1058,6 @@ class _Worker:
                 self._pause = min(self._pause * 2, _MAX_PAUSE)
                 return
             self._pause = _FIRST_PAUSE
-        _answer([(job, StoreClosedError()) for job in dropped])
 
     def _run(self, jobs: list[_Job], retry: list[_Job]) -> bool:
         """Run ``jobs`` (holding the connection); True if a group's COMMIT was handed to
@@ -1159,13 +1157,20 @@ class _Worker:
             raise StoreClosedError()
 
     async def close(self) -> None:
+        """Refuse new calls, let the calls already in line finish, close the connection."""
         with self._mutex:
             if self._closed:
                 return
             self._closed = True
-            dropped, self._queue = self._queue, []
-        _answer([(job, StoreClosedError()) for job in dropped])
-        with self._lock:  # waits for a COMMIT in flight, which answers its own members
+        while True:
+            with self._mutex:
+                busy = self._queue or self._committing or self._draining
+            if not busy:
+                break
+            # Rare (a close racing its own calls), so a short poll rather than a signal
+            # that every thread's loop would have to deliver.
+            await asyncio.sleep(0.001)
+        with self._lock:
             self.db.close()
         if self._writer is not None:
             self._writer.stop()
