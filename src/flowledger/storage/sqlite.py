@@ -22,6 +22,12 @@ Semantics, the same as the memory oracle's (the conformance suite compares them)
   KV compare-and-swap, a blob put (insert, or compare with what is there), and
   a ledger append - the tip check, all of its records and the insert-if-absent
   of all of its attachments commit together or not at all.
+* Ledger appends made concurrently on one store are *group-committed* (see
+  `_Worker`): one transaction, a savepoint per append (so each keeps its own
+  checks and its own outcome, and a failed one writes nothing), one COMMIT.
+  Each append is still atomic; a group is applied in the order its appends
+  were made; a caller is answered only after the COMMIT holding its records
+  returned; a failed COMMIT fails every append of its group, and only those.
 * KV revisions count 1, 2, 3, ... per key and restart at 1 after a delete.
   Ledger sequence numbers are 1-based and contiguous per log. Listings are
   sorted by byte order (the default ``BINARY`` collation; names are ASCII).
@@ -37,9 +43,10 @@ versa), ``busy_timeout`` and ``synchronous`` from the URL. Each `Store` owns
 one connection. Calls run on the calling thread, one at a time, each a whole
 transaction: an uncontended commit blocks the event loop for its own
 duration (with ``FULL``, one fsync), but waiting for another process's lock
-never does - the wait is an asynchronous retry up to ``busy_timeout``. A
-call cancelled while it waits has not started; a started call runs to
-completion. `Store.close` closes the connection; later calls raise
+never does - the wait is an asynchronous retry up to ``busy_timeout``; a
+group's COMMIT runs on a writer thread. A call cancelled while it waits has
+not started; a started call runs to completion. `Store.close` lets the calls
+in line finish, then closes the connection; later calls raise
 `StoreClosedError`. SQLite errors other than the contract's (for example
 ``database is locked`` after ``busy_timeout``, or a full disk) propagate as
 `sqlite3.Error` after the transaction is rolled back.
