@@ -151,7 +151,8 @@ async def test_a_failed_commit_fails_every_member_and_a_retry_succeeds(
         await store.ledger.append("known", [b"r"], expected=0)  # its log id is cached
         failure = sqlite3.OperationalError("disk I/O error")
         count_commits(monkeypatch, [failure])
-        members = [("known", 1), *((f"new/{i}", 0) for i in range(9))]
+        # "known" last: a first append to the log of the previous one would go alone
+        members = [*((f"new/{i}", 0) for i in range(9)), ("known", 1)]
         outcomes = await asyncio.gather(
             *(store.ledger.append(name, [b"s"], expected=tip) for name, tip in members),
             return_exceptions=True,
@@ -166,7 +167,7 @@ async def test_a_failed_commit_fails_every_member_and_a_retry_succeeds(
         retried = await asyncio.gather(
             *(store.ledger.append(name, [b"s"], expected=tip) for name, tip in members)
         )
-        assert retried == [2] + [1] * 9
+        assert retried == [1] * 9 + [2]
         assert [r.payload for r in await store.ledger.read("new/3")] == [b"s"]
     async with open_store(sqlite_url(tmp_path)) as reopened:  # and it is on disk
         assert await reopened.ledger.tip("known") == 2
@@ -233,3 +234,15 @@ async def test_threads_with_their_own_loops_share_one_store(tmp_path: Path) -> N
             for i in range(per_round):
                 records = await store.ledger.read(f"t{me}/{i}")
                 assert [r.payload for r in records] == [b"%d" % r for r in range(rounds)]
+
+
+async def test_a_lone_writer_appends_without_waiting_in_line(tmp_path: Path) -> None:
+    """One writer appending to one log commits at once, never suspended (no hand-off)."""
+    async with open_store(sqlite_url(tmp_path)) as store:
+        assert await store.ledger.append("solo", [b"0"], expected=0) == 1
+        for tip in range(1, 4):
+            call = store.ledger.append("solo", [b"%d" % tip], expected=tip)
+            with pytest.raises(StopIteration) as done:
+                call.send(None)  # type: ignore[attr-defined]
+            assert done.value.value == tip + 1
+        assert await store.ledger.tip("solo") == 4
