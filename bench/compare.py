@@ -11,7 +11,9 @@ c) fanout   - 8 parallel vertices per super-step for N super-steps: us per super
 d) big      - the loop with a 100 KiB payload that never changes: bytes per step;
 e) resume   - a run pauses for input in one process; a NEW process resumes it: that
               process's wall time, import time and time to its first line;
-f) floor    - raw sqlite3, one 1.2 KiB row per transaction: us per transaction.
+f) floor    - raw sqlite3, one 1.2 KiB row per transaction: us per transaction;
+g) concurrent - 100 runs of the a) loop (N=100) started together in one process: durable
+              steps/s, p50/p99 time between a run's durable checkpoints (concurrent_runs.py).
 
 Every system uses SQLite in WAL mode with synchronous=FULL (read back on the connection
 each system actually writes through; ``--synchronous OFF`` exists only to separate CPU from
@@ -57,6 +59,8 @@ import uuid  # noqa: E402
 from collections.abc import Callable, Sequence  # noqa: E402
 from dataclasses import dataclass, field  # noqa: E402
 from typing import Any  # noqa: E402
+
+import concurrent_runs as concurrent  # noqa: E402  (workload g; "concurrent" would shadow the stdlib)
 
 SYSTEMS = ("flowledger", "langgraph", "dbos")
 FLOOR = "sqlite"
@@ -138,6 +142,20 @@ WORKLOADS = {
             20,
             FLOOR_ROW,
             (("us", "µs/txn", ".0f"), ("cpu", "CPU µs/txn", ".0f")),
+        ),
+        Workload(
+            "g",
+            "concurrent",
+            f"{concurrent.RUNS} concurrent runs of the loop",
+            100,
+            10,
+            SMALL,
+            (
+                ("steps_s", "durable steps/s", ".0f"),
+                ("p50_ms", "p50 ms/step", ".1f"),
+                ("p99_ms", "p99 ms/step", ".1f"),
+                ("cpu", "CPU µs/step", ".0f"),
+            ),
         ),
     )
 }
@@ -668,10 +686,19 @@ RUN: dict[str, Callable[[dict[str, Any]], dict[str, Any]]] = {
 }
 
 
+CONCURRENT: dict[str, Callable[[dict[str, Any]], dict[str, Any]]] = {
+    "flowledger": concurrent.fl_concurrent,
+    "langgraph": concurrent.lg_concurrent,
+    "dbos": lambda job: concurrent.dbos_concurrent(job, _dbos_launch),
+}
+
+
 def worker(job: dict[str, Any]) -> None:
-    if job["workload"] == "setup":
+    if job["workload"] == "concurrent":
+        out: dict[str, Any] = CONCURRENT[job["system"]](job)
+    elif job["workload"] == "setup":
         SETUP[job["system"]](job["db"])
-        out: dict[str, Any] = {}
+        out = {}
     else:
         out = RUN[job["system"]](job)
     out["started"] = _STARTED
@@ -828,6 +855,7 @@ class Bench:
         self.samples = Samples()
         self.empty: dict[str, tuple[str, int]] = {}
         self.postgres = PostgresDatabases(PG_URL) if BACKEND == "postgres" else None
+        self.latencies: dict[str, list[float]] = {}  # g): per-step latencies, all repetitions
 
     def log(self, message: str) -> None:
         if not self.args.quiet:
@@ -869,6 +897,19 @@ class Bench:
             self.samples.add(system, name, "import_ms", (out["imported"] - out["started"]) * 1e3)
             self.samples.add(system, name, "first_line_ms", (out["imported"] - spawned) * 1e3)
             self.log(f"  {system:10s} {name:10s} resume {wall * 1e3:7.0f} ms")
+        elif workload.name == "concurrent":
+            job["runs"] = concurrent.QUICK_RUNS if self.args.quick else concurrent.RUNS
+            out, _, _ = spawn(job)
+            latencies = out["latencies_us"]
+            self.latencies.setdefault(system, []).extend(latencies)
+            self.samples.add(system, name, "steps_s", out["steps"] / out["seconds"])
+            self.samples.add(system, name, "p50_ms", concurrent.percentile(latencies, 50) / 1e3)
+            self.samples.add(system, name, "p99_ms", concurrent.percentile(latencies, 99) / 1e3)
+            self.samples.add(system, name, "cpu", out["cpu"] / out["steps"] * 1e6)
+            self.log(
+                f"  {system:10s} {name:10s} {out['steps'] / out['seconds']:8.0f} steps/s "
+                f"p99 {concurrent.percentile(latencies, 99) / 1e3:7.1f} ms"
+            )
         else:
             out, _, _ = spawn(job)
             grown = (self.postgres.size(path) if self.postgres else db_bytes(path)) - empty
@@ -891,9 +932,11 @@ class Bench:
 
     def run(self) -> None:
         systems = self.systems
-        order = ["loop", "floor", "chain", "fanout", "big", "resume"]
+        order = ["loop", "floor", "chain", "fanout", "big", "resume", "concurrent"]
         if self.postgres:
             order = [name for name in order if name in POSTGRES_WORKLOADS]
+        if self.args.workload:
+            order = [name for name in order if name in self.args.workload]
         for rep in range(self.args.reps):
             self.log(f"repetition {rep + 1}/{self.args.reps}")
             for index, name in enumerate(order):
@@ -904,7 +947,7 @@ class Bench:
                 shift = (rep + index) % len(systems)
                 for system in systems[shift:] + systems[:shift]:
                     self.measure(system, workload, self.n(workload))
-            if self.args.plot:
+            if self.args.plot and "chain" in order:
                 ns = QUICK_CHAIN_PLOT_NS if self.args.quick else CHAIN_PLOT_NS
                 for index, n in enumerate(ns):
                     if n == self.n(WORKLOADS["chain"]):
@@ -959,6 +1002,8 @@ def table(bench: Bench) -> list[str]:
     for workload in WORKLOADS.values():
         if not any(key[1] == workload.name for key in samples.values):
             continue  # not measured on this backend
+        if bench.args.workload and workload.name not in bench.args.workload:
+            continue
         n = bench.n(workload)
         title = workload.title.replace("SQLite", floor_title())
         label = f"{workload.key}) {title}"
@@ -1247,6 +1292,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--reps", type=int, default=None, help="repetitions (default 5)")
     parser.add_argument("--out", help="write the results into this Markdown file")
     parser.add_argument("--plot", help="write a PNG of the chain at N = 100, 300, 1000")
+    parser.add_argument(
+        "--workload",
+        action="append",
+        choices=[w.name for w in WORKLOADS.values()],
+        help="run only this workload (repeatable; default: all)",
+    )
+    parser.add_argument("--concurrent-plot", help="write a PNG of g)'s per-step latency CDF")
     parser.add_argument("--dir", help="where the databases go (default: a temporary folder)")
     parser.add_argument("--quiet", action="store_true", help="no progress on stderr")
     parser.add_argument(
@@ -1321,6 +1373,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             if bench.postgres:
                 bench.postgres.close()
     plotted = args.plot if args.plot and plot(bench, args.plot) else None
+    if args.concurrent_plot and bench.latencies:
+        title = f"g) {concurrent.RUNS} concurrent runs, SQLite synchronous={SYNC}"
+        concurrent.plot(bench.latencies, args.concurrent_plot, title)
     command = "bash bench/run.sh " + " ".join(argv if argv is not None else sys.argv[1:])
     text = report(bench, command.strip(), plotted)
     print(text)
