@@ -15,8 +15,9 @@ status is not among the policy's, one that finished (``updated_at``) less than
 ``older_than`` ago, one with a resume or cancel request, one a remaining fork still
 refers to (a marker ``workflows/forks/<run>/<fork>`` of a fork not pruned in the same
 pass; a marker whose fork record does not exist yet is a fork being made, and a pruned
-fork deletes its marker with it: see `RunRegistry.claim_fork` for the handshake), one a remaining run names as its parent, and one whose record
-changed between the pass's scan and its delete (the next pass looks again).
+fork deletes its marker with it: see `RunRegistry.claim_fork` for the handshake), one a
+remaining run names as its parent, and one whose record changed between the pass's scan
+and its delete (the next pass looks again).
 
 Order, per run, so that a crash at any point leaves nothing a reader trips over:
 
