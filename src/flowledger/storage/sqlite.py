@@ -61,6 +61,7 @@ from __future__ import annotations
 
 import asyncio
 import errno
+import json
 import os
 import re
 import sqlite3
@@ -90,6 +91,7 @@ from .errors import (
     KeyNotFoundError,
     LeaseHeldError,
     LedgerConflictError,
+    RefsIncompleteError,
     StorageError,
     StoreBrokenError,
     StoreClosedError,
@@ -100,7 +102,16 @@ from .errors import SchemaVersionError as BaseSchemaVersionError
 from .fence import Fence, check_fence, refused
 from .kv import Entry, check_page
 from .lease import Leaser, LeaseStatus, RenewStatus
-from .ledger import Record, check_append, check_digests, check_read
+from .ledger import (
+    LedgerUsage,
+    Record,
+    SweepReport,
+    check_append,
+    check_digests,
+    check_names,
+    check_read,
+    check_refs,
+)
 from .limits import MAX_BLOB_BYTES, MAX_KV_VALUE_BYTES, check_bytes, check_revision
 from .names import validate_name
 from .store import Store, UnsupportedURLError
@@ -117,7 +128,7 @@ __all__ = [
     "parse_sqlite_url",
 ]
 
-SCHEMA_VERSION: Final = 3
+SCHEMA_VERSION: Final = 4
 
 Synchronous = Literal["FULL", "NORMAL", "OFF"]
 
@@ -127,6 +138,10 @@ _DEFAULT_BUSY_TIMEOUT_MS: Final = 5000
 _MAX_BUSY_TIMEOUT_MS: Final = 2**31 - 1  # sqlite3_busy_timeout takes a C int
 # Sequence numbers never get near this; clamping keeps huge ``after`` values bindable.
 _MAX_SQL_INT: Final = 2**63 - 1
+# Logs per drop transaction and attachments per sweep transaction: each holds the write
+# lock, so other writers wait at most one batch.
+_DROP_BATCH: Final = 16
+_SWEEP_BATCH: Final = 500
 
 
 class SchemaVersionError(BaseSchemaVersionError):
@@ -285,6 +300,31 @@ _MIGRATIONS: Final[tuple[tuple[str, ...], ...]] = (
             (SELECT name FROM ledger_logs WHERE id = ledger_records.key >> 32),
             ledger_records.key & 4294967295, content, bound_crc)""",
     ),
+    # version 4: which attachments each log refers to (see `ledger`), so unreferenced ones
+    # can be swept. Log ids become AUTOINCREMENT: a dropped log's id is never given to
+    # another log, so an id cached by a process that missed the drop points at nothing
+    # (and is looked up again) instead of at a stranger's records. The attachment column
+    # is renamed so that a process of version 3 still running fails loudly instead of
+    # sending attachments without references. Logs written before have no references:
+    # ``refs_complete`` says whether any could be missing (only if attachments exist).
+    (
+        """CREATE TABLE ledger_logs_v4 (
+            id INTEGER PRIMARY KEY AUTOINCREMENT,
+            name TEXT NOT NULL UNIQUE
+        )""",
+        "INSERT INTO ledger_logs_v4 (id, name) SELECT id, name FROM ledger_logs",
+        "DROP TABLE ledger_logs",
+        "ALTER TABLE ledger_logs_v4 RENAME TO ledger_logs",
+        """CREATE TABLE attachment_refs (
+            log_id INTEGER NOT NULL,
+            digest BLOB NOT NULL,
+            PRIMARY KEY (log_id, digest)
+        ) WITHOUT ROWID""",
+        "CREATE INDEX attachment_refs_by_digest ON attachment_refs (digest)",
+        "ALTER TABLE attachments RENAME COLUMN data TO content",
+        """INSERT OR REPLACE INTO flowledger_meta (key, value) VALUES ('refs_complete',
+            CASE WHEN EXISTS (SELECT 1 FROM attachments) THEN '0' ELSE '1' END)""",
+    ),
 )
 assert len(_MIGRATIONS) == SCHEMA_VERSION
 
@@ -329,8 +369,37 @@ _LEDGER_READ: Final = (
     "WHERE key BETWEEN ? AND ? ORDER BY key LIMIT ?"
 )
 _LEDGER_NAMES: Final = "SELECT name FROM ledger_logs WHERE name >= ? AND name < ? ORDER BY name"
-_ATTACHMENT_INSERT: Final = "INSERT OR IGNORE INTO attachments (digest, data) VALUES (?, ?)"
-_ATTACHMENT_GET: Final = "SELECT data FROM attachments WHERE digest = ?"
+_ATTACHMENT_INSERT: Final = "INSERT OR IGNORE INTO attachments (digest, content) VALUES (?, ?)"
+_ATTACHMENT_GET: Final = "SELECT content FROM attachments WHERE digest = ?"
+_ATTACHMENT_EXISTS: Final = "SELECT 1 FROM attachments WHERE digest = ?"
+_REF_INSERT: Final = "INSERT OR IGNORE INTO attachment_refs (log_id, digest) VALUES (?, ?)"
+_REFS_COMPLETE: Final = "SELECT value FROM flowledger_meta WHERE key = 'refs_complete'"
+_MARK_REFS_COMPLETE: Final = (
+    "INSERT OR REPLACE INTO flowledger_meta (key, value) VALUES ('refs_complete', '1')"
+)
+_LOG_DROP: Final = (
+    "DELETE FROM ledger_records WHERE key BETWEEN ? AND ?",
+    "DELETE FROM attachment_refs WHERE log_id = ?",
+    "DELETE FROM ledger_logs WHERE id = ?",
+)
+# Keyset pages of unreferenced attachments; length() of a blob does not read its bytes.
+_SWEEP_PAGE: Final = (
+    "SELECT digest, length(content) FROM attachments a WHERE digest > ? AND NOT EXISTS "
+    "(SELECT 1 FROM attachment_refs r WHERE r.digest = a.digest) ORDER BY digest LIMIT ?"
+)
+_ATTACHMENT_DELETE: Final = "DELETE FROM attachments WHERE digest = ?"
+_RECORDS_USAGE: Final = (
+    "SELECT count(*), total(length(content)) FROM ledger_records WHERE key BETWEEN ? AND ?"
+)
+# ``?1`` is a JSON array of the set's log ids.
+_EXCLUSIVE_USAGE: Final = (
+    "SELECT total(length(a.content)) FROM attachments a WHERE a.digest IN "
+    "(SELECT digest FROM attachment_refs WHERE log_id IN (SELECT value FROM json_each(?1))) "
+    "AND NOT EXISTS (SELECT 1 FROM attachment_refs r WHERE r.digest = a.digest "
+    "AND r.log_id NOT IN (SELECT value FROM json_each(?1)))"
+)
+
+_AUTO_VACUUM_INCREMENTAL: Final = 2  # what PRAGMA auto_vacuum reports for INCREMENTAL
 
 _LEASE_GET: Final = "SELECT epoch, holder, expires_at FROM leases WHERE name = ?"
 _LEASE_INSERT: Final = "INSERT INTO leases (name, epoch, holder, expires_at) VALUES (?, 1, ?, ?)"
@@ -417,6 +486,9 @@ class _Database:
             raise StoreOpenError(path, _open_failure(path, exc)) from exc
         try:
             conn.execute(f"PRAGMA busy_timeout = {timeout_ms}")
+            # Only a file without tables takes it: the freed pages of a new file can then
+            # be given back (`incremental_vacuum`); an older file needs `vacuum`.
+            conn.execute("PRAGMA auto_vacuum = INCREMENTAL")
             self._enable_wal(conn, timeout_ms)
             conn.execute(f"PRAGMA synchronous = {self.settings.synchronous}")
             self._ensure_schema(conn)
@@ -664,8 +736,12 @@ class _Database:
 
     # Ledger
 
-    def _log_id(self, name: str) -> int | None:
-        # Ids are assigned once and never change, so a cached id stays right forever.
+    def _log_id(self, name: str, *, fresh: bool = False) -> int | None:
+        # Ids are assigned once and never reused (AUTOINCREMENT), so a cached id is either
+        # right or, if another process dropped the log, points at no records: whoever
+        # finds a cached log empty looks its id up again (``fresh``).
+        if fresh:
+            self._log_ids.pop(name, None)
         known = self._log_ids.get(name)
         if known is None:
             row = self.conn.execute(_LOG_ID, (name,)).fetchone()
@@ -684,6 +760,7 @@ class _Database:
         payloads: list[bytes],
         expected: int,
         blobs: dict[str, bytes],
+        needed: list[str],
         fence: Fence | None,
     ) -> int:
         conn = self.conn
@@ -693,10 +770,16 @@ class _Database:
             self._check_fence(fence)
             log = self._log_id(name)
             actual = 0 if log is None else self._tip(log)
+            if actual == 0 and log is not None:  # dropped (and re-created?) elsewhere
+                log = self._log_id(name, fresh=True)
+                actual = 0 if log is None else self._tip(log)
             if actual != expected:
                 raise LedgerConflictError(name, expected, actual)
             if actual + len(payloads) > MAX_SEQ:
                 raise StorageError(f"ledger {name!r} is full ({MAX_SEQ} records)")
+            for digest in needed:  # named but not sent: must be stored already
+                if conn.execute(_ATTACHMENT_EXISTS, (bytes.fromhex(digest),)).fetchone() is None:
+                    raise AttachmentNotFoundError(digest)
             if log is None:
                 log = int(conn.execute(_LOG_INSERT, (name,)).lastrowid or 0)
             base = (log << _SEQ_BITS) + actual
@@ -712,6 +795,8 @@ class _Database:
                 conn.executemany(
                     _ATTACHMENT_INSERT, [(bytes.fromhex(d), data) for d, data in blobs.items()]
                 )
+            if blobs or needed:
+                conn.executemany(_REF_INSERT, [(log, bytes.fromhex(d)) for d in (*blobs, *needed)])
             conn.execute("COMMIT")
         except BaseException:
             _rollback(conn)
@@ -721,11 +806,21 @@ class _Database:
         return actual + len(payloads)
 
     def ledger_read(self, name: str, after: int, limit: int) -> list[Record]:
+        if after >= MAX_SEQ:
+            return []
         log = self._log_id(name)
-        if log is None or after >= MAX_SEQ:
+        if log is None:
             return []
         base = log << _SEQ_BITS
-        rows = self.conn.execute(_LEDGER_READ, (base + after + 1, base | MAX_SEQ, limit))
+        rows = self.conn.execute(_LEDGER_READ, (base + after + 1, base | MAX_SEQ, limit)).fetchall()
+        if not rows and self._tip(log) == 0:  # dropped (and re-created?) elsewhere
+            log = self._log_id(name, fresh=True)
+            if log is None:
+                return []
+            base = log << _SEQ_BITS
+            rows = self.conn.execute(
+                _LEDGER_READ, (base + after + 1, base | MAX_SEQ, limit)
+            ).fetchall()
         records = []
         for key, payload, crc in rows:
             seq = key - base
@@ -735,7 +830,11 @@ class _Database:
 
     def ledger_tip(self, name: str) -> int:
         log = self._log_id(name)
-        return 0 if log is None else self._tip(log)
+        tip = 0 if log is None else self._tip(log)
+        if tip == 0 and log is not None:  # dropped (and re-created?) elsewhere
+            log = self._log_id(name, fresh=True)
+            tip = 0 if log is None else self._tip(log)
+        return tip
 
     def ledger_names(self, low: str, high: str) -> list[str]:
         return [row[0] for row in self.conn.execute(_LEDGER_NAMES, (low, high))]
@@ -751,6 +850,117 @@ class _Database:
                 raise AttachmentNotFoundError(digest)
             found[digest] = row[0]
         return found
+
+    def _refs_complete(self) -> bool:
+        row = self.conn.execute(_REFS_COMPLETE).fetchone()
+        return row is not None and row[0] == "1"
+
+    def ledger_drop(self, names: list[str]) -> int:
+        """Drop ``names`` in one transaction; return how many existed."""
+        conn = self.conn
+        self.check_files()
+        conn.execute("BEGIN IMMEDIATE")
+        dropped = 0
+        try:
+            for name in names:
+                log = self._log_id(name, fresh=True)
+                if log is None:
+                    continue
+                base = log << _SEQ_BITS
+                records, refs, row = _LOG_DROP
+                conn.execute(records, (base, base | MAX_SEQ))
+                conn.execute(refs, (log,))
+                conn.execute(row, (log,))
+                dropped += 1
+            conn.execute("COMMIT")
+        except BaseException:
+            _rollback(conn)
+            raise
+        finally:
+            for name in names:
+                self._log_ids.pop(name, None)
+        return dropped
+
+    def ledger_sweep_page(self, after: bytes, limit: int, dry_run: bool) -> list[tuple[bytes, int]]:
+        """One page of the sweep, in one transaction: the unreferenced attachments with
+        digests after ``after`` (at most ``limit``), deleted unless ``dry_run``. Under the
+        write lock no append can add a reference between the check and the delete."""
+        conn = self.conn
+        if not dry_run:
+            self.check_files()
+        conn.execute("BEGIN" if dry_run else "BEGIN IMMEDIATE")
+        try:
+            if not self._refs_complete():
+                raise RefsIncompleteError()
+            rows = [(bytes(d), int(n)) for d, n in conn.execute(_SWEEP_PAGE, (after, limit))]
+            if rows and not dry_run:
+                conn.executemany(_ATTACHMENT_DELETE, [(d,) for d, _ in rows])
+            conn.execute("COMMIT")
+        except BaseException:
+            _rollback(conn)
+            raise
+        return rows
+
+    def ledger_usage(self, names: list[str]) -> LedgerUsage:
+        conn = self.conn
+        conn.execute("BEGIN")  # one snapshot for the three sums
+        try:
+            if not self._refs_complete():
+                raise RefsIncompleteError()
+            ids = [log for log in (self._log_id(n, fresh=True) for n in names) if log is not None]
+            records = size = 0
+            for log in ids:
+                base = log << _SEQ_BITS
+                count, total = conn.execute(_RECORDS_USAGE, (base, base | MAX_SEQ)).fetchone()
+                records += int(count)
+                size += int(total)
+            (exclusive,) = conn.execute(_EXCLUSIVE_USAGE, (json.dumps(ids),)).fetchone()
+            conn.execute("COMMIT")
+        except BaseException:
+            _rollback(conn)
+            raise
+        return LedgerUsage(records, size, int(exclusive))
+
+    def ledger_add_refs(self, name: str, digests: list[str]) -> int:
+        conn = self.conn
+        self.check_files()
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            log = self._log_id(name, fresh=True)
+            stored = []
+            if log is not None:
+                for digest in dict.fromkeys(digests):
+                    key = bytes.fromhex(digest)
+                    if conn.execute(_ATTACHMENT_EXISTS, (key,)).fetchone() is not None:
+                        stored.append((log, key))
+                conn.executemany(_REF_INSERT, stored)
+            conn.execute("COMMIT")
+        except BaseException:
+            _rollback(conn)
+            raise
+        return len(stored)
+
+    def ledger_refs_complete(self) -> bool:
+        return self._refs_complete()
+
+    def ledger_mark_refs_complete(self) -> None:
+        self._write_one(_MARK_REFS_COMPLETE, ())
+
+    def incremental_vacuum(self) -> None:
+        """Give the pages freed by a drop or sweep back to the file system (only a file
+        with ``auto_vacuum=INCREMENTAL`` can; others keep them for reuse)."""
+        conn = self.conn
+        if conn.execute("PRAGMA auto_vacuum").fetchone()[0] != _AUTO_VACUUM_INCREMENTAL:
+            return
+        self.check_files()
+        conn.execute("PRAGMA incremental_vacuum").fetchall()  # it frees a page per row
+
+    def vacuum(self) -> None:
+        conn = self.conn
+        self.check_files()
+        conn.execute("PRAGMA auto_vacuum = INCREMENTAL")  # takes effect with the VACUUM
+        conn.execute("VACUUM")
+        conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchall()
 
     # Leases
 
@@ -1030,13 +1240,15 @@ class SQLiteLedger:
         *,
         expected: int,
         attachments: Mapping[str, bytes] | None = None,
+        refs: Iterable[str] = (),
         fence: Fence | None = None,
     ) -> int:
         validate_name(name)
         payloads, blobs = check_append(records, expected, attachments)
+        needed = check_refs(refs, blobs)
         check_fence(fence)
         return await self._worker.call(
-            self._db.ledger_append, name, payloads, expected, blobs, fence
+            self._db.ledger_append, name, payloads, expected, blobs, needed, fence
         )
 
     async def read(self, name: str, *, after: int = 0, limit: int = 100) -> list[Record]:
@@ -1058,6 +1270,50 @@ class SQLiteLedger:
     async def attachments(self, digests: Iterable[str]) -> dict[str, bytes]:
         wanted = check_digests(digests)
         return await self._worker.call(self._db.ledger_attachments, wanted)
+
+    async def drop(self, names: Iterable[str]) -> int:
+        wanted = check_names(names)
+        self._worker.check_open()
+        dropped = 0
+        for start in range(0, len(wanted), _DROP_BATCH):
+            batch = wanted[start : start + _DROP_BATCH]
+            dropped += await self._worker.call(self._db.ledger_drop, batch)
+        if dropped:
+            await self._worker.call(self._db.incremental_vacuum)
+        return dropped
+
+    async def sweep(self, *, dry_run: bool = False) -> SweepReport:
+        self._worker.check_open()
+        count = size = 0
+        after = b""
+        while True:
+            page = await self._worker.call(self._db.ledger_sweep_page, after, _SWEEP_BATCH, dry_run)
+            count += len(page)
+            size += sum(n for _, n in page)
+            if len(page) < _SWEEP_BATCH:
+                break
+            after = page[-1][0]
+        if count and not dry_run:
+            await self._worker.call(self._db.incremental_vacuum)
+        return SweepReport(count, size)
+
+    async def usage(self, names: Iterable[str]) -> LedgerUsage:
+        wanted = check_names(names)
+        return await self._worker.call(self._db.ledger_usage, wanted)
+
+    async def vacuum(self) -> None:
+        await self._worker.call(self._db.vacuum)
+
+    async def add_refs(self, name: str, digests: Iterable[str]) -> int:
+        validate_name(name)
+        wanted = check_digests(digests)
+        return await self._worker.call(self._db.ledger_add_refs, name, wanted)
+
+    async def refs_complete(self) -> bool:
+        return await self._worker.call(self._db.ledger_refs_complete)
+
+    async def mark_refs_complete(self) -> None:
+        await self._worker.call(self._db.ledger_mark_refs_complete)
 
 
 class SQLiteLeaseBackend:
