@@ -70,6 +70,7 @@ from .deployments.store import (
     DeploymentStore,
 )
 from .deployments.validation import check_pinned, check_start
+from .refs import backfill_refs
 from .runs.compile import (
     ArtifactDefinition,
     artifact_outcome,
@@ -200,6 +201,7 @@ __all__ = [
     "WorkflowNode",
     "artifact_json_schema",
     "artifact_outcome",
+    "backfill_refs",
     "check_pinned",
     "check_start",
     "closure_digest",

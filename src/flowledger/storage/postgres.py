@@ -479,7 +479,7 @@ _MIGRATIONS: Final[tuple[tuple[_Step, ...], ...]] = (
         "CREATE INDEX attachment_refs_by_digest ON {s}.attachment_refs (digest)",
         """CREATE TABLE {s}.flowledger_meta (
             key text COLLATE "C" PRIMARY KEY,
-            value text NOT NULL
+            value text COLLATE "C" NOT NULL
         )""",
         """INSERT INTO {s}.flowledger_meta (key, value) SELECT 'refs_complete',
             CASE WHEN EXISTS (SELECT 1 FROM {s}.attachments) THEN '0' ELSE '1' END""",
