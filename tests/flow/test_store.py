@@ -164,7 +164,7 @@ class Backend:
             return sum(len(v) for v in self.ledger._attachments.values())
         assert self.path is not None
         with sqlite3.connect(self.path) as conn:
-            return int(conn.execute("SELECT sum(length(data)) FROM attachments").fetchone()[0])
+            return int(conn.execute("SELECT sum(length(content)) FROM attachments").fetchone()[0])
 
 
 async def _open(kind: str, tmp_path: Path) -> Backend:
