@@ -2,13 +2,15 @@
 large fields, through one `LedgerCheckpointStore` (so its cache skips what it knows is
 stored and names it in refs), while the test process drops logs and sweeps.
 
-    python _sweep_writer.py URL WRITER RUNS
+    python _sweep_writer.py URL WRITER RUNS [RUN_ID...]
 
 For run ``i`` it appends revision 0, then revision 1 (`state_for`), and prints one JSON
-line per run: {"writer": w, "i": i, "run": id, "written": revisions}. A run dropped
-between its two appends ends with written 1 (its second append conflicted). Last it
-prints {"done": true, "refused": n}: appends the ledger refused because an attachment
-the store believed stored had been swept (each then re-sent by the store).
+line per run: {"writer": w, "i": i, "run": id, "written": revisions}. The last runs get
+the RUN_IDs given (the test never drops those while the writers run), the others new
+ids. A run dropped between its two appends ends with written 1 (its second append
+conflicted). Last it prints {"done": true, "refused": n}: appends the ledger refused
+because an attachment the store believed stored had been swept (each then re-sent by
+the store).
 """
 
 from __future__ import annotations
@@ -76,12 +78,13 @@ class Counting:
         return result
 
 
-async def main(url: str, writer: int, runs: int) -> None:
+async def main(url: str, writer: int, runs: int, given: list[str]) -> None:
     async with open_store(url) as storage:
         ledger = Counting(storage.ledger)
         store = flow.LedgerCheckpointStore(ledger)  # type: ignore[arg-type]
+        first_given = runs - len(given)
         for i in range(runs):
-            run_id = new_run_id()
+            run_id = given[i - first_given] if i >= first_given else new_run_id()
             await store.append([checkpoint(run_id, i, 0)])
             written = 1
             try:
@@ -94,4 +97,4 @@ async def main(url: str, writer: int, runs: int) -> None:
 
 
 if __name__ == "__main__":
-    asyncio.run(main(sys.argv[1], int(sys.argv[2]), int(sys.argv[3])))
+    asyncio.run(main(sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4:]))

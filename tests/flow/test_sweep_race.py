@@ -23,6 +23,7 @@ from typing import Any
 import pytest
 
 from flowledger import flow
+from flowledger.flow.ids import new_run_id
 from flowledger.storage import Store, SweepReport, open_store
 
 from .._postgres import postgres_url
@@ -31,7 +32,7 @@ from ._sweep_writer import state_for
 WRITER = Path(__file__).with_name("_sweep_writer.py")
 WRITERS = 2
 RUNS = 300  # per writer; two appends each
-LAST = RUNS - 10  # runs from here on are never dropped while the writers run
+KEPT = 10  # per writer: its last runs, which are not dropped while the writers run
 HANG = 300.0  # seconds: a generous deadline for a hung writer, not a timing bound
 
 
@@ -72,6 +73,9 @@ async def writer_lines(proc: asyncio.subprocess.Process, lines: list[dict[str, A
 async def test_sweeps_race_appenders_in_other_processes(url: str) -> None:
     async with open_store(url) as store:  # creates the schema before the writers start
         lines: list[dict[str, Any]] = []
+        # The writers' last runs are never dropped while they run, to be read back at the end.
+        kept = [[new_run_id() for _ in range(KEPT)] for _ in range(WRITERS)]
+        never = {f"flow/runs/{run_id}" for ids in kept for run_id in ids}
         procs = [
             await asyncio.create_subprocess_exec(
                 sys.executable,
@@ -79,6 +83,7 @@ async def test_sweeps_race_appenders_in_other_processes(url: str) -> None:
                 url,
                 str(w),
                 str(RUNS),
+                *kept[w],
                 stdout=asyncio.subprocess.PIPE,
                 stderr=asyncio.subprocess.PIPE,
             )
@@ -90,11 +95,7 @@ async def test_sweeps_race_appenders_in_other_processes(url: str) -> None:
         try:
             async with asyncio.timeout(HANG):
                 while any(p.returncode is None for p in procs):
-                    # The writers' last runs are kept, to be read back at the end.
-                    kept = {
-                        f"flow/runs/{line['run']}" for line in lines if line.get("i", 0) >= LAST
-                    }
-                    names = [n for n in await store.ledger.names("flow/runs/") if n not in kept]
+                    names = [n for n in await store.ledger.names("flow/runs/") if n not in never]
                     everything = cycles % 4 == 3
                     victims = names if everything else rng.sample(names, len(names) // 2)
                     dropped += await store.ledger.drop(victims)
@@ -131,7 +132,8 @@ async def test_sweeps_race_appenders_in_other_processes(url: str) -> None:
         # Every surviving checkpoint reads back as written, by a store with no cache.
         fresh = flow.LedgerCheckpointStore(store.ledger)
         surviving = await store.ledger.names("flow/runs/")
-        assert surviving  # at least the writers' last runs, unless dropped before reported
+        assert never <= set(surviving)
+        assert all(runs[name.rpartition("/")[2]]["written"] == 2 for name in never)
         for name in surviving:
             run_id = name.rpartition("/")[2]
             line = runs[run_id]

@@ -400,6 +400,7 @@ _EXCLUSIVE_USAGE: Final = (
 )
 
 _AUTO_VACUUM_INCREMENTAL: Final = 2  # what PRAGMA auto_vacuum reports for INCREMENTAL
+_VACUUM_PAGES: Final = 2048  # pages given back per write transaction
 
 _LEASE_GET: Final = "SELECT epoch, holder, expires_at FROM leases WHERE name = ?"
 _LEASE_INSERT: Final = "INSERT INTO leases (name, epoch, holder, expires_at) VALUES (?, 1, ?, ?)"
@@ -946,14 +947,17 @@ class _Database:
     def ledger_mark_refs_complete(self) -> None:
         self._write_one(_MARK_REFS_COMPLETE, ())
 
-    def incremental_vacuum(self) -> None:
-        """Give the pages freed by a drop or sweep back to the file system (only a file
-        with ``auto_vacuum=INCREMENTAL`` can; others keep them for reuse)."""
+    def incremental_vacuum(self) -> int:
+        """Give up to `_VACUUM_PAGES` pages freed by a drop or sweep back to the file
+        system (only a file with ``auto_vacuum=INCREMENTAL`` can; others keep them for
+        reuse); return how many free pages are left to give back."""
         conn = self.conn
         if conn.execute("PRAGMA auto_vacuum").fetchone()[0] != _AUTO_VACUUM_INCREMENTAL:
-            return
+            return 0
         self.check_files()
-        conn.execute("PRAGMA incremental_vacuum").fetchall()  # it frees a page per row
+        # executescript steps the pragma to its end; execute would free a single page.
+        conn.executescript(f"PRAGMA incremental_vacuum({_VACUUM_PAGES});")
+        return int(conn.execute("PRAGMA freelist_count").fetchone()[0])
 
     def vacuum(self) -> None:
         conn = self.conn
@@ -1279,7 +1283,7 @@ class SQLiteLedger:
             batch = wanted[start : start + _DROP_BATCH]
             dropped += await self._worker.call(self._db.ledger_drop, batch)
         if dropped:
-            await self._worker.call(self._db.incremental_vacuum)
+            await self._give_back()
         return dropped
 
     async def sweep(self, *, dry_run: bool = False) -> SweepReport:
@@ -1294,8 +1298,15 @@ class SQLiteLedger:
                 break
             after = page[-1][0]
         if count and not dry_run:
-            await self._worker.call(self._db.incremental_vacuum)
+            await self._give_back()
         return SweepReport(count, size)
+
+    async def _give_back(self) -> None:
+        left = await self._worker.call(self._db.incremental_vacuum)
+        while left:  # in chunks, so other writers get the lock in between
+            before, left = left, await self._worker.call(self._db.incremental_vacuum)
+            if left >= before:
+                break  # other writers are freeing pages as fast: the next drop goes on
 
     async def usage(self, names: Iterable[str]) -> LedgerUsage:
         wanted = check_names(names)
