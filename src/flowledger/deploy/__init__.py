@@ -15,6 +15,9 @@
   validates before start (``unrunnable``), pins each run's environment (`Pin`), and
   revalidates the pin before every resume (`DeployedDefinition.check_resume`).
 
+* `backfill_refs` registers the attachment references of a store written before the
+  ledger recorded them (checkpoints and pins), so it can be swept (docs/storage.md).
+
 This layer imports only storage, flow and workflows; it is transport neutral.
 """
 

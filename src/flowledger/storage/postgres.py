@@ -52,6 +52,21 @@ the write has ended, so it can never land after one. The same statement sets
 stalled in the middle of one (SIGSTOP, a frozen VM) is disconnected by the server
 and rolled back instead of blocking the takeover for as long as it is stopped.
 
+Collection (see `ledger` and docs/storage.md). ``attachment_refs`` holds one row per log
+and digest it refers to. An append, after claiming its log's row, share-locks (``FOR KEY
+SHARE``, in digest order) every stored attachment it sends or names in refs, raises
+`AttachmentNotFoundError` for a ref that is not there, and inserts records, attachments
+and references in one statement. A sweep page locks unreferenced attachments ``FOR
+UPDATE SKIP LOCKED`` (passing over those an append in flight holds; an append that comes
+later waits for the sweep's commit and finds the row gone), then deletes, in a new
+statement whose fresh snapshot sees every reference committed before the locks were
+granted, those still unreferenced. A single ``DELETE ... WHERE NOT EXISTS`` would be
+wrong: after waiting for an append's lock it re-checks the row but not the subquery.
+A drop deletes the log rows first (waiting for appends holding them), then, in new
+statements, their records and references. Space is reclaimed by autovacuum;
+`PostgresLedger.vacuum` runs ``VACUUM (ANALYZE)`` on the ledger's tables. A drop, a sweep
+page and ``add_refs`` are idempotent, so a lost acknowledgement is simply raised.
+
 Lost acknowledgements. When the connection fails while a ``COMMIT`` is in
 flight (``psycopg.OperationalError`` after the commit was sent), the write may
 or may not have happened. It is resolved by re-reading on a fresh connection,
@@ -105,7 +120,9 @@ missing or older schema is migrated in one transaction under a
 transaction-scoped advisory lock (``pg_advisory_xact_lock``), so processes
 opening a fresh database together are safe. Version 2 adds the checksums and
 computes them for the rows already there (reading every value once); version 3
-binds them to their places the same way, carrying any mismatch over. A
+binds them to their places the same way, carrying any mismatch over; version 4 adds the
+references (``attachment_refs``, and ``flowledger_meta`` saying whether they are
+complete: not if attachments existed already). A
 database whose version is newer than this code knows raises
 `SchemaVersionError` before anything is written.
 """

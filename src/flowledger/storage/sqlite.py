@@ -44,6 +44,19 @@ completion. `Store.close` closes the connection; later calls raise
 ``database is locked`` after ``busy_timeout``, or a full disk) propagate as
 `sqlite3.Error` after the transaction is rolled back.
 
+References and collection (see `ledger` and docs/storage.md): ``attachment_refs``
+holds one row per log and digest it refers to. An append checks its refs and inserts
+its references inside its ``BEGIN IMMEDIATE`` transaction; a sweep selects a page of
+attachments without references and deletes them inside another, so the database's
+single write lock serialises every sweep page with every append: an append either
+committed its reference first (kept) or finds the attachment gone
+(`AttachmentNotFoundError`, nothing written). A drop deletes a log's records,
+references and row in one transaction. Log ids are ``AUTOINCREMENT``: a dropped log's
+id is never reused, so an id cached by another store points at no records, and a store
+that finds a cached log empty looks its id up again. A new file is created with
+``auto_vacuum=INCREMENTAL`` and drops and sweeps run ``incremental_vacuum``; an older
+file needs `SQLiteLedger.vacuum` (a full ``VACUUM``) to shrink.
+
 Every KV value, blob and ledger record is stored with its CRC-32 bound to its
 place (key and revision, blob key, log and sequence number) and checked on
 every read: damaged bytes, or a row copied to another place, raise
@@ -53,7 +66,8 @@ being returned. Attachments are checked by their reader against their SHA-256.
 The schema version is kept in ``flowledger_meta``. Opening a database of an
 older version migrates it in one transaction (version 2 adds the checksums and
 computes them for the rows already there; version 3 binds them to their places,
-carrying any mismatch over); opening one written by a newer schema raises
+carrying any mismatch over; version 4 adds the references, marked incomplete when
+attachments exist already); opening one written by a newer schema raises
 `SchemaVersionError` before anything is written.
 """
 
