@@ -233,3 +233,23 @@ async def test_another_store_sees_a_drop_and_a_recreated_log(store: Store, store
         assert await store.ledger.append("a", [b"third"], expected=0) == 1
         assert [r.payload for r in await other.ledger.read("a")] == [b"third"]
         assert await other.ledger.names() == ["a", "z", "zz"]
+
+
+async def test_a_ref_of_a_log_dropped_elsewhere_is_checked_again(
+    store: Store, store_url: str
+) -> None:
+    """A store remembers the references it committed; after another store dropped the log
+    and swept, a ref to the swept attachment from the re-created log fails as it should."""
+    if not shares_state(store_url):
+        pytest.skip("memory stores do not share state")
+    await store.ledger.append("a", [b"1"], expected=0, attachments=att(S))
+    await store.ledger.append("a", [b"2"], expected=1, refs=[DS])
+    async with open_store(store_url) as other:
+        await other.ledger.drop(["a"])
+        assert await other.ledger.sweep() == SweepReport(1, len(S))
+    with pytest.raises(AttachmentNotFoundError):
+        await store.ledger.append("a", [b"new"], expected=0, refs=[DS])
+    assert await store.ledger.tip("a") == 0
+    assert await store.ledger.append("a", [b"new"], expected=0, attachments=att(S)) == 1
+    assert await store.ledger.append("a", [b"next"], expected=1, refs=[DS]) == 2
+    assert await store.ledger.sweep() == SweepReport(0, 0)

@@ -88,6 +88,27 @@ class LedgerUsage(NamedTuple):
     exclusive_attachment_bytes: int  # bytes of attachments no log outside the set refers to
 
 
+class KnownRefs:
+    """The references ``(log id, digest)`` a store has committed, remembered (a bounded
+    number) so that its appends need not insert them again, nor check that an attachment
+    named in refs is stored: a reference is deleted only with its log, a dropped log's id is
+    never given to another log, and an attachment with a reference is never swept. So a
+    remembered reference stays true; one forgotten costs a statement, never correctness."""
+
+    def __init__(self, size: int = 1 << 16) -> None:
+        self._size = size
+        self._pairs: dict[tuple[int, bytes], None] = {}
+
+    def __contains__(self, pair: tuple[int, bytes]) -> bool:
+        return pair in self._pairs
+
+    def add(self, pairs: Iterable[tuple[int, bytes]]) -> None:
+        for pair in pairs:
+            self._pairs[pair] = None
+        while len(self._pairs) > self._size:
+            del self._pairs[next(iter(self._pairs))]
+
+
 def digest_of(data: bytes) -> str:
     """The attachment key of ``data``: lowercase hex SHA-256."""
     return hashlib.sha256(data).hexdigest()

@@ -117,6 +117,7 @@ from .fence import Fence, check_fence, refused
 from .kv import Entry, check_page
 from .lease import Leaser, LeaseStatus, RenewStatus
 from .ledger import (
+    KnownRefs,
     LedgerUsage,
     Record,
     SweepReport,
@@ -461,6 +462,7 @@ class _Database:
         self.path = ""
         self._conn: sqlite3.Connection | None = None
         self._log_ids: dict[str, int] = {}
+        self._known_refs = KnownRefs()
         self._identity: tuple[int, int] | None = None  # (device, inode) of the open file
         self._companions: tuple[str, ...] = ()  # the -wal and -shm files that must stay
         self.broken: StoreBrokenError | None = None
@@ -793,7 +795,10 @@ class _Database:
             if actual + len(payloads) > MAX_SEQ:
                 raise StorageError(f"ledger {name!r} is full ({MAX_SEQ} records)")
             for digest in needed:  # named but not sent: must be stored already
-                if conn.execute(_ATTACHMENT_EXISTS, (bytes.fromhex(digest),)).fetchone() is None:
+                key = bytes.fromhex(digest)
+                if (log is None or (log, key) not in self._known_refs) and (
+                    conn.execute(_ATTACHMENT_EXISTS, (key,)).fetchone() is None
+                ):
                     raise AttachmentNotFoundError(digest)
             if log is None:
                 log = int(conn.execute(_LOG_INSERT, (name,)).lastrowid or 0)
@@ -810,14 +815,17 @@ class _Database:
                 conn.executemany(
                     _ATTACHMENT_INSERT, [(bytes.fromhex(d), data) for d, data in blobs.items()]
                 )
-            if blobs or needed:
-                conn.executemany(_REF_INSERT, [(log, bytes.fromhex(d)) for d in (*blobs, *needed)])
+            refs = [(log, bytes.fromhex(d)) for d in (*blobs, *needed)]
+            refs = [ref for ref in refs if ref not in self._known_refs]
+            if refs:
+                conn.executemany(_REF_INSERT, refs)
             conn.execute("COMMIT")
         except BaseException:
             _rollback(conn)
             self._log_ids.pop(name, None)  # a rolled-back insert assigned no id
             raise
         self._log_ids[name] = log
+        self._known_refs.add(refs)
         return actual + len(payloads)
 
     def ledger_read(self, name: str, after: int, limit: int) -> list[Record]:
