@@ -53,7 +53,9 @@ committed its reference first (kept) or finds the attachment gone
 (`AttachmentNotFoundError`, nothing written). A drop deletes a log's records,
 references and row in one transaction. Log ids are ``AUTOINCREMENT``: a dropped log's
 id is never reused, so an id cached by another store points at no records, and a store
-that finds a cached log empty looks its id up again. A new file is created with
+that finds a cached log empty looks its id up again. For the same reason a store
+remembers the references it committed (`KnownRefs`) and does not insert them again, nor
+re-check the attachments they name. A new file is created with
 ``auto_vacuum=INCREMENTAL`` and drops and sweeps run ``incremental_vacuum``; an older
 file needs `SQLiteLedger.vacuum` (a full ``VACUUM``) to shrink.
 
