@@ -89,7 +89,7 @@ def test_prune_dry_run_then_prune(url: str, tmp_path: Path) -> None:
     assert table.returncode == 0, table.stderr
     assert "would delete" in table.stdout and "dry run: nothing was written" in table.stdout
     assert "runs completed" in table.stdout and "input blobs" in table.stdout
-    assert "attachments were not counted" in table.stdout
+    assert "attachment(s) of the store would be swept" in table.stdout
     dry = flowledger(tmp_path, "prune", "--older-than", "30d", "--dry-run", "--json", "--db", url)
     assert dry.returncode == 0, dry.stderr
     plan = json.loads(dry.stdout)
@@ -98,7 +98,7 @@ def test_prune_dry_run_then_prune(url: str, tmp_path: Path) -> None:
     assert plan["dry_run"] is True and plan["session_id"] == sid
     assert plan["runs"] == {"completed": 1, "cancelled": 1, "failed": 1, "total": 3}
     assert set(plan["run_ids"]) == {made["completed"], made["cancelled"], made["failed"]}
-    assert plan["attachments"]["swept"] is False
+    assert plan["attachments"]["swept"] is True
 
     real = flowledger(tmp_path, "prune", "--older-than", "30d", "--json", "--db", url)
     assert real.returncode == 0, real.stderr

@@ -164,7 +164,7 @@ class Backend:
             return sum(len(v) for v in self.ledger._attachments.values())
         assert self.path is not None
         with sqlite3.connect(self.path) as conn:
-            return int(conn.execute("SELECT sum(length(data)) FROM attachments").fetchone()[0])
+            return int(conn.execute("SELECT sum(length(content)) FROM attachments").fetchone()[0])
 
 
 async def _open(kind: str, tmp_path: Path) -> Backend:
@@ -611,6 +611,12 @@ class CaptureLedger:
         self.records: list[bytes] = []
         self.attachments: dict[str, bytes] = {}
 
+    def __getattr__(self, name: str) -> Any:
+        # drop, sweep, usage, vacuum and the reference calls pass straight through
+        if name.startswith("_"):
+            raise AttributeError(name)
+        return getattr(self.inner, name)
+
     async def append(
         self,
         name: str,
@@ -618,9 +624,11 @@ class CaptureLedger:
         *,
         expected: int,
         attachments: Mapping[str, bytes] | None = None,
+        refs: Iterable[str] = (),
     ) -> int:
         self.records = list(records)
         self.attachments = dict(attachments or {})
+        self.refs = list(refs)
         raise Captured(name)
 
     async def read(self, name: str, *, after: int = 0, limit: int = 100) -> list[Record]:
@@ -807,6 +815,12 @@ class FaultyLedger:
         if op in self.fail:
             raise self.error
 
+    def __getattr__(self, name: str) -> Any:
+        # drop, sweep, usage, vacuum and the reference calls pass straight through
+        if name.startswith("_"):
+            raise AttributeError(name)
+        return getattr(self.inner, name)
+
     async def append(
         self,
         name: str,
@@ -814,10 +828,11 @@ class FaultyLedger:
         *,
         expected: int,
         attachments: Mapping[str, bytes] | None = None,
+        refs: Iterable[str] = (),
     ) -> int:
         self._check("append")
         result: int = await self.inner.append(
-            name, records, expected=expected, attachments=attachments
+            name, records, expected=expected, attachments=attachments, refs=refs
         )
         return result
 

@@ -20,7 +20,7 @@ class SqliteBytes:
         if table in ("kv", "blobs"):
             return "content", "key = ?", name
         if table == "attachments":
-            return "data", "digest = ?", bytes.fromhex(name)
+            return "content", "digest = ?", bytes.fromhex(name)
         raise ValueError(table)
 
     def read(self, table: str, name: str) -> bytes:

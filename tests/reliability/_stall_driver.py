@@ -97,6 +97,12 @@ class StallingLedger:
         self._inner = inner
         self._stall = stall
 
+    def __getattr__(self, name: str) -> Any:
+        # drop, sweep, usage, vacuum and the reference calls pass straight through
+        if name.startswith("_"):
+            raise AttributeError(name)
+        return getattr(self._inner, name)
+
     async def append(
         self,
         name: str,
@@ -104,12 +110,13 @@ class StallingLedger:
         *,
         expected: int,
         attachments: Mapping[str, bytes] | None = None,
+        refs: Iterable[str] = (),
         fence: Fence | None = None,
     ) -> int:
         return await self._stall.write(
             name,
             lambda: self._inner.append(
-                name, records, expected=expected, attachments=attachments, fence=fence
+                name, records, expected=expected, attachments=attachments, refs=refs, fence=fence
             ),
         )
 

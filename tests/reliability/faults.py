@@ -12,7 +12,7 @@ import asyncio
 import enum
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from flowledger.storage import KV, Blobs, Fence, Ledger, Store
 from flowledger.storage.kv import Entry
@@ -135,6 +135,12 @@ class FaultyLedger:
         self._inner = inner
         self._faults = faults
 
+    def __getattr__(self, name: str) -> Any:
+        # drop, sweep, usage, vacuum and the reference calls pass straight through
+        if name.startswith("_"):
+            raise AttributeError(name)
+        return getattr(self._inner, name)
+
     async def append(
         self,
         name: str,
@@ -142,13 +148,14 @@ class FaultyLedger:
         *,
         expected: int,
         attachments: Mapping[str, bytes] | None = None,
+        refs: Iterable[str] = (),
         fence: Fence | None = None,
     ) -> int:
         return await self._faults.call(
             "ledger.append",
             name,
             lambda: self._inner.append(
-                name, records, expected=expected, attachments=attachments, fence=fence
+                name, records, expected=expected, attachments=attachments, refs=refs, fence=fence
             ),
         )
 

@@ -388,7 +388,7 @@ async def test_a_version_1_sqlite_file_gains_checksums(tmp_path: Path) -> None:
         (version,) = conn.execute(sqlite_backend._GET_VERSION).fetchone()
     finally:
         conn.close()
-    assert version == str(sqlite_backend.SCHEMA_VERSION) == "3"
+    assert version == str(sqlite_backend.SCHEMA_VERSION) == "4"
     # A version-1 process still running against the file fails loudly on every value
     # statement instead of writing a value without (or with a stale) checksum.
     conn = sqlite3.connect(path, isolation_level=None)
@@ -447,7 +447,7 @@ async def test_a_version_1_postgres_schema_gains_checksums() -> None:
                 "WHERE table_schema = %s AND column_name = 'bound_crc' ORDER BY table_name",
                 (schema,),
             ).fetchall()
-        assert versions == [(1,), (2,), (3,)]
+        assert versions == [(1,), (2,), (3,), (4,)]
         assert nullable == [("blobs", "NO"), ("kv", "NO"), ("ledger_records", "NO")]
         with psycopg.connect(require_postgres(), autocommit=True) as conn:
             for statement in V1_STATEMENTS_POSTGRES:
@@ -610,7 +610,7 @@ async def test_a_version_2_sqlite_file_has_its_checksums_bound(tmp_path: Path) -
         await check_bound(store, SqliteRaw(path))
     conn = sqlite3.connect(path, isolation_level=None)
     try:
-        assert conn.execute(sqlite_backend._GET_VERSION).fetchone() == ("3",)
+        assert conn.execute(sqlite_backend._GET_VERSION).fetchone() == ("4",)
         # A version-2 process still running against the file fails loudly on every value
         # statement instead of writing (or trusting) an unbound checksum.
         for statement, params in V2_STATEMENTS_SQLITE:
@@ -671,7 +671,7 @@ async def test_a_version_2_postgres_schema_has_its_checksums_bound() -> None:
             versions = sync.execute(
                 f"SELECT version FROM {s}.flowledger_migrations ORDER BY version"
             ).fetchall()
-            assert versions == [(1,), (2,), (3,)]
+            assert versions == [(1,), (2,), (3,), (4,)]
             for statement in V2_STATEMENTS_POSTGRES:
                 with pytest.raises(psycopg.errors.UndefinedColumn):
                     sync.execute(statement.replace("{s}", s))

@@ -320,8 +320,10 @@ async def test_migration_table_records_the_version(pg_url: str) -> None:
         (schema,),
     )
     assert [t[0] for t in tables] == [
+        "attachment_refs",
         "attachments",
         "blobs",
+        "flowledger_meta",
         "flowledger_migrations",
         "kv",
         "leases",
@@ -336,6 +338,8 @@ async def test_migration_table_records_the_version(pg_url: str) -> None:
     )
     assert [(t, c) for t, c, _ in collations] == [
         ("blobs", "key"),
+        ("flowledger_meta", "key"),
+        ("flowledger_meta", "value"),
         ("kv", "key"),
         ("leases", "holder"),
         ("leases", "name"),

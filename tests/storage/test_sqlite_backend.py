@@ -226,8 +226,16 @@ async def test_schema_version_is_recorded(tmp_path: Path) -> None:
         tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type='table'")}
     finally:
         conn.close()
-    assert rows == [("schema_version", str(SCHEMA_VERSION))]
-    assert {"kv", "blobs", "ledger_logs", "ledger_records", "attachments", "leases"} <= tables
+    assert rows == [("refs_complete", "1"), ("schema_version", str(SCHEMA_VERSION))]
+    assert {
+        "kv",
+        "blobs",
+        "ledger_logs",
+        "ledger_records",
+        "attachments",
+        "attachment_refs",
+        "leases",
+    } <= tables
 
 
 @pytest.mark.parametrize("stored", [str(SCHEMA_VERSION + 1), "999", "0", "v2", ""])
@@ -248,7 +256,9 @@ async def test_newer_or_unknown_schema_is_refused(tmp_path: Path, stored: str) -
 
     conn = sqlite3.connect(path)
     try:  # refused without writing anything
-        assert conn.execute("SELECT value FROM flowledger_meta").fetchall() == [(stored,)]
+        assert conn.execute(
+            "SELECT value FROM flowledger_meta WHERE key = 'schema_version'"
+        ).fetchall() == [(stored,)]
     finally:
         conn.close()
 

@@ -136,7 +136,7 @@ def make_machine(url: str) -> type[RuleBasedStateMachine]:
                 self.kv_put(name=name, value=b"seed", which="create")
                 self.blob_put(name=name, data=b"seed")
                 self.ledger_append(
-                    name=name, records=[b"r", b"s"], delta=0, attach={0}, corrupt=False
+                    name=name, records=[b"r", b"s"], delta=0, attach={0}, corrupt=False, refer=[]
                 )
 
         # --- KV -----------------------------------------------------------------------
@@ -237,9 +237,16 @@ def make_machine(url: str) -> type[RuleBasedStateMachine]:
             delta=st.sampled_from([0, 0, 0, -1, 1]),
             attach=st.sets(st.sampled_from(range(3)), max_size=3),
             corrupt=st.booleans(),
+            refer=st.lists(st.sampled_from(range(len(ATTACHMENT_SEEDS))), max_size=2),
         )
         def ledger_append(
-            self, name: str, records: list[bytes], delta: int, attach: set[int], corrupt: bool
+            self,
+            name: str,
+            records: list[bytes],
+            delta: int,
+            attach: set[int],
+            corrupt: bool,
+            refer: list[int],
         ) -> None:
             log = self.ns + name
             tip = (
@@ -252,14 +259,34 @@ def make_machine(url: str) -> type[RuleBasedStateMachine]:
             if corrupt and attachments and self.valid(name):
                 attachments[next(iter(attachments))] = b"not the bytes of this digest"
             expected = max(0, tip + delta)
+            refs = [seeds[i][0] for i in refer]
             self.same(
                 self.both(
                     lambda s: s.ledger.append(
-                        log, records, expected=expected, attachments=attachments
+                        log, records, expected=expected, attachments=attachments, refs=refs
                     )
                 ),
-                f"ledger.append({log!r}, {records!r}, expected={expected}, {sorted(attach)})",
+                f"ledger.append({log!r}, {records!r}, expected={expected}, {sorted(attach)}, "
+                f"refs={refer})",
             )
+
+        @rule(names=st.lists(st.sampled_from(NAMES), max_size=3))
+        def ledger_drop(self, names: list[str]) -> None:
+            logs = [self.ns + name for name in names]
+            self.same(self.both(lambda s: s.ledger.drop(logs)), f"ledger.drop({logs!r})")
+
+        @rule(names=st.lists(st.sampled_from(NAMES), max_size=3))
+        def ledger_usage(self, names: list[str]) -> None:
+            logs = [self.ns + name for name in names]
+            self.same(self.both(lambda s: s.ledger.usage(logs)), f"ledger.usage({logs!r})")
+
+        @rule(dry_run=st.booleans())
+        def ledger_sweep(self, dry_run: bool) -> None:
+            # The subject's store is shared with earlier examples (other namespaces), so its
+            # report counts their attachments too; what it kept of this example's is
+            # compared by `ledger_attachments`.
+            for outcome in self.both(lambda s: s.ledger.sweep(dry_run=dry_run)).values():
+                assert outcome[0] == "ok", outcome
 
         @rule(
             name=st.sampled_from(NAMES),

@@ -62,6 +62,12 @@ class Wrapped:
         self.before: Any = None
         self.after: Any = None
 
+    def __getattr__(self, name: str) -> Any:
+        # drop, sweep, usage, vacuum and the reference calls pass straight through
+        if name.startswith("_"):
+            raise AttributeError(name)
+        return getattr(self.inner, name)
+
     async def append(
         self,
         name: str,
@@ -69,11 +75,14 @@ class Wrapped:
         *,
         expected: int,
         attachments: Mapping[str, bytes] | None = None,
+        refs: Iterable[str] = (),
     ) -> int:
         self.appends += 1
         if self.before is not None:
             await self.before(self.appends)
-        tip = await self.inner.append(name, records, expected=expected, attachments=attachments)
+        tip = await self.inner.append(
+            name, records, expected=expected, attachments=attachments, refs=refs
+        )
         if self.after is not None:
             await self.after(self.appends)
         return tip

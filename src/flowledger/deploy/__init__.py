@@ -15,6 +15,9 @@
   validates before start (``unrunnable``), pins each run's environment (`Pin`), and
   revalidates the pin before every resume (`DeployedDefinition.check_resume`).
 
+* `backfill_refs` registers the attachment references of a store written before the
+  ledger recorded them (checkpoints and pins), so it can be swept (docs/storage.md).
+
 This layer imports only storage, flow and workflows; it is transport neutral.
 """
 
@@ -70,6 +73,7 @@ from .deployments.store import (
     DeploymentStore,
 )
 from .deployments.validation import check_pinned, check_start
+from .refs import backfill_refs
 from .runs.compile import (
     ArtifactDefinition,
     artifact_outcome,
@@ -200,6 +204,7 @@ __all__ = [
     "WorkflowNode",
     "artifact_json_schema",
     "artifact_outcome",
+    "backfill_refs",
     "check_pinned",
     "check_start",
     "closure_digest",

@@ -20,6 +20,11 @@ De-duplication, so that bytes written per step grow with what changed:
   previous record's in the same append (the last vertex checkpoint of a step
   and the step's boundary), which are then not repeated. Only a record with
   no ``same`` can be referred to, so one look back always suffices.
+* An attachment skipped because this store knows it is stored (it wrote or read it)
+  is named in the append's ``refs``, so the log refers to it and a `sweep` keeps it.
+  If a sweep deleted it meanwhile (its log was dropped), the append fails with
+  `AttachmentNotFoundError` and writes nothing; the store then forgets it and
+  appends once more with the bytes of everything it had skipped.
 * The run record's fixed part (run id, graph id and version, creation times)
   is stored in revision 0; a later record that agrees with it leaves it out,
   and the store restores it on read (caching it per run). A record whose
@@ -124,6 +129,7 @@ class LedgerCheckpointStore:
     async def append(self, checkpoints: Sequence[Checkpoint]) -> None:
         run_id, first = check_batch(checkpoints)
         attachments: dict[str, bytes] = {}
+        skipped: dict[str, bytes] = {}  # known stored, so named in ``refs`` instead of sent
         seed_fixed = None
         if first > 0:
             try:
@@ -145,8 +151,8 @@ class LedgerCheckpointStore:
                     for key in _FIXED:  # the usual case: the same as revision 0's
                         del run[key]
                 parts = {
-                    "state": self._manifest(cp.state, attachments, memo),
-                    "step_base": self._manifest(cp.step_base, attachments, memo),
+                    "state": self._manifest(cp.state, attachments, memo, skipped),
+                    "step_base": self._manifest(cp.step_base, attachments, memo, skipped),
                     "vertices": body.pop("vertices"),
                 }
                 same = [k for k in _SHARABLE if previous is not None and previous[k] == parts[k]]
@@ -169,9 +175,25 @@ class LedgerCheckpointStore:
             raise StoreError("append", exc) from exc
         try:
             # An owner's append carries its lease fence (`storage.fencing`), if it set one.
-            await self.ledger.append(
-                name, records, expected=first, attachments=attachments, **fence_arg()
-            )
+            try:
+                await self.ledger.append(
+                    name,
+                    records,
+                    expected=first,
+                    attachments=attachments,
+                    refs=list(skipped),
+                    **fence_arg(),
+                )
+            except AttachmentNotFoundError as gone:
+                if gone.digest not in skipped:
+                    raise
+                # Swept since this store saw it stored (the append wrote nothing): send
+                # the bytes of everything it skipped, once.
+                self._durable.pop(gone.digest, None)
+                attachments.update(skipped)
+                await self.ledger.append(
+                    name, records, expected=first, attachments=attachments, **fence_arg()
+                )
         except LedgerConflictError as conflict:
             raise RevisionConflictError(run_id, conflict.actual, first) from conflict
         except (_StorageError, OSError, ValueError, TypeError) as exc:
@@ -180,7 +202,11 @@ class LedgerCheckpointStore:
             self._durable.remember(digest, data)
 
     def _manifest(
-        self, doc: JsonObject | None, attachments: dict[str, bytes], memo: dict[int, str]
+        self,
+        doc: JsonObject | None,
+        attachments: dict[str, bytes],
+        memo: dict[int, str],
+        skipped: dict[str, bytes],
     ) -> str | None:
         """Store ``doc``'s fields and manifest (as needed); return the manifest's digest."""
         if doc is None:
@@ -197,19 +223,24 @@ class LedgerCheckpointStore:
                     manifest[name] = [value]
                     continue
                 check_readable(data)
-                digest = self._attach(data, attachments)
+                digest = self._attach(data, attachments, skipped)
             else:
-                if self._durable.get(digest) is None:
+                stored = self._durable.get(digest)
+                if stored is None:
                     attachments[digest] = dumps(value)
+                else:
+                    skipped[digest] = stored
             manifest[name] = digest
-        digest = self._attach(dumps_ordered(manifest), attachments)
+        digest = self._attach(dumps_ordered(manifest), attachments, skipped)
         memo[id(doc)] = digest
         return digest
 
-    def _attach(self, data: bytes, attachments: dict[str, bytes]) -> str:
+    def _attach(self, data: bytes, attachments: dict[str, bytes], skipped: dict[str, bytes]) -> str:
         digest = digest_of(data)
         if self._durable.get(digest) is None:
             attachments[digest] = data
+        else:
+            skipped[digest] = data
         return digest
 
     def _big_string(self, value: Any) -> str | None:
@@ -227,6 +258,62 @@ class LedgerCheckpointStore:
         if len(self._strings) > _CACHE:
             self._strings.pop(next(iter(self._strings)))
         return digest
+
+    # -- references of logs written before the ledger recorded them ----------------------
+
+    async def backfill_refs(self) -> int:
+        """Register, with `Ledger.add_refs`, the attachments every checkpoint log under
+        this store's prefix refers to: its records' state manifests and the fields those
+        name. For a database written before the ledger recorded references; it reads
+        every record once and returns how many logs it registered. Idempotent, and safe
+        while runs go on (their appends record their own references). A record that does
+        not parse names nothing that could be read anyway and is passed over. It does
+        not call `Ledger.mark_refs_complete`: other kinds of logs may need theirs too."""
+        logs = 0
+        for name in await self.ledger.names(self.prefix + "/"):
+            manifests = await self._manifests_named(name)
+            fields: set[str] = set()
+            for digest, data in (await self._stored(manifests)).items():
+                try:
+                    doc = _manifest_doc(digest, data)
+                except (FlowError, ValueError):
+                    continue
+                fields.update(v for v in doc.values() if isinstance(v, str))
+            await self.ledger.add_refs(name, sorted(manifests | fields))
+            logs += 1
+        return logs
+
+    async def _manifests_named(self, name: str) -> set[str]:
+        """The state manifests the records of log ``name`` name."""
+        manifests: set[str] = set()
+        previous: _Parsed | None = None
+        seq = 0
+        while page := await self.ledger.read(name, after=seq, limit=_PAGE):
+            for record in page:
+                try:
+                    previous = _parse(record, previous)
+                except (FlowError, ValueError):
+                    previous = None
+                    continue
+                for key in ("state", "step_base"):
+                    if isinstance(ref := previous.parts[key], str):
+                        manifests.add(ref)
+            seq = page[-1].seq
+        return manifests
+
+    async def _stored(self, digests: Iterable[str]) -> dict[str, bytes]:
+        """The attachments of ``digests`` that are stored (the missing ones left out)."""
+        wanted = list(digests)
+        found: dict[str, bytes] = {}
+        while wanted:
+            chunk, wanted = wanted[:_PAGE], wanted[_PAGE:]
+            while chunk:
+                try:
+                    found.update(await self.ledger.attachments(chunk))
+                    break
+                except AttachmentNotFoundError as missing:
+                    chunk = [d for d in chunk if d != missing.digest]
+        return found
 
     # -- reading ---------------------------------------------------------------------------
 

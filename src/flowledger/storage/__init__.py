@@ -17,6 +17,7 @@ from .errors import (
     KeyNotFoundError,
     LeaseHeldError,
     LedgerConflictError,
+    RefsIncompleteError,
     SchemaVersionError,
     StorageError,
     StoreBrokenError,
@@ -28,7 +29,7 @@ from .errors import (
 from .fence import Fence, FenceArg, current_fence, fence_arg, fencing
 from .kv import KV, Entry, PagedKV
 from .lease import Lease, Leaser, LeaseStatus, LostReason
-from .ledger import Ledger, Record, digest_of
+from .ledger import Ledger, LedgerUsage, Record, SweepReport, digest_of
 from .limits import (
     MAX_ATTACHMENT_BYTES,
     MAX_ATTACHMENTS_PER_APPEND,
@@ -37,6 +38,7 @@ from .limits import (
     MAX_READ_LIMIT,
     MAX_RECORD_BYTES,
     MAX_RECORDS_PER_APPEND,
+    MAX_REFS_PER_APPEND,
 )
 from .names import MAX_NAME_BYTES, InvalidNameError, validate_name
 from .store import Store, StoreOpener, UnsupportedURLError, open_store
@@ -51,6 +53,7 @@ __all__ = [
     "MAX_READ_LIMIT",
     "MAX_RECORDS_PER_APPEND",
     "MAX_RECORD_BYTES",
+    "MAX_REFS_PER_APPEND",
     "AttachmentNotFoundError",
     "BlobConflictError",
     "BlobNotFoundError",
@@ -70,9 +73,11 @@ __all__ = [
     "Leaser",
     "Ledger",
     "LedgerConflictError",
+    "LedgerUsage",
     "LostReason",
     "PagedKV",
     "Record",
+    "RefsIncompleteError",
     "SchemaVersionError",
     "StorageError",
     "Store",
@@ -81,6 +86,7 @@ __all__ = [
     "StoreNotFoundError",
     "StoreOpenError",
     "StoreOpener",
+    "SweepReport",
     "UnsupportedURLError",
     "ValueTooLargeError",
     "current_fence",

@@ -13,6 +13,7 @@ __all__ = [
     "KeyNotFoundError",
     "LeaseHeldError",
     "LedgerConflictError",
+    "RefsIncompleteError",
     "SchemaVersionError",
     "StorageError",
     "StoreBrokenError",
@@ -158,6 +159,20 @@ class AttachmentNotFoundError(StorageError, KeyError):
 
     def __str__(self) -> str:
         return f"attachment not found: {self.digest}"
+
+
+class RefsIncompleteError(StorageError):
+    """`Ledger.sweep` or `Ledger.usage` on a database whose logs were (partly) written
+    before references were recorded: it cannot tell which attachments are still needed,
+    so it refuses and changes nothing. Register the old logs' references first."""
+
+    def __init__(self) -> None:
+        super().__init__(
+            "the ledger's attachment references are incomplete (logs written before "
+            "flowledger recorded them), so no attachment may be deleted yet: run "
+            "flowledger.deploy.backfill_refs(store) once, with every process on this "
+            "version, to register them"
+        )
 
 
 class FencedWriteError(StorageError):

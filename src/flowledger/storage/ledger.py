@@ -19,6 +19,32 @@
 * ``append`` takes an optional ``fence=`` (see `fence`): checked in the same
   transaction, a grant that is no longer current raises `FencedWriteError`
   and writes nothing.
+
+References and collection (see docs/storage.md for the whole protocol):
+
+* A log *refers to* the attachments its records need. An append declares them: the
+  digests it sends in ``attachments`` and, in ``refs=``, those it needs but does not
+  send (because the writer knows they are stored already). The append records both
+  in the same transaction (one row per log and digest, however many appends name
+  it) and checks that every digest in ``refs`` is stored: one that is not raises
+  `AttachmentNotFoundError` naming the first missing one (in the order given) and
+  writes nothing - the writer then appends again with the bytes. A writer must name
+  every attachment its records need in one of the two, or `sweep` may delete it.
+* ``drop(names)`` deletes logs - records, the log, its references - as if never
+  written (a later append at ``expected=0`` starts the log afresh). Idempotent.
+* ``sweep()`` deletes every attachment no log refers to, safely against concurrent
+  appenders: an append that names an attachment either commits its reference
+  before the sweep decides (and the attachment is kept) or finds it gone and fails
+  with `AttachmentNotFoundError` (a sent attachment is simply inserted again), so
+  no committed record ever needs a deleted attachment. ``dry_run=True`` reports
+  what would be deleted and changes nothing.
+* ``usage(names)`` measures what dropping ``names`` and sweeping would free.
+* ``vacuum()`` returns freed space to the file system where the backend can (see
+  each backend); ``drop`` and ``sweep`` already make freed space reusable.
+* Databases written before references existed have logs without them: until the
+  layer that can parse the records registered their references (``add_refs``) and
+  called ``mark_refs_complete``, ``refs_complete()`` is false and `sweep` and
+  `usage` raise `RefsIncompleteError`.
 """
 
 from __future__ import annotations
@@ -26,7 +52,7 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Protocol, runtime_checkable
+from typing import NamedTuple, Protocol, runtime_checkable
 
 from .errors import InvalidValueError
 from .fence import Fence
@@ -36,18 +62,55 @@ from .limits import (
     MAX_READ_LIMIT,
     MAX_RECORD_BYTES,
     MAX_RECORDS_PER_APPEND,
+    MAX_REFS_PER_APPEND,
     check_bytes,
     check_revision,
 )
 from .names import validate_name
 
-__all__ = ["Ledger", "Record", "check_append", "digest_of"]
+__all__ = ["Ledger", "LedgerUsage", "Record", "SweepReport", "check_append", "digest_of"]
 
 
 @dataclass(frozen=True, slots=True)
 class Record:
     seq: int
     payload: bytes
+
+
+class SweepReport(NamedTuple):
+    """What a `Ledger.sweep` deleted (or, in a dry run, would delete)."""
+
+    attachments: int  # how many attachments
+    bytes: int  # their total size in bytes
+
+
+class LedgerUsage(NamedTuple):
+    """What a set of logs occupies (`Ledger.usage`): dropping them and sweeping frees it."""
+
+    records: int  # records in the logs
+    bytes: int  # their payload bytes
+    exclusive_attachment_bytes: int  # bytes of attachments no log outside the set refers to
+
+
+class KnownRefs:
+    """The references ``(log id, digest)`` a store has committed, remembered (a bounded
+    number) so that its appends need not insert them again, nor check that an attachment
+    named in refs is stored: a reference is deleted only with its log, a dropped log's id is
+    never given to another log, and an attachment with a reference is never swept. So a
+    remembered reference stays true; one forgotten costs a statement, never correctness."""
+
+    def __init__(self, size: int = 1 << 16) -> None:
+        self._size = size
+        self._pairs: dict[tuple[int, bytes], None] = {}
+
+    def __contains__(self, pair: tuple[int, bytes]) -> bool:
+        return pair in self._pairs
+
+    def add(self, pairs: Iterable[tuple[int, bytes]]) -> None:
+        for pair in pairs:
+            self._pairs[pair] = None
+        while len(self._pairs) > self._size:
+            del self._pairs[next(iter(self._pairs))]
 
 
 def digest_of(data: bytes) -> str:
@@ -64,8 +127,16 @@ class Ledger(Protocol):
         *,
         expected: int,
         attachments: Mapping[str, bytes] | None = None,
+        refs: Iterable[str] = (),
         fence: Fence | None = None,
-    ) -> int: ...
+    ) -> int:
+        """Append ``records`` if the tip is ``expected``; return the new tip.
+
+        ``attachments`` (digest -> bytes) are inserted if absent; ``refs`` are digests
+        the records need that are stored already. The log refers to both from then on.
+        `AttachmentNotFoundError` (nothing written) if a digest of ``refs`` is not stored;
+        `LedgerConflictError` if the tip moved; `FencedWriteError` for a stale fence."""
+        ...
 
     async def read(self, name: str, *, after: int = 0, limit: int = 100) -> list[Record]: ...
 
@@ -77,6 +148,52 @@ class Ledger(Protocol):
 
     async def attachments(self, digests: Iterable[str]) -> dict[str, bytes]:
         """Fetch attachments by digest; `AttachmentNotFoundError` names the first missing one."""
+        ...
+
+    async def drop(self, names: Iterable[str]) -> int:
+        """Delete the logs ``names`` (records, log, references); return how many existed.
+
+        Each log goes in one transaction with all its records (a batch of logs may share
+        one); a log that does not exist is skipped, so a repeated or resumed drop is
+        harmless. The attachments the logs referred to stay until `sweep`."""
+        ...
+
+    async def sweep(self, *, dry_run: bool = False) -> SweepReport:
+        """Delete every attachment no log refers to; report how many and their bytes.
+
+        Safe against concurrent appends (see the module docstring). With ``dry_run``,
+        count them and change nothing. `RefsIncompleteError` while `refs_complete` is
+        false."""
+        ...
+
+    async def usage(self, names: Iterable[str]) -> LedgerUsage:
+        """The records of ``names`` and the attachments only they refer to (what `drop`
+        followed by `sweep` would free, as of now). `RefsIncompleteError` while
+        `refs_complete` is false."""
+        ...
+
+    async def vacuum(self) -> None:
+        """Give freed space back to the file system where the backend can (SQLite: a
+        full ``VACUUM``, which also turns on incremental auto-vacuum for an older file;
+        PostgreSQL: ``VACUUM`` of the ledger's tables; memory: nothing). Slow on a large
+        database: an explicit maintenance operation, never run implicitly."""
+        ...
+
+    async def add_refs(self, name: str, digests: Iterable[str]) -> int:
+        """Record that log ``name`` refers to ``digests`` (the backfill of a database
+        written before references existed); return how many of them are stored. Digests
+        that are not stored are skipped (nothing to keep); a log that does not exist is
+        skipped (returns 0). Safe against a concurrent `sweep`, like an append."""
+        ...
+
+    async def refs_complete(self) -> bool:
+        """Whether every log's references are recorded (always, unless the database was
+        written before references existed and `mark_refs_complete` was not called)."""
+        ...
+
+    async def mark_refs_complete(self) -> None:
+        """Declare every log's references recorded (after a backfill through `add_refs`),
+        which allows `sweep`. Idempotent."""
         ...
 
 
@@ -117,18 +234,28 @@ def check_append(
     return payloads, blobs
 
 
+def check_refs(refs: Iterable[str], sent: Mapping[str, bytes]) -> list[str]:
+    """Validate an append's ``refs``; return the distinct digests not in ``sent``, in order."""
+    if isinstance(refs, str | bytes | bytearray):
+        raise InvalidValueError("refs", "an iterable of digests", refs)
+    wanted = list(dict.fromkeys(_check_digest(d) for d in refs))
+    if len(wanted) > MAX_REFS_PER_APPEND:
+        raise ValueError(f"at most {MAX_REFS_PER_APPEND} refs per append, not {len(wanted)}")
+    return [d for d in wanted if d not in sent]
+
+
+def check_names(names: Iterable[str]) -> list[str]:
+    """Validate the log names of a `drop` or `usage`; return them, distinct, in order."""
+    if isinstance(names, str | bytes | bytearray):
+        raise InvalidValueError("names", "an iterable of log names", names)
+    return list(dict.fromkeys(validate_name(n) for n in names))
+
+
 def check_read(after: int, limit: int) -> None:
     check_revision("after", after)
     check_revision("limit", limit)
     if not 1 <= limit <= MAX_READ_LIMIT:
         raise ValueError(f"limit must be in 1..{MAX_READ_LIMIT}, not {limit}")
-
-
-def check_names(names: Iterable[str]) -> list[str]:
-    """The log names of a ``drop`` (shared by every backend), validated, without repeats."""
-    if isinstance(names, str):
-        raise InvalidValueError("names", "an iterable of log names", names)
-    return list(dict.fromkeys(validate_name(name) for name in names))
 
 
 def check_digests(digests: Iterable[str]) -> list[str]:

@@ -14,6 +14,7 @@ __all__ = [
     "MAX_READ_LIMIT",
     "MAX_RECORDS_PER_APPEND",
     "MAX_RECORD_BYTES",
+    "MAX_REFS_PER_APPEND",
 ]
 
 MAX_KV_VALUE_BYTES: Final = 1 << 20  # 1 MiB
@@ -22,6 +23,7 @@ MAX_RECORD_BYTES: Final = 4 << 20  # 4 MiB per ledger record
 MAX_RECORDS_PER_APPEND: Final = 64
 MAX_ATTACHMENT_BYTES: Final = 16 << 20  # 16 MiB per attachment
 MAX_ATTACHMENTS_PER_APPEND: Final = 4096
+MAX_REFS_PER_APPEND: Final = 4096  # distinct digests in an append's refs
 MAX_READ_LIMIT: Final = 10_000  # records per ledger read
 
 

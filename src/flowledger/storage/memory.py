@@ -33,7 +33,16 @@ from .errors import (
 from .fence import Fence, check_fence, refused
 from .kv import Entry, check_page
 from .lease import LeaseStatus, RenewStatus
-from .ledger import Record, check_append, check_digests, check_names, check_read
+from .ledger import (
+    LedgerUsage,
+    Record,
+    SweepReport,
+    check_append,
+    check_digests,
+    check_names,
+    check_read,
+    check_refs,
+)
 from .limits import MAX_BLOB_BYTES, MAX_KV_VALUE_BYTES, check_bytes, check_revision
 from .names import validate_name
 
@@ -170,6 +179,7 @@ class MemoryLedger:
         self._lock = threading.Lock()
         self._logs: dict[str, list[bytes]] = {}
         self._attachments: dict[str, bytes] = {}
+        self._refs: dict[str, set[str]] = {}  # log -> the digests it refers to
 
     async def append(
         self,
@@ -178,18 +188,24 @@ class MemoryLedger:
         *,
         expected: int,
         attachments: Mapping[str, bytes] | None = None,
+        refs: Iterable[str] = (),
         fence: Fence | None = None,
     ) -> int:
         validate_name(name)
         payloads, blobs = check_append(records, expected, attachments)
+        needed = check_refs(refs, blobs)
         check_fence(fence)
         self._gate.check()
         with self._lock, self._leases.holding(fence):
             log = self._logs.get(name, [])
             if len(log) != expected:
                 raise LedgerConflictError(name, expected, len(log))
+            for digest in needed:
+                if digest not in self._attachments:
+                    raise AttachmentNotFoundError(digest)
             for digest, data in blobs.items():
                 self._attachments.setdefault(digest, data)
+            self._refs.setdefault(name, set()).update(blobs, needed)
             log.extend(payloads)
             self._logs[name] = log
             return len(log)
@@ -214,14 +230,6 @@ class MemoryLedger:
         with self._lock:
             return sorted(n for n in self._logs if n.startswith(prefix))
 
-    async def drop(self, names: Iterable[str]) -> None:
-        """Delete these logs (their records; attachments stay). Idempotent."""
-        wanted = check_names(names)
-        self._gate.check()
-        with self._lock:
-            for name in wanted:
-                self._logs.pop(name, None)
-
     async def attachments(self, digests: Iterable[str]) -> dict[str, bytes]:
         wanted = check_digests(digests)
         found: dict[str, bytes] = {}
@@ -233,6 +241,63 @@ class MemoryLedger:
                     raise AttachmentNotFoundError(digest)
                 found[digest] = data
         return found
+
+    async def drop(self, names: Iterable[str]) -> int:
+        wanted = check_names(names)
+        self._gate.check()
+        dropped = 0
+        with self._lock:
+            for name in wanted:
+                self._refs.pop(name, None)
+                if self._logs.pop(name, None) is not None:
+                    dropped += 1
+        return dropped
+
+    async def sweep(self, *, dry_run: bool = False) -> SweepReport:
+        self._gate.check()
+        with self._lock:
+            needed = set().union(*self._refs.values())
+            garbage = [d for d in self._attachments if d not in needed]
+            size = sum(len(self._attachments[d]) for d in garbage)
+            if not dry_run:
+                for digest in garbage:
+                    del self._attachments[digest]
+        return SweepReport(len(garbage), size)
+
+    async def usage(self, names: Iterable[str]) -> LedgerUsage:
+        wanted = set(check_names(names))
+        self._gate.check()
+        with self._lock:
+            logs = [self._logs.get(name, []) for name in wanted]
+            inside = set().union(*(self._refs.get(name, ()) for name in wanted))
+            outside = set().union(*(d for n, d in self._refs.items() if n not in wanted))
+            exclusive = (d for d in inside - outside if d in self._attachments)
+            return LedgerUsage(
+                sum(map(len, logs)),
+                sum(len(p) for log in logs for p in log),
+                sum(len(self._attachments[d]) for d in exclusive),
+            )
+
+    async def vacuum(self) -> None:
+        self._gate.check()  # nothing to give back: freed values are garbage-collected
+
+    async def add_refs(self, name: str, digests: Iterable[str]) -> int:
+        validate_name(name)
+        wanted = check_digests(digests)
+        self._gate.check()
+        with self._lock:
+            if name not in self._logs:
+                return 0
+            stored = {d for d in wanted if d in self._attachments}
+            self._refs.setdefault(name, set()).update(stored)
+            return len(stored)
+
+    async def refs_complete(self) -> bool:
+        self._gate.check()
+        return True  # a memory store is never older than references
+
+    async def mark_refs_complete(self) -> None:
+        self._gate.check()
 
 
 class MemoryLeaseBackend:

@@ -58,6 +58,21 @@ the write has ended, so it can never land after one. The same statement sets
 stalled in the middle of one (SIGSTOP, a frozen VM) is disconnected by the server
 and rolled back instead of blocking the takeover for as long as it is stopped.
 
+Collection (see `ledger` and docs/storage.md). ``attachment_refs`` holds one row per log
+and digest it refers to. An append, after claiming its log's row, share-locks (``FOR KEY
+SHARE``, in digest order) every stored attachment it sends or names in refs, raises
+`AttachmentNotFoundError` for a ref that is not there, and inserts records, attachments
+and references in one statement. A sweep page locks unreferenced attachments ``FOR
+UPDATE SKIP LOCKED`` (passing over those an append in flight holds; an append that comes
+later waits for the sweep's commit and finds the row gone), then deletes, in a new
+statement whose fresh snapshot sees every reference committed before the locks were
+granted, those still unreferenced. A single ``DELETE ... WHERE NOT EXISTS`` would be
+wrong: after waiting for an append's lock it re-checks the row but not the subquery.
+A drop deletes the log rows first (waiting for appends holding them), then, in new
+statements, their records and references. Space is reclaimed by autovacuum;
+`PostgresLedger.vacuum` runs ``VACUUM (ANALYZE)`` on the ledger's tables. A drop, a sweep
+page and ``add_refs`` are idempotent, so a lost acknowledgement is simply raised.
+
 Lost acknowledgements. When the connection fails while a ``COMMIT`` is in
 flight (``psycopg.OperationalError`` after the commit was sent), the write may
 or may not have happened. It is resolved by re-reading on a fresh connection,
@@ -115,7 +130,9 @@ missing or older schema is migrated in one transaction under a
 transaction-scoped advisory lock (``pg_advisory_xact_lock``), so processes
 opening a fresh database together are safe. Version 2 adds the checksums and
 computes them for the rows already there (reading every value once); version 3
-binds them to their places the same way, carrying any mismatch over. A
+binds them to their places the same way, carrying any mismatch over; version 4 adds the
+references (``attachment_refs``, and ``flowledger_meta`` saying whether they are
+complete: not if attachments existed already). A
 database whose version is newer than this code knows raises
 `SchemaVersionError` before anything is written.
 """
@@ -156,6 +173,7 @@ from .errors import (
     KeyNotFoundError,
     LeaseHeldError,
     LedgerConflictError,
+    RefsIncompleteError,
     StorageError,
     StoreClosedError,
 )
@@ -163,7 +181,16 @@ from .errors import SchemaVersionError as BaseSchemaVersionError
 from .fence import Fence, check_fence, refused
 from .kv import Entry, check_page
 from .lease import Leaser, LeaseStatus, RenewStatus
-from .ledger import Record, check_append, check_digests, check_names, check_read
+from .ledger import (
+    LedgerUsage,
+    Record,
+    SweepReport,
+    check_append,
+    check_digests,
+    check_names,
+    check_read,
+    check_refs,
+)
 from .limits import MAX_BLOB_BYTES, MAX_KV_VALUE_BYTES, check_bytes, check_revision
 from .names import validate_name
 from .store import Store, UnsupportedURLError, redact_url
@@ -180,7 +207,7 @@ __all__ = [
     "parse_postgres_url",
 ]
 
-SCHEMA_VERSION: Final = 3
+SCHEMA_VERSION: Final = 4
 
 _T = TypeVar("_T")
 _Conn = psycopg.AsyncConnection[tuple[Any, ...]]
@@ -193,6 +220,9 @@ _DEFAULT_CONNECT_TIMEOUT: Final = 10
 _MAX_CONNECT_TIMEOUT: Final = 3600
 # Sequence numbers never get near this; clamping keeps huge ``after`` values bindable.
 _MAX_BIGINT: Final = 2**63 - 1
+# Logs per drop transaction, attachments per sweep transaction.
+_DROP_BATCH: Final = 64
+_SWEEP_BATCH: Final = 1000
 # The longest a fenced write may keep its transaction idle (it holds its lease's row).
 _FENCED_IDLE_LIMIT: Final = "5s"
 
@@ -461,6 +491,26 @@ _MIGRATIONS: Final[tuple[tuple[_Step, ...], ...]] = (
     (_add_checksums,),
     # version 3: each checksum bound to its value's place (see `checksum`)
     (_bind_checksums,),
+    # version 4: which attachments each log refers to (see `ledger` and the module
+    # docstring's "Collection"). The attachment column is renamed so that a process of
+    # version 3 still running fails loudly instead of sending attachments without
+    # references. Logs written before have none: ``refs_complete`` says whether any could
+    # be missing (only if attachments exist; the rename's lock keeps that exact).
+    (
+        "ALTER TABLE {s}.attachments RENAME COLUMN data TO content",
+        """CREATE TABLE {s}.attachment_refs (
+            log_id bigint NOT NULL,
+            digest bytea NOT NULL,
+            PRIMARY KEY (log_id, digest)
+        )""",
+        "CREATE INDEX attachment_refs_by_digest ON {s}.attachment_refs (digest)",
+        """CREATE TABLE {s}.flowledger_meta (
+            key text COLLATE "C" PRIMARY KEY,
+            value text COLLATE "C" NOT NULL
+        )""",
+        """INSERT INTO {s}.flowledger_meta (key, value) SELECT 'refs_complete',
+            CASE WHEN EXISTS (SELECT 1 FROM {s}.attachments) THEN '0' ELSE '1' END""",
+    ),
 )
 assert len(_MIGRATIONS) == SCHEMA_VERSION
 
@@ -533,6 +583,91 @@ class _Queries:
         b"log AS (UPDATE {s}.ledger_logs SET tip = %s WHERE name = %s AND tip = %s AND {ok} "
         b"RETURNING id), {rest}"
     )
+    # An append that names attachments takes the locking path of `ledger_append` instead:
+    # claim the next ``n`` sequence numbers of a log (create it, expected 0, or move its
+    # tip from ``expected``; the row lock queues concurrent appenders of the log), ...
+    log_create: bytes = (
+        b"INSERT INTO {s}.ledger_logs (name, tip) VALUES (%s, %s) "
+        b"ON CONFLICT (name) DO NOTHING RETURNING id"
+    )
+    log_advance: bytes = (
+        b"UPDATE {s}.ledger_logs SET tip = %s WHERE name = %s AND tip = %s RETURNING id"
+    )
+    # ... then the records, the attachments and the references, in one statement.
+    # Attachments are inserted in digest order, so concurrent appends sharing some never
+    # deadlock.
+    ledger_insert: bytes = (
+        b"WITH records AS ("
+        b"INSERT INTO {s}.ledger_records (log_id, seq, content, bound_crc) "
+        b"SELECT %s, %s + r.ord, r.payload, r.crc "
+        b"FROM unnest(%s::bytea[], %s::integer[]) WITH ORDINALITY AS r(payload, crc, ord)"
+        b"), refs AS ("
+        b"INSERT INTO {s}.attachment_refs (log_id, digest) SELECT %s, d FROM unnest(%s::bytea[]) "
+        b"AS d ORDER BY d ON CONFLICT DO NOTHING"
+        b") INSERT INTO {s}.attachments (digest, content) "
+        b"SELECT a.digest, a.data FROM unnest(%s::bytea[], %s::bytea[]) AS a(digest, data) "
+        b"ORDER BY a.digest ON CONFLICT (digest) DO NOTHING"
+    )
+    # An append (or `add_refs`) first share-locks the stored attachments it refers to, in
+    # digest order: a sweep that locked one first (FOR UPDATE) has deleted it or found it
+    # referenced by the time this returns, and a sweep that comes later skips it.
+    attachments_lock: bytes = (
+        b"SELECT digest FROM {s}.attachments WHERE digest = ANY(%s) ORDER BY digest FOR KEY SHARE"
+    )
+    log_lock: bytes = b"SELECT id FROM {s}.ledger_logs WHERE name = %s FOR KEY SHARE"
+    refs_insert: bytes = (
+        b"INSERT INTO {s}.attachment_refs (log_id, digest) SELECT %s, d FROM unnest(%s::bytea[]) "
+        b"AS d ORDER BY d ON CONFLICT DO NOTHING"
+    )
+    refs_complete: bytes = (
+        b"SELECT value = '1' FROM {s}.flowledger_meta WHERE key = 'refs_complete'"
+    )
+    mark_refs_complete: bytes = (
+        b"INSERT INTO {s}.flowledger_meta (key, value) VALUES ('refs_complete', '1') "
+        b"ON CONFLICT (key) DO UPDATE SET value = '1'"
+    )
+    # A drop deletes the log rows first (waiting for appends in flight, which hold them),
+    # then - in new statements, which see what those appends committed - the records and
+    # references: no append can add any for the deleted ids any more.
+    logs_drop: bytes = b"DELETE FROM {s}.ledger_logs WHERE name = ANY(%s) RETURNING id"
+    records_drop: bytes = b"DELETE FROM {s}.ledger_records WHERE log_id = ANY(%s)"
+    refs_drop: bytes = b"DELETE FROM {s}.attachment_refs WHERE log_id = ANY(%s)"
+    # The sweep: lock a page of unreferenced attachments (skipping those an append holds),
+    # then delete those still unreferenced in a new statement - a fresh snapshot, in which
+    # every reference committed before the locks were taken is visible. (One DELETE ...
+    # WHERE NOT EXISTS would not do: after waiting for a lock it re-checks the row, but not
+    # the subquery, against what has been committed since its snapshot.)
+    sweep_lock: bytes = (
+        b"SELECT digest FROM {s}.attachments a WHERE digest > %s AND NOT EXISTS "
+        b"(SELECT 1 FROM {s}.attachment_refs r WHERE r.digest = a.digest) "
+        b"ORDER BY digest LIMIT %s FOR UPDATE SKIP LOCKED"
+    )
+    sweep_delete: bytes = (
+        b"DELETE FROM {s}.attachments a WHERE digest = ANY(%s) AND NOT EXISTS "
+        b"(SELECT 1 FROM {s}.attachment_refs r WHERE r.digest = a.digest) "
+        b"RETURNING length(content)"
+    )
+    sweep_count: bytes = (
+        b"SELECT (SELECT value = '1' FROM {s}.flowledger_meta WHERE key = 'refs_complete'), "
+        b"count(*), coalesce(sum(length(content)), 0)::bigint FROM {s}.attachments a "
+        b"WHERE NOT EXISTS (SELECT 1 FROM {s}.attachment_refs r WHERE r.digest = a.digest)"
+    )
+    usage: bytes = (
+        b"WITH logs AS (SELECT id FROM {s}.ledger_logs WHERE name = ANY(%s)), "
+        b"records AS (SELECT count(*) AS n, coalesce(sum(length(content)), 0)::bigint AS b "
+        b"FROM {s}.ledger_records WHERE log_id IN (SELECT id FROM logs)), "
+        b"exclusive AS (SELECT coalesce(sum(length(a.content)), 0)::bigint AS b "
+        b"FROM {s}.attachments a WHERE a.digest IN (SELECT digest FROM {s}.attachment_refs "
+        b"WHERE log_id IN (SELECT id FROM logs)) AND NOT EXISTS (SELECT 1 FROM "
+        b"{s}.attachment_refs r WHERE r.digest = a.digest AND r.log_id NOT IN "
+        b"(SELECT id FROM logs))) "
+        b"SELECT (SELECT value = '1' FROM {s}.flowledger_meta WHERE key = 'refs_complete'), "
+        b"records.n, records.b, exclusive.b FROM records, exclusive"
+    )
+    vacuum: bytes = (
+        b"VACUUM (ANALYZE) {s}.attachments, {s}.attachment_refs, {s}.ledger_records, "
+        b"{s}.ledger_logs"
+    )
     ledger_tip: bytes = b"SELECT tip FROM {s}.ledger_logs WHERE name = %s"
     ledger_read: bytes = (
         b"SELECT r.seq, r.content, r.bound_crc FROM {s}.ledger_records r "
@@ -543,11 +678,7 @@ class _Queries:
     ledger_names: bytes = (
         b"SELECT name FROM {s}.ledger_logs WHERE name >= %s AND name < %s ORDER BY name"
     )
-    # The log rows first: their locks queue behind an append in flight, whose records
-    # the second statement then sees.
-    logs_drop: bytes = b"DELETE FROM {s}.ledger_logs WHERE name = ANY(%s) RETURNING id"
-    records_drop: bytes = b"DELETE FROM {s}.ledger_records WHERE log_id = ANY(%s)"
-    attachments_get: bytes = b"SELECT digest, data FROM {s}.attachments WHERE digest = ANY(%s)"
+    attachments_get: bytes = b"SELECT digest, content FROM {s}.attachments WHERE digest = ANY(%s)"
     attachments_count: bytes = b"SELECT count(*) FROM {s}.attachments WHERE digest = ANY(%s)"
 
     # ON CONFLICT DO UPDATE locks the existing row even when its WHERE refuses the update,
@@ -620,7 +751,7 @@ _APPEND_REST: Final = (
     b"records AS (INSERT INTO {s}.ledger_records (log_id, seq, content, bound_crc) "
     b"SELECT log.id, %s + r.ord, r.payload, r.crc FROM log, "
     b"unnest(%s::bytea[], %s::integer[]) WITH ORDINALITY AS r(payload, crc, ord)), "
-    b"attached AS (INSERT INTO {s}.attachments (digest, data) "
+    b"attached AS (INSERT INTO {s}.attachments (digest, content) "
     b"SELECT a.digest, a.data FROM unnest(%s::bytea[], %s::bytea[]) AS a(digest, data) "
     b"WHERE EXISTS (SELECT 1 FROM log) ORDER BY a.digest ON CONFLICT (digest) DO NOTHING) "
 )
@@ -995,6 +1126,7 @@ class _Database:
         payloads: list[bytes],
         expected: int,
         blobs: dict[str, bytes],
+        needed: list[str],
         fence: Fence | None,
     ) -> int:
         tip = expected + len(payloads)
@@ -1012,6 +1144,33 @@ class _Database:
             claim = (tip, name, expected)
         guard = (fence.lease, fence.epoch) if fence else ()
         params = (*guard, *claim, expected, payloads, crcs, digests, datas)
+
+        referred = digests + [bytes.fromhex(d) for d in needed]
+
+        async def body(conn: _Conn) -> int:
+            await self._check_fence(conn, fence)
+            while True:
+                if expected == 0:
+                    row = await _one(conn, self.q.log_create, (name, tip))
+                else:
+                    row = await _one(conn, self.q.log_advance, (tip, name, expected))
+                if row is not None:
+                    break
+                current = await _one(conn, self.q.ledger_tip, (name,))
+                actual = 0 if current is None else int(current[0])
+                if actual != expected:
+                    raise LedgerConflictError(name, expected, actual)
+            if referred:
+                locked = await _rows(conn, self.q.attachments_lock, (referred,))
+                stored = {bytes(d) for (d,) in locked}
+                for digest in needed:
+                    if bytes.fromhex(digest) not in stored:
+                        raise AttachmentNotFoundError(digest)
+            await conn.execute(
+                self.q.ledger_insert,
+                (row[0], expected, payloads, crcs, row[0], referred, digests, datas),
+            )
+            return tip
 
         async def resolve(lost: psycopg.OperationalError) -> int:
             async def reread(conn: _Conn) -> tuple[list[bytes], int, int]:
@@ -1031,6 +1190,10 @@ class _Database:
                 raise lost
             raise LedgerConflictError(name, expected, actual)
 
+        if referred:
+            # Attachments are share-locked before their references are inserted (see
+            # the sweep), which takes a transaction of several statements.
+            return await self.write(body, resolve)
         while True:
             row, retried = await self._statement(query, params, resolve)
             if row is None:
@@ -1110,22 +1273,6 @@ class _Database:
     async def ledger_names(self, low: str, high: str) -> list[str]:
         return await self.read(lambda conn: _column(conn, self.q.ledger_names, (low, high)))
 
-    async def ledger_drop(self, names: list[str]) -> None:
-        async def body(conn: _Conn) -> None:
-            ids = [row[0] for row in await _rows(conn, self.q.logs_drop, (names,))]
-            if ids:
-                await conn.execute(self.q.records_drop, (ids,))
-
-        async def resolve(lost: psycopg.OperationalError) -> None:
-            found = await self.read(lambda conn: _column(conn, self.q.ledger_names_in, (names,)))
-            if found:
-                raise lost  # still there: the drop did not happen
-
-        if names:
-            await self.write(body, resolve)
-        else:
-            self.check_open()
-
     async def ledger_attachments(self, digests: list[str]) -> dict[str, bytes]:
         wanted = list(dict.fromkeys(digests))
         if not wanted:
@@ -1141,6 +1288,74 @@ class _Database:
                 raise AttachmentNotFoundError(digest)
             found[digest] = data
         return found
+
+    async def ledger_drop(self, names: list[str]) -> int:
+        async def body(conn: _Conn) -> int:
+            ids = [int(i) for (i,) in await _rows(conn, self.q.logs_drop, (names,))]
+            if ids:
+                await conn.execute(self.q.records_drop, (ids,))
+                await conn.execute(self.q.refs_drop, (ids,))
+            return len(ids)
+
+        # No resolution: a drop is idempotent, so a lost acknowledgement is retried.
+        return await self.write(body)
+
+    async def ledger_sweep_page(self, after: bytes, limit: int) -> tuple[bytes | None, list[int]]:
+        """Lock and delete one page of unreferenced attachments after ``after``; return
+        the last digest looked at (None when there were none) and the deleted sizes."""
+
+        async def body(conn: _Conn) -> tuple[bytes | None, list[int]]:
+            complete = await _one(conn, self.q.refs_complete, ())
+            if complete is None or not complete[0]:
+                raise RefsIncompleteError()
+            locked = [bytes(d) for (d,) in await _rows(conn, self.q.sweep_lock, (after, limit))]
+            if not locked:
+                return None, []
+            sizes = await _rows(conn, self.q.sweep_delete, (locked,))
+            return locked[-1], [int(n) for (n,) in sizes]
+
+        return await self.write(body)
+
+    async def ledger_sweep_count(self) -> SweepReport:
+        row = await self.read(lambda conn: _one(conn, self.q.sweep_count, ()))
+        assert row is not None
+        if not row[0]:
+            raise RefsIncompleteError()
+        return SweepReport(int(row[1]), int(row[2]))
+
+    async def ledger_usage(self, names: list[str]) -> LedgerUsage:
+        row = await self.read(lambda conn: _one(conn, self.q.usage, (names,)))
+        assert row is not None
+        if not row[0]:
+            raise RefsIncompleteError()
+        return LedgerUsage(int(row[1]), int(row[2]), int(row[3]))
+
+    async def ledger_add_refs(self, name: str, digests: list[str]) -> int:
+        keys = list(dict.fromkeys(bytes.fromhex(d) for d in digests))
+
+        async def body(conn: _Conn) -> int:
+            log = await _one(conn, self.q.log_lock, (name,))
+            if log is None or not keys:
+                return 0
+            stored = [bytes(d) for (d,) in await _rows(conn, self.q.attachments_lock, (keys,))]
+            await conn.execute(self.q.refs_insert, (log[0], stored))
+            return len(stored)
+
+        return await self.write(body)
+
+    async def ledger_refs_complete(self) -> bool:
+        row = await self.read(lambda conn: _one(conn, self.q.refs_complete, ()))
+        return row is not None and bool(row[0])
+
+    async def ledger_mark_refs_complete(self) -> None:
+        async def body(conn: _Conn) -> None:
+            await conn.execute(self.q.mark_refs_complete)
+
+        await self.write(body)
+
+    async def vacuum(self) -> None:
+        # VACUUM cannot run in a transaction: the pool's connections are autocommit.
+        await self.read(lambda conn: conn.execute(self.q.vacuum))
 
     # Leases
 
@@ -1305,15 +1520,17 @@ class PostgresLedger:
         *,
         expected: int,
         attachments: Mapping[str, bytes] | None = None,
+        refs: Iterable[str] = (),
         fence: Fence | None = None,
     ) -> int:
         validate_name(name)
         payloads, blobs = check_append(records, expected, attachments)
+        needed = check_refs(refs, blobs)
         check_fence(fence)
         if expected + len(payloads) > _MAX_BIGINT:
             # No log ever gets there (and the new tip would not fit in a bigint).
             raise LedgerConflictError(name, expected, await self._db.ledger_tip(name))
-        return await self._db.ledger_append(name, payloads, expected, blobs, fence)
+        return await self._db.ledger_append(name, payloads, expected, blobs, needed, fence)
 
     async def read(self, name: str, *, after: int = 0, limit: int = 100) -> list[Record]:
         validate_name(name)
@@ -1331,13 +1548,46 @@ class PostgresLedger:
             return []
         return await self._db.ledger_names(*bounds)
 
-    async def drop(self, names: Iterable[str]) -> None:
-        """Delete these logs (their records; attachments stay). Idempotent."""
-        await self._db.ledger_drop(check_names(names))
-
     async def attachments(self, digests: Iterable[str]) -> dict[str, bytes]:
         wanted = check_digests(digests)
         return await self._db.ledger_attachments(wanted)
+
+    async def drop(self, names: Iterable[str]) -> int:
+        wanted = check_names(names)
+        self._db.check_open()
+        dropped = 0
+        for start in range(0, len(wanted), _DROP_BATCH):
+            dropped += await self._db.ledger_drop(wanted[start : start + _DROP_BATCH])
+        return dropped
+
+    async def sweep(self, *, dry_run: bool = False) -> SweepReport:
+        if dry_run:
+            return await self._db.ledger_sweep_count()
+        count = size = 0
+        after: bytes | None = b""
+        while after is not None:
+            after, sizes = await self._db.ledger_sweep_page(after, _SWEEP_BATCH)
+            count += len(sizes)
+            size += sum(sizes)
+        return SweepReport(count, size)
+
+    async def usage(self, names: Iterable[str]) -> LedgerUsage:
+        wanted = check_names(names)
+        return await self._db.ledger_usage(wanted)
+
+    async def vacuum(self) -> None:
+        await self._db.vacuum()
+
+    async def add_refs(self, name: str, digests: Iterable[str]) -> int:
+        validate_name(name)
+        wanted = check_digests(digests)
+        return await self._db.ledger_add_refs(name, wanted)
+
+    async def refs_complete(self) -> bool:
+        return await self._db.ledger_refs_complete()
+
+    async def mark_refs_complete(self) -> None:
+        await self._db.ledger_mark_refs_complete()
 
 
 class PostgresLeaseBackend:

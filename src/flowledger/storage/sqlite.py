@@ -51,6 +51,21 @@ in line finish, then closes the connection; later calls raise
 ``database is locked`` after ``busy_timeout``, or a full disk) propagate as
 `sqlite3.Error` after the transaction is rolled back.
 
+References and collection (see `ledger` and docs/storage.md): ``attachment_refs``
+holds one row per log and digest it refers to. An append checks its refs and inserts
+its references inside its ``BEGIN IMMEDIATE`` transaction; a sweep selects a page of
+attachments without references and deletes them inside another, so the database's
+single write lock serialises every sweep page with every append: an append either
+committed its reference first (kept) or finds the attachment gone
+(`AttachmentNotFoundError`, nothing written). A drop deletes a log's records,
+references and row in one transaction. Log ids are ``AUTOINCREMENT``: a dropped log's
+id is never reused, so an id cached by another store points at no records, and a store
+that finds a cached log empty looks its id up again. For the same reason a store
+remembers the references it committed (`KnownRefs`) and does not insert them again, nor
+re-check the attachments they name. A new file is created with
+``auto_vacuum=INCREMENTAL`` and drops and sweeps run ``incremental_vacuum``; an older
+file needs `SQLiteLedger.vacuum` (a full ``VACUUM``) to shrink.
+
 Every KV value, blob and ledger record is stored with its CRC-32 bound to its
 place (key and revision, blob key, log and sequence number) and checked on
 every read: damaged bytes, or a row copied to another place, raise
@@ -60,7 +75,8 @@ being returned. Attachments are checked by their reader against their SHA-256.
 The schema version is kept in ``flowledger_meta``. Opening a database of an
 older version migrates it in one transaction (version 2 adds the checksums and
 computes them for the rows already there; version 3 binds them to their places,
-carrying any mismatch over); opening one written by a newer schema raises
+carrying any mismatch over; version 4 adds the references, marked incomplete when
+attachments exist already); opening one written by a newer schema raises
 `SchemaVersionError` before anything is written.
 """
 
@@ -69,6 +85,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import errno
+import json
 import os
 import queue
 import re
@@ -99,6 +116,7 @@ from .errors import (
     KeyNotFoundError,
     LeaseHeldError,
     LedgerConflictError,
+    RefsIncompleteError,
     StorageError,
     StoreBrokenError,
     StoreClosedError,
@@ -109,7 +127,17 @@ from .errors import SchemaVersionError as BaseSchemaVersionError
 from .fence import Fence, check_fence, refused
 from .kv import Entry, check_page
 from .lease import Leaser, LeaseStatus, RenewStatus
-from .ledger import Record, check_append, check_digests, check_names, check_read
+from .ledger import (
+    KnownRefs,
+    LedgerUsage,
+    Record,
+    SweepReport,
+    check_append,
+    check_digests,
+    check_names,
+    check_read,
+    check_refs,
+)
 from .limits import MAX_BLOB_BYTES, MAX_KV_VALUE_BYTES, check_bytes, check_revision
 from .names import validate_name
 from .store import Store, UnsupportedURLError
@@ -126,7 +154,7 @@ __all__ = [
     "parse_sqlite_url",
 ]
 
-SCHEMA_VERSION: Final = 3
+SCHEMA_VERSION: Final = 4
 
 Synchronous = Literal["FULL", "NORMAL", "OFF"]
 
@@ -136,6 +164,10 @@ _DEFAULT_BUSY_TIMEOUT_MS: Final = 5000
 _MAX_BUSY_TIMEOUT_MS: Final = 2**31 - 1  # sqlite3_busy_timeout takes a C int
 # Sequence numbers never get near this; clamping keeps huge ``after`` values bindable.
 _MAX_SQL_INT: Final = 2**63 - 1
+# Logs per drop transaction and attachments per sweep transaction: each holds the write
+# lock, so other writers wait at most one batch.
+_DROP_BATCH: Final = 16
+_SWEEP_BATCH: Final = 500
 
 
 class SchemaVersionError(BaseSchemaVersionError):
@@ -294,6 +326,31 @@ _MIGRATIONS: Final[tuple[tuple[str, ...], ...]] = (
             (SELECT name FROM ledger_logs WHERE id = ledger_records.key >> 32),
             ledger_records.key & 4294967295, content, bound_crc)""",
     ),
+    # version 4: which attachments each log refers to (see `ledger`), so unreferenced ones
+    # can be swept. Log ids become AUTOINCREMENT: a dropped log's id is never given to
+    # another log, so an id cached by a process that missed the drop points at nothing
+    # (and is looked up again) instead of at a stranger's records. The attachment column
+    # is renamed so that a process of version 3 still running fails loudly instead of
+    # sending attachments without references. Logs written before have no references:
+    # ``refs_complete`` says whether any could be missing (only if attachments exist).
+    (
+        """CREATE TABLE ledger_logs_v4 (
+            id INTEGER PRIMARY KEY AUTOINCREMENT,
+            name TEXT NOT NULL UNIQUE
+        )""",
+        "INSERT INTO ledger_logs_v4 (id, name) SELECT id, name FROM ledger_logs",
+        "DROP TABLE ledger_logs",
+        "ALTER TABLE ledger_logs_v4 RENAME TO ledger_logs",
+        """CREATE TABLE attachment_refs (
+            log_id INTEGER NOT NULL,
+            digest BLOB NOT NULL,
+            PRIMARY KEY (log_id, digest)
+        ) WITHOUT ROWID""",
+        "CREATE INDEX attachment_refs_by_digest ON attachment_refs (digest)",
+        "ALTER TABLE attachments RENAME COLUMN data TO content",
+        """INSERT OR REPLACE INTO flowledger_meta (key, value) VALUES ('refs_complete',
+            CASE WHEN EXISTS (SELECT 1 FROM attachments) THEN '0' ELSE '1' END)""",
+    ),
 )
 assert len(_MIGRATIONS) == SCHEMA_VERSION
 
@@ -337,16 +394,39 @@ _LEDGER_READ: Final = (
     "SELECT key, content, bound_crc FROM ledger_records "
     "WHERE key BETWEEN ? AND ? ORDER BY key LIMIT ?"
 )
-# A dropped log keeps its ``ledger_logs`` row (ids are cached by every process and never
-# change), so only the logs with a record are listed.
-_LEDGER_NAMES: Final = (
-    "SELECT name FROM ledger_logs l WHERE name >= ? AND name < ? AND EXISTS "
-    "(SELECT 1 FROM ledger_records WHERE key BETWEEN l.id << 32 AND (l.id << 32) | 4294967295) "
-    "ORDER BY name"
+_LEDGER_NAMES: Final = "SELECT name FROM ledger_logs WHERE name >= ? AND name < ? ORDER BY name"
+_ATTACHMENT_INSERT: Final = "INSERT OR IGNORE INTO attachments (digest, content) VALUES (?, ?)"
+_ATTACHMENT_GET: Final = "SELECT content FROM attachments WHERE digest = ?"
+_ATTACHMENT_EXISTS: Final = "SELECT 1 FROM attachments WHERE digest = ?"
+_REF_INSERT: Final = "INSERT OR IGNORE INTO attachment_refs (log_id, digest) VALUES (?, ?)"
+_REFS_COMPLETE: Final = "SELECT value FROM flowledger_meta WHERE key = 'refs_complete'"
+_MARK_REFS_COMPLETE: Final = (
+    "INSERT OR REPLACE INTO flowledger_meta (key, value) VALUES ('refs_complete', '1')"
 )
-_LEDGER_DROP: Final = "DELETE FROM ledger_records WHERE key BETWEEN ? AND ?"
-_ATTACHMENT_INSERT: Final = "INSERT OR IGNORE INTO attachments (digest, data) VALUES (?, ?)"
-_ATTACHMENT_GET: Final = "SELECT data FROM attachments WHERE digest = ?"
+_LOG_DROP: Final = (
+    "DELETE FROM ledger_records WHERE key BETWEEN ? AND ?",
+    "DELETE FROM attachment_refs WHERE log_id = ?",
+    "DELETE FROM ledger_logs WHERE id = ?",
+)
+# Keyset pages of unreferenced attachments; length() of a blob does not read its bytes.
+_SWEEP_PAGE: Final = (
+    "SELECT digest, length(content) FROM attachments a WHERE digest > ? AND NOT EXISTS "
+    "(SELECT 1 FROM attachment_refs r WHERE r.digest = a.digest) ORDER BY digest LIMIT ?"
+)
+_ATTACHMENT_DELETE: Final = "DELETE FROM attachments WHERE digest = ?"
+_RECORDS_USAGE: Final = (
+    "SELECT count(*), total(length(content)) FROM ledger_records WHERE key BETWEEN ? AND ?"
+)
+# ``?1`` is a JSON array of the set's log ids.
+_EXCLUSIVE_USAGE: Final = (
+    "SELECT total(length(a.content)) FROM attachments a WHERE a.digest IN "
+    "(SELECT digest FROM attachment_refs WHERE log_id IN (SELECT value FROM json_each(?1))) "
+    "AND NOT EXISTS (SELECT 1 FROM attachment_refs r WHERE r.digest = a.digest "
+    "AND r.log_id NOT IN (SELECT value FROM json_each(?1)))"
+)
+
+_AUTO_VACUUM_INCREMENTAL: Final = 2  # what PRAGMA auto_vacuum reports for INCREMENTAL
+_VACUUM_PAGES: Final = 2048  # pages given back per write transaction
 
 _LEASE_GET: Final = "SELECT epoch, holder, expires_at FROM leases WHERE name = ?"
 _LEASE_INSERT: Final = "INSERT INTO leases (name, epoch, holder, expires_at) VALUES (?, 1, ?, ?)"
@@ -393,6 +473,8 @@ class _Database:
         self.path = ""
         self._conn: sqlite3.Connection | None = None
         self._log_ids: dict[str, int] = {}
+        self._known_refs = KnownRefs()
+        self._group_refs: list[tuple[int, bytes]] = []  # references of the open group
         self._identity: tuple[int, int] | None = None  # (device, inode) of the open file
         self._companions: tuple[str, ...] = ()  # the -wal and -shm files that must stay
         self.broken: StoreBrokenError | None = None
@@ -433,6 +515,9 @@ class _Database:
             raise StoreOpenError(path, _open_failure(path, exc)) from exc
         try:
             conn.execute(f"PRAGMA busy_timeout = {timeout_ms}")
+            # Only a file without tables takes it: the freed pages of a new file can then
+            # be given back (`incremental_vacuum`); an older file needs `vacuum`.
+            conn.execute("PRAGMA auto_vacuum = INCREMENTAL")
             self._enable_wal(conn, timeout_ms)
             conn.execute(f"PRAGMA synchronous = {self.settings.synchronous}")
             self._ensure_schema(conn)
@@ -680,8 +765,12 @@ class _Database:
 
     # Ledger
 
-    def _log_id(self, name: str) -> int | None:
-        # Ids are assigned once and never change, so a cached id stays right forever.
+    def _log_id(self, name: str, *, fresh: bool = False) -> int | None:
+        # Ids are assigned once and never reused (AUTOINCREMENT), so a cached id is either
+        # right or, if another process dropped the log, points at no records: whoever
+        # finds a cached log empty looks its id up again (``fresh``).
+        if fresh:
+            self._log_ids.pop(name, None)
         known = self._log_ids.get(name)
         if known is None:
             row = self.conn.execute(_LOG_ID, (name,)).fetchone()
@@ -700,29 +789,40 @@ class _Database:
         self.check_files()
         conn.execute("BEGIN IMMEDIATE")
         try:
-            tip, log = self._append_rows(append)
+            tip, log, refs = self._append_rows(append)
             self._commit()
         except BaseException:
             _rollback(conn)
             self._log_ids.pop(append.name, None)  # a rolled-back insert assigned no id
             raise
         self._log_ids[append.name] = log
+        self._known_refs.add(refs)
         return tip
 
-    def _append_rows(self, append: _Append) -> tuple[int, int]:
+    def _append_rows(self, append: _Append) -> tuple[int, int, list[tuple[int, bytes]]]:
         """Every check and row of one append, inside the caller's transaction: the fence,
-        the compare on the tip, the records and the attachments. Returns the new tip and
-        the log's id (not yet cached: the transaction may still roll back). The one place
-        of the per-append SQL, shared by a lone append and a member of a group."""
+        the compare on the tip, the attachments it names, the records, the attachments and
+        the references. Returns the new tip, the log's id and the references inserted
+        (neither cached yet: the transaction may still roll back). The one place of the
+        per-append SQL, shared by a lone append and a member of a group."""
         conn = self.conn
         name, payloads, expected = append.name, append.payloads, append.expected
         self._check_fence(append.fence)
         log = self._log_id(name)
         actual = 0 if log is None else self._tip(log)
+        if actual == 0 and log is not None:  # dropped (and re-created?) elsewhere
+            log = self._log_id(name, fresh=True)
+            actual = 0 if log is None else self._tip(log)
         if actual != expected:
             raise LedgerConflictError(name, expected, actual)
         if actual + len(payloads) > MAX_SEQ:
             raise StorageError(f"ledger {name!r} is full ({MAX_SEQ} records)")
+        for digest in append.needed:  # named but not sent: must be stored already
+            key = bytes.fromhex(digest)
+            if (log is None or (log, key) not in self._known_refs) and (
+                conn.execute(_ATTACHMENT_EXISTS, (key,)).fetchone() is None
+            ):
+                raise AttachmentNotFoundError(digest)
         if log is None:
             log = int(conn.execute(_LOG_INSERT, (name,)).lastrowid or 0)
         base = (log << _SEQ_BITS) + actual
@@ -739,7 +839,11 @@ class _Database:
                 _ATTACHMENT_INSERT,
                 [(bytes.fromhex(d), data) for d, data in append.blobs.items()],
             )
-        return actual + len(payloads), log
+        refs = [(log, bytes.fromhex(d)) for d in (*append.blobs, *append.needed)]
+        refs = [ref for ref in refs if ref not in self._known_refs]
+        if refs:
+            conn.executemany(_REF_INSERT, refs)
+        return actual + len(payloads), log, refs
 
     def begin_group(self, appends: Sequence[_Append]) -> list[int | BaseException]:
         """Open one transaction and run every append of ``appends`` in it, each inside
@@ -751,11 +855,12 @@ class _Database:
         self.check_files()
         conn.execute("BEGIN IMMEDIATE")
         outcomes: list[int | BaseException] = []
+        self._group_refs = []
         try:
             for append in appends:
                 conn.execute("SAVEPOINT member")
                 try:
-                    tip, _log = self._append_rows(append)
+                    tip, _log, refs = self._append_rows(append)
                 except Exception as exc:
                     if not conn.in_transaction:
                         raise  # the whole transaction is gone, not just this member
@@ -765,6 +870,7 @@ class _Database:
                 else:
                     conn.execute("RELEASE member")
                     outcomes.append(tip)
+                    self._group_refs.extend(refs)
         except BaseException:
             _rollback(conn)
             for append in appends:
@@ -775,6 +881,7 @@ class _Database:
     def commit_group(self, appends: Sequence[_Append]) -> None:
         """Commit the transaction `begin_group` left open (one fsync with ``FULL``); on
         failure roll it back and raise: then no member of the group was written."""
+        refs, self._group_refs = self._group_refs, []
         try:
             self._commit()
         except BaseException:
@@ -782,16 +889,27 @@ class _Database:
             for append in appends:
                 self._log_ids.pop(append.name, None)  # ids read or assigned in it may be gone
             raise
+        self._known_refs.add(refs)
 
     def _commit(self) -> None:
         self.conn.execute("COMMIT")
 
     def ledger_read(self, name: str, after: int, limit: int) -> list[Record]:
+        if after >= MAX_SEQ:
+            return []
         log = self._log_id(name)
-        if log is None or after >= MAX_SEQ:
+        if log is None:
             return []
         base = log << _SEQ_BITS
-        rows = self.conn.execute(_LEDGER_READ, (base + after + 1, base | MAX_SEQ, limit))
+        rows = self.conn.execute(_LEDGER_READ, (base + after + 1, base | MAX_SEQ, limit)).fetchall()
+        if not rows and self._tip(log) == 0:  # dropped (and re-created?) elsewhere
+            log = self._log_id(name, fresh=True)
+            if log is None:
+                return []
+            base = log << _SEQ_BITS
+            rows = self.conn.execute(
+                _LEDGER_READ, (base + after + 1, base | MAX_SEQ, limit)
+            ).fetchall()
         records = []
         for key, payload, crc in rows:
             seq = key - base
@@ -801,25 +919,14 @@ class _Database:
 
     def ledger_tip(self, name: str) -> int:
         log = self._log_id(name)
-        return 0 if log is None else self._tip(log)
+        tip = 0 if log is None else self._tip(log)
+        if tip == 0 and log is not None:  # dropped (and re-created?) elsewhere
+            log = self._log_id(name, fresh=True)
+            tip = 0 if log is None else self._tip(log)
+        return tip
 
     def ledger_names(self, low: str, high: str) -> list[str]:
         return [row[0] for row in self.conn.execute(_LEDGER_NAMES, (low, high))]
-
-    def ledger_drop(self, names: list[str]) -> None:
-        conn = self.conn
-        self.check_files()
-        conn.execute("BEGIN IMMEDIATE")
-        try:
-            for name in names:
-                row = conn.execute(_LOG_ID, (name,)).fetchone()
-                if row is not None:
-                    base = int(row[0]) << _SEQ_BITS
-                    conn.execute(_LEDGER_DROP, (base, base | MAX_SEQ))
-            conn.execute("COMMIT")
-        except BaseException:
-            _rollback(conn)
-            raise
 
     def ledger_attachments(self, digests: list[str]) -> dict[str, bytes]:
         conn = self.conn
@@ -832,6 +939,120 @@ class _Database:
                 raise AttachmentNotFoundError(digest)
             found[digest] = row[0]
         return found
+
+    def _refs_complete(self) -> bool:
+        row = self.conn.execute(_REFS_COMPLETE).fetchone()
+        return row is not None and row[0] == "1"
+
+    def ledger_drop(self, names: list[str]) -> int:
+        """Drop ``names`` in one transaction; return how many existed."""
+        conn = self.conn
+        self.check_files()
+        conn.execute("BEGIN IMMEDIATE")
+        dropped = 0
+        try:
+            for name in names:
+                log = self._log_id(name, fresh=True)
+                if log is None:
+                    continue
+                base = log << _SEQ_BITS
+                records, refs, row = _LOG_DROP
+                conn.execute(records, (base, base | MAX_SEQ))
+                conn.execute(refs, (log,))
+                conn.execute(row, (log,))
+                dropped += 1
+            conn.execute("COMMIT")
+        except BaseException:
+            _rollback(conn)
+            raise
+        finally:
+            for name in names:
+                self._log_ids.pop(name, None)
+        return dropped
+
+    def ledger_sweep_page(self, after: bytes, limit: int, dry_run: bool) -> list[tuple[bytes, int]]:
+        """One page of the sweep, in one transaction: the unreferenced attachments with
+        digests after ``after`` (at most ``limit``), deleted unless ``dry_run``. Under the
+        write lock no append can add a reference between the check and the delete."""
+        conn = self.conn
+        if not dry_run:
+            self.check_files()
+        conn.execute("BEGIN" if dry_run else "BEGIN IMMEDIATE")
+        try:
+            if not self._refs_complete():
+                raise RefsIncompleteError()
+            rows = [(bytes(d), int(n)) for d, n in conn.execute(_SWEEP_PAGE, (after, limit))]
+            if rows and not dry_run:
+                conn.executemany(_ATTACHMENT_DELETE, [(d,) for d, _ in rows])
+            conn.execute("COMMIT")
+        except BaseException:
+            _rollback(conn)
+            raise
+        return rows
+
+    def ledger_usage(self, names: list[str]) -> LedgerUsage:
+        conn = self.conn
+        conn.execute("BEGIN")  # one snapshot for the three sums
+        try:
+            if not self._refs_complete():
+                raise RefsIncompleteError()
+            ids = [log for log in (self._log_id(n, fresh=True) for n in names) if log is not None]
+            records = size = 0
+            for log in ids:
+                base = log << _SEQ_BITS
+                count, total = conn.execute(_RECORDS_USAGE, (base, base | MAX_SEQ)).fetchone()
+                records += int(count)
+                size += int(total)
+            (exclusive,) = conn.execute(_EXCLUSIVE_USAGE, (json.dumps(ids),)).fetchone()
+            conn.execute("COMMIT")
+        except BaseException:
+            _rollback(conn)
+            raise
+        return LedgerUsage(records, size, int(exclusive))
+
+    def ledger_add_refs(self, name: str, digests: list[str]) -> int:
+        conn = self.conn
+        self.check_files()
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            log = self._log_id(name, fresh=True)
+            stored = []
+            if log is not None:
+                for digest in dict.fromkeys(digests):
+                    key = bytes.fromhex(digest)
+                    if conn.execute(_ATTACHMENT_EXISTS, (key,)).fetchone() is not None:
+                        stored.append((log, key))
+                conn.executemany(_REF_INSERT, stored)
+            conn.execute("COMMIT")
+        except BaseException:
+            _rollback(conn)
+            raise
+        return len(stored)
+
+    def ledger_refs_complete(self) -> bool:
+        return self._refs_complete()
+
+    def ledger_mark_refs_complete(self) -> None:
+        self._write_one(_MARK_REFS_COMPLETE, ())
+
+    def incremental_vacuum(self) -> int:
+        """Give up to `_VACUUM_PAGES` pages freed by a drop or sweep back to the file
+        system (only a file with ``auto_vacuum=INCREMENTAL`` can; others keep them for
+        reuse); return how many free pages are left to give back."""
+        conn = self.conn
+        if conn.execute("PRAGMA auto_vacuum").fetchone()[0] != _AUTO_VACUUM_INCREMENTAL:
+            return 0
+        self.check_files()
+        # executescript steps the pragma to its end; execute would free a single page.
+        conn.executescript(f"PRAGMA incremental_vacuum({_VACUUM_PAGES});")
+        return int(conn.execute("PRAGMA freelist_count").fetchone()[0])
+
+    def vacuum(self) -> None:
+        conn = self.conn
+        self.check_files()
+        conn.execute("PRAGMA auto_vacuum = INCREMENTAL")  # takes effect with the VACUUM
+        conn.execute("VACUUM")
+        conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchall()
 
     # Leases
 
@@ -948,6 +1169,7 @@ class _Append:
     payloads: list[bytes]
     expected: int
     blobs: dict[str, bytes]
+    needed: list[str]  # digests the records name without sending them (`check_refs`)
     fence: Fence | None
 
 
@@ -1428,12 +1650,14 @@ class SQLiteLedger:
         *,
         expected: int,
         attachments: Mapping[str, bytes] | None = None,
+        refs: Iterable[str] = (),
         fence: Fence | None = None,
     ) -> int:
         validate_name(name)
         payloads, blobs = check_append(records, expected, attachments)
+        needed = check_refs(refs, blobs)
         check_fence(fence)
-        return await self._worker.append(_Append(name, payloads, expected, blobs, fence))
+        return await self._worker.append(_Append(name, payloads, expected, blobs, needed, fence))
 
     async def read(self, name: str, *, after: int = 0, limit: int = 100) -> list[Record]:
         validate_name(name)
@@ -1451,14 +1675,60 @@ class SQLiteLedger:
             return []
         return await self._worker.call(self._db.ledger_names, *bounds)
 
-    async def drop(self, names: Iterable[str]) -> None:
-        """Delete these logs (their records; attachments stay). Idempotent."""
-        wanted = check_names(names)
-        await self._worker.call(self._db.ledger_drop, wanted)
-
     async def attachments(self, digests: Iterable[str]) -> dict[str, bytes]:
         wanted = check_digests(digests)
         return await self._worker.call(self._db.ledger_attachments, wanted)
+
+    async def drop(self, names: Iterable[str]) -> int:
+        wanted = check_names(names)
+        self._worker.check_open()
+        dropped = 0
+        for start in range(0, len(wanted), _DROP_BATCH):
+            batch = wanted[start : start + _DROP_BATCH]
+            dropped += await self._worker.call(self._db.ledger_drop, batch)
+        if dropped:
+            await self._give_back()
+        return dropped
+
+    async def sweep(self, *, dry_run: bool = False) -> SweepReport:
+        self._worker.check_open()
+        count = size = 0
+        after = b""
+        while True:
+            page = await self._worker.call(self._db.ledger_sweep_page, after, _SWEEP_BATCH, dry_run)
+            count += len(page)
+            size += sum(n for _, n in page)
+            if len(page) < _SWEEP_BATCH:
+                break
+            after = page[-1][0]
+        if count and not dry_run:
+            await self._give_back()
+        return SweepReport(count, size)
+
+    async def _give_back(self) -> None:
+        left = await self._worker.call(self._db.incremental_vacuum)
+        while left:  # in chunks, so other writers get the lock in between
+            before, left = left, await self._worker.call(self._db.incremental_vacuum)
+            if left >= before:
+                break  # other writers are freeing pages as fast: the next drop goes on
+
+    async def usage(self, names: Iterable[str]) -> LedgerUsage:
+        wanted = check_names(names)
+        return await self._worker.call(self._db.ledger_usage, wanted)
+
+    async def vacuum(self) -> None:
+        await self._worker.call(self._db.vacuum)
+
+    async def add_refs(self, name: str, digests: Iterable[str]) -> int:
+        validate_name(name)
+        wanted = check_digests(digests)
+        return await self._worker.call(self._db.ledger_add_refs, name, wanted)
+
+    async def refs_complete(self) -> bool:
+        return await self._worker.call(self._db.ledger_refs_complete)
+
+    async def mark_refs_complete(self) -> None:
+        await self._worker.call(self._db.ledger_mark_refs_complete)
 
 
 class SQLiteLeaseBackend:

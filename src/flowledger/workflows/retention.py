@@ -246,7 +246,6 @@ class PruneReport:
     kv_bytes: int = 0
     log_bytes: int = 0
     input_bytes: int = 0
-    logs_measured_by: str = "record payloads"
     sweep: Swept | None = None
 
     def by_status(self) -> dict[str, int]:
@@ -257,19 +256,24 @@ class PruneReport:
 
     @property
     def total_bytes(self) -> int:
-        swept = self.sweep.bytes if self.sweep is not None else 0
+        swept = self.sweep.bytes + self.sweep.exclusive_bytes if self.sweep is not None else 0
         return self.record_bytes + self.kv_bytes + self.log_bytes + self.input_bytes + swept
 
     def attachments_note(self) -> str:
         if self.sweep is None:
             return (
-                "checkpoint state attachments were not counted or deleted: this store has no "
-                "attachment sweep; they stay until one runs"
+                "checkpoint state attachments were not counted or deleted: this store was "
+                "written before attachment references were kept; run "
+                "flowledger.deploy.backfill_refs(store) once, then prune again"
             )
         verb = "would be" if self.dry_run else "were"
-        return (
-            f"{self.sweep.attachments} unreferenced attachment(s) of the whole store {verb} swept"
-        )
+        note = f"{self.sweep.attachments} unreferenced attachment(s) of the store {verb} swept"
+        if self.dry_run:
+            note += (
+                f", and {self.sweep.exclusive_bytes} bytes of attachments only these runs "
+                "refer to would be freed with them"
+            )
+        return note
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -293,10 +297,13 @@ class PruneReport:
                 "kv_keys": self.kv_bytes,
                 "logs": self.log_bytes,
                 "input_blobs": self.input_bytes,
-                "attachments": self.sweep.bytes if self.sweep is not None else None,
+                "attachments": (
+                    self.sweep.bytes + self.sweep.exclusive_bytes
+                    if self.sweep is not None
+                    else None
+                ),
                 "total": self.total_bytes,
             },
-            "logs_measured_by": self.logs_measured_by,
             "attachments": {
                 "swept": self.sweep is not None,
                 "count": self.sweep.attachments if self.sweep is not None else None,
@@ -379,8 +386,7 @@ class _Pass:
         self.claims = InputClaims(store.kv, store.blobs, store.leases)
         self.base = _session_base(session_id)
         self.report = PruneReport(session_id, dry_run, self.cutoff, policy)
-        if self.storage.measures_logs:
-            self.report.logs_measured_by = "backend"
+        self.planned_logs: list[str] = []  # a dry run's, for the attachments they free
         self.lease: Lease | None = None
 
     # -- scanning --------------------------------------------------------------------------
@@ -502,6 +508,7 @@ class _Pass:
     async def _erase(self, plan: _Plan) -> None:
         self.report.kv_bytes += await self.storage.key_bytes(plan.keys)
         self.report.log_bytes += await self.storage.log_bytes(plan.logs)
+        self.planned_logs.extend(plan.logs)
         self.report.kv_keys += len(plan.keys)
         self.report.logs += len(plan.logs)
         if self.dry_run:
@@ -634,7 +641,9 @@ class _Pass:
             if await self.prune_run(scan, scan.records[run_id], chosen):
                 pruned.add(run_id)
         await self.inputs(scan, pruned)
-        self.report.sweep = await self.storage.sweep(dry_run=self.dry_run)
+        self.report.sweep = await self.storage.sweep(
+            dry_run=self.dry_run, planned=self.planned_logs if self.dry_run else ()
+        )
         return self.report
 
 
@@ -663,8 +672,6 @@ async def prune(
     )
     if dry_run:
         return await work.run()
-    if not work.storage.can_drop_logs:
-        raise TypeError(f"the ledger of {store.url!r} cannot delete logs (no drop)")
     try:
         work.lease = await store.leases.acquire(prune_lease_name(session_id), ttl=_LEASE_TTL)
     except LeaseHeldError:

@@ -1,11 +1,11 @@
-"""`RetentionStorage`: the few storage operations pruning needs, over whatever a store has.
+"""`RetentionStorage`: the storage operations pruning needs, in one place.
 
-Pruning deletes KV keys and blobs through their public ``delete``, and whole ledger logs
-through ``Ledger.drop(names)``. Two more are optional, used only where the store's ledger
-offers them: ``usage(names)`` (bytes the logs occupy; without it, the payload bytes of
-their records are summed by reading them) and ``sweep(dry_run=...)`` (deleting the
-attachments no log refers to any more; without it, checkpoint state attachments of
-pruned runs stay until a sweep runs, and reports say so).
+Pruning deletes KV keys and blobs through their public ``delete``, whole ledger logs
+through ``Ledger.drop(names)``, and then the attachments no log refers to any more through
+``Ledger.sweep`` (see docs/storage.md, "Deleting logs and attachments"). ``Ledger.usage``
+measures the logs. A store written before references were kept (`RefsIncompleteError`)
+cannot sweep or measure until ``flowledger.deploy.backfill_refs(store)`` has run: its logs
+are then measured by reading their records, and its attachments stay (reports say so).
 """
 
 from __future__ import annotations
@@ -13,9 +13,15 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Final
+from typing import Final
 
-from ..storage import MAX_READ_LIMIT, BlobNotFoundError, KeyNotFoundError, Store
+from ..storage import (
+    MAX_READ_LIMIT,
+    BlobNotFoundError,
+    KeyNotFoundError,
+    RefsIncompleteError,
+    Store,
+)
 
 __all__ = ["RetentionStorage", "Swept"]
 
@@ -24,10 +30,13 @@ _DROP_BATCH: Final = 64
 
 @dataclass(frozen=True)
 class Swept:
-    """What an attachment sweep did (or would do): how many, and how many bytes."""
+    """What an attachment sweep did (or would do): how many, and how many bytes. A dry run
+    also counts ``exclusive_bytes``: attachments only the runs it would prune refer to,
+    which the real pass frees with its sweep (so a real pass reports them in ``bytes``)."""
 
     attachments: int
     bytes: int
+    exclusive_bytes: int = 0
 
 
 class RetentionStorage:
@@ -36,34 +45,18 @@ class RetentionStorage:
     def __init__(self, store: Store) -> None:
         self.store = store
 
-    @property
-    def can_drop_logs(self) -> bool:
-        return callable(getattr(self.store.ledger, "drop", None))
-
-    @property
-    def can_sweep(self) -> bool:
-        return callable(getattr(self.store.ledger, "sweep", None))
-
-    @property
-    def measures_logs(self) -> bool:
-        """Whether log bytes come from the backend (``usage``) rather than record payloads."""
-        return callable(getattr(self.store.ledger, "usage", None))
-
     async def drop_logs(self, names: Sequence[str]) -> None:
-        drop: Any = getattr(self.store.ledger, "drop", None)
-        if not callable(drop):
-            raise TypeError(f"the ledger of {self.store.url!r} cannot delete logs (no drop)")
         for start in range(0, len(names), _DROP_BATCH):
-            await drop(list(names[start : start + _DROP_BATCH]))
+            await self.store.ledger.drop(list(names[start : start + _DROP_BATCH]))
 
     async def delete_keys(self, keys: Sequence[str]) -> None:
         for key in keys:
             await self.store.kv.delete(key)
 
     async def log_bytes(self, names: Sequence[str]) -> int:
-        usage: Any = getattr(self.store.ledger, "usage", None)
-        if callable(usage):
-            return int(await usage(list(names)))
+        """The payload bytes of the logs' records."""
+        with contextlib.suppress(RefsIncompleteError):
+            return (await self.store.ledger.usage(list(names))).bytes
         total = 0
         for name in names:
             after = 0
@@ -88,10 +81,15 @@ class RetentionStorage:
         except BlobNotFoundError:
             return 0
 
-    async def sweep(self, *, dry_run: bool) -> Swept | None:
-        """The ledger's attachment sweep, if it has one (else None: nothing was counted)."""
-        sweep: Any = getattr(self.store.ledger, "sweep", None)
-        if not callable(sweep):
+    async def sweep(self, *, dry_run: bool, planned: Sequence[str] = ()) -> Swept | None:
+        """Sweep the store's unreferenced attachments (a dry run counts them, and the bytes
+        of those only the ``planned`` logs refer to); None where references are incomplete."""
+        try:
+            report = await self.store.ledger.sweep(dry_run=dry_run)
+            exclusive = 0
+            if dry_run and planned:
+                usage = await self.store.ledger.usage(list(planned))
+                exclusive = usage.exclusive_attachment_bytes
+        except RefsIncompleteError:
             return None
-        report = await sweep(dry_run=dry_run)
-        return Swept(int(report.attachments), int(report.bytes))
+        return Swept(report.attachments, report.bytes, exclusive)

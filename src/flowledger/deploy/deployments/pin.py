@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Final
@@ -31,6 +32,7 @@ from ... import storage
 __all__ = ["PIN_FORMAT", "Pin", "PinCorruptError", "PinStore", "pin_log"]
 
 PIN_FORMAT: Final = "flowledger.pin/v1"
+_DIGEST: Final = re.compile(r"[0-9a-f]{64}")
 
 
 class PinCorruptError(Exception):
@@ -60,6 +62,12 @@ class Pin:
     @property
     def drift(self) -> str:
         return str(self.document["drift"])
+
+    def snapshot_digests(self) -> list[str]:
+        """The digests of the snapshots stored with the pin: the deployment revision's and
+        every artifact's of the closure."""
+        artifacts = [self.document["artifact"], *self.document.get("children", [])]
+        return [str(self.deployment["digest"]), *(str(a["digest"]) for a in artifacts)]
 
     def canonical(self) -> bytes:
         return rfc8785.dumps(dict(self.document))
@@ -91,6 +99,21 @@ class PinStore:
         await self._ledger.append(
             pin_log(pin.graph_run_id), [pin.canonical()], expected=0, attachments=attachments
         )
+
+    async def backfill_refs(self) -> int:
+        """Register, with `Ledger.add_refs`, the snapshots every pin log refers to (for a
+        database written before the ledger recorded references); return how many pin logs
+        it registered. A pin that does not parse is passed over (it cannot be read)."""
+        logs = 0
+        for name in await self._ledger.names("deploy/pins/"):
+            records = await self._ledger.read(name, after=0, limit=1)
+            try:
+                digests = Pin(json.loads(records[0].payload)).snapshot_digests()
+            except (IndexError, ValueError, KeyError, TypeError):
+                continue
+            await self._ledger.add_refs(name, [d for d in digests if _DIGEST.fullmatch(d)])
+            logs += 1
+        return logs
 
     async def read(self, graph_run_id: str) -> Pin | None:
         name = pin_log(graph_run_id)
