@@ -314,7 +314,9 @@ class RunRegistry:
         under the prefix that is not exactly a run ID (e.g. a nested key) is a
         `CorruptRecordError`, as is any record that fails to decode: either
         aborts the whole page. ``next`` is the last returned ID iff the page is
-        non-empty and more keys follow it.
+        non-empty and more keys follow it. On a `storage.PagedKV` only the page's
+        keys are read (``keys_page``), so a page costs the same however many runs the
+        session has, first page or last.
         """
         if not isinstance(limit, int) or isinstance(limit, bool):
             raise TypeError("limit must be an int")
@@ -325,12 +327,17 @@ class RunRegistry:
         if after != "" and not is_id(after):
             raise ValueError(f"invalid run page cursor {after!r}")
         prefix = runs_prefix(session_id)
+        kv = self._kv
         try:
-            keys = await self._kv.keys(prefix)
+            if isinstance(kv, storage.PagedKV):  # only this page (and one key to know more)
+                keys = await kv.keys_page(prefix, start=prefix + after, limit=limit + 1)
+                start = 0
+            else:
+                keys = await kv.keys(prefix)
+                start = bisect.bisect_right(keys, prefix + after)
         except Exception as exc:
             exc.add_note("list run metadata")
             raise
-        start = bisect.bisect_right(keys, prefix + after)
         runs: list[Run] = []
         index = start
         while index < len(keys) and len(runs) < limit:
