@@ -31,6 +31,7 @@ from .run import (
     DEFAULT_RUN_PAGE_SIZE,
     MAX_RUN_PAGE_SIZE,
     Run,
+    RunStatus,
     can_transition,
     decode_run,
     encode_run,
@@ -151,8 +152,10 @@ class RunRegistry:
     """Create, read, update (CAS) and page through run records of any session.
 
     With an ``index`` (`UnfinishedIndex`), the registry keeps it: `create` writes the
-    run's entry before the record, and a compare-and-swap that makes a run terminal
-    deletes it afterwards (a failed delete is only logged; workers remove stale entries).
+    run's entry before the record, and a compare-and-swap that makes a run completed or
+    cancelled deletes it afterwards (a failed delete is only logged; workers remove stale
+    entries). A failed run keeps its entry: its owner removes it once the run's
+    activities are published (`UnfinishedIndex`).
     """
 
     def __init__(self, kv: storage.KV, *, index: UnfinishedIndex | None = None) -> None:
@@ -297,7 +300,12 @@ class RunRegistry:
                 log.warning(
                     "run %s is %s; unlisting its old status failed: %s", next.id, next.status, exc
                 )
-        if self._index is not None and next.status.terminal and not current.status.terminal:
+        if (
+            self._index is not None
+            and next.status.terminal
+            and next.status is not RunStatus.FAILED
+            and not current.status.terminal
+        ):
             try:
                 await self._index.remove(next.session_id, next.id)
             except Exception as exc:  # the transition stands; a worker removes the entry
