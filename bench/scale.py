@@ -595,6 +595,11 @@ class Backend:
     drop: Callable[[str], Awaitable[None]]
     cache: Path
 
+    def sidecar(self, name: str) -> Path:
+        """The JSON beside a database: how it was generated, the IDs measuring needs."""
+        suffix = ".postgres.json" if self.name == "PostgreSQL" else ".json"
+        return self.cache / f"{name}{suffix}"
+
 
 def sqlite_backend(cache: Path) -> Backend:
     def path(name: str) -> Path:
@@ -640,7 +645,7 @@ def postgres_backend(url: str, cache: Path) -> Backend:
     return Backend(
         "PostgreSQL",
         lambda name: f"{url}{sep}schema={name}",
-        lambda name: (cache / f"{name}.json").exists(),
+        lambda name: (cache / f"{name}.postgres.json").exists(),
         size,
         drop,
         cache,
@@ -651,7 +656,7 @@ async def prepare(
     backend: Backend, name: str, runs: int, checkpoints: int, revisions: int
 ) -> dict[str, Any]:
     """The database ``name`` and its sidecar, generated unless cached."""
-    sidecar = backend.cache / f"{name}.json"
+    sidecar = backend.sidecar(name)
     if backend.exists(name) and sidecar.exists():
         info: dict[str, Any] = json.loads(sidecar.read_text())
         async with open_store(backend.url(name)) as store:
@@ -728,7 +733,7 @@ async def bench(backend: Backend, args: argparse.Namespace) -> bool:
         if backend.name == "PostgreSQL" and not args.keep_postgres:
             for name in (empty_name, full_name):
                 await backend.drop(name)
-                (backend.cache / f"{name}.json").unlink(missing_ok=True)
+                backend.sidecar(name).unlink(missing_ok=True)
     return report(backend, empty, full, full_info, sizes)
 
 
