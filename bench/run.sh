@@ -22,6 +22,12 @@
 # the project's interpreter (FLOWLEDGER_PYTHON, default .venv/bin/python):
 #
 #   bash bench/run.sh deploy-runs [--quick] [--runs N]
+#
+# "scale" runs bench/scale.py (workload h: 100,000 runs and 1,000,000 checkpoints against
+# an empty database; generated databases are cached in bench/.scale-cache) with the
+# project's interpreter too:
+#
+#   bash bench/run.sh scale [--quick] [--postgres postgresql://postgres@127.0.0.1:5432/test]
 set -euo pipefail
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -30,6 +36,11 @@ if [ "${1:-}" = "deploy-runs" ]; then
     shift
     cd "$root"
     exec "${FLOWLEDGER_PYTHON:-$root/.venv/bin/python}" "$here/deploy_runs.py" "$@"
+fi
+if [ "${1:-}" = "scale" ]; then
+    shift
+    cd "$root"
+    exec "${FLOWLEDGER_PYTHON:-$root/.venv/bin/python}" "$here/scale.py" "$@"
 fi
 venv="${BENCH_VENV:-$here/.venv}"
 stamp="$venv/.flowledger-bench-installed"

@@ -370,10 +370,11 @@ _KV_INSERT: Final = "INSERT INTO kv (key, revision, content, bound_crc) VALUES (
 _KV_UPDATE: Final = "UPDATE kv SET revision = ?, content = ?, bound_crc = ? WHERE key = ?"
 _KV_DELETE: Final = "DELETE FROM kv WHERE key = ?"
 _KV_KEYS: Final = "SELECT key FROM kv WHERE key >= ? AND key < ? ORDER BY key"
-# Keyset pages on the primary key: only the page's rows are visited.
-_KV_PAGE_UP: Final = (
-    "SELECT key FROM kv WHERE key >= ? AND key > ? AND key < ? ORDER BY key LIMIT ?"
-)
+# Keyset pages on the primary key: only the page's rows are visited. Each query has one
+# lower bound: given two (the prefix and the cursor), SQLite seeks to one of them and
+# filters by the other, so a page far into a prefix walked every key before it.
+_KV_PAGE_UP: Final = "SELECT key FROM kv WHERE key >= ? AND key < ? ORDER BY key LIMIT ?"
+_KV_PAGE_AFTER: Final = "SELECT key FROM kv WHERE key > ? AND key < ? ORDER BY key LIMIT ?"
 _KV_PAGE_DOWN: Final = "SELECT key FROM kv WHERE key >= ? AND key < ? ORDER BY key DESC LIMIT ?"
 
 _BLOB_INSERT: Final = (
@@ -437,15 +438,17 @@ _LEASE_RELEASE: Final = (  # expires_at keeps the moment of release (`LeaseStatu
 )
 
 
-def _page_bounds(prefix: str, start: str, descending: bool) -> tuple[str, ...] | None:
-    """The parameters of a keyset page query (see `_prefix_bounds`)."""
+def _page_query(prefix: str, start: str, descending: bool) -> tuple[str, tuple[str, str]] | None:
+    """The keyset page query and its bounds (see `_prefix_bounds`)."""
     bounds = _prefix_bounds(prefix)
     if bounds is None:
         return None
     low, high = bounds
     if descending:
-        return (low, min(high, start) if start else high)
-    return (low, start, high)
+        return _KV_PAGE_DOWN, (low, min(high, start) if start else high)
+    if start >= low:
+        return _KV_PAGE_AFTER, (start, high)
+    return _KV_PAGE_UP, (low, high)
 
 
 def _prefix_bounds(prefix: str) -> tuple[str, str] | None:
@@ -729,8 +732,7 @@ class _Database:
     def kv_keys(self, low: str, high: str) -> list[str]:
         return [row[0] for row in self.conn.execute(_KV_KEYS, (low, high))]
 
-    def kv_page(self, bounds: tuple[str, ...], limit: int, descending: bool) -> list[str]:
-        query = _KV_PAGE_DOWN if descending else _KV_PAGE_UP
+    def kv_page(self, query: str, bounds: tuple[str, str], limit: int) -> list[str]:
         return [row[0] for row in self.conn.execute(query, (*bounds, limit))]
 
     # Blobs
@@ -1603,11 +1605,11 @@ class SQLiteKV:
         self, prefix: str = "", *, start: str = "", limit: int = 100, descending: bool = False
     ) -> list[str]:
         check_page(start, limit)
-        bounds = _page_bounds(prefix, start, descending)
-        if bounds is None:
+        page = _page_query(prefix, start, descending)
+        if page is None:
             self._worker.check_open()
             return []
-        return await self._worker.call(self._db.kv_page, bounds, limit, descending)
+        return await self._worker.call(self._db.kv_page, *page, limit)
 
 
 class SQLiteBlobs:

@@ -38,6 +38,7 @@ from .run import (
     DEFAULT_RUN_PAGE_SIZE,
     MAX_RUN_PAGE_SIZE,
     Run,
+    RunStatus,
     can_transition,
     decode_run,
     encode_run,
@@ -160,8 +161,10 @@ class RunRegistry:
     """Create, read, update (CAS) and page through run records of any session.
 
     With an ``index`` (`UnfinishedIndex`), the registry keeps it: `create` writes the
-    run's entry before the record, and a compare-and-swap that makes a run terminal
-    deletes it afterwards (a failed delete is only logged; workers remove stale entries).
+    run's entry before the record, and a compare-and-swap that makes a run completed or
+    cancelled deletes it afterwards (a failed delete is only logged; workers remove stale
+    entries). A failed run keeps its entry: its owner removes it once the run's
+    activities are published (`UnfinishedIndex`).
     """
 
     def __init__(self, kv: storage.KV, *, index: UnfinishedIndex | None = None) -> None:
@@ -341,7 +344,12 @@ class RunRegistry:
                 log.warning(
                     "run %s is %s; unlisting its old status failed: %s", next.id, next.status, exc
                 )
-        if self._index is not None and next.status.terminal and not current.status.terminal:
+        if (
+            self._index is not None
+            and next.status.terminal
+            and next.status is not RunStatus.FAILED
+            and not current.status.terminal
+        ):
             try:
                 await self._index.remove(next.session_id, next.id)
             except Exception as exc:  # the transition stands; a worker removes the entry
@@ -358,7 +366,9 @@ class RunRegistry:
         under the prefix that is not exactly a run ID (e.g. a nested key) is a
         `CorruptRecordError`, as is any record that fails to decode: either
         aborts the whole page. ``next`` is the last returned ID iff the page is
-        non-empty and more keys follow it.
+        non-empty and more keys follow it. On a `storage.PagedKV` only the page's
+        keys are read (``keys_page``), so a page costs the same however many runs the
+        session has, first page or last.
         """
         if not isinstance(limit, int) or isinstance(limit, bool):
             raise TypeError("limit must be an int")
@@ -369,12 +379,17 @@ class RunRegistry:
         if after != "" and not is_id(after):
             raise ValueError(f"invalid run page cursor {after!r}")
         prefix = runs_prefix(session_id)
+        kv = self._kv
         try:
-            keys = await self._kv.keys(prefix)
+            if isinstance(kv, storage.PagedKV):  # only this page (and one key to know more)
+                keys = await kv.keys_page(prefix, start=prefix + after, limit=limit + 1)
+                start = 0
+            else:
+                keys = await kv.keys(prefix)
+                start = bisect.bisect_right(keys, prefix + after)
         except Exception as exc:
             exc.add_note("list run metadata")
             raise
-        start = bisect.bisect_right(keys, prefix + after)
         runs: list[Run] = []
         index = start
         while index < len(keys) and len(runs) < limit:

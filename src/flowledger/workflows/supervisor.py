@@ -6,7 +6,11 @@ On activation it adopts every unfinished run from durable state: a pending
 run with no checkpoint is started, one whose checkpoint exists is adopted
 instead (never started twice), a running run is continued from its last
 checkpoint, an interrupted run waits for an explicit `resume`, and a failed
-run only has its activities reconciled.
+run only has its activities reconciled. With the registry's `UnfinishedIndex`, the runs
+to adopt are read from it once the session's index is complete (`UnfinishedIndex`: the
+first activation lists every run, indexes the ones written before the index, and marks
+it), so activation reads the unfinished runs only, however many finished ones there are;
+a failed run stays indexed until its activities are published for that reason.
 
 Ordering and atomicity:
 
@@ -362,7 +366,9 @@ class Supervisor:
         lease.on_lost(self._on_lease_lost)
         index = self.index
         try:
-            if self._adopt_from_index and index is not None:
+            if index is not None and (
+                self._adopt_from_index or await index.complete(self._session_id)
+            ):
                 run_ids = await index.runs(self._session_id)
             else:
                 runs = await self._all_runs()
@@ -376,6 +382,7 @@ class Supervisor:
                     for run in runs:
                         if not run.status.terminal and run.id not in indexed:
                             await index.add(self._session_id, run.id)
+                    await index.mark_complete(self._session_id)  # the next owner reads it
         except BaseException as exc:
             self._state = "inactive"
             self._lease = None
@@ -761,7 +768,7 @@ class Supervisor:
                 await index.remove_orphan(self._session_id, run_id)
             self._forget_if_idle(run_id)
             return
-        if run.status.terminal:
+        if run.status in (RunStatus.COMPLETED, RunStatus.CANCELLED):
             index = self.index
             if index is not None:  # a stale entry: the run became terminal before a crash
                 await index.remove(self._session_id, run_id)
@@ -776,7 +783,7 @@ class Supervisor:
         if status in (RunStatus.COMPLETED, RunStatus.CANCELLED):
             return
         if status is RunStatus.FAILED:
-            await self._reconcile_activities(definition, run)
+            await self._failed_published(await self._reconcile_activities(definition, run))
             return
         try:
             history = await definition.history(run.graph_run_id)
@@ -1114,7 +1121,7 @@ class Supervisor:
                 if index is not None:
                     await index.remove_orphan(sid, run_id)
                 continue
-            if run.status.terminal:
+            if run.status in (RunStatus.COMPLETED, RunStatus.CANCELLED):
                 self._watch.pop(run_id, None)
                 self._auto_started.discard(run_id)
                 if index is not None:
@@ -1128,7 +1135,8 @@ class Supervisor:
                 watch.next_check = now + INTERRUPTED_RECHECK
                 continue
             # Pending, running with nobody executing it (an earlier attempt failed, or the
-            # record fell behind), or cancellation requested: reconcile, with backoff.
+            # record fell behind), failed with its activities not yet published, or
+            # cancellation requested: reconcile, with backoff.
             watch.next_check = now + min(MAX_RETRY_DELAY, 0.5 * 2**watch.attempts)
             watch.attempts += 1
             self._spawn(self._reconcile_worker(run_id), run_id=run_id)
@@ -1383,7 +1391,7 @@ class Supervisor:
             failed = await self._transition(run, RunStatus.FAILED, summary, run.checkpoint_revision)
         except _OwnershipLost:
             return None
-        return await self._reconcile_activities(definition, failed)
+        return await self._failed_published(await self._reconcile_activities(definition, failed))
 
     async def _apply_result(
         self, definition: Definition, run: Run, result: WorkflowResult
@@ -1420,7 +1428,18 @@ class Supervisor:
         except _OwnershipLost:
             return None
         if status is RunStatus.FAILED:
-            return await self._reconcile_activities(definition, run)
+            return await self._failed_published(await self._reconcile_activities(definition, run))
+        return run
+
+    async def _failed_published(self, run: Run) -> Run:
+        """A failed run's activities are published: its index entry (kept until now, so
+        that an owner dying before this point leaves the work to the next) goes."""
+        index = self.index
+        if index is not None and not self._ownership_lost():
+            try:
+                await index.remove(self._session_id, run.id)
+            except Exception as exc:  # the next owner's poll publishes (nothing) and retries
+                log.warning("run %s is failed; unindexing it failed: %s", run.id, exc)
         return run
 
     async def _reconcile_activities(self, definition: Definition, run: Run) -> Run:

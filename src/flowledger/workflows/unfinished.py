@@ -16,6 +16,17 @@ The index is a hint that errs on the safe side:
 
 Each entry holds the wall-clock second it was written (``{"at": 1754000000.5}``), only
 for the orphan grace.
+
+A failed run keeps its entry until its owner has published its activities (the
+`Supervisor` removes it then), so an owner that died in between leaves work that the
+next one finds in the index, as it finds an unfinished run.
+
+Runs created before the index existed have no entry. The first owner that lists every
+run of a session (`Supervisor.activate`) indexes them and then marks the session's index
+*complete* (`complete_key`, ``sessions/<session>/workflows/unfinished-complete``); from
+then on every run is created with its entry, so later owners read the index instead of
+every run record, and activating costs the same however many finished runs the session
+holds.
 """
 
 from __future__ import annotations
@@ -36,7 +47,13 @@ from ..storage import (
 )
 from .run import is_id
 
-__all__ = ["ORPHAN_GRACE", "UNFINISHED_PREFIX", "UnfinishedIndex", "unfinished_key"]
+__all__ = [
+    "ORPHAN_GRACE",
+    "UNFINISHED_PREFIX",
+    "UnfinishedIndex",
+    "complete_key",
+    "unfinished_key",
+]
 
 UNFINISHED_PREFIX: Final = "workflows/unfinished/"
 ORPHAN_GRACE: Final = 300.0  # seconds before an entry without a run record may be removed
@@ -49,6 +66,14 @@ def unfinished_key(session_id: str, run_id: str) -> str:
     if not is_id(run_id):
         raise ValueError(f"run ID must be a nonzero lowercase UUID, not {run_id!r}")
     return validate_name(f"{UNFINISHED_PREFIX}{session_id}/{run_id}")
+
+
+def complete_key(session_id: str) -> str:
+    """``sessions/<session>/workflows/unfinished-complete``: present once every run of the
+    session has its entry (see the module documentation)."""
+    if not is_id(session_id):
+        raise ValueError(f"session ID must be a nonzero lowercase UUID, not {session_id!r}")
+    return validate_name(f"sessions/{session_id}/workflows/unfinished-complete")
 
 
 class UnfinishedIndex:
@@ -74,6 +99,20 @@ class UnfinishedIndex:
         prefix = f"{UNFINISHED_PREFIX}{session_id}/"
         ids = [key[len(prefix) :] for key in await self.kv.keys(prefix)]
         return [run_id for run_id in ids if is_id(run_id)]
+
+    async def complete(self, session_id: str) -> bool:
+        """Whether every run of the session is known to have its entry (`mark_complete`);
+        an unreadable marker counts as absent (the caller lists every run instead)."""
+        try:
+            await self.kv.get(complete_key(session_id))
+        except (KeyNotFoundError, CorruptDataError):
+            return False
+        return True
+
+    async def mark_complete(self, session_id: str) -> None:
+        """Record that every run of the session has its entry (idempotent)."""
+        with contextlib.suppress(ConflictError):
+            await self.kv.put(complete_key(session_id), b"", expected=0, **fence_arg())
 
     async def scan(self) -> dict[str, list[str]]:
         """Every indexed run, by session (one prefix listing); malformed keys are skipped."""
