@@ -658,13 +658,13 @@ async def write_seed(backend: Backend, run_id: str, spoil: Callable[[Any], Any])
 
 
 async def test_ledger_records_are_small_envelopes(ledger_backend: Backend) -> None:
-    """§6.3 / DESIGN L1: rev 0 is a small schema_version 1 envelope; big states live outside."""
+    """§6.3 / DESIGN L1: rev 0 is a small schema_version 2 envelope; big states live outside."""
     run_id = new_run_id()
     big = "q" * 200_000
     await ledger_backend.store.append([make_cp(run_id, 0, {"big": big, "n": 1})])
     (record,) = await ledger_backend.ledger.read(log_name(run_id))
     envelope = loads(record.payload)
-    assert envelope["schema_version"] == 1 and envelope["revision"] == 0
+    assert envelope["schema_version"] == 2 and envelope["revision"] == 0
     assert isinstance(envelope["checkpoint"], dict)
     assert len(record.payload) < 4_000
     assert (await ledger_backend.store.latest(run_id)).state == {"big": big, "n": 1}
@@ -705,7 +705,7 @@ ENVELOPE_CORRUPTION: list[tuple[str, Callable[[dict[str, Any], str], Any]]] = [
     ("unknown-field", lambda e, other: {**e, "extra": 1}),
     ("unknown-checkpoint-field", lambda e, other: {**e, "checkpoint": {**e["checkpoint"], "x": 1}}),
     ("unknown-run-field", lambda e, other: _with_run(e, bogus=1)),
-    ("schema-version-2", lambda e, other: {**e, "schema_version": 2}),
+    ("schema-version-3", lambda e, other: {**e, "schema_version": 3}),
     ("no-schema-version", lambda e, other: {k: v for k, v in e.items() if k != "schema_version"}),
     ("no-checkpoint", lambda e, other: {k: v for k, v in e.items() if k != "checkpoint"}),
     ("checkpoint-list", lambda e, other: {**e, "checkpoint": []}),
@@ -880,17 +880,16 @@ async def test_any_ledger_works(ledger_backend: Backend) -> None:
 # -- de-duplication (DESIGN.md: bytes per step grow with what changed) ------------------------
 
 
-async def test_one_changed_field_adds_one_field_and_one_manifest(
-    ledger_backend: Backend,
-) -> None:
-    """DESIGN L1: one changed field adds one field attachment and one manifest, no more."""
+async def test_one_changed_field_adds_one_field_attachment(ledger_backend: Backend) -> None:
+    """DESIGN L1: one changed field adds one field attachment, no more: the next record
+    (a schema-2 delta) patches the previous manifest instead of storing a new one."""
     run_id = new_run_id()
     state = {"big": "x" * 100_000, "items": list(range(100)), "text": "t" * 300, "n": 0}
     await ledger_backend.store.append([make_cp(run_id, 0, state)])
     count, size = ledger_backend.attachment_count(), ledger_backend.attachment_bytes()
     changed = {**state, "items": [*range(99), -1]}
     await ledger_backend.store.append([make_cp(run_id, 1, changed, step_base=state)])
-    assert ledger_backend.attachment_count() == count + 2
+    assert ledger_backend.attachment_count() == count + 1
     added = ledger_backend.attachment_bytes() - size
     assert added < len(dumps(changed["items"])) + 1_000
     records = await ledger_backend.ledger.read(log_name(run_id))

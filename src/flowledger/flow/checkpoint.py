@@ -204,6 +204,13 @@ def _time(value: datetime | None) -> int | None:
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
 
+def micros(value: datetime) -> int:
+    """``value`` as stored: microseconds since the epoch."""
+    stored = _time(value)
+    assert stored is not None
+    return stored
+
+
 def run_to_document(run: RunRecord) -> dict[str, Any]:
     doc: dict[str, Any] = {
         "graph_run_id": run.graph_run_id,

@@ -1,34 +1,59 @@
 """`LedgerCheckpointStore`: checkpoints on a storage `Ledger`, with de-duplicated state.
 
 Layout: the checkpoints of run ``R`` form the ledger log ``<prefix>/<R>``;
-revision ``n`` is sequence ``n + 1``. Each record is a small JSON envelope::
+revision ``n`` is sequence ``n + 1``. Each record is a small JSON envelope. Revision
+0 carries ``"schema_version"``, the format of the whole log: new logs are written in
+schema 2; a log begun in schema 1 (by an earlier version) is read and continued in
+schema 1, so what an older reader could read stays readable to it.
 
-    {"revision": n, "state": "<digest>", "step_base": "<digest>", "same": [...],
-     "checkpoint": {...everything but the two states...}}
-
-Revision 0 also carries ``"schema_version": 1``, the format of the whole log.
-
-De-duplication, so that bytes written per step grow with what changed:
+Common to both schemas:
 
 * A state is split into its top-level fields. A field whose JSON is short is
-  kept inline in the state's *manifest*; a longer one is stored once as a
-  content-addressed attachment and the manifest names its digest. The
-  manifest itself is an attachment, and the envelope names it. Attachments
-  are written in the same transaction as the record, so a checkpoint is one
-  atomic commit, and an unchanged field costs nothing.
-* ``same`` lists parts (``state``, ``step_base``, ``vertices``) equal to the
-  previous record's in the same append (the last vertex checkpoint of a step
-  and the step's boundary), which are then not repeated. Only a record with
-  no ``same`` can be referred to, so one look back always suffices.
+  kept inline in the state's *manifest* (as ``[value]``); a longer one is stored once as
+  a content-addressed attachment and the manifest names its digest. A manifest stored
+  whole is an attachment too, named by its digest. Attachments are written in the same
+  transaction as the records, so a checkpoint is one atomic commit, and an unchanged
+  field costs nothing.
 * The run record's fixed part (run id, graph id and version, creation times)
   is stored in revision 0; a later record that agrees with it leaves it out,
   and the store restores it on read (caching it per run). A record whose
   fixed part differs (only ever written by hand or by a foreign writer) keeps
   its own, so what is read is always what was appended.
 
+Schema 1 (``{"revision", "state": digest, "step_base": digest, "same": [...],
+"checkpoint": {...}}``): every record names whole manifests; ``same`` lists parts
+(``state``, ``step_base``, ``vertices``) equal to the previous record's in the same
+append, which are then not repeated; only a record with no ``same`` can be referred to.
+A step of ``W`` per-vertex checkpoints therefore wrote ``W`` vertex lists of ``W`` records
+and ``W`` manifests: bytes grew with the square of the width.
+
+Schema 2 (``{"revision", "depth", "state", "step_base", "vertices", "checkpoint"}``):
+vertex records and routes are compact rows (`ledger_delta`), and a record is either
+
+* *full* (no ``depth``): ``state`` / ``step_base`` name whole manifests (absent: None),
+  ``vertices`` lists every row (absent: none); or
+* a *delta* (``depth`` = d >= 1) against the record just before it, whose chain reaches a
+  full record exactly d records back: a part left out is the previous record's; a
+  state part is null (None), a manifest digest, or a patch of the fields that changed
+  against the previous record's state or step base; ``vertices`` is a patch naming only
+  the rows that changed. The ``checkpoint`` body is always given whole (it is small:
+  run record, phase, frontier, routes, interrupts, halt).
+
+So a per-vertex checkpoint costs about the one vertex row and the fields it changed,
+and bytes per super-step grow linearly with the number of vertices that ran. The writer
+starts a new chain (writes a full record) when it does not know the previous record
+(a new store object, another writer), when the chain would exceed `MAX_DEPTH` records,
+or when its deltas would exceed ``CHAIN_FACTOR`` times its full record's bytes (at least
+`CHAIN_MIN_BYTES`, at most `CHAIN_MAX_BYTES`);
+so reading any revision reads that record and then at most the d records before it, in
+ONE range read, and those bytes stay within a constant factor of a full record. The last
+record written or read of each run is cached (records never change), which is what the
+next append's delta is taken against.
+
 Reading is strict: size and depth bounds before parsing, unknown fields
 rejected, the envelope's revision must equal the ledger sequence - 1, the run
-id must be the one asked for, and attachment bytes must hash to their digest.
+id must be the one asked for, attachment bytes must hash to their digest, a delta's
+depth must continue its predecessor's, and a patch must apply to what it names.
 Any such failure, a record or attachment that fails the backend's checksum
 (`CorruptDataError`), and an attachment a record names that is not stored (renamed or
 lost: `AttachmentNotFoundError`) is a `StoreError` wrapping a `CheckpointDecodeError`:
@@ -37,6 +62,7 @@ damaged or missing bytes never come back, so it is definite, never retried.
 
 from __future__ import annotations
 
+import itertools
 from collections import OrderedDict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -52,7 +78,7 @@ from ..storage import (
     fence_arg,
 )
 from ..storage import StorageError as _StorageError
-from .checkpoint import Checkpoint, from_document, to_document
+from .checkpoint import Checkpoint, from_document, micros, to_document
 from .codec import JsonObject, check_readable, dumps, dumps_ordered, loads
 from .errors import (
     CheckpointDecodeError,
@@ -62,22 +88,47 @@ from .errors import (
     StoreError,
 )
 from .ids import validate_run_id
+from .ledger_delta import (
+    apply_rows_patch,
+    apply_state_patch,
+    route_to_row,
+    row_to_route,
+    rows_patch,
+    rows_to_vertices,
+    state_patch,
+    vertices_to_rows,
+)
 from .store import check_batch
 
 __all__ = ["LedgerCheckpointStore"]
 
-SCHEMA_VERSION: Final = 1
+SCHEMA_VERSION: Final = 2  # the format new logs are written in
+READABLE_SCHEMAS: Final = (1, 2)
 MAX_RECORD_BYTES: Final = 1 << 20
 MAX_HISTORY: Final = 100_000
 INLINE_FIELD_BYTES: Final = 64  # a field this short lives in its manifest
+MAX_DEPTH: Final = 1000  # records in one delta chain after its full record
+# A chain's deltas may reach CHAIN_FACTOR times its full record's bytes (so re-writing
+# whole records costs a fixed small fraction at any width), within these bounds:
+CHAIN_FACTOR: Final = 64
+CHAIN_MIN_BYTES: Final = 16 << 10
+CHAIN_MAX_BYTES: Final = 4 << 20
 _PAGE: Final = 1000
 _CACHE: Final = 4096
 # Run-record fields that never change after revision 0: written once, restored on read.
 _FIXED: Final = ("graph_run_id", "graph_id", "graph_version", "created_at", "started_at")
 _SHARABLE: Final = ("state", "step_base", "vertices")
-_ENVELOPE_KEYS: Final = frozenset(
+_STATES: Final = ("state", "step_base")
+_V1_KEYS: Final = frozenset(
     {"schema_version", "revision", "state", "step_base", "same", "checkpoint"}
 )
+_V2_KEYS: Final = frozenset(
+    {"schema_version", "revision", "depth", "state", "step_base", "vertices", "checkpoint"}
+)
+
+# A manifest as held in memory: name -> digest, or (inline JSON text, value). The text
+# makes comparison exact (JSON ``1``, ``1.0`` and ``true`` are equal in Python).
+_Manifest = dict[str, Any]
 
 
 class _Lru(OrderedDict[str, Any]):
@@ -94,15 +145,45 @@ class _Lru(OrderedDict[str, Any]):
             self.popitem(last=False)
 
 
+@dataclass(frozen=True, slots=True)
+class _Meta:
+    """What revision 0 fixes for a whole log."""
+
+    schema: int
+    fixed: dict[str, Any]
+
+
+@dataclass(frozen=True, slots=True)
+class _Tail:
+    """A schema-2 record as resolved: what the next record's delta is taken against."""
+
+    revision: int
+    parts: dict[str, Any]  # state / step_base: _Manifest | None; vertices: rows
+    depth: int  # records after the chain's full record (0: this one is full)
+    chain_bytes: int  # bytes of the chain's deltas so far
+    full_bytes: int  # bytes of the chain's full record
+
+
 @dataclass(slots=True)
 class _Parsed:
-    """One record, parsed but not yet resolved into a `Checkpoint`."""
+    """One schema-1 record, parsed but not yet resolved into a `Checkpoint`."""
 
     seq: int
     body: dict[str, Any]
     parts: dict[str, Any]  # state ref, step_base ref, vertices (raw), after resolving "same"
     fixed: dict[str, Any] | None  # revision 0 only
     shares: bool  # refers to its predecessor, so it cannot be referred to
+
+
+@dataclass(slots=True)
+class _Parsed2:
+    """One schema-2 envelope, checked but not yet resolved."""
+
+    seq: int
+    size: int
+    doc: dict[str, Any]
+    body: dict[str, Any]
+    depth: int
 
 
 class LedgerCheckpointStore:
@@ -112,7 +193,8 @@ class LedgerCheckpointStore:
         self.ledger = ledger
         self.prefix = prefix.rstrip("/")
         self._durable = _Lru(_CACHE)  # attachments known to be committed
-        self._fixed = _Lru(_CACHE)
+        self._meta = _Lru(_CACHE)
+        self._tails = _Lru(_CACHE)  # run -> _Tail of its newest record known here
         self._strings: dict[int, tuple[str, str]] = {}
 
     def log_name(self, run_id: str) -> str:
@@ -124,15 +206,20 @@ class LedgerCheckpointStore:
     async def append(self, checkpoints: Sequence[Checkpoint]) -> None:
         run_id, first = check_batch(checkpoints)
         attachments: dict[str, bytes] = {}
-        seed_fixed = None
+        meta = None
         if first > 0:
             try:
-                seed_fixed = await self._run_fixed(run_id)
+                meta = await self._run_meta(run_id)
             except (FlowError, _StorageError, OSError, ValueError):
-                seed_fixed = None  # the append below reports what is wrong
+                meta = None  # the append below reports what is wrong
+        schema = SCHEMA_VERSION if meta is None else meta.schema
+        seed_fixed = None if meta is None else meta.fixed
+        tail: _Tail | None = self._tails.get(run_id) if schema == 2 else None
+        if tail is not None and tail.revision != first - 1:
+            tail = None  # not the record this batch follows: start a new chain
         try:
             name = self.log_name(run_id)
-            memo: dict[int, str] = {}
+            memo: dict[int, Any] = {}
             records = []
             previous: dict[str, Any] | None = None
             for cp in checkpoints:
@@ -144,25 +231,10 @@ class LedgerCheckpointStore:
                 elif seed_fixed is not None and all(run[k] == seed_fixed[k] for k in _FIXED):
                     for key in _FIXED:  # the usual case: the same as revision 0's
                         del run[key]
-                parts = {
-                    "state": self._manifest(cp.state, attachments, memo),
-                    "step_base": self._manifest(cp.step_base, attachments, memo),
-                    "vertices": body.pop("vertices"),
-                }
-                same = [k for k in _SHARABLE if previous is not None and previous[k] == parts[k]]
-                envelope: dict[str, Any] = {"revision": cp.run.revision}
-                if cp.run.revision == 0:  # the log's format is fixed when it begins
-                    envelope["schema_version"] = SCHEMA_VERSION
-                for key in ("state", "step_base"):
-                    if key not in same:
-                        envelope[key] = parts[key]
-                if "vertices" not in same:
-                    body["vertices"] = parts["vertices"]
-                if same:
-                    envelope["same"] = same
-                envelope["checkpoint"] = body
-                previous = None if same else parts
-                data = dumps(envelope)
+                if schema == 1:
+                    data, previous = self._record_v1(cp, body, previous, attachments, memo)
+                else:
+                    data, tail = self._record_v2(cp, body, tail, attachments, memo)
                 check_readable(data, max_bytes=MAX_RECORD_BYTES)  # what a read would refuse
                 records.append(data)
         except (FlowError, ValueError) as exc:
@@ -178,23 +250,129 @@ class LedgerCheckpointStore:
             raise StoreError("append", exc) from exc
         for digest, data in attachments.items():
             self._durable.remember(digest, data)
+        if tail is not None:
+            self._tails.remember(run_id, tail)
 
-    def _manifest(
-        self, doc: JsonObject | None, attachments: dict[str, bytes], memo: dict[int, str]
-    ) -> str | None:
-        """Store ``doc``'s fields and manifest (as needed); return the manifest's digest."""
+    def _record_v1(
+        self,
+        cp: Checkpoint,
+        body: dict[str, Any],
+        previous: dict[str, Any] | None,
+        attachments: dict[str, bytes],
+        memo: dict[int, Any],
+    ) -> tuple[bytes, dict[str, Any] | None]:
+        """A schema-1 record; returns it and what the next record may share with."""
+        parts = {
+            "state": self._manifest_ref(
+                self._fields(cp.state, attachments, memo), attachments, memo
+            ),
+            "step_base": self._manifest_ref(
+                self._fields(cp.step_base, attachments, memo), attachments, memo
+            ),
+            "vertices": body.pop("vertices"),
+        }
+        same = [k for k in _SHARABLE if previous is not None and previous[k] == parts[k]]
+        envelope: dict[str, Any] = {"revision": cp.run.revision}
+        if cp.run.revision == 0:
+            envelope["schema_version"] = 1
+        for key in _STATES:
+            if key not in same:
+                envelope[key] = parts[key]
+        if "vertices" not in same:
+            body["vertices"] = parts["vertices"]
+        if same:
+            envelope["same"] = same
+        envelope["checkpoint"] = body
+        return dumps(envelope), (None if same else parts)
+
+    def _record_v2(
+        self,
+        cp: Checkpoint,
+        body: dict[str, Any],
+        previous: _Tail | None,
+        attachments: dict[str, bytes],
+        memo: dict[int, Any],
+    ) -> tuple[bytes, _Tail]:
+        """A schema-2 record (a delta on ``previous`` if that is worth it); its `_Tail`."""
+        origin = _micros(cp)
+        rows = vertices_to_rows(body.pop("vertices"), origin)
+        if "routes" in body:
+            body["routes"] = [route_to_row(r) for r in body["routes"]]
+        parts: dict[str, Any] = {
+            "state": self._fields(cp.state, attachments, memo),
+            "step_base": self._fields(cp.step_base, attachments, memo),
+            "vertices": rows,
+        }
+        revision = cp.run.revision
+        if previous is not None and previous.depth < MAX_DEPTH:
+            envelope: dict[str, Any] = {"revision": revision, "depth": previous.depth + 1}
+            for key in _STATES:
+                mine, theirs = parts[key], previous.parts[key]
+                if _same_manifest(mine, theirs):
+                    continue
+                if mine is None:
+                    envelope[key] = None
+                    continue
+                envelope[key] = self._state_delta(key, mine, previous.parts, attachments, memo)
+            if rows != previous.parts["vertices"]:
+                envelope["vertices"] = rows_patch(rows, previous.parts["vertices"])
+            envelope["checkpoint"] = body
+            data = dumps_ordered(envelope)
+            budget = CHAIN_FACTOR * previous.full_bytes
+            budget = min(CHAIN_MAX_BYTES, max(CHAIN_MIN_BYTES, budget))
+            if previous.chain_bytes + len(data) <= budget:
+                chain = previous.chain_bytes + len(data)
+                return data, _Tail(revision, parts, previous.depth + 1, chain, previous.full_bytes)
+        envelope = {"revision": revision}
+        if revision == 0:  # the log's format is fixed when it begins
+            envelope["schema_version"] = SCHEMA_VERSION
+        for key in _STATES:
+            if parts[key] is not None:
+                envelope[key] = self._manifest_ref(parts[key], attachments, memo)
+        if rows:
+            envelope["vertices"] = rows
+        envelope["checkpoint"] = body
+        data = dumps_ordered(envelope)
+        return data, _Tail(revision, parts, 0, 0, len(data))
+
+    def _state_delta(
+        self,
+        key: str,
+        mine: _Manifest,
+        parts: dict[str, Any],
+        attachments: dict[str, bytes],
+        memo: dict[int, Any],
+    ) -> Any:
+        """The smallest patch of ``mine`` against the previous record's parts, else a digest."""
+        best: dict[str, Any] | None = None
+        for of in (key, *(k for k in _STATES if k != key)):
+            patch = state_patch(mine, parts[of], of, key)
+            if patch is None:
+                continue
+            if "set" in patch:
+                patch["set"] = {name: _raw(entry) for name, entry in patch["set"].items()}
+            if best is None or _size(patch) < _size(best):
+                best = patch
+        if best is None:
+            return self._manifest_ref(mine, attachments, memo)
+        return best
+
+    def _fields(
+        self, doc: JsonObject | None, attachments: dict[str, bytes], memo: dict[int, Any]
+    ) -> _Manifest | None:
+        """``doc``'s manifest, storing its long fields as attachments (as needed)."""
         if doc is None:
             return None
         known = memo.get(id(doc))  # the same document object within one append
         if known is not None:
-            return known
-        manifest: dict[str, Any] = {}
+            return known  # type: ignore[no-any-return]
+        manifest: _Manifest = {}
         for name, value in doc.items():
             digest = self._big_string(value)
             if digest is None:
                 data = dumps_ordered(value)  # a state keeps its key order
                 if len(data) <= INLINE_FIELD_BYTES:
-                    manifest[name] = [value]
+                    manifest[name] = (data, value)
                     continue
                 check_readable(data)
                 digest = self._attach(data, attachments)
@@ -202,9 +380,20 @@ class LedgerCheckpointStore:
                 if self._durable.get(digest) is None:
                     attachments[digest] = dumps(value)
             manifest[name] = digest
-        digest = self._attach(dumps_ordered(manifest), attachments)
-        memo[id(doc)] = digest
-        return digest
+        memo[id(doc)] = manifest
+        return manifest
+
+    def _manifest_ref(
+        self, manifest: _Manifest | None, attachments: dict[str, bytes], memo: dict[int, Any]
+    ) -> str | None:
+        """Store ``manifest`` whole (as needed); return its digest."""
+        if manifest is None:
+            return None
+        known = memo.get(id(manifest))
+        if known is None:
+            raw = {name: _raw(entry) for name, entry in manifest.items()}
+            known = memo[id(manifest)] = self._attach(dumps_ordered(raw), attachments)
+        return known
 
     def _attach(self, data: bytes, attachments: dict[str, bytes]) -> str:
         digest = digest_of(data)
@@ -282,19 +471,33 @@ class LedgerCheckpointStore:
         except CorruptDataError as exc:  # damaged bytes never heal: a definite decode failure
             raise CheckpointDecodeError("record", str(exc)) from exc
 
-    async def _run_fixed(self, run_id: str) -> dict[str, Any]:
-        """The fixed part of the run record, from revision 0 (cached: it never changes)."""
-        known: dict[str, Any] | None = self._fixed.get(run_id)
+    async def _run_meta(self, run_id: str) -> _Meta:
+        """The log's schema and the run record's fixed part, from revision 0 (cached)."""
+        known: _Meta | None = self._meta.get(run_id)
         if known is None:
             seed = await self._read(self.log_name(run_id), 0, 1)
             if not seed:
                 raise CheckpointDecodeError("checkpoint", "revision 0 is missing")
-            known = _parse(seed[0], None).fixed
-            assert known is not None
-            self._fixed.remember(run_id, known)
+            known = _seed_meta(seed[0])
+            self._meta.remember(run_id, known)
         return known
 
     async def _decode(self, run_id: str, records: Sequence[Record]) -> list[Checkpoint]:
+        for index, record in enumerate(records):
+            if record.seq != records[0].seq + index:
+                raise CheckpointDecodeError("checkpoint", f"sequence gap at {record.seq}")
+        if records[0].seq == 1:
+            meta = _seed_meta(records[0])
+            self._meta.remember(run_id, meta)
+        else:
+            meta = await self._run_meta(run_id)
+        if meta.schema == 1:
+            return await self._decode_v1(run_id, records, meta)
+        return await self._decode_v2(run_id, records, meta)
+
+    async def _decode_v1(
+        self, run_id: str, records: Sequence[Record], meta: _Meta
+    ) -> list[Checkpoint]:
         previous: _Parsed | None = None
         if records[0].seq > 1 and b'"same"' in records[0].payload:
             before = await self._read(self.log_name(run_id), records[0].seq - 2, 1)
@@ -302,41 +505,93 @@ class LedgerCheckpointStore:
                 raise CheckpointDecodeError("checkpoint", "the referenced record is missing")
             previous = _parse(before[0], None)
         parsed: list[_Parsed] = []
-        for index, record in enumerate(records):
-            if record.seq != records[0].seq + index:
-                raise CheckpointDecodeError("checkpoint", f"sequence gap at {record.seq}")
+        for record in records:
             item = _parse(record, previous)
-            if item.fixed is not None:
-                self._fixed.remember(run_id, item.fixed)
             parsed.append(item)
             previous = item
-        fixed = parsed[0].fixed if records[0].seq == 1 else await self._run_fixed(run_id)
-        refs = {p.parts[k] for p in parsed for k in ("state", "step_base")} - {None}
+        refs = {p.parts[k] for p in parsed for k in _STATES} - {None}
         manifests = {d: _manifest_doc(d, data) for d, data in (await self._blobs(refs)).items()}
         digests = (v for m in manifests.values() for v in m.values() if isinstance(v, str))
         fields = await self._blobs(digests)
         result = []
         for item in parsed:
-            run = item.body["run"]
-            if item.fixed is None:
-                assert fixed is not None
-                present = [key for key in _FIXED if key in run]
-                if not present:
-                    run.update(fixed)
-                elif len(present) != len(_FIXED):
-                    missing = sorted(set(_FIXED) - set(present))[0]
-                    raise CheckpointDecodeError(f"checkpoint.run.{missing}", "missing")
-            if "revision" in run:
-                raise CheckpointDecodeError("checkpoint.run.revision", "unknown field")
-            run["revision"] = item.seq - 1
             item.body["vertices"] = item.parts["vertices"]
-            cp = from_document(item.body, path="checkpoint", states=False)
-            if cp.run.graph_run_id != run_id:
+            cp = _checkpoint(item.body, item.seq, run_id, meta)
+            for key in _STATES:
+                ref = item.parts[key]
+                setattr(cp, key, None if ref is None else _assemble(manifests[ref], fields))
+            result.append(cp)
+        return result
+
+    async def _decode_v2(
+        self, run_id: str, records: Sequence[Record], meta: _Meta
+    ) -> list[Checkpoint]:
+        items = [_parse_v2(record) for record in records]
+        head = items[0]
+        chain: list[_Parsed2] = []
+        if head.depth:
+            if head.depth >= head.seq:
+                raise CheckpointDecodeError("envelope.depth", "reaches before revision 0")
+            # The chain back to its full record, in one range read.
+            start = head.seq - 1 - head.depth
+            before = await self._read(self.log_name(run_id), start, head.depth)
+            if len(before) != head.depth or before[0].seq != start + 1:
+                raise CheckpointDecodeError("envelope.depth", "the chain's records are missing")
+            chain = [_parse_v2(record) for record in before]
+        everything = [*chain, *items]
+        if everything[0].depth:
+            raise CheckpointDecodeError("envelope.depth", "the chain has no full record")
+        for prior, item in itertools.pairwise(everything):
+            if item.seq != prior.seq + 1:
+                raise CheckpointDecodeError("checkpoint", f"sequence gap at {item.seq}")
+            if item.depth not in (0, prior.depth + 1):
                 raise CheckpointDecodeError(
-                    "checkpoint.run.graph_run_id", f"belongs to run {cp.run.graph_run_id}"
+                    "envelope.depth", f"record {item.seq} does not continue its chain"
                 )
-            cp.state = _assemble(item.parts["state"], manifests, fields)
-            cp.step_base = _assemble(item.parts["step_base"], manifests, fields)
+        refs = {
+            ref
+            for item in everything
+            for key in _STATES
+            if isinstance(ref := item.doc.get(key), str)
+        }
+        manifests = {
+            d: _manifest_entries(_manifest_doc(d, data))
+            for d, data in (await self._blobs(refs)).items()
+        }
+        tail: _Tail | None = None
+        resolved = []
+        for item in everything:
+            tail = _resolve(item, tail, manifests, meta)
+            resolved.append(tail)
+        assert tail is not None
+        known: _Tail | None = self._tails.get(run_id)
+        if known is None or known.revision < tail.revision:
+            self._tails.remember(run_id, tail)
+        mine = resolved[len(chain) :]
+        digests = (
+            entry
+            for t in mine
+            for key in _STATES
+            if t.parts[key] is not None
+            for entry in t.parts[key].values()
+            if isinstance(entry, str)
+        )
+        fields = await self._blobs(digests)
+        result = []
+        for item, state in zip(items, mine, strict=True):
+            if "vertices" in item.body:
+                raise CheckpointDecodeError("checkpoint.vertices", "unknown field")
+            if "routes" in item.body:
+                routes = item.body["routes"]
+                if not isinstance(routes, list):
+                    raise CheckpointDecodeError("checkpoint.routes", "expected a list")
+                item.body["routes"] = [
+                    row_to_route(row, f"checkpoint.routes[{i}]") for i, row in enumerate(routes)
+                ]
+            cp = _checkpoint(item.body, item.seq, run_id, meta, rows=state.parts["vertices"])
+            for key in _STATES:
+                manifest = state.parts[key]
+                setattr(cp, key, None if manifest is None else _assemble(manifest, fields))
             result.append(cp)
         return result
 
@@ -367,17 +622,65 @@ class LedgerCheckpointStore:
         return found
 
 
-def _parse(record: Record, previous: _Parsed | None) -> _Parsed:
+# -- helpers ---------------------------------------------------------------------------------
+
+
+def _micros(cp: Checkpoint) -> int:
+    """The run's creation time in microseconds: the origin of a vertex row's times."""
+    return micros(cp.run.created_at)
+
+
+def _size(value: Any) -> int:
+    return len(dumps_ordered(value))
+
+
+def _raw(entry: Any) -> Any:
+    """A manifest entry as stored: a digest, or ``[value]``."""
+    return entry if isinstance(entry, str) else [entry[1]]
+
+
+def _same_manifest(a: _Manifest | None, b: _Manifest | None) -> bool:
+    if a is None or b is None:
+        return a is b
+    return a is b or (a == b and list(a) == list(b))
+
+
+def _entry(raw: Any, path: str) -> Any:
+    """A stored manifest entry as held in memory (see `_Manifest`)."""
+    if isinstance(raw, str):
+        return raw
+    if isinstance(raw, list) and len(raw) == 1:
+        return (dumps_ordered(raw[0]), raw[0])
+    raise CheckpointDecodeError(path, "expected [value] or a digest")
+
+
+def _manifest_entries(doc: dict[str, Any]) -> _Manifest:
+    return {name: _entry(raw, f"state.{name}") for name, raw in doc.items()}
+
+
+def _seed_meta(record: Record) -> _Meta:
+    doc = _load_envelope(record)
+    schema = doc.get("schema_version")
+    if schema not in READABLE_SCHEMAS:
+        raise CheckpointDecodeError("envelope.schema_version", f"unsupported version {schema!r}")
+    body = doc.get("checkpoint")
+    if not isinstance(body, dict) or not isinstance(body.get("run"), dict):
+        raise CheckpointDecodeError("checkpoint", "expected an object with a run")
+    return _Meta(int(schema), {key: body["run"].get(key) for key in _FIXED})
+
+
+def _load_envelope(record: Record) -> dict[str, Any]:
     doc = loads(record.payload, max_bytes=MAX_RECORD_BYTES)
     if not isinstance(doc, dict):
         raise CheckpointDecodeError("envelope", "expected an object")
-    unknown = set(doc) - _ENVELOPE_KEYS
+    return doc
+
+
+def _check_envelope(doc: dict[str, Any], record: Record, keys: frozenset[str]) -> dict[str, Any]:
+    """Checks common to both schemas; returns the checkpoint body."""
+    unknown = set(doc) - keys
     if unknown:
         raise CheckpointDecodeError(f"envelope.{sorted(unknown)[0]}", "unknown field")
-    if record.seq == 1 and doc.get("schema_version") != SCHEMA_VERSION:
-        raise CheckpointDecodeError(
-            "envelope.schema_version", f"unsupported version {doc.get('schema_version')!r}"
-        )
     if record.seq > 1 and "schema_version" in doc:
         raise CheckpointDecodeError("envelope.schema_version", "only revision 0 carries it")
     if doc.get("revision") != record.seq - 1:
@@ -387,6 +690,49 @@ def _parse(record: Record, previous: _Parsed | None) -> _Parsed:
     body = doc.get("checkpoint")
     if not isinstance(body, dict) or not isinstance(body.get("run"), dict):
         raise CheckpointDecodeError("checkpoint", "expected an object with a run")
+    return body
+
+
+def _checkpoint(
+    body: dict[str, Any],
+    seq: int,
+    run_id: str,
+    meta: _Meta,
+    *,
+    rows: list[Any] | None = None,
+) -> Checkpoint:
+    """The checkpoint of a record's body: the fixed run fields restored, rows expanded."""
+    run = body["run"]
+    present = [key for key in _FIXED if key in run]
+    if not present:
+        run.update(meta.fixed)
+    elif len(present) != len(_FIXED):
+        missing = sorted(set(_FIXED) - set(present))[0]
+        raise CheckpointDecodeError(f"checkpoint.run.{missing}", "missing")
+    if "revision" in run:
+        raise CheckpointDecodeError("checkpoint.run.revision", "unknown field")
+    run["revision"] = seq - 1
+    if rows is not None:
+        origin = run.get("created_at")
+        if isinstance(origin, bool) or not isinstance(origin, int):
+            raise CheckpointDecodeError("checkpoint.run.created_at", "expected int")
+        body["vertices"] = rows_to_vertices(rows, origin, "envelope.vertices")
+    cp = from_document(body, path="checkpoint", states=False)
+    if cp.run.graph_run_id != run_id:
+        raise CheckpointDecodeError(
+            "checkpoint.run.graph_run_id", f"belongs to run {cp.run.graph_run_id}"
+        )
+    return cp
+
+
+def _parse(record: Record, previous: _Parsed | None) -> _Parsed:
+    """A schema-1 record."""
+    doc = _load_envelope(record)
+    body = _check_envelope(doc, record, _V1_KEYS)
+    if record.seq == 1 and doc.get("schema_version") != 1:
+        raise CheckpointDecodeError(
+            "envelope.schema_version", f"unsupported version {doc.get('schema_version')!r}"
+        )
     same = doc.get("same", [])
     if (
         not isinstance(same, list)
@@ -416,6 +762,63 @@ def _parse(record: Record, previous: _Parsed | None) -> _Parsed:
     return _Parsed(record.seq, body, parts, fixed, bool(same))
 
 
+def _parse_v2(record: Record) -> _Parsed2:
+    """A schema-2 envelope: its keys and depth checked, nothing resolved."""
+    doc = _load_envelope(record)
+    body = _check_envelope(doc, record, _V2_KEYS)
+    if record.seq == 1 and doc.get("schema_version") != 2:
+        raise CheckpointDecodeError(
+            "envelope.schema_version", f"unsupported version {doc.get('schema_version')!r}"
+        )
+    depth = doc.get("depth", 0)
+    if "depth" in doc and (
+        isinstance(depth, bool) or not isinstance(depth, int) or not 1 <= depth <= MAX_DEPTH
+    ):
+        raise CheckpointDecodeError("envelope.depth", f"invalid {depth!r}")
+    return _Parsed2(record.seq, len(record.payload), doc, body, depth)
+
+
+def _resolve(
+    item: _Parsed2, previous: _Tail | None, manifests: dict[str, _Manifest], meta: _Meta
+) -> _Tail:
+    """What a schema-2 record stands for, given what its predecessor stood for."""
+    doc = item.doc
+    parts: dict[str, Any] = {}
+    if item.depth == 0:
+        for key in _STATES:
+            ref = doc.get(key)
+            if ref is not None and not isinstance(ref, str):
+                raise CheckpointDecodeError(f"envelope.{key}", "expected a digest")
+            parts[key] = None if ref is None else manifests[ref]
+        rows = doc.get("vertices", [])
+        if not isinstance(rows, list):
+            raise CheckpointDecodeError("envelope.vertices", "expected a list of rows")
+        parts["vertices"] = rows
+        return _Tail(item.seq - 1, parts, 0, 0, item.size)
+    assert previous is not None
+    for key in _STATES:
+        if key not in doc:
+            parts[key] = previous.parts[key]
+            continue
+        ref = doc[key]
+        if ref is None or isinstance(ref, str):
+            parts[key] = None if ref is None else manifests[ref]
+            continue
+        patch = ref
+        if isinstance(patch, dict) and isinstance(patch.get("set"), dict):
+            path = f"envelope.{key}.set"
+            patch = {**patch, "set": {n: _entry(e, f"{path}.{n}") for n, e in patch["set"].items()}}
+        parts[key] = apply_state_patch(patch, previous.parts, key, f"envelope.{key}")
+    if "vertices" in doc:
+        parts["vertices"] = apply_rows_patch(
+            doc["vertices"], previous.parts["vertices"], "envelope.vertices"
+        )
+    else:
+        parts["vertices"] = previous.parts["vertices"]
+    chain = previous.chain_bytes + item.size
+    return _Tail(item.seq - 1, parts, item.depth, chain, previous.full_bytes)
+
+
 def _manifest_doc(digest: str, data: bytes) -> dict[str, Any]:
     doc = loads(data)
     valid = isinstance(doc, dict) and all(
@@ -426,14 +829,15 @@ def _manifest_doc(digest: str, data: bytes) -> dict[str, Any]:
     return doc  # type: ignore[no-any-return]
 
 
-def _assemble(
-    ref: str | None, manifests: dict[str, dict[str, Any]], fields: dict[str, bytes]
-) -> JsonObject | None:
-    if ref is None:
-        return None
+def _assemble(manifest: dict[str, Any], fields: dict[str, bytes]) -> JsonObject:
     state: dict[str, Any] = {}
-    for name, entry in manifests[ref].items():
-        state[name] = loads(fields[entry]) if isinstance(entry, str) else _fresh(entry[0])
+    for name, entry in manifest.items():
+        if isinstance(entry, str):
+            state[name] = loads(fields[entry])
+        elif isinstance(entry, tuple):
+            state[name] = _fresh(entry[1])
+        else:
+            state[name] = _fresh(entry[0])
     return state
 
 
