@@ -28,7 +28,8 @@ A step of ``W`` per-vertex checkpoints therefore wrote ``W`` vertex lists of ``W
 and ``W`` manifests: bytes grew with the square of the width.
 
 Schema 2 (``{"revision", "depth", "state", "step_base", "vertices", "checkpoint"}``):
-vertex records and routes are compact rows (`ledger_delta`), and a record is either
+vertex records and routes are compact rows (`ledger_delta`; records are parsed and
+resolved in `ledger_records`), and a record is either
 
 * *full* (no ``depth``): ``state`` / ``step_base`` name whole manifests (absent: None),
   ``vertices`` lists every row (absent: none); or
@@ -65,7 +66,6 @@ from __future__ import annotations
 import itertools
 from collections import OrderedDict
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
 from typing import Any, Final
 
 from ..storage import (
@@ -78,8 +78,8 @@ from ..storage import (
     fence_arg,
 )
 from ..storage import StorageError as _StorageError
-from .checkpoint import Checkpoint, from_document, micros, to_document
-from .codec import JsonObject, check_readable, dumps, dumps_ordered, loads
+from .checkpoint import Checkpoint, micros, to_document
+from .codec import JsonObject, check_readable, dumps, dumps_ordered
 from .errors import (
     CheckpointDecodeError,
     CheckpointNotFoundError,
@@ -89,25 +89,41 @@ from .errors import (
 )
 from .ids import validate_run_id
 from .ledger_delta import (
-    apply_rows_patch,
-    apply_state_patch,
     route_to_row,
-    row_to_route,
     rows_patch,
-    rows_to_vertices,
     state_patch,
     vertices_to_rows,
 )
+from .ledger_records import (
+    FIXED,
+    MAX_DEPTH,
+    MAX_RECORD_BYTES,
+    READABLE_SCHEMAS,
+    SCHEMA_VERSION,
+    SHARABLE,
+    STATES,
+    Manifest,
+    Meta,
+    Parsed1,
+    Parsed2,
+    Tail,
+    assemble,
+    manifest_doc,
+    manifest_entries,
+    parse_v1,
+    parse_v2,
+    raw_entry,
+    resolve,
+    same_manifest,
+    seed_meta,
+    to_checkpoint,
+)
 from .store import check_batch
 
-__all__ = ["LedgerCheckpointStore"]
+__all__ = ["MAX_DEPTH", "READABLE_SCHEMAS", "SCHEMA_VERSION", "LedgerCheckpointStore"]
 
-SCHEMA_VERSION: Final = 2  # the format new logs are written in
-READABLE_SCHEMAS: Final = (1, 2)
-MAX_RECORD_BYTES: Final = 1 << 20
 MAX_HISTORY: Final = 100_000
 INLINE_FIELD_BYTES: Final = 64  # a field this short lives in its manifest
-MAX_DEPTH: Final = 1000  # records in one delta chain after its full record
 # A chain's deltas may reach CHAIN_FACTOR times its full record's bytes (so re-writing
 # whole records costs a fixed small fraction at any width), within these bounds:
 CHAIN_FACTOR: Final = 64
@@ -115,20 +131,6 @@ CHAIN_MIN_BYTES: Final = 16 << 10
 CHAIN_MAX_BYTES: Final = 4 << 20
 _PAGE: Final = 1000
 _CACHE: Final = 4096
-# Run-record fields that never change after revision 0: written once, restored on read.
-_FIXED: Final = ("graph_run_id", "graph_id", "graph_version", "created_at", "started_at")
-_SHARABLE: Final = ("state", "step_base", "vertices")
-_STATES: Final = ("state", "step_base")
-_V1_KEYS: Final = frozenset(
-    {"schema_version", "revision", "state", "step_base", "same", "checkpoint"}
-)
-_V2_KEYS: Final = frozenset(
-    {"schema_version", "revision", "depth", "state", "step_base", "vertices", "checkpoint"}
-)
-
-# A manifest as held in memory: name -> digest, or (inline JSON text, value). The text
-# makes comparison exact (JSON ``1``, ``1.0`` and ``true`` are equal in Python).
-_Manifest = dict[str, Any]
 
 
 class _Lru(OrderedDict[str, Any]):
@@ -145,47 +147,6 @@ class _Lru(OrderedDict[str, Any]):
             self.popitem(last=False)
 
 
-@dataclass(frozen=True, slots=True)
-class _Meta:
-    """What revision 0 fixes for a whole log."""
-
-    schema: int
-    fixed: dict[str, Any]
-
-
-@dataclass(frozen=True, slots=True)
-class _Tail:
-    """A schema-2 record as resolved: what the next record's delta is taken against."""
-
-    revision: int
-    parts: dict[str, Any]  # state / step_base: _Manifest | None; vertices: rows
-    depth: int  # records after the chain's full record (0: this one is full)
-    chain_bytes: int  # bytes of the chain's deltas so far
-    full_bytes: int  # bytes of the chain's full record
-
-
-@dataclass(slots=True)
-class _Parsed:
-    """One schema-1 record, parsed but not yet resolved into a `Checkpoint`."""
-
-    seq: int
-    body: dict[str, Any]
-    parts: dict[str, Any]  # state ref, step_base ref, vertices (raw), after resolving "same"
-    fixed: dict[str, Any] | None  # revision 0 only
-    shares: bool  # refers to its predecessor, so it cannot be referred to
-
-
-@dataclass(slots=True)
-class _Parsed2:
-    """One schema-2 envelope, checked but not yet resolved."""
-
-    seq: int
-    size: int
-    doc: dict[str, Any]
-    body: dict[str, Any]
-    depth: int
-
-
 class LedgerCheckpointStore:
     def __init__(self, ledger: Ledger, *, prefix: str = "flow/runs") -> None:
         if ledger is None:
@@ -194,7 +155,7 @@ class LedgerCheckpointStore:
         self.prefix = prefix.rstrip("/")
         self._durable = _Lru(_CACHE)  # attachments known to be committed
         self._meta = _Lru(_CACHE)
-        self._tails = _Lru(_CACHE)  # run -> _Tail of its newest record known here
+        self._tails = _Lru(_CACHE)  # run -> Tail of its newest record known here
         self._strings: dict[int, tuple[str, str]] = {}
 
     def log_name(self, run_id: str) -> str:
@@ -214,7 +175,7 @@ class LedgerCheckpointStore:
                 meta = None  # the append below reports what is wrong
         schema = SCHEMA_VERSION if meta is None else meta.schema
         seed_fixed = None if meta is None else meta.fixed
-        tail: _Tail | None = self._tails.get(run_id) if schema == 2 else None
+        tail: Tail | None = self._tails.get(run_id) if schema == 2 else None
         if tail is not None and tail.revision != first - 1:
             tail = None  # not the record this batch follows: start a new chain
         try:
@@ -227,9 +188,9 @@ class LedgerCheckpointStore:
                 run = body["run"]
                 del run["revision"]
                 if cp.run.revision == 0:
-                    seed_fixed = {key: run[key] for key in _FIXED}
-                elif seed_fixed is not None and all(run[k] == seed_fixed[k] for k in _FIXED):
-                    for key in _FIXED:  # the usual case: the same as revision 0's
+                    seed_fixed = {key: run[key] for key in FIXED}
+                elif seed_fixed is not None and all(run[k] == seed_fixed[k] for k in FIXED):
+                    for key in FIXED:  # the usual case: the same as revision 0's
                         del run[key]
                 if schema == 1:
                     data, previous = self._record_v1(cp, body, previous, attachments, memo)
@@ -271,11 +232,11 @@ class LedgerCheckpointStore:
             ),
             "vertices": body.pop("vertices"),
         }
-        same = [k for k in _SHARABLE if previous is not None and previous[k] == parts[k]]
+        same = [k for k in SHARABLE if previous is not None and previous[k] == parts[k]]
         envelope: dict[str, Any] = {"revision": cp.run.revision}
         if cp.run.revision == 0:
             envelope["schema_version"] = 1
-        for key in _STATES:
+        for key in STATES:
             if key not in same:
                 envelope[key] = parts[key]
         if "vertices" not in same:
@@ -289,11 +250,11 @@ class LedgerCheckpointStore:
         self,
         cp: Checkpoint,
         body: dict[str, Any],
-        previous: _Tail | None,
+        previous: Tail | None,
         attachments: dict[str, bytes],
         memo: dict[int, Any],
-    ) -> tuple[bytes, _Tail]:
-        """A schema-2 record (a delta on ``previous`` if that is worth it); its `_Tail`."""
+    ) -> tuple[bytes, Tail]:
+        """A schema-2 record (a delta on ``previous`` if that is worth it); its `Tail`."""
         origin = _micros(cp)
         rows = vertices_to_rows(body.pop("vertices"), origin)
         if "routes" in body:
@@ -306,9 +267,9 @@ class LedgerCheckpointStore:
         revision = cp.run.revision
         if previous is not None and previous.depth < MAX_DEPTH:
             envelope: dict[str, Any] = {"revision": revision, "depth": previous.depth + 1}
-            for key in _STATES:
+            for key in STATES:
                 mine, theirs = parts[key], previous.parts[key]
-                if _same_manifest(mine, theirs):
+                if same_manifest(mine, theirs):
                     continue
                 if mine is None:
                     envelope[key] = None
@@ -322,35 +283,35 @@ class LedgerCheckpointStore:
             budget = min(CHAIN_MAX_BYTES, max(CHAIN_MIN_BYTES, budget))
             if previous.chain_bytes + len(data) <= budget:
                 chain = previous.chain_bytes + len(data)
-                return data, _Tail(revision, parts, previous.depth + 1, chain, previous.full_bytes)
+                return data, Tail(revision, parts, previous.depth + 1, chain, previous.full_bytes)
         envelope = {"revision": revision}
         if revision == 0:  # the log's format is fixed when it begins
             envelope["schema_version"] = SCHEMA_VERSION
-        for key in _STATES:
+        for key in STATES:
             if parts[key] is not None:
                 envelope[key] = self._manifest_ref(parts[key], attachments, memo)
         if rows:
             envelope["vertices"] = rows
         envelope["checkpoint"] = body
         data = dumps_ordered(envelope)
-        return data, _Tail(revision, parts, 0, 0, len(data))
+        return data, Tail(revision, parts, 0, 0, len(data))
 
     def _state_delta(
         self,
         key: str,
-        mine: _Manifest,
+        mine: Manifest,
         parts: dict[str, Any],
         attachments: dict[str, bytes],
         memo: dict[int, Any],
     ) -> Any:
         """The smallest patch of ``mine`` against the previous record's parts, else a digest."""
         best: dict[str, Any] | None = None
-        for of in (key, *(k for k in _STATES if k != key)):
+        for of in (key, *(k for k in STATES if k != key)):
             patch = state_patch(mine, parts[of], of, key)
             if patch is None:
                 continue
             if "set" in patch:
-                patch["set"] = {name: _raw(entry) for name, entry in patch["set"].items()}
+                patch["set"] = {name: raw_entry(entry) for name, entry in patch["set"].items()}
             if best is None or _size(patch) < _size(best):
                 best = patch
         if best is None:
@@ -359,14 +320,14 @@ class LedgerCheckpointStore:
 
     def _fields(
         self, doc: JsonObject | None, attachments: dict[str, bytes], memo: dict[int, Any]
-    ) -> _Manifest | None:
+    ) -> Manifest | None:
         """``doc``'s manifest, storing its long fields as attachments (as needed)."""
         if doc is None:
             return None
         known = memo.get(id(doc))  # the same document object within one append
         if known is not None:
             return known  # type: ignore[no-any-return]
-        manifest: _Manifest = {}
+        manifest: Manifest = {}
         for name, value in doc.items():
             digest = self._big_string(value)
             if digest is None:
@@ -384,14 +345,14 @@ class LedgerCheckpointStore:
         return manifest
 
     def _manifest_ref(
-        self, manifest: _Manifest | None, attachments: dict[str, bytes], memo: dict[int, Any]
+        self, manifest: Manifest | None, attachments: dict[str, bytes], memo: dict[int, Any]
     ) -> str | None:
         """Store ``manifest`` whole (as needed); return its digest."""
         if manifest is None:
             return None
         known = memo.get(id(manifest))
         if known is None:
-            raw = {name: _raw(entry) for name, entry in manifest.items()}
+            raw = {name: raw_entry(entry) for name, entry in manifest.items()}
             known = memo[id(manifest)] = self._attach(dumps_ordered(raw), attachments)
         return known
 
@@ -471,14 +432,14 @@ class LedgerCheckpointStore:
         except CorruptDataError as exc:  # damaged bytes never heal: a definite decode failure
             raise CheckpointDecodeError("record", str(exc)) from exc
 
-    async def _run_meta(self, run_id: str) -> _Meta:
+    async def _run_meta(self, run_id: str) -> Meta:
         """The log's schema and the run record's fixed part, from revision 0 (cached)."""
-        known: _Meta | None = self._meta.get(run_id)
+        known: Meta | None = self._meta.get(run_id)
         if known is None:
             seed = await self._read(self.log_name(run_id), 0, 1)
             if not seed:
                 raise CheckpointDecodeError("checkpoint", "revision 0 is missing")
-            known = _seed_meta(seed[0])
+            known = seed_meta(seed[0])
             self._meta.remember(run_id, known)
         return known
 
@@ -487,7 +448,7 @@ class LedgerCheckpointStore:
             if record.seq != records[0].seq + index:
                 raise CheckpointDecodeError("checkpoint", f"sequence gap at {record.seq}")
         if records[0].seq == 1:
-            meta = _seed_meta(records[0])
+            meta = seed_meta(records[0])
             self._meta.remember(run_id, meta)
         else:
             meta = await self._run_meta(run_id)
@@ -496,39 +457,39 @@ class LedgerCheckpointStore:
         return await self._decode_v2(run_id, records, meta)
 
     async def _decode_v1(
-        self, run_id: str, records: Sequence[Record], meta: _Meta
+        self, run_id: str, records: Sequence[Record], meta: Meta
     ) -> list[Checkpoint]:
-        previous: _Parsed | None = None
+        previous: Parsed1 | None = None
         if records[0].seq > 1 and b'"same"' in records[0].payload:
             before = await self._read(self.log_name(run_id), records[0].seq - 2, 1)
             if not before:
                 raise CheckpointDecodeError("checkpoint", "the referenced record is missing")
-            previous = _parse(before[0], None)
-        parsed: list[_Parsed] = []
+            previous = parse_v1(before[0], None)
+        parsed: list[Parsed1] = []
         for record in records:
-            item = _parse(record, previous)
+            item = parse_v1(record, previous)
             parsed.append(item)
             previous = item
-        refs = {p.parts[k] for p in parsed for k in _STATES} - {None}
-        manifests = {d: _manifest_doc(d, data) for d, data in (await self._blobs(refs)).items()}
+        refs = {p.parts[k] for p in parsed for k in STATES} - {None}
+        manifests = {d: manifest_doc(d, data) for d, data in (await self._blobs(refs)).items()}
         digests = (v for m in manifests.values() for v in m.values() if isinstance(v, str))
         fields = await self._blobs(digests)
         result = []
         for item in parsed:
             item.body["vertices"] = item.parts["vertices"]
-            cp = _checkpoint(item.body, item.seq, run_id, meta)
-            for key in _STATES:
+            cp = to_checkpoint(item.body, item.seq, run_id, meta)
+            for key in STATES:
                 ref = item.parts[key]
-                setattr(cp, key, None if ref is None else _assemble(manifests[ref], fields))
+                setattr(cp, key, None if ref is None else assemble(manifests[ref], fields))
             result.append(cp)
         return result
 
     async def _decode_v2(
-        self, run_id: str, records: Sequence[Record], meta: _Meta
+        self, run_id: str, records: Sequence[Record], meta: Meta
     ) -> list[Checkpoint]:
-        items = [_parse_v2(record) for record in records]
+        items = [parse_v2(record) for record in records]
         head = items[0]
-        chain: list[_Parsed2] = []
+        chain: list[Parsed2] = []
         if head.depth:
             if head.depth >= head.seq:
                 raise CheckpointDecodeError("envelope.depth", "reaches before revision 0")
@@ -537,7 +498,7 @@ class LedgerCheckpointStore:
             before = await self._read(self.log_name(run_id), start, head.depth)
             if len(before) != head.depth or before[0].seq != start + 1:
                 raise CheckpointDecodeError("envelope.depth", "the chain's records are missing")
-            chain = [_parse_v2(record) for record in before]
+            chain = [parse_v2(record) for record in before]
         everything = [*chain, *items]
         if everything[0].depth:
             raise CheckpointDecodeError("envelope.depth", "the chain has no full record")
@@ -551,27 +512,27 @@ class LedgerCheckpointStore:
         refs = {
             ref
             for item in everything
-            for key in _STATES
+            for key in STATES
             if isinstance(ref := item.doc.get(key), str)
         }
         manifests = {
-            d: _manifest_entries(_manifest_doc(d, data))
+            d: manifest_entries(manifest_doc(d, data))
             for d, data in (await self._blobs(refs)).items()
         }
-        tail: _Tail | None = None
+        tail: Tail | None = None
         resolved = []
         for item in everything:
-            tail = _resolve(item, tail, manifests, meta)
+            tail = resolve(item, tail, manifests, meta)
             resolved.append(tail)
         assert tail is not None
-        known: _Tail | None = self._tails.get(run_id)
+        known: Tail | None = self._tails.get(run_id)
         if known is None or known.revision < tail.revision:
             self._tails.remember(run_id, tail)
         mine = resolved[len(chain) :]
         digests = (
             entry
             for t in mine
-            for key in _STATES
+            for key in STATES
             if t.parts[key] is not None
             for entry in t.parts[key].values()
             if isinstance(entry, str)
@@ -579,19 +540,10 @@ class LedgerCheckpointStore:
         fields = await self._blobs(digests)
         result = []
         for item, state in zip(items, mine, strict=True):
-            if "vertices" in item.body:
-                raise CheckpointDecodeError("checkpoint.vertices", "unknown field")
-            if "routes" in item.body:
-                routes = item.body["routes"]
-                if not isinstance(routes, list):
-                    raise CheckpointDecodeError("checkpoint.routes", "expected a list")
-                item.body["routes"] = [
-                    row_to_route(row, f"checkpoint.routes[{i}]") for i, row in enumerate(routes)
-                ]
-            cp = _checkpoint(item.body, item.seq, run_id, meta, rows=state.parts["vertices"])
-            for key in _STATES:
+            cp = to_checkpoint(item.body, item.seq, run_id, meta, rows=state.parts["vertices"])
+            for key in STATES:
                 manifest = state.parts[key]
-                setattr(cp, key, None if manifest is None else _assemble(manifest, fields))
+                setattr(cp, key, None if manifest is None else assemble(manifest, fields))
             result.append(cp)
         return result
 
@@ -632,219 +584,3 @@ def _micros(cp: Checkpoint) -> int:
 
 def _size(value: Any) -> int:
     return len(dumps_ordered(value))
-
-
-def _raw(entry: Any) -> Any:
-    """A manifest entry as stored: a digest, or ``[value]``."""
-    return entry if isinstance(entry, str) else [entry[1]]
-
-
-def _same_manifest(a: _Manifest | None, b: _Manifest | None) -> bool:
-    if a is None or b is None:
-        return a is b
-    return a is b or (a == b and list(a) == list(b))
-
-
-def _entry(raw: Any, path: str) -> Any:
-    """A stored manifest entry as held in memory (see `_Manifest`)."""
-    if isinstance(raw, str):
-        return raw
-    if isinstance(raw, list) and len(raw) == 1:
-        return (dumps_ordered(raw[0]), raw[0])
-    raise CheckpointDecodeError(path, "expected [value] or a digest")
-
-
-def _manifest_entries(doc: dict[str, Any]) -> _Manifest:
-    return {name: _entry(raw, f"state.{name}") for name, raw in doc.items()}
-
-
-def _seed_meta(record: Record) -> _Meta:
-    doc = _load_envelope(record)
-    schema = doc.get("schema_version")
-    if schema not in READABLE_SCHEMAS:
-        raise CheckpointDecodeError("envelope.schema_version", f"unsupported version {schema!r}")
-    body = doc.get("checkpoint")
-    if not isinstance(body, dict) or not isinstance(body.get("run"), dict):
-        raise CheckpointDecodeError("checkpoint", "expected an object with a run")
-    return _Meta(int(schema), {key: body["run"].get(key) for key in _FIXED})
-
-
-def _load_envelope(record: Record) -> dict[str, Any]:
-    doc = loads(record.payload, max_bytes=MAX_RECORD_BYTES)
-    if not isinstance(doc, dict):
-        raise CheckpointDecodeError("envelope", "expected an object")
-    return doc
-
-
-def _check_envelope(doc: dict[str, Any], record: Record, keys: frozenset[str]) -> dict[str, Any]:
-    """Checks common to both schemas; returns the checkpoint body."""
-    unknown = set(doc) - keys
-    if unknown:
-        raise CheckpointDecodeError(f"envelope.{sorted(unknown)[0]}", "unknown field")
-    if record.seq > 1 and "schema_version" in doc:
-        raise CheckpointDecodeError("envelope.schema_version", "only revision 0 carries it")
-    if doc.get("revision") != record.seq - 1:
-        raise CheckpointDecodeError(
-            "envelope.revision", f"record {record.seq} holds revision {doc.get('revision')!r}"
-        )
-    body = doc.get("checkpoint")
-    if not isinstance(body, dict) or not isinstance(body.get("run"), dict):
-        raise CheckpointDecodeError("checkpoint", "expected an object with a run")
-    return body
-
-
-def _checkpoint(
-    body: dict[str, Any],
-    seq: int,
-    run_id: str,
-    meta: _Meta,
-    *,
-    rows: list[Any] | None = None,
-) -> Checkpoint:
-    """The checkpoint of a record's body: the fixed run fields restored, rows expanded."""
-    run = body["run"]
-    present = [key for key in _FIXED if key in run]
-    if not present:
-        run.update(meta.fixed)
-    elif len(present) != len(_FIXED):
-        missing = sorted(set(_FIXED) - set(present))[0]
-        raise CheckpointDecodeError(f"checkpoint.run.{missing}", "missing")
-    if "revision" in run:
-        raise CheckpointDecodeError("checkpoint.run.revision", "unknown field")
-    run["revision"] = seq - 1
-    if rows is not None:
-        origin = run.get("created_at")
-        if isinstance(origin, bool) or not isinstance(origin, int):
-            raise CheckpointDecodeError("checkpoint.run.created_at", "expected int")
-        body["vertices"] = rows_to_vertices(rows, origin, "envelope.vertices")
-    cp = from_document(body, path="checkpoint", states=False)
-    if cp.run.graph_run_id != run_id:
-        raise CheckpointDecodeError(
-            "checkpoint.run.graph_run_id", f"belongs to run {cp.run.graph_run_id}"
-        )
-    return cp
-
-
-def _parse(record: Record, previous: _Parsed | None) -> _Parsed:
-    """A schema-1 record."""
-    doc = _load_envelope(record)
-    body = _check_envelope(doc, record, _V1_KEYS)
-    if record.seq == 1 and doc.get("schema_version") != 1:
-        raise CheckpointDecodeError(
-            "envelope.schema_version", f"unsupported version {doc.get('schema_version')!r}"
-        )
-    same = doc.get("same", [])
-    if (
-        not isinstance(same, list)
-        or not all(isinstance(name, str) for name in same)  # set() of a list would raise
-        or not set(same) <= set(_SHARABLE)
-        or len(set(same)) != len(same)
-    ):
-        raise CheckpointDecodeError("envelope.same", f"invalid {same!r}")
-    if same and (previous is None or previous.seq != record.seq - 1 or previous.shares):
-        raise CheckpointDecodeError("envelope.same", "no previous record to refer to")
-    parts: dict[str, Any] = {}
-    for key in _SHARABLE:
-        source = body if key == "vertices" else doc
-        if key in same:
-            if key in source:
-                raise CheckpointDecodeError(f"envelope.{key}", "both given and shared")
-            assert previous is not None
-            parts[key] = previous.parts[key]
-            continue
-        value = source.pop(key, None) if key == "vertices" else source.get(key)
-        if key != "vertices" and value is not None and not isinstance(value, str):
-            raise CheckpointDecodeError(f"envelope.{key}", "expected a digest")
-        parts[key] = [] if key == "vertices" and value is None else value
-    fixed = None
-    if record.seq == 1:
-        fixed = {key: body["run"].get(key) for key in _FIXED}
-    return _Parsed(record.seq, body, parts, fixed, bool(same))
-
-
-def _parse_v2(record: Record) -> _Parsed2:
-    """A schema-2 envelope: its keys and depth checked, nothing resolved."""
-    doc = _load_envelope(record)
-    body = _check_envelope(doc, record, _V2_KEYS)
-    if record.seq == 1 and doc.get("schema_version") != 2:
-        raise CheckpointDecodeError(
-            "envelope.schema_version", f"unsupported version {doc.get('schema_version')!r}"
-        )
-    depth = doc.get("depth", 0)
-    if "depth" in doc and (
-        isinstance(depth, bool) or not isinstance(depth, int) or not 1 <= depth <= MAX_DEPTH
-    ):
-        raise CheckpointDecodeError("envelope.depth", f"invalid {depth!r}")
-    return _Parsed2(record.seq, len(record.payload), doc, body, depth)
-
-
-def _resolve(
-    item: _Parsed2, previous: _Tail | None, manifests: dict[str, _Manifest], meta: _Meta
-) -> _Tail:
-    """What a schema-2 record stands for, given what its predecessor stood for."""
-    doc = item.doc
-    parts: dict[str, Any] = {}
-    if item.depth == 0:
-        for key in _STATES:
-            ref = doc.get(key)
-            if ref is not None and not isinstance(ref, str):
-                raise CheckpointDecodeError(f"envelope.{key}", "expected a digest")
-            parts[key] = None if ref is None else manifests[ref]
-        rows = doc.get("vertices", [])
-        if not isinstance(rows, list):
-            raise CheckpointDecodeError("envelope.vertices", "expected a list of rows")
-        parts["vertices"] = rows
-        return _Tail(item.seq - 1, parts, 0, 0, item.size)
-    assert previous is not None
-    for key in _STATES:
-        if key not in doc:
-            parts[key] = previous.parts[key]
-            continue
-        ref = doc[key]
-        if ref is None or isinstance(ref, str):
-            parts[key] = None if ref is None else manifests[ref]
-            continue
-        patch = ref
-        if isinstance(patch, dict) and isinstance(patch.get("set"), dict):
-            path = f"envelope.{key}.set"
-            patch = {**patch, "set": {n: _entry(e, f"{path}.{n}") for n, e in patch["set"].items()}}
-        parts[key] = apply_state_patch(patch, previous.parts, key, f"envelope.{key}")
-    if "vertices" in doc:
-        parts["vertices"] = apply_rows_patch(
-            doc["vertices"], previous.parts["vertices"], "envelope.vertices"
-        )
-    else:
-        parts["vertices"] = previous.parts["vertices"]
-    chain = previous.chain_bytes + item.size
-    return _Tail(item.seq - 1, parts, item.depth, chain, previous.full_bytes)
-
-
-def _manifest_doc(digest: str, data: bytes) -> dict[str, Any]:
-    doc = loads(data)
-    valid = isinstance(doc, dict) and all(
-        isinstance(v, str) or (isinstance(v, list) and len(v) == 1) for v in doc.values()
-    )
-    if not valid:
-        raise CheckpointDecodeError("state", f"manifest {digest} is malformed")
-    return doc  # type: ignore[no-any-return]
-
-
-def _assemble(manifest: dict[str, Any], fields: dict[str, bytes]) -> JsonObject:
-    state: dict[str, Any] = {}
-    for name, entry in manifest.items():
-        if isinstance(entry, str):
-            state[name] = loads(fields[entry])
-        elif isinstance(entry, tuple):
-            state[name] = _fresh(entry[1])
-        else:
-            state[name] = _fresh(entry[0])
-    return state
-
-
-def _fresh(value: Any) -> Any:
-    """An independent copy of inline JSON data (manifests are cached and shared)."""
-    if isinstance(value, dict):
-        return {k: _fresh(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_fresh(v) for v in value]
-    return value
