@@ -39,10 +39,11 @@ from __future__ import annotations
 
 import base64
 import binascii
+import functools
+import re
 import uuid
 from typing import Any, Final
 
-from .codec import dumps_ordered
 from .errors import CheckpointDecodeError
 
 __all__ = [
@@ -63,6 +64,7 @@ _TIMES: Final = ("created_at", "started_at", "completed_at", "interrupted_at", "
 _MIN_ROW: Final = 5
 _MAX_ROW: Final = 11
 _ID_CHARS: Final = 22
+_CANONICAL_UUID: Final = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
 
 
 # -- vertex rows -----------------------------------------------------------------------------
@@ -139,13 +141,16 @@ def _vertex(row: Any, anchor: int, path: str) -> dict[str, Any]:
 def _compact_id(value: str) -> Any:
     """A canonical UUID as the 22 characters of its base64url bytes; anything else as
     ``[value]`` (so the two can never be confused)."""
-    try:
-        parsed = uuid.UUID(value)
-    except ValueError:
-        return [value]
-    if str(parsed) != value:
-        return [value]
-    return base64.urlsafe_b64encode(parsed.bytes).rstrip(b"=").decode()
+    compact = _uuid_chars(value)
+    return [value] if compact is None else compact
+
+
+@functools.lru_cache(maxsize=4096)  # a step's ids are encoded again in each of its records
+def _uuid_chars(value: str) -> str | None:
+    if _CANONICAL_UUID.fullmatch(value) is None:  # what str(uuid.UUID(...)) gives
+        return None
+    raw = bytes.fromhex(value.replace("-", ""))
+    return base64.urlsafe_b64encode(raw).rstrip(b"=").decode()
 
 
 def _expand_id(value: Any, path: str) -> str:
@@ -198,8 +203,8 @@ def rows_patch(rows: list[list[Any]], previous: list[list[Any]]) -> Any:
             keep += 1
         # A row whose vertex and run id are unchanged is given from where it differs.
         changed.append([index, keep, row[keep:]] if keep else [index, row])
-    if len(changed) == len(rows) and len(dumps_ordered(rows)) <= len(dumps_ordered(changed)):
-        return rows
+    if len(changed) == len(rows) and all(len(c) == 2 or c[1] < 2 for c in changed):
+        return rows  # every row new, or all but its name: the plain list is no longer
     return {"n": len(rows), "set": changed}
 
 

@@ -306,16 +306,18 @@ class LedgerCheckpointStore:
     ) -> Any:
         """The smallest patch of ``mine`` against the previous record's parts, else a digest."""
         best: dict[str, Any] | None = None
-        for of in (key, *(k for k in STATES if k != key)):
+        # A step base is most often the state before it (a step's first checkpoint), a
+        # state most often its own predecessor with a field or two changed.
+        for of in STATES:
             patch = state_patch(mine, parts[of], of, key)
-            if patch is None:
-                continue
-            if "set" in patch:
-                patch["set"] = {name: raw_entry(entry) for name, entry in patch["set"].items()}
-            if best is None or _size(patch) < _size(best):
+            if patch is not None and (best is None or _changes(patch) < _changes(best)):
                 best = patch
+            if best is not None and _changes(best) <= (1 if of == key else 0):
+                break  # good enough: trying the other part costs more than it can save
         if best is None:
             return self._manifest_ref(mine, attachments, memo)
+        if "set" in best:
+            best["set"] = {name: raw_entry(entry) for name, entry in best["set"].items()}
         return best
 
     def _fields(
@@ -582,5 +584,6 @@ def _micros(cp: Checkpoint) -> int:
     return micros(cp.run.created_at)
 
 
-def _size(value: Any) -> int:
-    return len(dumps_ordered(value))
+def _changes(patch: dict[str, Any]) -> int:
+    """How much a state patch names (the fewer, the smaller the record)."""
+    return len(patch.get("set", ())) + len(patch.get("del", ()))
