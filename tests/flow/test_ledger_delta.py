@@ -565,7 +565,8 @@ async def _check_fanout_history(kind: str, directory: Path, cps: list[Checkpoint
         writer = flow.LedgerCheckpointStore(storage.ledger)
         start = 0
         for index, size in enumerate(sizes):
-            if index < len(cold_writers) and cold_writers[index]:  # a new writer knows no previous record: its first one is full
+            # A new writer knows no previous record: its first one is full.
+            if index < len(cold_writers) and cold_writers[index]:
                 writer = flow.LedgerCheckpointStore(storage.ledger)
             await writer.append([cp.copy() for cp in cps[start : start + size]])
             start += size
