@@ -11,7 +11,11 @@ One deliberate addition to the reference layout: the run record carries
 ``finish_reached`` (whether the finish vertex has completed at least once,
 which decides completion versus dead end), so resuming needs no scan of the
 history. A ``STEP_RUNNING`` checkpoint has no frontier: its vertex records
-name every vertex of the step, finished or not.
+name every vertex of the step, finished or not. That makes a step of W per-vertex
+checkpoints hold W lists of W records; stores need not write them so: the ledger store
+writes each checkpoint as a delta on the one before (the records and state fields that
+changed, see `ledger_store`), so its bytes per step grow linearly with W. ``micros`` is
+the stored form of a time (integer microseconds since the epoch).
 """
 
 from __future__ import annotations
