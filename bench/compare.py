@@ -7,7 +7,8 @@ Workloads (state ``{count, payload}`` unless said otherwise):
 
 a) loop     - one vertex routing to itself N times (1 KiB payload): us per durable step;
 b) chain    - N distinct vertices in a line (1 KiB payload): us and database bytes per step;
-c) fanout   - 8 parallel vertices per super-step for N super-steps: us per super-step;
+c) fanout   - W parallel vertices (each looping on itself) per super-step for N super-steps,
+              W = 8, 16, 32 (--widths): us and database bytes per super-step;
 d) big      - the loop with a 100 KiB payload that never changes: bytes per step;
 e) resume   - a run pauses for input in one process; a NEW process resumes it: that
               process's wall time, import time and time to its first line;
@@ -57,14 +58,15 @@ import sys  # noqa: E402
 import tempfile  # noqa: E402
 import uuid  # noqa: E402
 from collections.abc import Callable, Sequence  # noqa: E402
-from dataclasses import dataclass, field  # noqa: E402
+from dataclasses import dataclass, field, replace  # noqa: E402
 from typing import Any  # noqa: E402
 
 import concurrent_runs as concurrent  # noqa: E402  (workload g; "concurrent" would shadow the stdlib)
 
 SYSTEMS = ("flowledger", "langgraph", "dbos")
 FLOOR = "sqlite"
-FAN = 8
+FAN = 8  # the default fan-out width
+FAN_WIDTHS = (8, 16, 32)
 KIB = 1024
 SMALL = 1 * KIB
 BIG = 100 * KIB
@@ -96,6 +98,7 @@ class Workload:
     quick_n: int
     payload: int
     metrics: tuple[tuple[str, str, str], ...]  # (metric, unit, format)
+    width: int = 0  # c) only: vertices per super-step
 
 
 US = ("us", "µs/step", ".0f")
@@ -165,8 +168,13 @@ def _state(payload: int) -> dict[str, Any]:
     return {"count": 0, "payload": "x" * payload}
 
 
-def _fan_state() -> dict[str, Any]:
-    return {"count": 0, "payload": "x" * SMALL, **{f"f{i}": 0 for i in range(FAN)}}
+def _fan_state(width: int = FAN) -> dict[str, Any]:
+    return {"count": 0, "payload": "x" * SMALL, **{f"f{i}": 0 for i in range(width)}}
+
+
+def fan_workload(width: int) -> Workload:
+    """Workload c) at fan-out ``width``; its samples are kept under ``fanout@<width>``."""
+    return replace(WORKLOADS["fanout"], title=f"fan-out of {width}", width=width)
 
 
 def _vertex(i: int) -> str:
@@ -229,7 +237,7 @@ async def _fl_settings(store: Any) -> list[Any]:
 # flowledger
 
 
-def _fl_graph(shape: str, n: int) -> Any:
+def _fl_graph(shape: str, n: int, width: int = FAN) -> Any:
     from flowledger import flow
 
     graph = flow.Graph(shape, state=dict)
@@ -257,7 +265,7 @@ def _fl_graph(shape: str, n: int) -> Any:
 
         graph.add_vertex("fan", fan)
         graph.add_vertex("stop", bump)
-        for i in range(FAN):
+        for i in range(width):
             key, name = f"f{i}", f"w{i}"
 
             async def work(state: dict[str, Any], key: str = key) -> dict[str, Any]:
@@ -306,7 +314,8 @@ def _fl_run(job: dict[str, Any]) -> dict[str, Any]:
 
     imported = time.time()
     shape, n, path = job["workload"], job["n"], job["db"]
-    graph, entry, finish = _fl_graph(shape, n)
+    width = job.get("width", FAN)
+    graph, entry, finish = _fl_graph(shape, n, width)
 
     async def main() -> dict[str, Any]:
         async with open_store(system_url("flowledger", path)) as store:
@@ -323,9 +332,9 @@ def _fl_run(job: dict[str, Any]) -> dict[str, Any]:
                 assert result.run.status is flow.RunStatus.COMPLETED, result.run
                 assert result.state["approved"] is True
                 return {"synchronous": sync}
-            state = _fan_state() if shape == "fanout" else _state(job["payload"])
+            state = _fan_state(width) if shape == "fanout" else _state(job["payload"])
             started, cpu = time.perf_counter(), time.process_time()
-            result = await runner.run(state, max_steps=n + 10, concurrency=FAN)
+            result = await runner.run(state, max_steps=n + 10, concurrency=width)
             elapsed, cpu = time.perf_counter() - started, time.process_time() - cpu
             assert result.run.status is flow.RunStatus.COMPLETED, result.run
             return {"seconds": elapsed, "cpu": cpu, "synchronous": sync}
@@ -366,7 +375,7 @@ def _lg_saver(path: str) -> Any:
     return saver, conn
 
 
-def _lg_graph(shape: str, n: int, saver: Any) -> Any:
+def _lg_graph(shape: str, n: int, saver: Any, width: int = FAN) -> Any:
     from typing import TypedDict
 
     from langgraph.graph import END, START, StateGraph
@@ -393,10 +402,10 @@ def _lg_graph(shape: str, n: int, saver: Any) -> Any:
             builder.add_edge(_vertex(i - 1) if i else START, _vertex(i))
         builder.add_edge(_vertex(n - 1), END)
     elif shape == "fanout":
-        fields = {"count": int, "payload": str, **{f"f{i}": int for i in range(FAN)}}
+        fields = {"count": int, "payload": str, **{f"f{i}": int for i in range(width)}}
         state_type = TypedDict("FanState", fields)  # type: ignore[operator]
         builder = StateGraph(state_type)
-        for i in range(FAN):
+        for i in range(width):
             key, name = f"f{i}", f"w{i}"
 
             def work(state: dict[str, Any], key: str = key) -> dict[str, Any]:
@@ -448,7 +457,8 @@ def _lg_run(job: dict[str, Any]) -> dict[str, Any]:
     saver, conn = _lg_saver(job["db"])
     sync = _pragmas(conn)
     try:
-        graph = _lg_graph(shape, n, saver)
+        width = job.get("width", FAN)
+        graph = _lg_graph(shape, n, saver, width)
         thread = job.get("run_id") or str(uuid.uuid4())
         config = {"configurable": {"thread_id": thread}, "recursion_limit": n + 10}
         if shape == "resume":
@@ -459,7 +469,7 @@ def _lg_run(job: dict[str, Any]) -> dict[str, Any]:
                 out = graph.invoke(Command(resume={"approved": True}), config, durability="sync")
                 assert out["approved"] is True and out["count"] == 2, out
             return {"synchronous": sync, "imported": imported}
-        state = _fan_state() if shape == "fanout" else _state(job["payload"])
+        state = _fan_state(width) if shape == "fanout" else _state(job["payload"])
         started, cpu = time.perf_counter(), time.process_time()
         out = graph.invoke(state, config, durability="sync")
         elapsed, cpu = time.perf_counter() - started, time.process_time() - cpu
@@ -515,7 +525,7 @@ def _dbos_setup(path: str) -> None:
     DBOS.destroy()
 
 
-def _dbos_register(shape: str, n: int) -> Callable[..., Any]:
+def _dbos_register(shape: str, n: int, width: int = FAN) -> Callable[..., Any]:
     from dbos import DBOS
 
     def named(name: str, fn: Callable[..., Any]) -> Callable[..., Any]:
@@ -554,7 +564,7 @@ def _dbos_register(shape: str, n: int) -> Callable[..., Any]:
 
             return work
 
-        workers = [DBOS.step()(named(f"w{i}", worker(f"f{i}"))) for i in range(FAN)]
+        workers = [DBOS.step()(named(f"w{i}", worker(f"f{i}"))) for i in range(width)]
 
         @DBOS.workflow()
         async def fan_workflow(state: dict[str, Any]) -> dict[str, Any]:
@@ -585,7 +595,8 @@ def _dbos_run(job: dict[str, Any]) -> dict[str, Any]:
     from dbos import DBOS, SetWorkflowID
 
     shape, n = job["workload"], job["n"]
-    workflow = _dbos_register(shape, n)
+    width = job.get("width", FAN)
+    workflow = _dbos_register(shape, n, width)
     imported = time.time()
     _dbos_launch(job["db"], resume=shape == "resume")
     DBOS.launch()
@@ -607,7 +618,7 @@ def _dbos_run(job: dict[str, Any]) -> dict[str, Any]:
             out = DBOS.retrieve_workflow(run_id).get_result(polling_interval_sec=0.01)
             assert out["approved"] is True and out["count"] == 2, out
             return {"synchronous": sync, "imported": imported}
-        state = _fan_state() if shape == "fanout" else _state(job["payload"])
+        state = _fan_state(width) if shape == "fanout" else _state(job["payload"])
         started, cpu = time.perf_counter(), time.process_time()
         if shape == "fanout":
             import asyncio
@@ -888,6 +899,8 @@ class Bench:
             "payload": workload.payload,
             "db": path,
         }
+        if workload.width:
+            job["width"] = workload.width
         name = workload.name + tag
         if workload.name == "resume":
             job["run_id"] = str(uuid.uuid4())
@@ -944,6 +957,13 @@ class Bench:
                 if name == "floor":
                     self.measure(FLOOR, workload, self.n(workload))
                     continue
+                if name == "fanout":
+                    for offset, width in enumerate(self.args.widths):
+                        shift = (rep + index + offset) % len(systems)
+                        for system in systems[shift:] + systems[:shift]:
+                            fan = fan_workload(width)
+                            self.measure(system, fan, self.n(workload), tag=f"@{width}")
+                    continue
                 shift = (rep + index) % len(systems)
                 for system in systems[shift:] + systems[:shift]:
                     self.measure(system, workload, self.n(workload))
@@ -999,9 +1019,9 @@ def table(bench: Bench) -> list[str]:
         "| " + " | ".join(head) + " |",
         "|" + "|".join(["---"] * 2 + ["--:"] * (len(head) - 2)) + "|",
     ]
-    for workload in WORKLOADS.values():
-        if not any(key[1] == workload.name for key in samples.values):
-            continue  # not measured on this backend
+    for workload, key in _table_workloads(bench):
+        if not any(k[1] == key for k in samples.values):
+            continue  # not measured (on this backend, or not chosen)
         if bench.args.workload and workload.name not in bench.args.workload:
             continue
         n = bench.n(workload)
@@ -1013,19 +1033,94 @@ def table(bench: Bench) -> list[str]:
             if workload.name == "floor":
                 cells = ["-"] * len(systems) + [_cell(samples.get(FLOOR, "floor", metric), fmt)]
             else:
-                cells = [_cell(samples.get(s, workload.name, metric), fmt) for s in systems] + ["-"]
+                cells = [_cell(samples.get(s, key, metric), fmt) for s in systems] + ["-"]
             row = [label, unit, *cells]
             if "flowledger" in systems:
-                mine = samples.get("flowledger", workload.name, metric)
+                mine = samples.get("flowledger", key, metric)
                 row += [
-                    _ratio(mine, samples.get(p, workload.name, metric))
-                    for p in systems
-                    if p != "flowledger"
+                    _ratio(mine, samples.get(p, key, metric)) for p in systems if p != "flowledger"
                 ]
                 floor = samples.get(FLOOR, "floor", metric) if workload.name == "loop" else []
                 row.append(_ratio(mine, floor))
             lines.append("| " + " | ".join(row) + " |")
     return lines
+
+
+def _table_workloads(bench: Bench) -> list[tuple[Workload, str]]:
+    """Each workload with the name its samples are kept under (c) once per width)."""
+    rows = []
+    for workload in WORKLOADS.values():
+        if workload.name == "fanout":
+            rows += [(fan_workload(w), f"fanout@{w}") for w in bench.args.widths]
+        else:
+            rows.append((workload, workload.name))
+    return rows
+
+
+def fanout_table(bench: Bench) -> list[str]:
+    """Bytes and µs per super-step against the fan-out width (the fan-out plot's data)."""
+    systems = bench.systems
+    lines = [
+        "| width W | "
+        + " | ".join(f"{s} bytes/super-step | {s} µs/super-step" for s in systems)
+        + " |",
+        "|--:|" + "--:|" * (2 * len(systems)),
+    ]
+    for width in bench.args.widths:
+        cells = []
+        for s in systems:
+            cells.append(_cell(bench.samples.get(s, f"fanout@{width}", "bytes"), ".0f"))
+            cells.append(_cell(bench.samples.get(s, f"fanout@{width}", "us"), ".0f"))
+        lines.append(f"| {width} | " + " | ".join(cells) + " |")
+    return lines
+
+
+def fanout_plot(bench: Bench, path: str) -> bool:
+    """Bytes and µs per super-step against the fan-out width, one line per system."""
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        print("matplotlib is not installed: no plot (use bash bench/run.sh)", file=sys.stderr)
+        return False
+    widths = list(bench.args.widths)
+    fig, axes = plt.subplots(1, 2, figsize=(10, 4))
+    for ax, metric, label in (
+        (axes[0], "bytes", "database bytes per super-step (median, min-max)"),
+        (axes[1], "us", "µs per super-step (median, min-max; log scale)"),
+    ):
+        for system in bench.systems:
+            xs, ys, spread = [], [], [[], []]
+            for width in widths:
+                values = bench.samples.get(system, f"fanout@{width}", metric)
+                if values:
+                    mid = _median(values)
+                    xs.append(width)
+                    ys.append(mid)
+                    spread[0].append(mid - min(values))
+                    spread[1].append(max(values) - mid)
+            ax.errorbar(xs, ys, yerr=spread, marker="o", capsize=3, label=system)
+        ax.set_xticks(widths, [str(w) for w in widths])
+        ax.set_xlim(left=0)
+        if metric == "us":
+            ax.set_yscale("log")  # DBOS's steps are two orders of magnitude apart
+        else:
+            ax.set_ylim(bottom=0)
+        ax.set_xlabel("fan-out width W (parallel vertices per super-step)")
+        ax.set_ylabel(label)
+        ax.grid(True, alpha=0.3)
+        ax.legend()
+    n = bench.n(WORKLOADS["fanout"])
+    fig.suptitle(
+        f"Fan-out of W self-looping vertices, N={n} super-steps, SQLite (WAL, "
+        f"synchronous={SYNC}), per-vertex checkpoints"
+    )
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return True
 
 
 def chain_series(
@@ -1153,7 +1248,7 @@ def _setting(values: tuple[Any, ...]) -> str:
     return f"synchronous={sync_names.get(values[0], values[0])} journal_mode={values[1]}"
 
 
-def report(bench: Bench, command: str, plotted: str | None) -> str:
+def report(bench: Bench, command: str, plotted: str | None, fan_plotted: str | None = None) -> str:
     sync = "; ".join(
         f"{s if s != FLOOR else floor_name()} " + ", ".join(_setting(v) for v in sorted(vs))
         for s, vs in bench.samples.pragmas.items()
@@ -1179,6 +1274,9 @@ def report(bench: Bench, command: str, plotted: str | None) -> str:
         "",
         *table(bench),
     ]
+    lines += ["", "Fan-out of W vertices per super-step:", "", *fanout_table(bench)]
+    if fan_plotted:
+        lines += ["", f"![bytes and µs per super-step against W]({os.path.basename(fan_plotted)})"]
     if bench.args.plot:
         lines += ["", "Chain of N distinct vertices (the plot's data):", "", *chain_table(bench)]
         if plotted:
@@ -1273,6 +1371,16 @@ def available(system: str) -> bool:
         return False
 
 
+def _widths(text: str) -> tuple[int, ...]:
+    try:
+        widths = tuple(int(part) for part in text.split(","))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not comma-separated integers: {text!r}") from None
+    if not widths or min(widths) < 1:
+        raise argparse.ArgumentTypeError("widths must be at least 1")
+    return widths
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     global SYNC, BACKEND, PG_URL, PG_SYNC
     parser = argparse.ArgumentParser(
@@ -1299,6 +1407,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         help="run only this workload (repeatable; default: all)",
     )
     parser.add_argument("--concurrent-plot", help="write a PNG of g)'s per-step latency CDF")
+    parser.add_argument(
+        "--widths",
+        type=_widths,
+        default=FAN_WIDTHS,
+        help="fan-out widths of workload c), comma-separated (default 8,16,32)",
+    )
+    parser.add_argument(
+        "--fanout-plot", help="write a PNG of bytes and µs per super-step against the width"
+    )
     parser.add_argument("--dir", help="where the databases go (default: a temporary folder)")
     parser.add_argument("--quiet", action="store_true", help="no progress on stderr")
     parser.add_argument(
@@ -1376,8 +1493,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.concurrent_plot and bench.latencies:
         title = f"g) {concurrent.RUNS} concurrent runs, SQLite synchronous={SYNC}"
         concurrent.plot(bench.latencies, args.concurrent_plot, title)
+    fan_plotted = (
+        args.fanout_plot if args.fanout_plot and fanout_plot(bench, args.fanout_plot) else None
+    )
     command = "bash bench/run.sh " + " ".join(argv if argv is not None else sys.argv[1:])
-    text = report(bench, command.strip(), plotted)
+    text = report(bench, command.strip(), plotted, fan_plotted)
     print(text)
     if args.out:
         write_out(args.out, text)

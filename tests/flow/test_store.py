@@ -1,9 +1,10 @@
 """Conformance: checkpoint stores (flow-spec §6; checklist §8.194-205 and §8.228-239).
 
-Every contract test runs on three stores: the in-memory `MemoryCheckpointStore` (the
-oracle), and `LedgerCheckpointStore` over ``open_store("memory://")`` and over
-``open_store("sqlite:///<tmp>/x.db")``. Ledger-specific tests (layout, envelope, limits,
-de-duplication, durability) run on both ledgers.
+Every contract test runs on four stores: the in-memory `MemoryCheckpointStore` (the
+oracle), and `LedgerCheckpointStore` over ``open_store("memory://")``, over
+``open_store("sqlite:///<tmp>/x.db")`` and over PostgreSQL (a schema of its own per test,
+see ``tests/_postgres.py``). Ledger-specific tests (layout, envelope, limits,
+de-duplication, durability) run on the three ledgers.
 
 Ours: operation names are lowercase ("append", "latest", "history"); an append takes a
 batch of consecutive checkpoints of one run; cancellation is asyncio's (§8.201's context
@@ -14,6 +15,7 @@ digest, as a ledger attachment (DESIGN.md "L1 flow").
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import copy
 import sqlite3
 import threading
@@ -49,6 +51,8 @@ from flowledger.flow import (
 from flowledger.flow.codec import dumps, loads
 from flowledger.flow.ids import new_run_id
 from flowledger.storage import Record, StorageError, Store, digest_of, open_store
+
+from .._postgres import postgres_url
 
 T0 = datetime(2025, 1, 2, 3, 4, 5, 678_901, tzinfo=UTC)
 
@@ -126,6 +130,8 @@ class Backend:
     storage: Store | None = None
     path: Path | None = None
     extra: list[Store] = field(default_factory=list)
+    url: str = ""
+    exits: contextlib.ExitStack = field(default_factory=contextlib.ExitStack)
 
     @property
     def ledger(self) -> Any:
@@ -137,8 +143,8 @@ class Backend:
         the same ledger, or over a second connection to the same SQLite file."""
         if self.kind == "memory":
             return self.store
-        if self.kind == "ledger-sqlite":
-            other = await open_store(f"sqlite:///{self.path}")
+        if self.kind in ("ledger-sqlite", "ledger-postgres"):
+            other = await open_store(self.url)
             self.extra.append(other)
             return flow.LedgerCheckpointStore(other.ledger)
         return flow.LedgerCheckpointStore(self.ledger)
@@ -152,9 +158,19 @@ class Backend:
             name = f"flow/runs/{run_id}"
             await self.ledger.append(name, [data], expected=await self.ledger.tip(name))
 
+    def _postgres(self, query: str) -> int:
+        import psycopg
+
+        schema = self.url.rsplit("schema=", 1)[1]
+        with psycopg.connect(self.url.split("?", 1)[0]) as conn:
+            row = conn.execute(query.replace("attachments", f'"{schema}".attachments')).fetchone()
+            return int(row[0] if row is not None else 0)
+
     def attachment_count(self) -> int:
         if self.kind == "ledger-memory":
             return len(self.ledger._attachments)
+        if self.kind == "ledger-postgres":
+            return self._postgres("SELECT count(*) FROM attachments")
         assert self.path is not None
         with sqlite3.connect(self.path) as conn:
             return int(conn.execute("SELECT count(*) FROM attachments").fetchone()[0])
@@ -162,6 +178,8 @@ class Backend:
     def attachment_bytes(self) -> int:
         if self.kind == "ledger-memory":
             return sum(len(v) for v in self.ledger._attachments.values())
+        if self.kind == "ledger-postgres":
+            return self._postgres("SELECT coalesce(sum(length(content)), 0) FROM attachments")
         assert self.path is not None
         with sqlite3.connect(self.path) as conn:
             return int(conn.execute("SELECT sum(length(content)) FROM attachments").fetchone()[0])
@@ -173,26 +191,45 @@ async def _open(kind: str, tmp_path: Path) -> Backend:
     if kind == "ledger-memory":
         storage = await open_store("memory://")
         return Backend(kind, flow.LedgerCheckpointStore(storage.ledger), storage)
+    if kind == "ledger-postgres":
+        exits = contextlib.ExitStack()
+        url = exits.enter_context(postgres_url())
+        try:
+            storage = await open_store(url)
+        except BaseException:
+            exits.close()
+            raise
+        return Backend(
+            kind, flow.LedgerCheckpointStore(storage.ledger), storage, url=url, exits=exits
+        )
     path = tmp_path / "x.db"
-    storage = await open_store(f"sqlite:///{path}")
-    return Backend(kind, flow.LedgerCheckpointStore(storage.ledger), storage, path)
+    url = f"sqlite:///{path}"
+    storage = await open_store(url)
+    return Backend(kind, flow.LedgerCheckpointStore(storage.ledger), storage, path, url=url)
 
 
 async def _close(backend: Backend) -> None:
-    for other in backend.extra:
-        await other.close()
-    if backend.storage is not None:
-        await backend.storage.close()
+    try:
+        for other in backend.extra:
+            await other.close()
+        if backend.storage is not None:
+            await backend.storage.close()
+    finally:
+        backend.exits.close()
 
 
-@pytest.fixture(params=["memory", "ledger-memory", "ledger-sqlite"])
+KINDS = ["memory", "ledger-memory", "ledger-sqlite", "ledger-postgres"]
+LEDGER_KINDS = KINDS[1:]
+
+
+@pytest.fixture(params=KINDS)
 async def backend(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[Backend]:
     opened = await _open(request.param, tmp_path)
     yield opened
     await _close(opened)
 
 
-@pytest.fixture(params=["ledger-memory", "ledger-sqlite"])
+@pytest.fixture(params=LEDGER_KINDS)
 async def ledger_backend(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[Backend]:
     opened = await _open(request.param, tmp_path)
     yield opened
@@ -276,6 +313,16 @@ def _race(writers: Sequence[Any], cps: Sequence[Checkpoint]) -> list[BaseExcepti
     return outcomes
 
 
+async def _race_on_this_loop(
+    writers: Sequence[Any], cps: Sequence[Checkpoint]
+) -> list[BaseException | None]:
+    """Append ``cps[i]`` through ``writers[i]`` concurrently (each on its own connections)."""
+    results = await asyncio.gather(
+        *(w.append([cp]) for w, cp in zip(writers, cps, strict=True)), return_exceptions=True
+    )
+    return [r if isinstance(r, BaseException) else None for r in results]
+
+
 async def test_concurrent_appends_have_one_winner(backend: Backend) -> None:
     """§8.196: 200 rounds of two racing appends: exactly one winner each; 201 revisions."""
     run_id = new_run_id()
@@ -284,7 +331,10 @@ async def test_concurrent_appends_have_one_winner(backend: Backend) -> None:
     winners = []
     for revision in range(1, 201):
         cps = [make_cp(run_id, revision, {"who": who, "rev": revision}) for who in (0, 1)]
-        outcomes = await asyncio.to_thread(_race, writers, cps)
+        if backend.kind == "ledger-postgres":  # its stores are bound to one event loop
+            outcomes = await _race_on_this_loop(writers, cps)
+        else:
+            outcomes = await asyncio.to_thread(_race, writers, cps)
         ok = [i for i, o in enumerate(outcomes) if o is None]
         assert len(ok) == 1, outcomes
         loser = outcomes[1 - ok[0]]
@@ -408,14 +458,7 @@ async def test_checkpoints_read_back_equal(backend: Backend, phase: StepPhase) -
     assert latest.frontier == [] and latest.state == {} and latest.step_base == {}
 
 
-@pytest.mark.parametrize(
-    "kind",
-    [
-        "memory",
-        "ledger-memory",
-        "ledger-sqlite",
-    ],
-)
+@pytest.mark.parametrize("kind", KINDS)
 async def test_later_revisions_keep_their_own_run_fields(kind: str, tmp_path: Path) -> None:
     """§8.203 / §8.138a-b: a later revision's graph id/version/times read back as appended."""
     opened = await _open(kind, tmp_path)
@@ -557,7 +600,7 @@ READ_BACK_CASES = [
     [
         pytest.param(name, kind, id=f"{name}-{kind}")
         for name, _ in READ_BACK_CASES
-        for kind in ("memory", "ledger-memory", "ledger-sqlite")
+        for kind in KINDS
     ],
 )
 async def test_append_accepts_only_what_reads_back(case: str, kind: str, tmp_path: Path) -> None:
@@ -666,13 +709,13 @@ async def write_seed(backend: Backend, run_id: str, spoil: Callable[[Any], Any])
 
 
 async def test_ledger_records_are_small_envelopes(ledger_backend: Backend) -> None:
-    """§6.3 / DESIGN L1: rev 0 is a small schema_version 1 envelope; big states live outside."""
+    """§6.3 / DESIGN L1: rev 0 is a small schema_version 2 envelope; big states live outside."""
     run_id = new_run_id()
     big = "q" * 200_000
     await ledger_backend.store.append([make_cp(run_id, 0, {"big": big, "n": 1})])
     (record,) = await ledger_backend.ledger.read(log_name(run_id))
     envelope = loads(record.payload)
-    assert envelope["schema_version"] == 1 and envelope["revision"] == 0
+    assert envelope["schema_version"] == 2 and envelope["revision"] == 0
     assert isinstance(envelope["checkpoint"], dict)
     assert len(record.payload) < 4_000
     assert (await ledger_backend.store.latest(run_id)).state == {"big": big, "n": 1}
@@ -713,7 +756,7 @@ ENVELOPE_CORRUPTION: list[tuple[str, Callable[[dict[str, Any], str], Any]]] = [
     ("unknown-field", lambda e, other: {**e, "extra": 1}),
     ("unknown-checkpoint-field", lambda e, other: {**e, "checkpoint": {**e["checkpoint"], "x": 1}}),
     ("unknown-run-field", lambda e, other: _with_run(e, bogus=1)),
-    ("schema-version-2", lambda e, other: {**e, "schema_version": 2}),
+    ("schema-version-3", lambda e, other: {**e, "schema_version": 3}),
     ("no-schema-version", lambda e, other: {k: v for k, v in e.items() if k != "schema_version"}),
     ("no-checkpoint", lambda e, other: {k: v for k, v in e.items() if k != "checkpoint"}),
     ("checkpoint-list", lambda e, other: {**e, "checkpoint": []}),
@@ -895,17 +938,16 @@ async def test_any_ledger_works(ledger_backend: Backend) -> None:
 # -- de-duplication (DESIGN.md: bytes per step grow with what changed) ------------------------
 
 
-async def test_one_changed_field_adds_one_field_and_one_manifest(
-    ledger_backend: Backend,
-) -> None:
-    """DESIGN L1: one changed field adds one field attachment and one manifest, no more."""
+async def test_one_changed_field_adds_one_field_attachment(ledger_backend: Backend) -> None:
+    """DESIGN L1: one changed field adds one field attachment, no more: the next record
+    (a schema-2 delta) patches the previous manifest instead of storing a new one."""
     run_id = new_run_id()
     state = {"big": "x" * 100_000, "items": list(range(100)), "text": "t" * 300, "n": 0}
     await ledger_backend.store.append([make_cp(run_id, 0, state)])
     count, size = ledger_backend.attachment_count(), ledger_backend.attachment_bytes()
     changed = {**state, "items": [*range(99), -1]}
     await ledger_backend.store.append([make_cp(run_id, 1, changed, step_base=state)])
-    assert ledger_backend.attachment_count() == count + 2
+    assert ledger_backend.attachment_count() == count + 1
     added = ledger_backend.attachment_bytes() - size
     assert added < len(dumps(changed["items"])) + 1_000
     records = await ledger_backend.ledger.read(log_name(run_id))
@@ -1041,7 +1083,7 @@ async def _check_history(
         await _close(opened)
 
 
-@pytest.mark.parametrize("kind", ["memory", "ledger-memory", "ledger-sqlite"])
+@pytest.mark.parametrize("kind", KINDS)
 def test_any_history_reads_back(kind: str, tmp_path_factory: pytest.TempPathFactory) -> None:
     """§8.194 / §8.203: random histories in any batching read back exactly (hypothesis)."""
 

@@ -11,7 +11,11 @@ One deliberate addition to the reference layout: the run record carries
 ``finish_reached`` (whether the finish vertex has completed at least once,
 which decides completion versus dead end), so resuming needs no scan of the
 history. A ``STEP_RUNNING`` checkpoint has no frontier: its vertex records
-name every vertex of the step, finished or not.
+name every vertex of the step, finished or not. That makes a step of W per-vertex
+checkpoints hold W lists of W records; stores need not write them so: the ledger store
+writes each checkpoint as a delta on the one before (the records and state fields that
+changed, see `ledger_store`), so its bytes per step grow linearly with W. ``micros`` is
+the stored form of a time (integer microseconds since the epoch).
 
 A second addition: revision 0 of a forked run (`flow.fork`) carries ``origin``
 (`ForkOrigin`: the run, revision and checkpoint digest it was forked from). Only
@@ -219,6 +223,13 @@ def _time(value: datetime | None) -> int | None:
 
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+
+
+def micros(value: datetime) -> int:
+    """``value`` as stored: microseconds since the epoch."""
+    stored = _time(value)
+    assert stored is not None
+    return stored
 
 
 def run_to_document(run: RunRecord) -> dict[str, Any]:

@@ -1,25 +1,19 @@
 """`LedgerCheckpointStore`: checkpoints on a storage `Ledger`, with de-duplicated state.
 
 Layout: the checkpoints of run ``R`` form the ledger log ``<prefix>/<R>``;
-revision ``n`` is sequence ``n + 1``. Each record is a small JSON envelope::
+revision ``n`` is sequence ``n + 1``. Each record is a small JSON envelope. Revision
+0 carries ``"schema_version"``, the format of the whole log: new logs are written in
+schema 2; a log begun in schema 1 (by an earlier version) is read and continued in
+schema 1, so what an older reader could read stays readable to it.
 
-    {"revision": n, "state": "<digest>", "step_base": "<digest>", "same": [...],
-     "checkpoint": {...everything but the two states...}}
-
-Revision 0 also carries ``"schema_version": 1``, the format of the whole log.
-
-De-duplication, so that bytes written per step grow with what changed:
+Common to both schemas:
 
 * A state is split into its top-level fields. A field whose JSON is short is
-  kept inline in the state's *manifest*; a longer one is stored once as a
-  content-addressed attachment and the manifest names its digest. The
-  manifest itself is an attachment, and the envelope names it. Attachments
-  are written in the same transaction as the record, so a checkpoint is one
-  atomic commit, and an unchanged field costs nothing.
-* ``same`` lists parts (``state``, ``step_base``, ``vertices``) equal to the
-  previous record's in the same append (the last vertex checkpoint of a step
-  and the step's boundary), which are then not repeated. Only a record with
-  no ``same`` can be referred to, so one look back always suffices.
+  kept inline in the state's *manifest* (as ``[value]``); a longer one is stored once as
+  a content-addressed attachment and the manifest names its digest. A manifest stored
+  whole is an attachment too, named by its digest. Attachments are written in the same
+  transaction as the records, so a checkpoint is one atomic commit, and an unchanged
+  field costs nothing.
 * An attachment skipped because this store knows it is stored (it wrote or read it)
   is named in the append's ``refs``, so the log refers to it and a `sweep` keeps it.
   If a sweep deleted it meanwhile (its log was dropped), the append fails with
@@ -31,9 +25,41 @@ De-duplication, so that bytes written per step grow with what changed:
   fixed part differs (only ever written by hand or by a foreign writer) keeps
   its own, so what is read is always what was appended.
 
+Schema 1 (``{"revision", "state": digest, "step_base": digest, "same": [...],
+"checkpoint": {...}}``): every record names whole manifests; ``same`` lists parts
+(``state``, ``step_base``, ``vertices``) equal to the previous record's in the same
+append, which are then not repeated; only a record with no ``same`` can be referred to.
+A step of ``W`` per-vertex checkpoints therefore wrote ``W`` vertex lists of ``W`` records
+and ``W`` manifests: bytes grew with the square of the width.
+
+Schema 2 (``{"revision", "depth", "state", "step_base", "vertices", "checkpoint"}``):
+vertex records and routes are compact rows (`ledger_delta`; records are parsed and
+resolved in `ledger_records`), and a record is either
+
+* *full* (no ``depth``): ``state`` / ``step_base`` name whole manifests (absent: None),
+  ``vertices`` lists every row (absent: none); or
+* a *delta* (``depth`` = d >= 1) against the record just before it, whose chain reaches a
+  full record exactly d records back: a part left out is the previous record's; a
+  state part is null (None), a manifest digest, or a patch of the fields that changed
+  against the previous record's state or step base; ``vertices`` is a patch naming only
+  the rows that changed. The ``checkpoint`` body is always given whole (it is small:
+  run record, phase, frontier, routes, interrupts, halt).
+
+So a per-vertex checkpoint costs about the one vertex row and the fields it changed,
+and bytes per super-step grow linearly with the number of vertices that ran. The writer
+starts a new chain (writes a full record) when it does not know the previous record
+(a new store object, another writer), when the chain would exceed `MAX_DEPTH` records,
+or when its deltas would exceed ``CHAIN_FACTOR`` times its full record's bytes (at least
+`CHAIN_MIN_BYTES`, at most `CHAIN_MAX_BYTES`);
+so reading any revision reads that record and then at most the d records before it, in
+ONE range read, and those bytes stay within a constant factor of a full record. The last
+record written or read of each run is cached (records never change), which is what the
+next append's delta is taken against.
+
 Reading is strict: size and depth bounds before parsing, unknown fields
 rejected, the envelope's revision must equal the ledger sequence - 1, the run
-id must be the one asked for, and attachment bytes must hash to their digest.
+id must be the one asked for, attachment bytes must hash to their digest, a delta's
+depth must continue its predecessor's, and a patch must apply to what it names.
 Any such failure, a record or attachment that fails the backend's checksum
 (`CorruptDataError`), and an attachment a record names that is not stored (renamed or
 lost: `AttachmentNotFoundError`) is a `StoreError` wrapping a `CheckpointDecodeError`:
@@ -42,9 +68,9 @@ damaged or missing bytes never come back, so it is definite, never retried.
 
 from __future__ import annotations
 
+import itertools
 from collections import OrderedDict
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
 from typing import Any, Final
 
 from ..storage import (
@@ -57,7 +83,7 @@ from ..storage import (
     fence_arg,
 )
 from ..storage import StorageError as _StorageError
-from .checkpoint import Checkpoint, from_document, to_document
+from .checkpoint import Checkpoint, micros, to_document
 from .codec import JsonObject, check_readable, dumps, dumps_ordered, loads
 from .errors import (
     CheckpointDecodeError,
@@ -67,22 +93,49 @@ from .errors import (
     StoreError,
 )
 from .ids import validate_run_id
+from .ledger_delta import (
+    route_to_row,
+    rows_patch,
+    state_patch,
+    vertices_to_rows,
+)
+from .ledger_records import (
+    FIXED,
+    MAX_DEPTH,
+    MAX_RECORD_BYTES,
+    READABLE_SCHEMAS,
+    SCHEMA_VERSION,
+    SHARABLE,
+    STATES,
+    Manifest,
+    Meta,
+    Parsed1,
+    Parsed2,
+    Tail,
+    assemble,
+    manifest_doc,
+    manifest_entries,
+    parse_v1,
+    parse_v2,
+    raw_entry,
+    resolve,
+    same_manifest,
+    seed_meta,
+    to_checkpoint,
+)
 from .store import check_batch
 
-__all__ = ["LedgerCheckpointStore"]
+__all__ = ["MAX_DEPTH", "READABLE_SCHEMAS", "SCHEMA_VERSION", "LedgerCheckpointStore"]
 
-SCHEMA_VERSION: Final = 1
-MAX_RECORD_BYTES: Final = 1 << 20
 MAX_HISTORY: Final = 100_000
 INLINE_FIELD_BYTES: Final = 64  # a field this short lives in its manifest
+# A chain's deltas may reach CHAIN_FACTOR times its full record's bytes (so re-writing
+# whole records costs a fixed small fraction at any width), within these bounds:
+CHAIN_FACTOR: Final = 64
+CHAIN_MIN_BYTES: Final = 16 << 10
+CHAIN_MAX_BYTES: Final = 4 << 20
 _PAGE: Final = 1000
 _CACHE: Final = 4096
-# Run-record fields that never change after revision 0: written once, restored on read.
-_FIXED: Final = ("graph_run_id", "graph_id", "graph_version", "created_at", "started_at")
-_SHARABLE: Final = ("state", "step_base", "vertices")
-_ENVELOPE_KEYS: Final = frozenset(
-    {"schema_version", "revision", "state", "step_base", "same", "checkpoint"}
-)
 
 
 class _Lru(OrderedDict[str, Any]):
@@ -99,17 +152,6 @@ class _Lru(OrderedDict[str, Any]):
             self.popitem(last=False)
 
 
-@dataclass(slots=True)
-class _Parsed:
-    """One record, parsed but not yet resolved into a `Checkpoint`."""
-
-    seq: int
-    body: dict[str, Any]
-    parts: dict[str, Any]  # state ref, step_base ref, vertices (raw), after resolving "same"
-    fixed: dict[str, Any] | None  # revision 0 only
-    shares: bool  # refers to its predecessor, so it cannot be referred to
-
-
 class LedgerCheckpointStore:
     def __init__(self, ledger: Ledger, *, prefix: str = "flow/runs") -> None:
         if ledger is None:
@@ -117,7 +159,8 @@ class LedgerCheckpointStore:
         self.ledger = ledger
         self.prefix = prefix.rstrip("/")
         self._durable = _Lru(_CACHE)  # attachments known to be committed
-        self._fixed = _Lru(_CACHE)
+        self._meta = _Lru(_CACHE)
+        self._tails = _Lru(_CACHE)  # run -> Tail of its newest record known here
         self._strings: dict[int, tuple[str, str]] = {}
 
     def log_name(self, run_id: str) -> str:
@@ -130,15 +173,20 @@ class LedgerCheckpointStore:
         run_id, first = check_batch(checkpoints)
         attachments: dict[str, bytes] = {}
         skipped: dict[str, bytes] = {}  # known stored, so named in ``refs`` instead of sent
-        seed_fixed = None
+        meta = None
         if first > 0:
             try:
-                seed_fixed = await self._run_fixed(run_id)
+                meta = await self._run_meta(run_id)
             except (FlowError, _StorageError, OSError, ValueError):
-                seed_fixed = None  # the append below reports what is wrong
+                meta = None  # the append below reports what is wrong
+        schema = SCHEMA_VERSION if meta is None else meta.schema
+        seed_fixed = None if meta is None else meta.fixed
+        tail: Tail | None = self._tails.get(run_id) if schema == 2 else None
+        if tail is not None and tail.revision != first - 1:
+            tail = None  # not the record this batch follows: start a new chain
         try:
             name = self.log_name(run_id)
-            memo: dict[int, str] = {}
+            memo: dict[int, Any] = {}
             records = []
             previous: dict[str, Any] | None = None
             for cp in checkpoints:
@@ -146,29 +194,14 @@ class LedgerCheckpointStore:
                 run = body["run"]
                 del run["revision"]
                 if cp.run.revision == 0:
-                    seed_fixed = {key: run[key] for key in _FIXED}
-                elif seed_fixed is not None and all(run[k] == seed_fixed[k] for k in _FIXED):
-                    for key in _FIXED:  # the usual case: the same as revision 0's
+                    seed_fixed = {key: run[key] for key in FIXED}
+                elif seed_fixed is not None and all(run[k] == seed_fixed[k] for k in FIXED):
+                    for key in FIXED:  # the usual case: the same as revision 0's
                         del run[key]
-                parts = {
-                    "state": self._manifest(cp.state, attachments, memo, skipped),
-                    "step_base": self._manifest(cp.step_base, attachments, memo, skipped),
-                    "vertices": body.pop("vertices"),
-                }
-                same = [k for k in _SHARABLE if previous is not None and previous[k] == parts[k]]
-                envelope: dict[str, Any] = {"revision": cp.run.revision}
-                if cp.run.revision == 0:  # the log's format is fixed when it begins
-                    envelope["schema_version"] = SCHEMA_VERSION
-                for key in ("state", "step_base"):
-                    if key not in same:
-                        envelope[key] = parts[key]
-                if "vertices" not in same:
-                    body["vertices"] = parts["vertices"]
-                if same:
-                    envelope["same"] = same
-                envelope["checkpoint"] = body
-                previous = None if same else parts
-                data = dumps(envelope)
+                if schema == 1:
+                    data, previous = self._record_v1(cp, body, previous, attachments, memo, skipped)
+                else:
+                    data, tail = self._record_v2(cp, body, tail, attachments, memo, skipped)
                 check_readable(data, max_bytes=MAX_RECORD_BYTES)  # what a read would refuse
                 records.append(data)
         except (FlowError, ValueError) as exc:
@@ -200,27 +233,140 @@ class LedgerCheckpointStore:
             raise StoreError("append", exc) from exc
         for digest, data in attachments.items():
             self._durable.remember(digest, data)
+        if tail is not None:
+            self._tails.remember(run_id, tail)
 
-    def _manifest(
+    def _record_v1(
+        self,
+        cp: Checkpoint,
+        body: dict[str, Any],
+        previous: dict[str, Any] | None,
+        attachments: dict[str, bytes],
+        memo: dict[int, Any],
+        skipped: dict[str, bytes],
+    ) -> tuple[bytes, dict[str, Any] | None]:
+        """A schema-1 record; returns it and what the next record may share with."""
+        parts = {
+            "state": self._manifest_ref(
+                self._fields(cp.state, attachments, memo, skipped), attachments, memo, skipped
+            ),
+            "step_base": self._manifest_ref(
+                self._fields(cp.step_base, attachments, memo, skipped), attachments, memo, skipped
+            ),
+            "vertices": body.pop("vertices"),
+        }
+        same = [k for k in SHARABLE if previous is not None and previous[k] == parts[k]]
+        envelope: dict[str, Any] = {"revision": cp.run.revision}
+        if cp.run.revision == 0:
+            envelope["schema_version"] = 1
+        for key in STATES:
+            if key not in same:
+                envelope[key] = parts[key]
+        if "vertices" not in same:
+            body["vertices"] = parts["vertices"]
+        if same:
+            envelope["same"] = same
+        envelope["checkpoint"] = body
+        return dumps(envelope), (None if same else parts)
+
+    def _record_v2(
+        self,
+        cp: Checkpoint,
+        body: dict[str, Any],
+        previous: Tail | None,
+        attachments: dict[str, bytes],
+        memo: dict[int, Any],
+        skipped: dict[str, bytes],
+    ) -> tuple[bytes, Tail]:
+        """A schema-2 record (a delta on ``previous`` if that is worth it); its `Tail`."""
+        origin = _micros(cp)
+        rows = vertices_to_rows(body.pop("vertices"), origin)
+        if "routes" in body:
+            body["routes"] = [route_to_row(r) for r in body["routes"]]
+        parts: dict[str, Any] = {
+            "state": self._fields(cp.state, attachments, memo, skipped),
+            "step_base": self._fields(cp.step_base, attachments, memo, skipped),
+            "vertices": rows,
+        }
+        revision = cp.run.revision
+        if previous is not None and previous.depth < MAX_DEPTH:
+            envelope: dict[str, Any] = {"revision": revision, "depth": previous.depth + 1}
+            for key in STATES:
+                mine, theirs = parts[key], previous.parts[key]
+                if same_manifest(mine, theirs):
+                    continue
+                if mine is None:
+                    envelope[key] = None
+                    continue
+                envelope[key] = self._state_delta(
+                    key, mine, previous.parts, attachments, memo, skipped
+                )
+            if rows != previous.parts["vertices"]:
+                envelope["vertices"] = rows_patch(rows, previous.parts["vertices"])
+            envelope["checkpoint"] = body
+            data = dumps_ordered(envelope)
+            budget = CHAIN_FACTOR * previous.full_bytes
+            budget = min(CHAIN_MAX_BYTES, max(CHAIN_MIN_BYTES, budget))
+            if previous.chain_bytes + len(data) <= budget:
+                chain = previous.chain_bytes + len(data)
+                return data, Tail(revision, parts, previous.depth + 1, chain, previous.full_bytes)
+        envelope = {"revision": revision}
+        if revision == 0:  # the log's format is fixed when it begins
+            envelope["schema_version"] = SCHEMA_VERSION
+        for key in STATES:
+            if parts[key] is not None:
+                envelope[key] = self._manifest_ref(parts[key], attachments, memo, skipped)
+        if rows:
+            envelope["vertices"] = rows
+        envelope["checkpoint"] = body
+        data = dumps_ordered(envelope)
+        return data, Tail(revision, parts, 0, 0, len(data))
+
+    def _state_delta(
+        self,
+        key: str,
+        mine: Manifest,
+        parts: dict[str, Any],
+        attachments: dict[str, bytes],
+        memo: dict[int, Any],
+        skipped: dict[str, bytes],
+    ) -> Any:
+        """The smallest patch of ``mine`` against the previous record's parts, else a digest."""
+        best: dict[str, Any] | None = None
+        # A step base is most often the state before it (a step's first checkpoint), a
+        # state most often its own predecessor with a field or two changed.
+        for of in STATES:
+            patch = state_patch(mine, parts[of], of, key)
+            if patch is not None and (best is None or _changes(patch) < _changes(best)):
+                best = patch
+            if best is not None and _changes(best) <= (1 if of == key else 0):
+                break  # good enough: trying the other part costs more than it can save
+        if best is None:
+            return self._manifest_ref(mine, attachments, memo, skipped)
+        if "set" in best:
+            best["set"] = {name: raw_entry(entry) for name, entry in best["set"].items()}
+        return best
+
+    def _fields(
         self,
         doc: JsonObject | None,
         attachments: dict[str, bytes],
-        memo: dict[int, str],
+        memo: dict[int, Any],
         skipped: dict[str, bytes],
-    ) -> str | None:
-        """Store ``doc``'s fields and manifest (as needed); return the manifest's digest."""
+    ) -> Manifest | None:
+        """``doc``'s manifest, storing its long fields as attachments (as needed)."""
         if doc is None:
             return None
         known = memo.get(id(doc))  # the same document object within one append
         if known is not None:
-            return known
-        manifest: dict[str, Any] = {}
+            return known  # type: ignore[no-any-return]
+        manifest: Manifest = {}
         for name, value in doc.items():
             digest = self._big_string(value)
             if digest is None:
                 data = dumps_ordered(value)  # a state keeps its key order
                 if len(data) <= INLINE_FIELD_BYTES:
-                    manifest[name] = [value]
+                    manifest[name] = (data, value)
                     continue
                 check_readable(data)
                 digest = self._attach(data, attachments, skipped)
@@ -231,9 +377,24 @@ class LedgerCheckpointStore:
                 else:
                     skipped[digest] = stored
             manifest[name] = digest
-        digest = self._attach(dumps_ordered(manifest), attachments, skipped)
-        memo[id(doc)] = digest
-        return digest
+        memo[id(doc)] = manifest
+        return manifest
+
+    def _manifest_ref(
+        self,
+        manifest: Manifest | None,
+        attachments: dict[str, bytes],
+        memo: dict[int, Any],
+        skipped: dict[str, bytes],
+    ) -> str | None:
+        """Store ``manifest`` whole (as needed); return its digest."""
+        if manifest is None:
+            return None
+        known = memo.get(id(manifest))
+        if known is None:
+            raw = {name: raw_entry(entry) for name, entry in manifest.items()}
+            known = memo[id(manifest)] = self._attach(dumps_ordered(raw), attachments, skipped)
+        return known
 
     def _attach(self, data: bytes, attachments: dict[str, bytes], skipped: dict[str, bytes]) -> str:
         digest = digest_of(data)
@@ -271,35 +432,34 @@ class LedgerCheckpointStore:
         not call `Ledger.mark_refs_complete`: other kinds of logs may need theirs too."""
         logs = 0
         for name in await self.ledger.names(self.prefix + "/"):
-            manifests = await self._manifests_named(name)
+            named = await self._digests_named(name)
             fields: set[str] = set()
-            for digest, data in (await self._stored(manifests)).items():
+            for digest, data in (await self._stored(named)).items():
                 try:
-                    doc = _manifest_doc(digest, data)
+                    doc = manifest_doc(digest, data)
                 except (FlowError, ValueError):
-                    continue
-                fields.update(v for v in doc.values() if isinstance(v, str))
-            await self.ledger.add_refs(name, sorted(manifests | fields))
+                    continue  # a field, not a manifest
+                _collect_digests(doc, fields)
+            await self.ledger.add_refs(name, sorted(named | fields))
             logs += 1
         return logs
 
-    async def _manifests_named(self, name: str) -> set[str]:
-        """The state manifests the records of log ``name`` name."""
-        manifests: set[str] = set()
-        previous: _Parsed | None = None
+    async def _digests_named(self, name: str) -> set[str]:
+        """Every digest the records of log ``name`` name, in either schema: any string of
+        64 lowercase hex characters anywhere in a record (state and step base manifests,
+        patched fields). Reading more than that as a reference only keeps an attachment
+        longer, never deletes one."""
+        found: set[str] = set()
         seq = 0
         while page := await self.ledger.read(name, after=seq, limit=_PAGE):
             for record in page:
                 try:
-                    previous = _parse(record, previous)
+                    doc = loads(record.payload)
                 except (FlowError, ValueError):
-                    previous = None
                     continue
-                for key in ("state", "step_base"):
-                    if isinstance(ref := previous.parts[key], str):
-                        manifests.add(ref)
+                _collect_digests(doc, found)
             seq = page[-1].seq
-        return manifests
+        return found
 
     async def _stored(self, digests: Iterable[str]) -> dict[str, bytes]:
         """The attachments of ``digests`` that are stored (the missing ones left out)."""
@@ -369,61 +529,118 @@ class LedgerCheckpointStore:
         except CorruptDataError as exc:  # damaged bytes never heal: a definite decode failure
             raise CheckpointDecodeError("record", str(exc)) from exc
 
-    async def _run_fixed(self, run_id: str) -> dict[str, Any]:
-        """The fixed part of the run record, from revision 0 (cached: it never changes)."""
-        known: dict[str, Any] | None = self._fixed.get(run_id)
+    async def _run_meta(self, run_id: str) -> Meta:
+        """The log's schema and the run record's fixed part, from revision 0 (cached)."""
+        known: Meta | None = self._meta.get(run_id)
         if known is None:
             seed = await self._read(self.log_name(run_id), 0, 1)
             if not seed:
                 raise CheckpointDecodeError("checkpoint", "revision 0 is missing")
-            known = _parse(seed[0], None).fixed
-            assert known is not None
-            self._fixed.remember(run_id, known)
+            known = seed_meta(seed[0])
+            self._meta.remember(run_id, known)
         return known
 
     async def _decode(self, run_id: str, records: Sequence[Record]) -> list[Checkpoint]:
-        previous: _Parsed | None = None
+        for index, record in enumerate(records):
+            if record.seq != records[0].seq + index:
+                raise CheckpointDecodeError("checkpoint", f"sequence gap at {record.seq}")
+        if records[0].seq == 1:
+            meta = seed_meta(records[0])
+            self._meta.remember(run_id, meta)
+        else:
+            meta = await self._run_meta(run_id)
+        if meta.schema == 1:
+            return await self._decode_v1(run_id, records, meta)
+        return await self._decode_v2(run_id, records, meta)
+
+    async def _decode_v1(
+        self, run_id: str, records: Sequence[Record], meta: Meta
+    ) -> list[Checkpoint]:
+        previous: Parsed1 | None = None
         if records[0].seq > 1 and b'"same"' in records[0].payload:
             before = await self._read(self.log_name(run_id), records[0].seq - 2, 1)
             if not before:
                 raise CheckpointDecodeError("checkpoint", "the referenced record is missing")
-            previous = _parse(before[0], None)
-        parsed: list[_Parsed] = []
-        for index, record in enumerate(records):
-            if record.seq != records[0].seq + index:
-                raise CheckpointDecodeError("checkpoint", f"sequence gap at {record.seq}")
-            item = _parse(record, previous)
-            if item.fixed is not None:
-                self._fixed.remember(run_id, item.fixed)
+            previous = parse_v1(before[0], None)
+        parsed: list[Parsed1] = []
+        for record in records:
+            item = parse_v1(record, previous)
             parsed.append(item)
             previous = item
-        fixed = parsed[0].fixed if records[0].seq == 1 else await self._run_fixed(run_id)
-        refs = {p.parts[k] for p in parsed for k in ("state", "step_base")} - {None}
-        manifests = {d: _manifest_doc(d, data) for d, data in (await self._blobs(refs)).items()}
+        refs = {p.parts[k] for p in parsed for k in STATES} - {None}
+        manifests = {d: manifest_doc(d, data) for d, data in (await self._blobs(refs)).items()}
         digests = (v for m in manifests.values() for v in m.values() if isinstance(v, str))
         fields = await self._blobs(digests)
         result = []
         for item in parsed:
-            run = item.body["run"]
-            if item.fixed is None:
-                assert fixed is not None
-                present = [key for key in _FIXED if key in run]
-                if not present:
-                    run.update(fixed)
-                elif len(present) != len(_FIXED):
-                    missing = sorted(set(_FIXED) - set(present))[0]
-                    raise CheckpointDecodeError(f"checkpoint.run.{missing}", "missing")
-            if "revision" in run:
-                raise CheckpointDecodeError("checkpoint.run.revision", "unknown field")
-            run["revision"] = item.seq - 1
             item.body["vertices"] = item.parts["vertices"]
-            cp = from_document(item.body, path="checkpoint", states=False)
-            if cp.run.graph_run_id != run_id:
+            cp = to_checkpoint(item.body, item.seq, run_id, meta)
+            for key in STATES:
+                ref = item.parts[key]
+                setattr(cp, key, None if ref is None else assemble(manifests[ref], fields))
+            result.append(cp)
+        return result
+
+    async def _decode_v2(
+        self, run_id: str, records: Sequence[Record], meta: Meta
+    ) -> list[Checkpoint]:
+        items = [parse_v2(record) for record in records]
+        head = items[0]
+        chain: list[Parsed2] = []
+        if head.depth:
+            if head.depth >= head.seq:
+                raise CheckpointDecodeError("envelope.depth", "reaches before revision 0")
+            # The chain back to its full record, in one range read.
+            start = head.seq - 1 - head.depth
+            before = await self._read(self.log_name(run_id), start, head.depth)
+            if len(before) != head.depth or before[0].seq != start + 1:
+                raise CheckpointDecodeError("envelope.depth", "the chain's records are missing")
+            chain = [parse_v2(record) for record in before]
+        everything = [*chain, *items]
+        if everything[0].depth:
+            raise CheckpointDecodeError("envelope.depth", "the chain has no full record")
+        for prior, item in itertools.pairwise(everything):
+            if item.seq != prior.seq + 1:
+                raise CheckpointDecodeError("checkpoint", f"sequence gap at {item.seq}")
+            if item.depth not in (0, prior.depth + 1):
                 raise CheckpointDecodeError(
-                    "checkpoint.run.graph_run_id", f"belongs to run {cp.run.graph_run_id}"
+                    "envelope.depth", f"record {item.seq} does not continue its chain"
                 )
-            cp.state = _assemble(item.parts["state"], manifests, fields)
-            cp.step_base = _assemble(item.parts["step_base"], manifests, fields)
+        refs = {
+            ref
+            for item in everything
+            for key in STATES
+            if isinstance(ref := item.doc.get(key), str)
+        }
+        manifests = {
+            d: manifest_entries(manifest_doc(d, data))
+            for d, data in (await self._blobs(refs)).items()
+        }
+        tail: Tail | None = None
+        resolved = []
+        for item in everything:
+            tail = resolve(item, tail, manifests, meta)
+            resolved.append(tail)
+        assert tail is not None
+        known: Tail | None = self._tails.get(run_id)
+        if known is None or known.revision < tail.revision:
+            self._tails.remember(run_id, tail)
+        mine = resolved[len(chain) :]
+        digests = (
+            entry
+            for t in mine
+            for key in STATES
+            if t.parts[key] is not None
+            for entry in t.parts[key].values()
+            if isinstance(entry, str)
+        )
+        fields = await self._blobs(digests)
+        result = []
+        for item, state in zip(items, mine, strict=True):
+            cp = to_checkpoint(item.body, item.seq, run_id, meta, rows=state.parts["vertices"])
+            for key in STATES:
+                manifest = state.parts[key]
+                setattr(cp, key, None if manifest is None else assemble(manifest, fields))
             result.append(cp)
         return result
 
@@ -454,80 +671,31 @@ class LedgerCheckpointStore:
         return found
 
 
-def _parse(record: Record, previous: _Parsed | None) -> _Parsed:
-    doc = loads(record.payload, max_bytes=MAX_RECORD_BYTES)
-    if not isinstance(doc, dict):
-        raise CheckpointDecodeError("envelope", "expected an object")
-    unknown = set(doc) - _ENVELOPE_KEYS
-    if unknown:
-        raise CheckpointDecodeError(f"envelope.{sorted(unknown)[0]}", "unknown field")
-    if record.seq == 1 and doc.get("schema_version") != SCHEMA_VERSION:
-        raise CheckpointDecodeError(
-            "envelope.schema_version", f"unsupported version {doc.get('schema_version')!r}"
-        )
-    if record.seq > 1 and "schema_version" in doc:
-        raise CheckpointDecodeError("envelope.schema_version", "only revision 0 carries it")
-    if doc.get("revision") != record.seq - 1:
-        raise CheckpointDecodeError(
-            "envelope.revision", f"record {record.seq} holds revision {doc.get('revision')!r}"
-        )
-    body = doc.get("checkpoint")
-    if not isinstance(body, dict) or not isinstance(body.get("run"), dict):
-        raise CheckpointDecodeError("checkpoint", "expected an object with a run")
-    same = doc.get("same", [])
-    if (
-        not isinstance(same, list)
-        or not all(isinstance(name, str) for name in same)  # set() of a list would raise
-        or not set(same) <= set(_SHARABLE)
-        or len(set(same)) != len(same)
-    ):
-        raise CheckpointDecodeError("envelope.same", f"invalid {same!r}")
-    if same and (previous is None or previous.seq != record.seq - 1 or previous.shares):
-        raise CheckpointDecodeError("envelope.same", "no previous record to refer to")
-    parts: dict[str, Any] = {}
-    for key in _SHARABLE:
-        source = body if key == "vertices" else doc
-        if key in same:
-            if key in source:
-                raise CheckpointDecodeError(f"envelope.{key}", "both given and shared")
-            assert previous is not None
-            parts[key] = previous.parts[key]
-            continue
-        value = source.pop(key, None) if key == "vertices" else source.get(key)
-        if key != "vertices" and value is not None and not isinstance(value, str):
-            raise CheckpointDecodeError(f"envelope.{key}", "expected a digest")
-        parts[key] = [] if key == "vertices" and value is None else value
-    fixed = None
-    if record.seq == 1:
-        fixed = {key: body["run"].get(key) for key in _FIXED}
-    return _Parsed(record.seq, body, parts, fixed, bool(same))
+# -- helpers ---------------------------------------------------------------------------------
 
 
-def _manifest_doc(digest: str, data: bytes) -> dict[str, Any]:
-    doc = loads(data)
-    valid = isinstance(doc, dict) and all(
-        isinstance(v, str) or (isinstance(v, list) and len(v) == 1) for v in doc.values()
-    )
-    if not valid:
-        raise CheckpointDecodeError("state", f"manifest {digest} is malformed")
-    return doc  # type: ignore[no-any-return]
+def _micros(cp: Checkpoint) -> int:
+    """The run's creation time in microseconds: the origin of a vertex row's times."""
+    return micros(cp.run.created_at)
 
 
-def _assemble(
-    ref: str | None, manifests: dict[str, dict[str, Any]], fields: dict[str, bytes]
-) -> JsonObject | None:
-    if ref is None:
-        return None
-    state: dict[str, Any] = {}
-    for name, entry in manifests[ref].items():
-        state[name] = loads(fields[entry]) if isinstance(entry, str) else _fresh(entry[0])
-    return state
+def _changes(patch: dict[str, Any]) -> int:
+    """How much a state patch names (the fewer, the smaller the record)."""
+    return len(patch.get("set", ())) + len(patch.get("del", ()))
 
 
-def _fresh(value: Any) -> Any:
-    """An independent copy of inline JSON data (manifests are cached and shared)."""
-    if isinstance(value, dict):
-        return {k: _fresh(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_fresh(v) for v in value]
-    return value
+_HEX_DIGITS: Final = frozenset("0123456789abcdef")
+
+
+def _collect_digests(doc: Any, into: set[str]) -> None:
+    """Add every 64-lowercase-hex string in ``doc`` (any depth) to ``into``."""
+    stack = [doc]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, str):
+            if len(item) == 64 and _HEX_DIGITS.issuperset(item):
+                into.add(item)
+        elif isinstance(item, dict):
+            stack.extend(item.values())
+        elif isinstance(item, list):
+            stack.extend(item)
