@@ -410,3 +410,29 @@ async def test_a_worker_with_a_catalog_retention_prunes_by_its_clock(tmp_path: P
         assert set(report.runs) == {done}
         keys = await store.kv.keys(f"sessions/{sid}/workflows/runs/")
         assert keys == [run_key(sid, waiting)]
+
+
+async def test_pruning_gives_the_space_back_to_the_file_system(tmp_path: Path) -> None:
+    """Issue #19: the database shrinks by what was pruned. A new SQLite file uses
+    incremental auto-vacuum and a pass ends with its sweep, which hands free pages back,
+    so the file itself gets smaller (not only its free list longer)."""
+    path = tmp_path / "space.db"
+    url = f"sqlite:///{path}"
+    async with open_session(url, catalog()) as session:
+        runs = Runs(session)
+        made = [await runs.completed(f"text {i} " + "x" * 3000) for i in range(60)]
+        kept = await runs.completed("kept " + "y" * 3000)
+        sid = session.session_id
+    async with open_store(url) as store:
+        for run_id in made:
+            await backdate(store, sid, run_id)
+    before = path.stat().st_size
+    async with open_store(url) as store:
+        report = await prune(store, sid, POLICY)
+        assert len(report.runs) == len(made)
+        assert report.sweep is not None and report.sweep.attachments > 0
+    after = path.stat().st_size
+    assert after < before - report.input_bytes, (before, after, report.total_bytes)
+    async with open_session(url, catalog()) as session:
+        got = await Runs(session).call("workflow_run_get", {"run_id": kept})
+        assert got["run_status"] == "completed"
