@@ -9,6 +9,7 @@ directory, so removing the script removes the pinned command."""
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import stat
 import sys
@@ -495,17 +496,20 @@ async def test_a_contract_that_changes_during_execution_fails_the_call(tmp_path:
     assert "the tool was not called" in got["error"]["message"]
 
 
-async def test_a_deployed_run_cannot_be_forked_and_nothing_is_written(tmp_path: Path) -> None:
-    """A deployed run executes only under its own pin, which a fork does not have: the
-    fork is refused (field ``definition``) before anything is written."""
-    from flowledger.tools import ForkTools, ToolError
-    from flowledger.workflows import InvalidForkError
+async def test_a_deployed_run_forks_under_its_pin(tmp_path: Path) -> None:
+    """A fork of a paused deployed run executes under a copy of its origin's pin (the same
+    deployment revision, sources and tools; snapshots shared): it pauses where the origin
+    paused, resumes to the origin's output, and the origin is untouched and still resumes.
+    (Before, the fork was refused because it had no pin.)"""
+    from flowledger.deploy.deployments.pin import PinStore
+    from flowledger.tools import ForkTools
 
     script = server_script(tmp_path)
     async with service(f"sqlite:///{tmp_path / 'f.db'}") as (deploy, store):
         await prepared(deploy, deployment(script))
         started = await deploy.run_deployment("env_dep", {})
         assert started["status"] == "interrupted", started
+        origin = started["run_id"]
         session = deploy.session
         tools = ForkTools(
             SESSION,
@@ -513,10 +517,26 @@ async def test_a_deployed_run_cannot_be_forked_and_nothing_is_written(tmp_path: 
             registry=session.registry,
             supervisor=session.supervisor,
         )
-        before = await snapshot(store)
-        with pytest.raises(ToolError) as raised:
-            await tools.call("workflow_run_fork", {"run_id": started["run_id"], "revision": 0})
-        assert isinstance(raised.value.cause, InvalidForkError)
-        assert raised.value.cause.field == "definition"
-        assert "pin" in str(raised.value)
-        assert await snapshot(store) == before
+        before = await session.registry.get(SESSION, origin)
+        forked = await tools.call("workflow_run_fork", {"run_id": origin, "revision": 0})
+        fork = forked["run_id"]
+        assert forked["forked_from"]["run_id"] == origin
+        record = await session.registry.get(SESSION, fork)
+        pins = PinStore(store.ledger)
+        theirs, mine = await pins.read(before.graph_run_id), await pins.read(record.graph_run_id)
+        assert theirs is not None and mine is not None
+        assert {**mine.document, "graph_run_id": ""} == {**theirs.document, "graph_run_id": ""}
+        for _ in range(3000):  # the owner executes the fork up to its pause (hang deadline)
+            inspected = await deploy.inspect_run(fork)
+            if inspected["status"] not in ("pending", "running"):
+                break
+            await asyncio.sleep(0.01)
+        assert inspected["status"] == "interrupted", inspected
+        assert inspected["resume_readiness"] == {"status": "ready"}, inspected
+        assert inspected["interrupt"]["vertex_id"] == "ask"
+        done = await deploy.resume_run(fork, {"go": True})
+        assert done["status"] == "completed", done
+        assert done["output"]["label"] == "one"
+        unchanged = await session.registry.get(SESSION, origin)
+        assert unchanged.checkpoint_revision == before.checkpoint_revision
+        assert (await deploy.resume_run(origin, {"go": True}))["status"] == "completed"

@@ -36,7 +36,7 @@ from ..artifacts.validated import ValidatedArtifact
 from ..runs.compile import ArtifactDefinition, compile_artifact
 from .diagnostics import PIN_MISSING, Diagnostic, error
 from .document import SourceBinding
-from .pin import PinStore
+from .pin import Pin, PinStore
 from .store import DeploymentRevision
 from .validation import DEFAULT_CHECK_TIMEOUT, CallSite, call_sites, check_pinned
 
@@ -122,13 +122,19 @@ class DeployedDefinition(ArtifactDefinition):
     async def fork(
         self, graph_run_id: str, revision: int, patch: Any, *, run_id: str
     ) -> flow.ForkOrigin:
-        """Refused, writing nothing: a deployed run executes only under its own pin (bound
-        to its graph run), and a fork would need one of its own."""
-        raise InvalidForkError(
-            "definition",
-            "a deployed run cannot be forked yet: its fork would need a pin of its own "
-            "(start a new run with run_deployment instead)",
-        )
+        """The fork executes under its origin's pin: the same deployment revision, sources,
+        tools and drift policy, copied to the fork's graph run (its snapshots are shared,
+        not copied) after the fork's revision 0 is written. An origin without a pin is
+        refused before anything is written. Like any deployed run, the fork's pinned
+        sources are revalidated before it resumes."""
+        pin = await self.pins.read(graph_run_id)
+        if pin is None:
+            raise InvalidForkError("definition", _pin_missing(graph_run_id).message)
+        made = await super().fork(graph_run_id, revision, patch, run_id=run_id)
+        snapshots = await self.runtime.ledger.attachments(pin.snapshot_digests())
+        copy = Pin({**pin.document, "graph_run_id": run_id})
+        await self.pins.write(copy, snapshots)
+        return made
 
     async def refusal(self, graph_run_id: str) -> Exception | None:
         if await self.pins.read(graph_run_id) is None:
