@@ -290,28 +290,6 @@ async def test_conflict_is_retried_after_rereading(store: Store) -> None:
     assert await journal.records(SID, RID) == [rival, *mine]
 
 
-async def test_a_remembered_tail_is_used_until_another_writer_appends(store: Store) -> None:
-    """After a publish the journal reads no tail for the next one (one tip read of the
-    generation pointer and the append); when another journal appended meanwhile, the
-    remembered tip is behind: the append conflicts, the tail is read, and duplicates of
-    the other's records are still skipped."""
-    ledger = Wrapped(store.ledger)
-    journal = ActivityJournal(ledger)
-    other = ActivityJournal(store.ledger)
-    items = sequence([2, 1, 1, 1])
-    assert await journal.publish(items[:2]) == 2
-    ledger.read_calls = 0
-    assert await journal.publish(items[2:3]) == 1
-    assert await journal.publish(items[2:3]) == 0  # a duplicate, known without a read
-    assert ledger.read_calls == 0 and ledger.appends == 2
-
-    assert await other.publish(items[3:4]) == 1  # another process, after a takeover
-    assert await journal.publish(items[3:]) == 1  # items[3] is the other's: skipped
-    assert ledger.appends == 4  # the conflicting append, then the one on the new tip
-    assert ledger.read_calls == 1
-    assert await journal.records(SID, RID) == items
-
-
 async def test_conflicts_give_up_after_the_attempt_limit(store: Store) -> None:
     ledger = Wrapped(store.ledger)
 
@@ -537,14 +515,10 @@ async def test_page_reads_log_n_plus_page_records(store: Store) -> None:
     page = await journal.page(SID, RID, after_revision=2000, limit=20)
     assert len(page.records) == 20 and page.next_event_id is not None
     assert ledger.records_read <= search + 21
-    # Publishing compares with the journal's tail only; the journal that published it
-    # remembers that tail and reads nothing.
-    ledger.records_read = 0
-    assert await ActivityJournal(ledger).publish(items[-3:]) == 0
-    assert ledger.records_read == 64
+    # Publishing compares with the journal's tail only.
     ledger.records_read = 0
     assert await journal.publish(items[-3:]) == 0
-    assert ledger.records_read == 0
+    assert ledger.records_read == 64
 
 
 # -- properties -------------------------------------------------------------------------------

@@ -28,15 +28,6 @@ that window would not be recognised; it would then be refused if its revision is
 the journal's last one (the ordering rule), so a broken caller cannot silently corrupt
 the order.
 
-The tail a publish ends with (its tip, the event IDs of its last `TAIL_WINDOW` records and
-its last revision) is remembered per log, for the most recent `TAIL_CACHE_LOGS` logs, and
-the next publish to that log starts from it instead of reading the tail again: one read
-(the generation pointer's tip) and one append per publish. That is safe because the
-append is a compare-and-append: if anything else appended meanwhile (another process
-after a takeover), the remembered tip is behind, the append conflicts, and the tail is
-read as before. A publish whose batch is longer than the window, or whose log has an
-unconfirmed append, reads the tail; a failed append forgets it.
-
 Live subscribers (`subscribe`) receive the records published *through this journal
 object* (a process-local fan-out for MCP notifications and the dashboard), only of their
 session, in journal order, each once; a slow subscriber loses its oldest records
@@ -50,7 +41,6 @@ event loop.
 from __future__ import annotations
 
 import asyncio
-import collections
 import json
 import weakref
 from collections.abc import AsyncIterable, Sequence
@@ -73,7 +63,6 @@ from .history import HistoryPage, PageBuilder, check_page_args
 __all__ = [
     "DEFAULT_SUBSCRIPTION_SIZE",
     "PUBLISH_ATTEMPTS",
-    "TAIL_CACHE_LOGS",
     "TAIL_WINDOW",
     "ActivityJournal",
     "ActivitySubscription",
@@ -84,8 +73,6 @@ __all__ = [
 DEFAULT_SUBSCRIPTION_SIZE: Final = 1000
 #: Minimum number of trailing journal records compared with a publish for duplicates.
 TAIL_WINDOW: Final = 64
-# How many logs' tails a journal remembers (the least recently published are forgotten).
-TAIL_CACHE_LOGS: Final = 1024
 #: Compare-and-append attempts per publish before a `LedgerConflictError` is raised.
 PUBLISH_ATTEMPTS: Final = 6
 
@@ -247,10 +234,6 @@ class ActivityJournal:
         # Per log: the last chunk whose append failed with an unknown outcome (not a
         # conflict). If a later publish finds it durable, its subscribers are told then.
         self._unconfirmed: dict[str, list[ProjectedActivity]] = {}
-        # Per log: (tip, last event IDs in order, last revision) after our last publish.
-        self._tails: collections.OrderedDict[str, tuple[int, tuple[str, ...], int]] = (
-            collections.OrderedDict()
-        )
 
     # -- publishing -----------------------------------------------------------------------
 
@@ -277,16 +260,11 @@ class ActivityJournal:
             name = await self._current(session_id, run_id)
             appended = 0
             attempts = 0
-            cached = self._tails.pop(name, None)
-            if cached is None or window > TAIL_WINDOW or name in self._unconfirmed:
-                cached = await self._tail(name, session_id, run_id, window)
-            tip, ids, last_revision = cached
-            known = set(ids)
+            tip, known, last_revision = await self._tail(name, session_id, run_id, window)
             self._confirm(name, session_id, known)
             while True:
                 pending = [item for item in batch if item.activity.event_id not in known]
                 if not pending:
-                    self._remember(name, tip, ids, last_revision)
                     return appended
                 if pending[0].revision < last_revision:
                     raise ValueError(
@@ -302,8 +280,7 @@ class ActivityJournal:
                 except LedgerConflictError:
                     if attempts >= PUBLISH_ATTEMPTS:
                         raise
-                    tip, ids, last_revision = await self._tail(name, session_id, run_id, window)
-                    known = set(ids)
+                    tip, known, last_revision = await self._tail(name, session_id, run_id, window)
                     continue
                 except BaseException:
                     # Perhaps written, perhaps not: a later publish finds out and notifies.
@@ -311,15 +288,9 @@ class ActivityJournal:
                     raise
                 attempts = 0
                 appended += len(chunk)
-                ids = (*ids, *(item.activity.event_id for item in chunk))
-                known.update(ids[-len(chunk) :])
+                known.update(item.activity.event_id for item in chunk)
                 last_revision = chunk[-1].revision
                 self._notify(session_id, chunk)
-
-    def _remember(self, name: str, tip: int, ids: tuple[str, ...], last_revision: int) -> None:
-        self._tails[name] = (tip, ids[-TAIL_WINDOW:], last_revision)
-        while len(self._tails) > TAIL_CACHE_LOGS:
-            self._tails.popitem(last=False)
 
     def _lock(self, session_id: str, run_id: str) -> asyncio.Lock:
         key = journal_name(session_id, run_id)
@@ -417,18 +388,17 @@ class ActivityJournal:
 
     async def _tail(
         self, name: str, session_id: str, run_id: str, window: int
-    ) -> tuple[int, tuple[str, ...], int]:
-        """``(tip, event IDs of the last `window` records in order, last revision or
-        -1)``."""
+    ) -> tuple[int, set[str], int]:
+        """``(tip, event IDs of the last `window` records, last revision or -1)``."""
         tip = await self._ledger.tip(name)
         records = await self._read_range(name, max(0, tip - window), tip)
-        ids: list[str] = []
+        known: set[str] = set()
         last_revision = -1
         for record in records:
             item = _decode(name, record, session_id, run_id)
-            ids.append(item.activity.event_id)
+            known.add(item.activity.event_id)
             last_revision = item.revision
-        return tip, tuple(ids), last_revision
+        return tip, known, last_revision
 
     async def _read(self, name: str, after: int, limit: int) -> list[Record]:
         """Records after ``after``; a record missing in between (a gap in the sequence)
