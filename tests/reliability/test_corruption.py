@@ -500,8 +500,12 @@ async def test_a_missing_journal_record_is_rebuilt_when_the_run_is_adopted(db: D
     run = await db.session.create_run()
     await (await db.supervisor.start(run.id)).wait()
     await asyncio.wait_for(db.session.gates.entered["two"].wait(), 60)
-    await db.supervisor.shutdown()
     sid = db.session.session_id
+    for _ in range(6000):  # live publication runs beside the vertex (hang deadline only)
+        if len(await db.session.journal.records(sid, run.id)) == 2:
+            break
+        await asyncio.sleep(0.01)
+    await db.supervisor.shutdown()
     log = journal_name(sid, run.id)
     before = await db.session.journal.records(sid, run.id)
     assert len(before) == 2

@@ -58,6 +58,15 @@ class LiveActivities:
                     return
             await asyncio.sleep(LIVE_INTERVAL)
 
+    async def publish_now(self) -> None:
+        """Publish what is durable now, before returning (a failure is only logged, as
+        for a live publication: the segment's end publishes again)."""
+        async with self._busy:
+            try:
+                self.run = await self._reconcile(self.run)
+            except Exception as exc:
+                log.debug("activity publication failed: %s", exc)
+
     async def finish(self) -> Run:
         task, self._task = self._task, None
         if task is not None:

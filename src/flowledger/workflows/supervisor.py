@@ -723,7 +723,7 @@ class Supervisor:
         )
         hooks = self._segment_hooks(live)
         if ack is not None:
-            hooks.append(flow.Hooks(on_run_start=lambda _record: ack()))
+            hooks.append(flow.Hooks(on_run_start=_seeded(live, ack)))
         try:
             try:
                 result = await self._execute(
@@ -1524,3 +1524,18 @@ class Supervisor:
             return await self._swap(run, lambda current: replace(current, activity_cursor=end))
         except Exception as exc:
             raise ReconciliationError(run.id, "advance activity cursor", exc) from exc
+
+
+def _seeded(live: LiveActivities, ack: Callable[[], None]) -> Callable[[Any], Awaitable[None]]:
+    """The ``on_run_start`` hook of a start: publish the seed's activities (``run_started``),
+    then acknowledge the seed. So whoever waits for the acknowledgement (a start call, the
+    MCP server forwarding its activities) finds ``run_started`` already published; that
+    used to hold only when the journal's write happened to be faster than the answer."""
+
+    async def hook(_record: Any) -> None:
+        try:
+            await live.publish_now()
+        finally:
+            ack()
+
+    return hook
