@@ -50,22 +50,24 @@ class LiveActivities:
         while True:
             await self._due.wait()
             self._due.clear()
-            async with self._busy:
-                try:
-                    self.run = await self._reconcile(self.run)
-                except Exception as exc:
-                    log.debug("live activity publication failed: %s", exc)
-                    return
+            if not await self._publish():
+                return
             await asyncio.sleep(LIVE_INTERVAL)
 
     async def publish_now(self) -> None:
         """Publish what is durable now, before returning (a failure is only logged, as
         for a live publication: the segment's end publishes again)."""
+        await self._publish()
+
+    async def _publish(self) -> bool:
+        """One publication; False (and logged) if it failed."""
         async with self._busy:
             try:
                 self.run = await self._reconcile(self.run)
             except Exception as exc:
-                log.debug("activity publication failed: %s", exc)
+                log.debug("live activity publication failed: %s", exc)
+                return False
+        return True
 
     async def finish(self) -> Run:
         task, self._task = self._task, None
