@@ -24,11 +24,12 @@ alternated (the order rotates every repetition), and medians, min/max and ratios
 all: after the run's process has exited, a checkpoint folds the WAL into the main file, and
 the growth of ``db + db-wal`` over an empty database of that system is divided by the steps.
 
-``--backend postgres`` runs a), b) and the floor f) on a PostgreSQL server instead
+``--backend postgres`` runs a), b), the floor f) and g) on a PostgreSQL server instead
 (``--postgres-url``, default the local test server): flowledger through
 ``open_store("postgresql://.../DB?schema=bench")``, LangGraph through ``PostgresSaver``
-(``durability="sync"``), DBOS with that database as its ``system_database_url``, the floor
-with psycopg (one 1.2 KiB row per transaction). Each measurement gets a fresh database,
+(``durability="sync"``; in g) one saver over a ``ConnectionPool`` shared by the threads),
+DBOS with that database as its ``system_database_url``, the floor with psycopg (one 1.2
+KiB row per transaction). Each measurement gets a fresh database,
 copied from an empty one of its system and dropped after it (`PostgresDatabases`);
 ``synchronous_commit`` (``--synchronous-commit``, default on) is set on the database, so
 every connection of every system inherits it, and it is read back with ``SHOW
@@ -86,7 +87,7 @@ PG_URL = os.environ.get(PG_URL_ENV, "postgresql://postgres@127.0.0.1:5432/test")
 PG_SYNC_ENV = "FLOWLEDGER_BENCH_SYNCHRONOUS_COMMIT"
 PG_SYNC = os.environ.get(PG_SYNC_ENV, "on")
 PG_PREFIX_ENV = "FLOWLEDGER_BENCH_DATABASE_PREFIX"  # of the databases made (default random)
-POSTGRES_WORKLOADS = ("loop", "floor", "chain")
+POSTGRES_WORKLOADS = ("loop", "floor", "chain", "concurrent")
 
 
 @dataclass(frozen=True)
@@ -911,7 +912,9 @@ class Bench:
             self.samples.add(system, name, "first_line_ms", (out["imported"] - spawned) * 1e3)
             self.log(f"  {system:10s} {name:10s} resume {wall * 1e3:7.0f} ms")
         elif workload.name == "concurrent":
-            job["runs"] = concurrent.QUICK_RUNS if self.args.quick else concurrent.RUNS
+            job["runs"] = self.concurrent_runs()
+            if system == "flowledger":
+                job["url"] = system_url(system, path)
             out, _, _ = spawn(job)
             latencies = out["latencies_us"]
             self.latencies.setdefault(system, []).extend(latencies)
@@ -942,6 +945,9 @@ class Bench:
 
     def n(self, workload: Workload) -> int:
         return workload.quick_n if self.args.quick else workload.n
+
+    def concurrent_runs(self) -> int:
+        return concurrent.QUICK_RUNS if self.args.quick else concurrent.RUNS
 
     def run(self) -> None:
         systems = self.systems
@@ -1026,6 +1032,8 @@ def table(bench: Bench) -> list[str]:
             continue
         n = bench.n(workload)
         title = workload.title.replace("SQLite", floor_title())
+        if workload.name == "concurrent":
+            title = f"{bench.concurrent_runs()} concurrent runs of the loop"
         label = f"{workload.key}) {title}"
         if workload.name != "resume":
             label += f", N={n}"
@@ -1248,7 +1256,13 @@ def _setting(values: tuple[Any, ...]) -> str:
     return f"synchronous={sync_names.get(values[0], values[0])} journal_mode={values[1]}"
 
 
-def report(bench: Bench, command: str, plotted: str | None, fan_plotted: str | None = None) -> str:
+def report(
+    bench: Bench,
+    command: str,
+    plotted: str | None,
+    fan_plotted: str | None = None,
+    concurrent_plotted: str | None = None,
+) -> str:
     sync = "; ".join(
         f"{s if s != FLOOR else floor_name()} " + ", ".join(_setting(v) for v in sorted(vs))
         for s, vs in bench.samples.pragmas.items()
@@ -1274,7 +1288,13 @@ def report(bench: Bench, command: str, plotted: str | None, fan_plotted: str | N
         "",
         *table(bench),
     ]
-    lines += ["", "Fan-out of W vertices per super-step:", "", *fanout_table(bench)]
+    if any(key[1].startswith("fanout@") for key in bench.samples.values):
+        lines += ["", "Fan-out of W vertices per super-step:", "", *fanout_table(bench)]
+    if concurrent_plotted:
+        lines += [
+            "",
+            f"![g) per-step latency CDF]({os.path.basename(concurrent_plotted)})",
+        ]
     if fan_plotted:
         lines += ["", f"![bytes and µs per super-step against W]({os.path.basename(fan_plotted)})"]
     if bench.args.plot:
@@ -1284,22 +1304,30 @@ def report(bench: Bench, command: str, plotted: str | None, fan_plotted: str | N
     return "\n".join(lines) + "\n"
 
 
-BEGIN = "<!-- results:begin -->"
-END = "<!-- results:end -->"
+def markers(name: str) -> tuple[str, str]:
+    """The comments around the generated block ``name`` of a Markdown file."""
+    return f"<!-- {name}:begin -->", f"<!-- {name}:end -->"
 
 
-def write_out(path: str, text: str) -> None:
-    """Replace the generated block of ``path`` (between the markers), or write a new file."""
-    block = f"{BEGIN}\n{text}{END}"
-    old = ""
+BEGIN, END = markers("results")
+
+
+def write_out(path: str, text: str, name: str = "results", heading: str = "Results") -> None:
+    """Replace the generated block ``name`` of ``path`` (between its markers); a file without
+    that block gets it appended under ``## heading``, a missing file is created with it."""
+    begin, end = markers(name)
+    block = f"{begin}\n{text}{end}"
+    old: str | None = None
     with contextlib.suppress(FileNotFoundError), open(path) as f:
         old = f.read()
-    if BEGIN in old and END in old:
-        head, _, rest = old.partition(BEGIN)
-        _, _, tail = rest.partition(END)
+    if old is None:
+        new = f"# Benchmarks\n\n{block}\n"
+    elif begin in old and end in old:
+        head, _, rest = old.partition(begin)
+        _, _, tail = rest.partition(end)
         new = head + block + tail
     else:
-        new = f"# Benchmarks\n\n{block}\n"
+        new = old.rstrip("\n") + f"\n\n## {heading}\n\n{block}\n"
     with open(path, "w") as f:
         f.write(new)
 
@@ -1399,6 +1427,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     parser.add_argument("--reps", type=int, default=None, help="repetitions (default 5)")
     parser.add_argument("--out", help="write the results into this Markdown file")
+    parser.add_argument(
+        "--out-block",
+        default=None,
+        help="the name of --out's generated block (default: results on SQLite, "
+        "results-postgres with --backend postgres)",
+    )
     parser.add_argument("--plot", help="write a PNG of the chain at N = 100, 300, 1000")
     parser.add_argument(
         "--workload",
@@ -1490,17 +1524,27 @@ def main(argv: Sequence[str] | None = None) -> int:
             if bench.postgres:
                 bench.postgres.close()
     plotted = args.plot if args.plot and plot(bench, args.plot) else None
+    concurrent_plotted = None
     if args.concurrent_plot and bench.latencies:
-        title = f"g) {concurrent.RUNS} concurrent runs, SQLite synchronous={SYNC}"
-        concurrent.plot(bench.latencies, args.concurrent_plot, title)
+        durability = (
+            f"PostgreSQL synchronous_commit={PG_SYNC}"
+            if BACKEND == "postgres"
+            else f"SQLite synchronous={SYNC}"
+        )
+        title = f"g) {bench.concurrent_runs()} concurrent runs, {durability}"
+        if concurrent.plot(bench.latencies, args.concurrent_plot, title):
+            concurrent_plotted = args.concurrent_plot
     fan_plotted = (
         args.fanout_plot if args.fanout_plot and fanout_plot(bench, args.fanout_plot) else None
     )
     command = "bash bench/run.sh " + " ".join(argv if argv is not None else sys.argv[1:])
-    text = report(bench, command.strip(), plotted, fan_plotted)
+    text = report(bench, command.strip(), plotted, fan_plotted, concurrent_plotted)
     print(text)
     if args.out:
-        write_out(args.out, text)
+        if BACKEND == "postgres":
+            write_out(args.out, text, args.out_block or "results-postgres", "Results on PostgreSQL")
+        else:
+            write_out(args.out, text, args.out_block or "results")
     return 0
 
 

@@ -6,18 +6,25 @@ Each run is the 1-vertex loop of a) (one vertex routing to itself N times; state
 * flowledger - ``asyncio.gather`` of ``Runner.run`` on ONE store (SQLite, or a
   ``postgresql://`` URL), so their ledger appends can share commits (group commit);
 * LangGraph - RUNS threads each invoking the graph (``durability="sync"``) on one shared
-  ``SqliteSaver``: its connection is ``check_same_thread=False`` behind the saver's own
-  lock, which LangGraph documents as thread-safe. One connection per thread instead would
-  only add SQLite write-lock contention (each writer busy-waits on the others), not
-  parallel commits: SQLite has one writer at a time either way;
+  saver. On SQLite a ``SqliteSaver``: its connection is ``check_same_thread=False`` behind
+  the saver's own lock, which LangGraph documents as thread-safe. One connection per
+  thread instead would only add SQLite write-lock contention (each writer busy-waits on
+  the others), not parallel commits: SQLite has one writer at a time either way. On
+  PostgreSQL a ``PostgresSaver`` over a ``psycopg_pool.ConnectionPool`` (the how-to
+  guide's set-up for concurrent use: ``autocommit=True``, ``prepare_threshold=0``,
+  ``dict_row``; ``LG_POOL_MAX`` connections);
 * DBOS - RUNS ``DBOS.start_workflow`` calls (its executor has a thread per workflow).
+
+The backend is ``$FLOWLEDGER_BENCH_BACKEND`` (``sqlite`` or ``postgres``, set by
+compare.py for its workers); on PostgreSQL ``db`` is the database's URL and the
+durability setting read back is ``synchronous_commit``.
 
 Measured: durable steps per second (RUNS * N / wall time) and the per-step latency, the
 time between consecutive durable checkpoints of the same run: flowledger's
 ``on_checkpoint`` hook (fires once the append is durable; the first checkpoint of each step
-counts, as one append may hold two of a step), the return of LangGraph's
-``SqliteSaver.put`` (which commits), and for DBOS the start of each step's body (one
-recorded step lies between two starts).
+counts, as one append may hold two of a step), the return of LangGraph's saver's ``put``
+(which commits), and for DBOS the start of each step's body (one recorded step lies
+between two starts). The same on both backends.
 
 Each ``*_concurrent(job)`` takes the compare.py job (``db``: the database file, or
 ``url``: a store URL for flowledger) and returns ``seconds``, ``cpu``, ``steps`` and
@@ -45,6 +52,10 @@ RUNS = 100
 QUICK_RUNS = 10
 PAYLOAD = "x" * 1024
 SYNC = os.environ.get("FLOWLEDGER_BENCH_SYNCHRONOUS", "FULL")
+BACKEND = os.environ.get("FLOWLEDGER_BENCH_BACKEND", "sqlite")
+# PostgresSaver runs every statement under its own lock even over a pool, so the pool's
+# size does not change how many of its writes are in flight; 20 as in LangGraph's guide.
+LG_POOL_MAX = 20
 
 
 class Stamps:
@@ -74,7 +85,22 @@ class Stamps:
 
 
 def _pragmas(conn: Any) -> list[Any]:
+    """The durability settings of a DBAPI connection: ``[synchronous, journal_mode]`` on
+    SQLite, ``[synchronous_commit]`` on PostgreSQL."""
+    if BACKEND == "postgres":
+        row = conn.execute("SHOW synchronous_commit").fetchone()
+        return [next(iter(row.values())) if isinstance(row, dict) else row[0]]
     return [conn.execute(f"PRAGMA {p}").fetchone()[0] for p in ("synchronous", "journal_mode")]
+
+
+async def _store_settings(store: Any) -> list[Any]:
+    """What flowledger's store really writes with, read back on its own connections."""
+    db = store.ledger._db
+    if hasattr(db, "run"):  # SQLite: calls run on the store's connection
+        return db.run(_pragmas)  # type: ignore[no-any-return]
+    async with db.connection() as conn:
+        row = await (await conn.execute("SHOW synchronous_commit")).fetchone()
+        return [row[0]]
 
 
 def _state() -> dict[str, Any]:
@@ -125,10 +151,7 @@ def fl_concurrent(job: dict[str, Any]) -> dict[str, Any]:
             elapsed, cpu = time.perf_counter() - started, time.process_time() - cpu
             for result in results:
                 assert result.run.status is flow.RunStatus.COMPLETED, result.run
-            sync: list[Any] = []
-            db = getattr(store.ledger, "_db", None)
-            if db is not None and hasattr(db, "run"):  # SQLite: read the pragmas back
-                sync = db.run(_pragmas)
+            sync = await _store_settings(store)
             return {"seconds": elapsed, "cpu": cpu, "synchronous": sync}
 
     out = asyncio.run(main())
@@ -138,20 +161,55 @@ def fl_concurrent(job: dict[str, Any]) -> dict[str, Any]:
 # LangGraph
 
 
-def lg_concurrent(job: dict[str, Any]) -> dict[str, Any]:
-    from typing import TypedDict
+def _lg_shared_saver(db: str, stamps: Stamps) -> tuple[Any, list[Any], Callable[[], None]]:
+    """One saver for every thread, whose ``put`` stamps the run; its settings; its close."""
+    if BACKEND == "postgres":
+        from langgraph.checkpoint.postgres import PostgresSaver
+        from psycopg.rows import dict_row
+        from psycopg_pool import ConnectionPool
+
+        class TimedPostgresSaver(PostgresSaver):
+            def put(self, config: Any, *args: Any, **kwargs: Any) -> Any:
+                out = super().put(config, *args, **kwargs)  # autocommit: committed on return
+                stamps.mark(config["configurable"]["thread_id"])
+                return out
+
+        pool: ConnectionPool[Any] = ConnectionPool(
+            conninfo=db,
+            max_size=LG_POOL_MAX,
+            kwargs={"autocommit": True, "prepare_threshold": 0, "row_factory": dict_row},
+            open=True,
+        )
+        with pool.connection() as conn:
+            sync = _pragmas(conn)
+        pg_saver = TimedPostgresSaver(pool)  # type: ignore[arg-type]
+        pg_saver.setup()
+        return pg_saver, sync, pool.close
 
     from langgraph.checkpoint.sqlite import SqliteSaver
-    from langgraph.graph import END, START, StateGraph
-
-    n, runs = job["n"], _runs(job)
-    stamps = Stamps()
 
     class TimedSaver(SqliteSaver):
         def put(self, config: Any, *args: Any, **kwargs: Any) -> Any:
             out = super().put(config, *args, **kwargs)  # committed when it returns
             stamps.mark(config["configurable"]["thread_id"])
             return out
+
+    conn = sqlite3.connect(db, check_same_thread=False)
+    conn.execute("PRAGMA journal_mode=WAL")
+    conn.execute(f"PRAGMA synchronous={SYNC}")
+    sync = _pragmas(conn)
+    saver = TimedSaver(conn)
+    saver.setup()
+    return saver, sync, conn.close
+
+
+def lg_concurrent(job: dict[str, Any]) -> dict[str, Any]:
+    from typing import TypedDict
+
+    from langgraph.graph import END, START, StateGraph
+
+    n, runs = job["n"], _runs(job)
+    stamps = Stamps()
 
     class Plain(TypedDict):
         count: int
@@ -160,12 +218,7 @@ def lg_concurrent(job: dict[str, Any]) -> dict[str, Any]:
     def bump(state: dict[str, Any]) -> dict[str, Any]:
         return {"count": state["count"] + 1}
 
-    conn = sqlite3.connect(job["db"], check_same_thread=False)
-    conn.execute("PRAGMA journal_mode=WAL")
-    conn.execute(f"PRAGMA synchronous={SYNC}")
-    sync = _pragmas(conn)
-    saver = TimedSaver(conn)
-    saver.setup()
+    saver, sync, close = _lg_shared_saver(job["db"], stamps)
     builder = StateGraph(Plain)
     builder.add_node("tick", bump)
     builder.add_edge(START, "tick")
@@ -192,7 +245,7 @@ def lg_concurrent(job: dict[str, Any]) -> dict[str, Any]:
             thread.join()
         elapsed, cpu = time.perf_counter() - started, time.process_time() - cpu
     finally:
-        conn.close()
+        close()
     if errors:
         raise errors[0]
     return {
