@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Compare flowledger with LangGraph (SqliteSaver) and DBOS: bash bench/run.sh [compare.py options]
+# Compare flowledger with LangGraph and DBOS: bash bench/run.sh [compare.py options]
 #
 # The peers live in their own virtual environment (bench/.venv, git-ignored) so the product
 # never depends on them. It is created on first use, and refreshed when
@@ -14,6 +14,13 @@
 # page times on a small and a full database; options after it go to that script):
 #
 #   bash bench/run.sh dashboard --quick
+#
+# "all" runs bench/all.py in bench/.venv: everything of issue #18 in one command - the
+# SQLite comparison, the PostgreSQL comparison (a, b, f, g), bench/workers.py with 1, 2
+# and 3 workers and bench/scale.py; the PostgreSQL parts are skipped, with one line
+# saying so, when the server is unreachable. With --out each part writes its own block:
+#
+#   bash bench/run.sh all [--quick] [--out docs/benchmarks.md] [--postgres-url URL]
 #
 # Environment: PYTHON (the interpreter that creates the venv, default python3),
 # BENCH_VENV (default bench/.venv).
@@ -54,6 +61,11 @@ if [ ! -f "$stamp" ] || [ "$here/requirements-peers.txt" -nt "$stamp" ] \
     "$venv/bin/python" -m pip install --quiet --disable-pip-version-check \
         -e "$root" -r "$here/requirements-peers.txt"
     touch "$stamp"
+fi
+if [ "${1:-}" = "all" ]; then
+    shift
+    cd "$root"
+    exec "$venv/bin/python" "$here/all.py" "$@"
 fi
 if [ "${1:-}" = "dashboard" ]; then
     shift
