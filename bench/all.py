@@ -60,7 +60,7 @@ def parts(args: argparse.Namespace, postgres: bool) -> list[Part]:
     common += ["--reps", str(args.reps)] if args.reps else []
     common += ["--dir", args.dir] if args.dir else []
     out = ["--out", args.out] if args.out else []
-    folder = Path(args.out).resolve().parent if args.out else None
+    folder = Path(args.out).parent if args.out else None
 
     def plot(option: str, name: str) -> list[str]:
         return [option, str(folder / name)] if folder else []
@@ -121,7 +121,9 @@ def block_text(part: Part, stdout: str, command: str) -> str:
     # scale.py's progress lines ("generating ...", "N runs, M checkpoints ...") are not results
     kept = [line for line in stdout.splitlines() if not line.rstrip().endswith("...")]
     body = "\n".join(kept).strip("\n")
-    return f"Made by `{command}`: `{shown(part.argv)}`.\n\n{body}\n"
+    own = shown(part.argv)
+    made = f"Made by `{command}`" + ("." if own in body else f": `{own}`.")
+    return f"{made}\n\n{body}\n"
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -14,7 +14,11 @@ e) resume   - a run pauses for input in one process; a NEW process resumes it: t
               process's wall time, import time and time to its first line;
 f) floor    - raw sqlite3, one 1.2 KiB row per transaction: us per transaction;
 g) concurrent - 100 runs of the a) loop (N=100) started together in one process: durable
-              steps/s, p50/p99 time between a run's durable checkpoints (concurrent_runs.py).
+              steps/s, p50/p99 time between a run's durable checkpoints (concurrent_runs.py),
+              on SQLite and on PostgreSQL.
+
+bench/all.py (``bash bench/run.sh all``) runs this script on both backends, then the
+workers and scale benches.
 
 Every system uses SQLite in WAL mode with synchronous=FULL (read back on the connection
 each system actually writes through; ``--synchronous OFF`` exists only to separate CPU from
