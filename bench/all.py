@@ -94,6 +94,7 @@ def parts(args: argparse.Namespace, postgres: bool) -> list[Part]:
             Part("workers", workers, "results-workers", "Workers on PostgreSQL (generated)"),
         ]
     scale = [py, str(HERE / "scale.py"), *(["--quick"] if args.quick else [])]
+    scale += ["--cache", args.scale_cache] if args.scale_cache else []
     scale += ["--postgres", args.postgres_url] if postgres else []
     chosen.append(Part("scale", scale, "results-scale", "h) scale (generated)"))
     return [part for part in chosen if part.name not in (args.skip or ())]
@@ -134,6 +135,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--reps", type=int, help="repetitions of both comparisons")
     parser.add_argument("--postgres-url", default=compare.PG_URL)
     parser.add_argument("--dir", help="where the comparisons' SQLite databases go")
+    parser.add_argument("--scale-cache", help="bench/scale.py's --cache (default its own)")
     parser.add_argument("--skip", action="append", choices=PARTS, help="leave out this part")
     args = parser.parse_args(argv)
     command = "bash bench/run.sh all " + " ".join(argv if argv is not None else sys.argv[1:])
@@ -146,7 +148,6 @@ def main(argv: Sequence[str] | None = None) -> int:
             "comparison (a, b, f, g), the workers bench and h) on PostgreSQL"
         )
         print(line, flush=True)
-        print(line, file=sys.stderr, flush=True)
     timings: list[str] = []
     failed: list[str] = []
     for part in parts(args, postgres=reason is None):

@@ -36,7 +36,8 @@ def _rows(text: str, key: str) -> list[str]:
 
 
 def test_sqlite_parts_and_one_line_when_postgres_is_unreachable(tmp_path: Path) -> None:
-    stdout, written = _run(tmp_path, "--postgres-url", UNREACHABLE)
+    cache = tmp_path / "scale-cache"
+    stdout, written = _run(tmp_path, "--postgres-url", UNREACHABLE, "--scale-cache", str(cache))
     assert stdout.count("unreachable") == 1
     assert f"PostgreSQL at {UNREACHABLE} unreachable" in stdout
     assert "skipped the PostgreSQL comparison (a, b, f, g)" in stdout
