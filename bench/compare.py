@@ -92,6 +92,9 @@ PG_SYNC_ENV = "FLOWLEDGER_BENCH_SYNCHRONOUS_COMMIT"
 PG_SYNC = os.environ.get(PG_SYNC_ENV, "on")
 PG_PREFIX_ENV = "FLOWLEDGER_BENCH_DATABASE_PREFIX"  # of the databases made (default random)
 POSTGRES_WORKLOADS = ("loop", "floor", "chain", "concurrent")
+# taken when main() starts measuring: the report is written after the run, when the
+# run's own load would be in the figure
+LOAD_AT_START: tuple[float, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -1228,7 +1231,8 @@ def machine() -> list[str]:
             if line.startswith("model name"):
                 model = line.split(":", 1)[1].strip()
                 break
-    load = ", ".join(f"{x:.2f}" for x in os.getloadavg())
+    load = ", ".join(f"{x:.2f}" for x in LOAD_AT_START or os.getloadavg())
+    end = ", ".join(f"{x:.2f}" for x in os.getloadavg())
     dists = (
         "flowledger",
         "langgraph",
@@ -1246,7 +1250,7 @@ def machine() -> list[str]:
             row = conn.execute("SHOW server_version").fetchone()
         database = f"PostgreSQL {row[0] if row else '?'} on the same machine"
     return [
-        f"- CPU: {model}, {os.cpu_count()} cores; load average at start: {load}",
+        f"- CPU: {model}, {os.cpu_count()} cores; load average at start: {load}, at the end: {end}",
         f"- OS: {platform.system()} {platform.release()}; "
         f"Python {platform.python_version()}; {database}",
         "- packages: " + ", ".join(f"{d} {_version(d)}" for d in dists),
@@ -1414,7 +1418,7 @@ def _widths(text: str) -> tuple[int, ...]:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    global SYNC, BACKEND, PG_URL, PG_SYNC
+    global SYNC, BACKEND, PG_URL, PG_SYNC, LOAD_AT_START
     parser = argparse.ArgumentParser(
         description="flowledger vs LangGraph (SqliteSaver) vs DBOS on SQLite; "
         "run it with bash bench/run.sh"
@@ -1520,6 +1524,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not systems:
         parser.error("no system to run")
 
+    LOAD_AT_START = os.getloadavg()
     with tempfile.TemporaryDirectory(prefix="flowledger-bench-", dir=args.dir) as root:
         bench = Bench(args, systems, root)
         try:
