@@ -23,20 +23,6 @@ from .queries import Conn
 __all__ = ["PostgresBlobs"]
 
 
-async def _delete(
-    db: Database, delete: bytes, exists: bytes, key: str, fence: Fence | None
-) -> None:
-    async def body(conn: Conn) -> None:
-        await db.check_fence(conn, fence)
-        await conn.execute(delete, (key,))
-
-    async def resolve(lost: psycopg.OperationalError) -> None:
-        if await db.read(lambda conn: queries.one(conn, exists, (key,))) is not None:
-            raise lost  # still there: the delete did not happen (yet)
-
-    await db.write(body, resolve)
-
-
 async def _put(db: Database, key: str, data: bytes, fence: Fence | None) -> None:
     digest = hashlib.sha256(data).digest()
     crc = bound_checksum(blob_place(key), data)
@@ -72,8 +58,16 @@ async def _get(db: Database, key: str) -> bytes:
     return verified(row[0], row[1], blob_place(key), f"blob {key!r}")
 
 
-async def _delete_blob(db: Database, key: str, fence: Fence | None) -> None:
-    await _delete(db, db.q.blob_delete, db.q.blob_exists, key, fence)
+async def _delete(db: Database, key: str, fence: Fence | None) -> None:
+    async def body(conn: Conn) -> None:
+        await db.check_fence(conn, fence)
+        await conn.execute(db.q.blob_delete, (key,))
+
+    async def resolve(lost: psycopg.OperationalError) -> None:
+        if await db.read(lambda conn: queries.one(conn, db.q.blob_exists, (key,))) is not None:
+            raise lost  # still there: the delete did not happen (yet)
+
+    await db.write(body, resolve)
 
 
 async def _list(db: Database, low: str, high: str) -> list[str]:
@@ -97,7 +91,7 @@ class PostgresBlobs:
     async def delete(self, key: str, *, fence: Fence | None = None) -> None:
         validate_name(key)
         check_fence(fence)
-        await _delete_blob(self._db, key, fence)
+        await _delete(self._db, key, fence)
 
     async def list(self, prefix: str = "") -> list[str]:
         bounds = prefix_bounds(prefix)

@@ -17,6 +17,8 @@ Semantics, the same as the memory oracle's (the conformance suite compares them)
   nothing was written and the write is redone); every other write is an
   explicit transaction. Concurrent writers of one key or log queue on its row lock; the loser
   re-checks and gets the contract's conflict error.
+* Text keys are ``COLLATE "C"``, so listings are sorted by byte order whatever the
+  database's locale.
 
 Fences. A fenced write (see `fence`) starts its transaction by reading its
 lease's row ``FOR SHARE`` (in a single-statement write, its first part, which

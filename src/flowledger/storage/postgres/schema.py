@@ -1,6 +1,6 @@
 """The PostgreSQL schema: its tables, its version and the migrations between versions.
 
-Schema. The tables live in the URL's schema, next to
+The tables live in the URL's schema, next to
 ``flowledger_migrations(version, applied_at)``, one row per applied migration.
 Opening a store reads the highest version (one query when up to date); a
 missing or older schema is migrated in one transaction under a
@@ -186,11 +186,11 @@ _MIGRATIONS: Final[tuple[tuple[_Step, ...], ...]] = (
     (_add_checksums,),
     # version 3: each checksum bound to its value's place (see `checksum`)
     (_bind_checksums,),
-    # version 4: which attachments each log refers to (see `ledger` and the module
-    # docstring's "Collection"). The attachment column is renamed so that a process of
-    # version 3 still running fails loudly instead of sending attachments without
-    # references. Logs written before have none: ``refs_complete`` says whether any could
-    # be missing (only if attachments exist; the rename's lock keeps that exact).
+    # version 4: which attachments each log refers to (see `ledger` and `collection`).
+    # The attachment column is renamed so that a process of version 3 still running
+    # fails loudly instead of sending attachments without references. Logs written
+    # before have none: ``refs_complete`` says whether any could be missing (only if
+    # attachments exist; the rename's lock keeps that exact).
     (
         "ALTER TABLE {s}.attachments RENAME COLUMN data TO content",
         """CREATE TABLE {s}.attachment_refs (

@@ -10,15 +10,18 @@
   together are group-committed, see `worker`).
 * A fenced write (see `fence`) reads its lease's row inside its ``BEGIN
   IMMEDIATE`` transaction, before anything else.
+* Listings (KV keys, blob keys, log names) are sorted by byte order (the default
+  ``BINARY`` collation; names are ASCII).
 * Before every write (and every lease renewal) the store checks that its files are
   still the ones it opened (`Database.check_files`); once they are not, it refuses
   to write (`StoreBrokenError`).
 
-Settings: ``journal_mode=WAL`` (readers never block the writer and vice
-versa), ``busy_timeout`` and ``synchronous`` from the URL (see `url`). A new file is
-created with ``auto_vacuum=INCREMENTAL`` (see `collection`). SQLite errors other than
-the contract's (for example ``database is locked`` after ``busy_timeout``, or a full
-disk) propagate as `sqlite3.Error` after the transaction is rolled back.
+Settings: ``journal_mode=WAL`` (readers never block the writer and vice versa),
+``busy_timeout`` and ``synchronous`` from the URL (see `url`). Each `Store` owns one
+connection. A new file is created with ``auto_vacuum=INCREMENTAL`` (see `collection`).
+SQLite errors other than the contract's (for example ``database is locked`` after
+``busy_timeout``, or a full disk) propagate as `sqlite3.Error` after the transaction is
+rolled back.
 
 Every KV value, blob and ledger record is stored with its CRC-32 bound to its
 place (key and revision, blob key, log and sequence number) and checked on
