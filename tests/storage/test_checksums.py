@@ -26,7 +26,6 @@ from flowledger.storage import (
     Store,
     open_store,
 )
-from flowledger.storage import sqlite as sqlite_backend
 from flowledger.storage.checksum import (
     blob_place,
     bound_checksum,
@@ -35,6 +34,7 @@ from flowledger.storage.checksum import (
     record_place,
     verified,
 )
+from flowledger.storage.sqlite import schema as sqlite_schema
 
 from .._postgres import postgres_url, require_postgres
 
@@ -367,10 +367,10 @@ async def test_a_version_1_sqlite_file_gains_checksums(tmp_path: Path) -> None:
     conn = sqlite3.connect(path, isolation_level=None)
     try:
         conn.execute("BEGIN")
-        conn.execute(sqlite_backend._CREATE_META)
-        for statement in sqlite_backend._MIGRATIONS[0]:
+        conn.execute(sqlite_schema._CREATE_META)
+        for statement in sqlite_schema._MIGRATIONS[0]:
             conn.execute(statement)
-        conn.execute(sqlite_backend._SET_VERSION, ("1",))
+        conn.execute(sqlite_schema._SET_VERSION, ("1",))
         conn.executemany("INSERT INTO kv (key, revision, value) VALUES (?, ?, ?)", V1_KV)
         conn.executemany("INSERT INTO blobs (key, data) VALUES (?, ?)", V1_BLOBS)
         conn.execute("INSERT INTO ledger_logs (id, name) VALUES (7, 'log/v1')")
@@ -385,10 +385,10 @@ async def test_a_version_1_sqlite_file_gains_checksums(tmp_path: Path) -> None:
         await check_migrated(store, SqliteRaw(path))
     conn = sqlite3.connect(path)
     try:
-        (version,) = conn.execute(sqlite_backend._GET_VERSION).fetchone()
+        (version,) = conn.execute(sqlite_schema._GET_VERSION).fetchone()
     finally:
         conn.close()
-    assert version == str(sqlite_backend.SCHEMA_VERSION) == "4"
+    assert version == str(sqlite_schema.SCHEMA_VERSION) == "4"
     # A version-1 process still running against the file fails loudly on every value
     # statement instead of writing a value without (or with a stale) checksum.
     conn = sqlite3.connect(path, isolation_level=None)
@@ -403,17 +403,18 @@ async def test_a_version_1_sqlite_file_gains_checksums(tmp_path: Path) -> None:
 async def test_a_version_1_postgres_schema_gains_checksums() -> None:
     import psycopg
 
-    from flowledger.storage import postgres as pg
+    from flowledger.storage.postgres import parse_postgres_url
+    from flowledger.storage.postgres import schema as pg_schema
 
     with postgres_url() as url:
-        schema = pg.parse_postgres_url(url).schema
+        schema = parse_postgres_url(url).schema
         with psycopg.connect(require_postgres(), autocommit=True) as conn:
-            conn.execute(pg._render(pg._CREATE_SCHEMA, schema))
-            conn.execute(pg._render(pg._CREATE_MIGRATIONS, schema))
-            for statement in pg._MIGRATIONS[0]:
+            conn.execute(pg_schema.render(pg_schema._CREATE_SCHEMA, schema))
+            conn.execute(pg_schema.render(pg_schema._CREATE_MIGRATIONS, schema))
+            for statement in pg_schema._MIGRATIONS[0]:
                 assert isinstance(statement, str)
-                conn.execute(pg._render(statement, schema))
-            conn.execute(pg._render(pg._SET_VERSION, schema), (1,))
+                conn.execute(pg_schema.render(statement, schema))
+            conn.execute(pg_schema.render(pg_schema._SET_VERSION, schema), (1,))
             with conn.cursor() as cursor:
                 cursor.executemany(
                     f'INSERT INTO "{schema}".kv (key, revision, value) VALUES (%s, %s, %s)', V1_KV
@@ -586,10 +587,10 @@ async def test_a_version_2_sqlite_file_has_its_checksums_bound(tmp_path: Path) -
     conn.create_function("flowledger_crc32", 1, checksum)
     try:
         conn.execute("BEGIN")
-        conn.execute(sqlite_backend._CREATE_META)
-        for statement in (*sqlite_backend._MIGRATIONS[0], *sqlite_backend._MIGRATIONS[1]):
+        conn.execute(sqlite_schema._CREATE_META)
+        for statement in (*sqlite_schema._MIGRATIONS[0], *sqlite_schema._MIGRATIONS[1]):
             conn.execute(statement)
-        conn.execute(sqlite_backend._SET_VERSION, ("2",))
+        conn.execute(sqlite_schema._SET_VERSION, ("2",))
         conn.executemany(
             "INSERT INTO kv (key, revision, content, crc) VALUES (?, ?, ?, ?)",
             [(k, r, v, v2_crc(k, v)) for k, r, v in V2_KV],
@@ -610,7 +611,7 @@ async def test_a_version_2_sqlite_file_has_its_checksums_bound(tmp_path: Path) -
         await check_bound(store, SqliteRaw(path))
     conn = sqlite3.connect(path, isolation_level=None)
     try:
-        assert conn.execute(sqlite_backend._GET_VERSION).fetchone() == ("4",)
+        assert conn.execute(sqlite_schema._GET_VERSION).fetchone() == ("4",)
         # A version-2 process still running against the file fails loudly on every value
         # statement instead of writing (or trusting) an unbound checksum.
         for statement, params in V2_STATEMENTS_SQLITE:
@@ -623,24 +624,25 @@ async def test_a_version_2_sqlite_file_has_its_checksums_bound(tmp_path: Path) -
 async def test_a_version_2_postgres_schema_has_its_checksums_bound() -> None:
     import psycopg
 
-    from flowledger.storage import postgres as pg
+    from flowledger.storage.postgres import parse_postgres_url
+    from flowledger.storage.postgres import schema as pg_schema
 
     with postgres_url() as url:
-        schema = pg.parse_postgres_url(url).schema
+        schema = parse_postgres_url(url).schema
         s = f'"{schema}"'
         async with await psycopg.AsyncConnection.connect(
             require_postgres(), autocommit=True
         ) as conn:
-            await conn.execute(pg._render(pg._CREATE_SCHEMA, schema))
-            await conn.execute(pg._render(pg._CREATE_MIGRATIONS, schema))
+            await conn.execute(pg_schema.render(pg_schema._CREATE_SCHEMA, schema))
+            await conn.execute(pg_schema.render(pg_schema._CREATE_MIGRATIONS, schema))
             for number in (1, 2):
                 async with conn.transaction():
-                    for step in pg._MIGRATIONS[number - 1]:
+                    for step in pg_schema._MIGRATIONS[number - 1]:
                         if isinstance(step, str):
-                            await conn.execute(pg._render(step, schema))
+                            await conn.execute(pg_schema.render(step, schema))
                         else:
                             await step(conn, schema)
-                    await conn.execute(pg._render(pg._SET_VERSION, schema), (number,))
+                    await conn.execute(pg_schema.render(pg_schema._SET_VERSION, schema), (number,))
             async with conn.cursor() as cursor:
                 await cursor.executemany(
                     f"INSERT INTO {s}.kv (key, revision, content, crc) VALUES (%s, %s, %s, %s)",

@@ -24,7 +24,7 @@ from flowledger.storage import (
     Store,
     open_store,
 )
-from flowledger.storage.sqlite import _Database
+from flowledger.storage.sqlite.database import Database
 
 from ._procs import run_threads, shares_state
 
@@ -113,15 +113,15 @@ def sqlite_url(tmp_path: Path) -> str:
 def count_commits(monkeypatch: pytest.MonkeyPatch, fail: list[Exception]) -> list[int]:
     """Count COMMITs of every SQLite store; the next one raises ``fail.pop()`` if any."""
     commits = [0]
-    real = _Database._commit
+    real = Database.commit
 
-    def commit(self: _Database) -> None:
+    def commit(self: Database) -> None:
         commits[0] += 1
         if fail:
             raise fail.pop()
         real(self)
 
-    monkeypatch.setattr(_Database, "_commit", commit)
+    monkeypatch.setattr(Database, "commit", commit)
     return commits
 
 

@@ -16,9 +16,9 @@ from flowledger.storage import (
     digest_of,
     open_store,
 )
-from flowledger.storage import postgres as postgres_backend
-from flowledger.storage import sqlite as sqlite_backend
 from flowledger.storage.checksum import bound_checksum, record_place
+from flowledger.storage.postgres import schema as postgres_schema
+from flowledger.storage.sqlite import schema as sqlite_schema
 
 from .._postgres import postgres_url
 
@@ -30,7 +30,7 @@ async def v3_sqlite(path: str, monkeypatch: pytest.MonkeyPatch, *, attachments: 
     """A version 3 SQLite file holding log ``old`` (and, with ``attachments``, two)."""
     url = f"sqlite:///{path}"
     with monkeypatch.context() as patch:
-        patch.setattr(sqlite_backend, "SCHEMA_VERSION", 3)
+        patch.setattr(sqlite_schema, "SCHEMA_VERSION", 3)
         async with open_store(url):
             pass
     conn = sqlite3.connect(path, isolation_level=None)
@@ -58,7 +58,7 @@ async def v3_sqlite(path: str, monkeypatch: pytest.MonkeyPatch, *, attachments: 
 async def v3_postgres(url: str, monkeypatch: pytest.MonkeyPatch, *, attachments: bool) -> str:
     """A version 3 schema holding log ``old`` (and, with ``attachments``, two)."""
     with monkeypatch.context() as patch:
-        patch.setattr(postgres_backend, "SCHEMA_VERSION", 3)
+        patch.setattr(postgres_schema, "SCHEMA_VERSION", 3)
         async with open_store(url) as store:
             db = store.ledger._db  # type: ignore[attr-defined]
             s = db.settings.schema

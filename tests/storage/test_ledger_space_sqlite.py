@@ -8,7 +8,7 @@ import sqlite3
 from pathlib import Path
 
 from flowledger.storage import LedgerUsage, Store, digest_of, open_store
-from flowledger.storage import sqlite as sqlite_backend
+from flowledger.storage.sqlite import schema as sqlite_schema
 
 LOGS = 60
 RECORD = b"r" * 1000
@@ -63,7 +63,7 @@ async def test_an_older_file_keeps_its_pages_until_vacuum(tmp_path: Path) -> Non
     incremental auto-vacuum on, so later sweeps give back at once."""
     path = tmp_path / "old.db"
     conn = sqlite3.connect(path)
-    conn.execute(sqlite_backend._CREATE_META)  # a table already there: as in an old file
+    conn.execute(sqlite_schema._CREATE_META)  # a table already there: as in an old file
     conn.close()
     async with open_store(f"sqlite:///{path}") as store:
         assert pragma(path, "auto_vacuum") == 0

@@ -45,6 +45,7 @@ from flowledger.storage.postgres import (  # noqa: E402
     SchemaVersionError,
     parse_postgres_url,
 )
+from flowledger.storage.postgres import queries as pg_queries  # noqa: E402
 
 from .. import _postgres  # noqa: E402
 from .._postgres import postgres_url, require_postgres, with_options  # noqa: E402
@@ -506,7 +507,7 @@ class CommitFault:
             raise error
 
         monkeypatch.setattr(psycopg.AsyncTransaction, "__aexit__", exit_)
-        real_one = pg._one
+        real_one = pg_queries.one
 
         async def one(conn: Any, query: bytes, params: Any) -> Any:
             if not self.plan or not query.startswith(b"WITH "):  # not a one-statement write
@@ -524,7 +525,7 @@ class CommitFault:
             self.injected.append(error)
             raise error
 
-        monkeypatch.setattr(pg, "_one", one)
+        monkeypatch.setattr(pg_queries, "one", one)
 
     def next(self, action: str, meanwhile: Callable[[], Awaitable[None]] | None = None) -> None:
         self.plan = [action]
@@ -713,7 +714,7 @@ async def test_a_failure_before_commit_needs_no_resolution(
     """Nothing can have been written when the connection fails before COMMIT was sent."""
     db = db_of(store)
     resolved: list[object] = []
-    real_one = pg._one
+    real_one = pg_queries.one
     real_resolve = db._resolve
     failures = [psycopg.OperationalError("injected: dropped before COMMIT")]
 
@@ -726,7 +727,7 @@ async def test_a_failure_before_commit_needs_no_resolution(
         resolved.append(lost)
         return await real_resolve(lost, how)
 
-    monkeypatch.setattr(pg, "_one", one)
+    monkeypatch.setattr(pg_queries, "one", one)
     monkeypatch.setattr(db, "_resolve", resolve)
     with pytest.raises(psycopg.OperationalError, match="before COMMIT"):
         await store.blobs.put("b", b"v")  # an explicit transaction (a KV write is not)

@@ -1,0 +1,37 @@
+"""Opening a SQLite store: `connect_sqlite`."""
+
+from __future__ import annotations
+
+from ..lease import Leaser
+from ..store import Store
+from .blobs import SQLiteBlobs
+from .database import Database
+from .kv import SQLiteKV
+from .leases import SQLiteLeaseBackend
+from .ledger import SQLiteLedger
+from .url import parse_sqlite_url
+from .worker import Worker
+
+__all__ = ["connect_sqlite"]
+
+
+async def connect_sqlite(url: str, *, read_only: bool = False) -> Store:
+    """Open (creating if needed) the SQLite store named by ``url``; with ``read_only``,
+    open an existing one for reading only (`StoreNotFoundError` if there is none, and
+    writes fail) - it works in a read-only directory or on a read-only file."""
+    settings = parse_sqlite_url(url)
+    worker = Worker(Database(settings, read_only=read_only))
+    try:
+        await worker.call(worker.db.open)
+    except BaseException:
+        await worker.close()
+        raise
+    return Store(
+        url,
+        SQLiteKV(worker),
+        SQLiteBlobs(worker),
+        SQLiteLedger(worker),
+        Leaser(SQLiteLeaseBackend(worker)),
+        read_only=read_only,
+        _close_backend=worker.close,
+    )
