@@ -878,3 +878,42 @@ async def test_big_blob_is_compared_without_sending_it_back(store: Store) -> Non
     with pytest.raises(BlobConflictError):
         await store.blobs.put("big", big + b"\x00")
     assert await store.blobs.get("big") == big
+
+
+async def test_an_append_naming_attachments_is_one_statement(
+    store: Store, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An append that sends one attachment and refers to another stored one is a single
+    statement with no explicit transaction: one round trip, its own commit."""
+    stored = b"stored attachment" * 20
+    sent = b"sent attachment" * 20
+    await store.ledger.append("log", [b"1"], expected=0, attachments={digest_of(stored): stored})
+    statements: list[bytes] = []
+    transactions: list[object] = []
+    real_execute = psycopg.AsyncConnection.execute
+    real_transaction = psycopg.AsyncConnection.transaction
+
+    def execute(conn: Any, query: Any, *args: Any, **kwargs: Any) -> Any:
+        statements.append(bytes(query) if isinstance(query, bytes | str) else b"?")
+        return real_execute(conn, query, *args, **kwargs)
+
+    def transaction(conn: Any, *args: Any, **kwargs: Any) -> Any:
+        transactions.append(conn)
+        return real_transaction(conn, *args, **kwargs)
+
+    monkeypatch.setattr(psycopg.AsyncConnection, "execute", execute)
+    monkeypatch.setattr(psycopg.AsyncConnection, "transaction", transaction)
+    await store.ledger.append(
+        "log",
+        [b"2"],
+        expected=1,
+        attachments={digest_of(sent): sent},
+        refs=[digest_of(stored)],
+    )
+    monkeypatch.undo()
+    assert len(statements) == 1 and transactions == []
+    assert [r.payload for r in await store.ledger.read("log")] == [b"1", b"2"]
+    assert set(await store.ledger.attachments([digest_of(stored), digest_of(sent)])) == {
+        digest_of(stored),
+        digest_of(sent),
+    }

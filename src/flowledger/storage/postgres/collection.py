@@ -1,10 +1,11 @@
 """PostgreSQL references and collection: what the ledger's attachments are kept for.
 
 See `ledger` and docs/storage.md. ``attachment_refs`` holds one row per log
-and digest it refers to. An append, after claiming its log's row, share-locks (``FOR KEY
-SHARE``, in digest order) every stored attachment it sends or names in refs, raises
-`AttachmentNotFoundError` for a ref that is not there, and inserts records, attachments
-and references in one statement. A sweep page locks unreferenced attachments ``FOR
+and digest it refers to. An append, in its one statement, share-locks (``FOR KEY
+SHARE``, in digest order) every stored attachment it sends or names in refs, claims its
+log's row only if every ref was there to be locked (else it raises
+`AttachmentNotFoundError`, having written nothing), and inserts records, attachments and
+references. A sweep page locks unreferenced attachments ``FOR
 UPDATE SKIP LOCKED`` (passing over those an append in flight holds; an append that comes
 later waits for the sweep's commit and finds the row gone), then deletes, in a new
 statement whose fresh snapshot sees every reference committed before the locks were

@@ -3,10 +3,10 @@
 Ledger sequence numbers are 1-based and contiguous per log; a log has a row in
 ``ledger_logs`` whose ``tip`` is its last sequence number and whose row lock serialises
 the log's appenders. An append claims the tip, then inserts its records and (if absent)
-its attachments, all or nothing: without references, in one statement (see
-`Database.statement`); with them, in a transaction that first share-locks the
-attachments it refers to (see `collection`). A lost acknowledgement is resolved by
-re-reading the records (see `database`).
+its attachments and references, all or nothing, in one statement (see
+`Database.statement`) that first share-locks the stored attachments it refers to and
+claims the tip only if all of its refs were there to lock (see `collection`). A lost
+acknowledgement is resolved by re-reading the records (see `database`).
 """
 
 from __future__ import annotations
@@ -64,34 +64,10 @@ async def _append(
         query = db.q.append_advance_fenced if fence else db.q.append_advance
         claim = (tip, name, expected)
     guard = (fence.lease, fence.epoch) if fence else ()
-    params = (*guard, *claim, expected, payloads, crcs, digests, datas)
-
-    referred = digests + [bytes.fromhex(d) for d in needed]
-
-    async def body(conn: Conn) -> int:
-        await db.check_fence(conn, fence)
-        while True:
-            if expected == 0:
-                row = await queries.one(conn, db.q.log_create, (name, tip))
-            else:
-                row = await queries.one(conn, db.q.log_advance, (tip, name, expected))
-            if row is not None:
-                break
-            current = await queries.one(conn, db.q.ledger_tip, (name,))
-            actual = 0 if current is None else int(current[0])
-            if actual != expected:
-                raise LedgerConflictError(name, expected, actual)
-        if referred:
-            locked = await queries.rows(conn, db.q.attachments_lock, (referred,))
-            stored = {bytes(d) for (d,) in locked}
-            for digest in needed:
-                if bytes.fromhex(digest) not in stored:
-                    raise AttachmentNotFoundError(digest)
-        await conn.execute(
-            db.q.ledger_insert,
-            (row[0], expected, payloads, crcs, row[0], referred, digests, datas),
-        )
-        return tip
+    refs = [bytes.fromhex(d) for d in needed]
+    referred = sorted(digests + refs)
+    held = (referred, refs)
+    params = (*guard, *held, *claim, len(refs), expected, payloads, crcs, referred, digests, datas)
 
     async def resolve(lost: psycopg.OperationalError) -> int:
         async def reread(conn: Conn) -> tuple[list[bytes], int, int]:
@@ -111,15 +87,11 @@ async def _append(
             raise lost
         raise LedgerConflictError(name, expected, actual)
 
-    if referred:
-        # Attachments are share-locked before their references are inserted (see
-        # the sweep), which takes a transaction of several statements.
-        return await db.write(body, resolve)
     while True:
         row, retried = await db.statement(query, params, resolve)
         if row is None:
             return tip  # a lost acknowledgement, resolved: it had committed
-        claimed, epoch, live = row or (None, fence and fence.epoch, True)
+        claimed, refs_held, epoch, live = row or (None, None, fence and fence.epoch, True)
         if fence is not None and (epoch != fence.epoch or not live):
             current = 0 if epoch is None else int(epoch)
             raise refused(FencedWriteError(fence.lease, fence.epoch, current, bool(live)))
@@ -131,6 +103,15 @@ async def _append(
                 with contextlib.suppress(psycopg.OperationalError):
                     return await resolve(psycopg.OperationalError("append retried"))
             raise LedgerConflictError(name, expected, actual)
+        if refs_held is not None and refs_held < len(refs):
+            # A ref is not stored (or a sweep deleted it while this waited for its lock).
+            stored = await db.read(lambda conn: queries.rows(conn, db.q.attachments_in, (refs,)))
+            present = {bytes(d).hex() for (d,) in stored}
+            missing = next((d for d in needed if d not in present), None)
+            if missing is not None:
+                raise AttachmentNotFoundError(missing)
+            # Stored again since (another writer re-sent it): claim again.
+            continue
         # The tip is back where we expected (a claim that raced a creator that rolled
         # back): claim again.
 

@@ -62,49 +62,29 @@ class Queries:
     blob_list: bytes = b"SELECT key FROM {s}.blobs WHERE key >= %s AND key < %s ORDER BY key"
 
     # A whole append in one statement (so in one implicit transaction, one round trip):
-    # claim the tip, insert the records and the attachments, each write guarded by the
-    # claim; ``{fence}`` is the fence's lease row read ``FOR SHARE`` (or nothing). The
-    # claim's id is NULL when the tip moved or the fence refused; the fence's epoch and
-    # liveness come back beside it. Attachments are inserted in digest order, so
-    # concurrent appends sharing some never deadlock.
+    # share-lock the stored attachments it sends or refers to (``held`` counts those of
+    # its refs), claim the tip, insert the records, the references and the attachments,
+    # each write guarded by the claim; ``{fence}`` is the fence's lease row read ``FOR
+    # SHARE`` (or nothing). The claim is conditioned on every ref being held, so no
+    # reference is ever inserted without its attachment locked first (see the sweep).
+    # The claim's id is NULL when the tip moved, a ref is missing or the fence refused;
+    # the count of refs held and the fence's epoch and liveness come back beside it.
+    # Locks and inserts go in digest order, so concurrent appends sharing attachments
+    # never deadlock.
     append_create: bytes = (
-        b"WITH {fence}"
-        b"log AS (INSERT INTO {s}.ledger_logs (name, tip) SELECT %s::text, %s::bigint WHERE {ok} "
-        b"ON CONFLICT (name) DO NOTHING RETURNING id), {rest}"
+        b"WITH {fence}{held}"
+        b"log AS (INSERT INTO {s}.ledger_logs (name, tip) SELECT %s::text, %s::bigint "
+        b"WHERE {ok} AND (SELECT n FROM held) = %s ON CONFLICT (name) DO NOTHING RETURNING id), "
+        b"{rest}"
     )
     append_advance: bytes = (
-        b"WITH {fence}"
+        b"WITH {fence}{held}"
         b"log AS (UPDATE {s}.ledger_logs SET tip = %s WHERE name = %s AND tip = %s AND {ok} "
-        b"RETURNING id), {rest}"
+        b"AND (SELECT n FROM held) = %s RETURNING id), {rest}"
     )
-    # An append that names attachments takes the locking path of `ledger_append` instead:
-    # claim the next ``n`` sequence numbers of a log (create it, expected 0, or move its
-    # tip from ``expected``; the row lock queues concurrent appenders of the log), ...
-    log_create: bytes = (
-        b"INSERT INTO {s}.ledger_logs (name, tip) VALUES (%s, %s) "
-        b"ON CONFLICT (name) DO NOTHING RETURNING id"
-    )
-    log_advance: bytes = (
-        b"UPDATE {s}.ledger_logs SET tip = %s WHERE name = %s AND tip = %s RETURNING id"
-    )
-    # ... then the records, the attachments and the references, in one statement.
-    # Attachments are inserted in digest order, so concurrent appends sharing some never
-    # deadlock.
-    ledger_insert: bytes = (
-        b"WITH records AS ("
-        b"INSERT INTO {s}.ledger_records (log_id, seq, content, bound_crc) "
-        b"SELECT %s, %s + r.ord, r.payload, r.crc "
-        b"FROM unnest(%s::bytea[], %s::integer[]) WITH ORDINALITY AS r(payload, crc, ord)"
-        b"), refs AS ("
-        b"INSERT INTO {s}.attachment_refs (log_id, digest) SELECT %s, d FROM unnest(%s::bytea[]) "
-        b"AS d ORDER BY d ON CONFLICT DO NOTHING"
-        b") INSERT INTO {s}.attachments (digest, content) "
-        b"SELECT a.digest, a.data FROM unnest(%s::bytea[], %s::bytea[]) AS a(digest, data) "
-        b"ORDER BY a.digest ON CONFLICT (digest) DO NOTHING"
-    )
-    # An append (or `add_refs`) first share-locks the stored attachments it refers to, in
-    # digest order: a sweep that locked one first (FOR UPDATE) has deleted it or found it
-    # referenced by the time this returns, and a sweep that comes later skips it.
+    # `add_refs` first share-locks the stored attachments it refers to (as an append
+    # does), in digest order: a sweep that locked one first (FOR UPDATE) has deleted it or
+    # found it referenced by the time this returns, and a sweep that comes later skips it.
     attachments_lock: bytes = (
         b"SELECT digest FROM {s}.attachments WHERE digest = ANY(%s) ORDER BY digest FOR KEY SHARE"
     )
@@ -174,6 +154,7 @@ class Queries:
     )
     attachments_get: bytes = b"SELECT digest, content FROM {s}.attachments WHERE digest = ANY(%s)"
     attachments_count: bytes = b"SELECT count(*) FROM {s}.attachments WHERE digest = ANY(%s)"
+    attachments_in: bytes = b"SELECT digest FROM {s}.attachments WHERE digest = ANY(%s)"
 
     # ON CONFLICT DO UPDATE locks the existing row even when its WHERE refuses the update,
     # so the follow-up read of the holder's epoch (same transaction) cannot race.
@@ -241,10 +222,17 @@ _APPEND_FENCE: Final = (
     b"FROM {s}.leases WHERE name = %s FOR SHARE), "
     b"ok AS (SELECT 1 FROM fence WHERE epoch = %s AND live), "
 )
+_APPEND_HELD: Final = (
+    b"locked AS (SELECT digest FROM {s}.attachments WHERE digest = ANY(%s::bytea[]) "
+    b"ORDER BY digest FOR KEY SHARE), "
+    b"held AS (SELECT count(*) AS n FROM locked WHERE digest = ANY(%s::bytea[])), "
+)
 _APPEND_REST: Final = (
     b"records AS (INSERT INTO {s}.ledger_records (log_id, seq, content, bound_crc) "
     b"SELECT log.id, %s + r.ord, r.payload, r.crc FROM log, "
     b"unnest(%s::bytea[], %s::integer[]) WITH ORDINALITY AS r(payload, crc, ord)), "
+    b"refs AS (INSERT INTO {s}.attachment_refs (log_id, digest) SELECT log.id, d "
+    b"FROM log, unnest(%s::bytea[]) AS d ORDER BY d ON CONFLICT DO NOTHING), "
     b"attached AS (INSERT INTO {s}.attachments (digest, content) "
     b"SELECT a.digest, a.data FROM unnest(%s::bytea[], %s::bytea[]) AS a(digest, data) "
     b"WHERE EXISTS (SELECT 1 FROM log) ORDER BY a.digest ON CONFLICT (digest) DO NOTHING) "
@@ -269,14 +257,21 @@ def _write_statement(write: bytes, *, fenced: bool, schema: bytes) -> bytes:
 
 
 def _append_query(template: bytes, *, fenced: bool, schema: bytes) -> bytes:
+    held = b"(SELECT n FROM held)"
     if fenced:
-        rest = _APPEND_REST + b"SELECT (SELECT id FROM log), epoch, live FROM fence "
+        rest = _APPEND_REST + b"SELECT (SELECT id FROM log), " + held + b", epoch, live FROM fence "
         # No lease row: one row all the same, so the refusal can name epoch 0.
-        rest += b"UNION ALL SELECT NULL, NULL, NULL WHERE NOT EXISTS (SELECT 1 FROM fence)"
+        rest += b"UNION ALL SELECT NULL, NULL, NULL, NULL WHERE NOT EXISTS (SELECT 1 FROM fence)"
         fence, ok = _APPEND_FENCE, b"EXISTS (SELECT 1 FROM ok)"
     else:
-        rest, fence, ok = _APPEND_REST + b"SELECT id, NULL, NULL FROM log", b"", b"TRUE"
-    query = template.replace(b"{fence}", fence).replace(b"{ok}", ok).replace(b"{rest}", rest)
+        rest = _APPEND_REST + b"SELECT (SELECT id FROM log), " + held + b", NULL, NULL"
+        fence, ok = b"", b"TRUE"
+    query = (
+        template.replace(b"{fence}", fence)
+        .replace(b"{held}", _APPEND_HELD)
+        .replace(b"{ok}", ok)
+        .replace(b"{rest}", rest)
+    )
     return query.replace(b"{s}", schema)
 
 
