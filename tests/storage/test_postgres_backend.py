@@ -98,6 +98,8 @@ def test_parse_options_and_libpq_passthrough() -> None:
     )
     assert (settings.schema, settings.pool_min, settings.pool_max) == ("tenant_7", 2, 5)
     assert settings.connect_timeout == 3
+    assert settings.prepare is True
+    assert parse_postgres_url("postgresql://h/d?prepare=off").prepare is False
     # Our options are gone; libpq's are passed on, percent-encoded (libpq decodes them).
     assert settings.conninfo == (
         "postgresql://u:p%40ss@h/d?sslmode=require&application_name=my%20app"
@@ -145,6 +147,8 @@ def test_parse_pool_sizes(query: str, pool_min: int, pool_max: int) -> None:
         ("postgresql://h/d?pool_min=5&pool_max=2", "must not be less than pool_min"),
         ("postgresql://h/d?connect_timeout=0", "connect_timeout must be a whole number"),
         ("postgresql://h/d?connect_timeout=1.5", "connect_timeout must be a whole number"),
+        ("postgresql://h/d?prepare=yes", "prepare must be on or off"),
+        ("postgresql://h/d?prepare=", "prepare must be on or off"),
     ],
 )
 async def test_bad_urls_are_rejected(url: str, reason: str) -> None:
@@ -220,7 +224,7 @@ async def test_pool_settings_are_applied(pg_url: str) -> None:
         assert pool.get_stats()["pool_size"] >= 2
         async with db_of(store).connection() as conn:
             assert conn.autocommit is True
-            assert conn.prepare_threshold is None
+            assert conn.prepare_threshold == 5  # psycopg's default (see prepare=off)
             assert conn.isolation_level == psycopg.IsolationLevel.READ_COMMITTED
             assert conn.info.get_parameters()["connect_timeout"] == "4"
 
@@ -230,16 +234,28 @@ async def test_pool_settings_are_applied(pg_url: str) -> None:
         assert pool.get_stats()["pool_size"] <= 3
 
 
-async def test_no_server_side_prepared_statements(pg_url: str) -> None:
-    """prepare_threshold=None: repeated statements are never prepared (pooler-safe)."""
-    async with open_store(with_options(pg_url, pool_max=1)) as store:
+@pytest.mark.parametrize("prepare", ["on", "off"])
+async def test_repeated_statements_are_prepared_unless_prepare_is_off(
+    pg_url: str, prepare: str
+) -> None:
+    """By default a connection prepares what it runs repeatedly (the server parses and
+    plans an append once); with ``prepare=off`` nothing is ever prepared, so a
+    transaction-mode pooler without prepared-statement support works."""
+    async with open_store(with_options(pg_url, pool_max=1, prepare=prepare)) as store:
         for i in range(10):
             await store.kv.put(f"k{i}", b"v", expected=0)
             await store.kv.get(f"k{i}")
             await store.ledger.append("log", [b"r"], expected=i)
         async with db_of(store).connection() as conn:
-            cursor = await conn.execute("SELECT count(*) FROM pg_prepared_statements")
-            assert await cursor.fetchone() == (0,)
+            cursor = await conn.execute(
+                "SELECT statement FROM pg_prepared_statements WHERE from_sql = false"
+            )
+            prepared = [row[0] for row in await cursor.fetchall()]
+    if prepare == "off":
+        assert prepared == []
+    else:
+        assert any("ledger_logs" in text and "attachment_refs" in text for text in prepared)
+        assert len(prepared) == 3  # the append, the put and the get
 
 
 async def test_writes_are_read_committed_whatever_the_server_default(pg_url: str) -> None:

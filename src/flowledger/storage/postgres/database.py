@@ -60,17 +60,18 @@ is broken it is retried once (another compare-and-swap or -append at the same
 revision, so at most one of the two lands; a conflict then is re-read the same way).
 
 Pooling. Each `Store` owns a ``psycopg_pool.AsyncConnectionPool`` of autocommit
-connections with ``prepare_threshold=None``, and keeps no session state: no ``SET``,
-no server-side prepared statements, no ``LISTEN``/``NOTIFY``, no advisory lock held
-across transactions. So it works behind a transaction-mode pooler (PgBouncer, RDS
-Proxy, Supavisor). Reads are single statements; writes are explicit ``BEGIN
-ISOLATION LEVEL READ COMMITTED`` ... ``COMMIT`` transactions (appends and KV writes are
-one statement, see above) whatever the server's default isolation. A store is bound to
-the event loop that opened it (as its pool is); using it from another loop raises
-`RuntimeError` - open one store per loop. `Store.close` closes the pool after the
-store's leases are freed; calls already holding a connection finish, later calls
-raise `StoreClosedError`. Database errors other than the contract's propagate as
-``psycopg.Error``.
+connections, and keeps no session state but prepared statements: no ``SET``, no
+``LISTEN``/``NOTIFY``, no advisory lock held across transactions. A statement run
+repeatedly on a connection is prepared there (psycopg's ``prepare_threshold``), which
+saves the server a parse and a plan per append; with ``?prepare=off`` nothing is, and
+the store works behind any transaction-mode pooler (PgBouncer, RDS Proxy, Supavisor).
+Reads are single statements; writes are explicit ``BEGIN ISOLATION LEVEL READ
+COMMITTED`` ... ``COMMIT`` transactions (appends and KV writes are one statement, see
+above) whatever the server's default isolation. A store is bound to the event loop that
+opened it (as its pool is); using it from another loop raises `RuntimeError` - open one
+store per loop. `Store.close` closes the pool after the store's leases are freed; calls
+already holding a connection finish, later calls raise `StoreClosedError`. Database
+errors other than the contract's propagate as ``psycopg.Error``.
 
 Checksums. Every KV value, blob and ledger record is stored with its CRC-32
 bound to its place (key and revision, blob key, log and sequence number) and
@@ -110,6 +111,8 @@ _T = TypeVar("_T")
 
 # The longest a fenced write may keep its transaction idle (it holds its lease's row).
 _FENCED_IDLE_LIMIT: Final = "5s"
+# psycopg's default: a statement is prepared on a connection once it has run this often.
+_PREPARE_AFTER: Final = 5
 
 
 class Database:
@@ -133,7 +136,7 @@ class Database:
             min_size=settings.pool_min,
             max_size=settings.pool_max,
             timeout=float(settings.connect_timeout),
-            kwargs={"autocommit": True, "prepare_threshold": None},
+            kwargs={"autocommit": True, "prepare_threshold": _prepare_threshold(settings)},
             configure=_configure,
             open=False,
             name=f"flowledger:{settings.schema}",
@@ -145,7 +148,7 @@ class Database:
         try:
             conn = await psycopg.AsyncConnection.connect(
                 settings.conninfo, autocommit=True, prepare_threshold=None
-            )
+            )  # the schema check's statements run once
             try:
                 await ensure_schema(conn, settings.schema)
             finally:
@@ -325,3 +328,8 @@ def prefix_bounds(prefix: str) -> tuple[str, str] | None:
     if not prefix.isascii() or "\0" in prefix:
         return None
     return prefix, prefix + "\x7f"
+
+
+def _prepare_threshold(settings: PostgresSettings) -> int | None:
+    """When a connection prepares a statement it runs repeatedly: after a few runs, or never."""
+    return _PREPARE_AFTER if settings.prepare else None

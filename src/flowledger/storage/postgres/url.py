@@ -12,6 +12,11 @@ Query options of our own:
 * ``connect_timeout`` - whole seconds (1..3600, default 10) to wait for a new
   connection; passed on to libpq, and also the longest a call waits for a free
   connection of a busy pool.
+* ``prepare`` - ``on`` (the default) or ``off``: whether a connection prepares the
+  statements it runs repeatedly on the server (psycopg's ``prepare_threshold``), so that
+  PostgreSQL parses and plans each of them once per connection instead of on every call.
+  ``off`` for a transaction-mode pooler that cannot keep prepared statements (PgBouncer
+  before 1.21, or without ``max_prepared_statements``).
 
 Every other query parameter must be one of libpq's own connection keywords
 (``sslmode``, ``sslrootcert``, ``application_name``, ``target_session_attrs``,
@@ -49,9 +54,11 @@ class PostgresSettings:
     pool_min: int = _DEFAULT_POOL_MIN
     pool_max: int = _DEFAULT_POOL_MAX
     connect_timeout: int = _DEFAULT_CONNECT_TIMEOUT
+    prepare: bool = True
 
 
-_OWN_OPTIONS: Final = ("schema", "pool_min", "pool_max", "connect_timeout")
+_OWN_OPTIONS: Final = ("schema", "pool_min", "pool_max", "connect_timeout", "prepare")
+_SWITCH: Final = {"on": True, "off": False}
 # libpq keywords that would turn the connection into something other than a SQL session.
 _REFUSED_LIBPQ: Final = frozenset({"replication"})
 _SCHEMA_NAME: Final = re.compile(r"[a-z_][a-z0-9_]{0,62}")
@@ -142,7 +149,10 @@ def parse_postgres_url(url: str) -> PostgresSettings:
         connect_timeout = _whole(
             url, "connect_timeout", own["connect_timeout"], 1, _MAX_CONNECT_TIMEOUT
         )
+    prepare = _SWITCH.get(own.get("prepare", "on"))
+    if prepare is None:
+        raise UnsupportedURLError(shown, f"prepare must be on or off, not {own['prepare']!r}")
     passed.append(("connect_timeout", str(connect_timeout)))
     query = "&".join(f"{quote(k, safe='')}={quote(v, safe='')}" for k, v in passed)
     conninfo = urlunsplit(parts._replace(query=query, fragment=""))
-    return PostgresSettings(conninfo, schema, pool_min, pool_max, connect_timeout)
+    return PostgresSettings(conninfo, schema, pool_min, pool_max, connect_timeout, prepare)
