@@ -286,7 +286,7 @@ def apply_state_patch(
     if not isinstance(patch, dict) or set(patch) - {"of", "set", "del"}:
         raise CheckpointDecodeError(path, "expected a patch {of, set, del}")
     of = patch.get("of", own)
-    if of not in parts:
+    if not isinstance(of, str) or of not in parts:
         raise CheckpointDecodeError(f"{path}.of", f"unknown part {of!r}")
     if "of" in patch and of == own:
         raise CheckpointDecodeError(f"{path}.of", "the default is left out")
