@@ -24,6 +24,7 @@ from flowledger.workflows.errors import (
     SupervisorClosedError,
 )
 from flowledger.workflows.records.run import RunStatus
+from flowledger.workflows.runtime.supervisor.workers import spawn
 
 from ..conftest import Session, build_session
 
@@ -439,7 +440,7 @@ async def test_shutdown_timeout_is_reported_and_the_lease_still_released(
 
     supervisor = session.supervisor(shutdown_timeout=0.05)
     await supervisor.activate()
-    supervisor._spawn(stubborn())  # type: ignore[attr-defined]
+    spawn(supervisor, stubborn())
     await asyncio.sleep(0.01)  # let it begin
     with pytest.raises(ShutdownTimeoutError):
         await supervisor.shutdown()

@@ -446,7 +446,7 @@ class RunView(Protocol):
 
 
 class VertexView(Protocol):
-    """A vertex descriptor (`workflows.authoring.metadata.VertexMetadata`); ``id`` is a vertex name."""
+    """A vertex descriptor (`authoring.metadata.VertexMetadata`); ``id`` is a vertex name."""
 
     @property
     def label(self) -> str: ...
@@ -455,7 +455,7 @@ class VertexView(Protocol):
 
 
 class MetadataView(Protocol):
-    """What projection reads of a definition's metadata (`workflows.authoring.metadata.Metadata`)."""
+    """What projection reads of a definition's metadata (`authoring.metadata.Metadata`)."""
 
     @property
     def name(self) -> str: ...
