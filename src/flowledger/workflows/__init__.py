@@ -5,6 +5,12 @@ resume payloads); a `Catalog` holds the registered definitions; the `RunRegistry
 storage KV) and the `InputStore` (over storage Blobs) keep each run's record and its
 canonical input; the `Supervisor` owns a session's runs (lease, start, adoption after a
 restart, resume, cancel); the `ActivityJournal` keeps the bounded, safe activity history.
+
+The parts are sub-packages, each depending only on those before it: `authoring` (how a
+workflow is described), `records` (a session's durable run state), `activities` (the
+activity history), `retention` (removing finished runs) and `runtime` (what owns a session
+and executes its runs); `errors` holds the errors of all of them. This package re-exports
+their public names.
 """
 
 from .activities import (

@@ -3,8 +3,9 @@
 `activity` projects a run's checkpoints into `ActivityRecord` entries with stable event
 ids; `projection` does so incrementally, page by page, for the supervisor; the
 `ActivityJournal` (`journal`) keeps them durably, one log per run, and `live` publishes
-them while a segment is still executing. Readers page through a journal (`history`) or
-follow it as it grows (`follow`, `ActivitySubscription`).
+them while a segment is still executing. Readers page through a journal (`history`),
+subscribe to what this process publishes (`ActivitySubscription`), or follow what any
+process publishes (`follow`).
 """
 
 from .activity import ActivityKind, ActivityRecord, ProjectedActivity, event_id, project

@@ -3,10 +3,10 @@
 A `Run` (`run`) is one run's record under ``sessions/<session>/workflows/runs/<run>``; the
 `RunRegistry` (`registry`) reads, lists and swaps those records, with the
 `UnfinishedIndex` (`unfinished`) of the runs still to finish. Beside the record live the
-run's canonical input (`InputStore`, `inputs`, with the claims that keep a shared input
-alive, `input_claims`), what a paused run waits for (`PendingStore`, `pending`), durable
-cancel intents (`intent`), the requests front doors leave for the owner (`requests`), and
-fork markers (`forks`). Records are written by the runtime; readers need no definition.
+run's canonical input (`InputStore`, `inputs`; `input_claims` lets a pruner delete a
+shared input blob safely while runs with the same input start), what a paused run waits
+for (`PendingStore`, `pending`), durable cancel intents (`intent`), the requests front
+doors leave for the owner (`requests`), and forks of runs (`forks`).
 """
 
 from .forks import fork_marker_key, fork_run

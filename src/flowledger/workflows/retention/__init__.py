@@ -1,9 +1,11 @@
-"""Retention: removing finished runs an application no longer needs.
+"""Retention: deleting a session's finished runs an application no longer needs.
 
 A `RetentionPolicy` says which terminal runs are old enough to go; `prune` (`pruning`) is
-one pass over a session that removes them with everything they own (record, input claims,
-activity journal, pending entry); `storage` sweeps the attachments no remaining run refers
-to; a `RetentionSchedule` (`schedule`) runs the pass periodically inside a worker.
+one pass over a session that deletes them with their data (record, index entries, pending
+record, activity journal, checkpoint log, and the input blob once no remaining run refers
+to it); `RetentionStorage` (`storage`) is the storage operations a pass needs, including
+the sweep of attachments no log refers to any more; a `RetentionSchedule` (`schedule`)
+runs passes periodically over the sessions a worker owns.
 """
 
 from .pruning import (
