@@ -137,9 +137,9 @@ def _percentile(samples: list[float], fraction: float) -> float:
 async def measure(args: argparse.Namespace) -> list[float]:
     from flowledger.storage import open_store
     from flowledger.tools import WorkflowTools
-    from flowledger.workflows.frontdoor import FrontDoor
-    from flowledger.workflows.session import WorkflowSession
-    from flowledger.workflows.worker import read_workers
+    from flowledger.workflows.runtime.frontdoor import FrontDoor
+    from flowledger.workflows.runtime.session import WorkflowSession
+    from flowledger.workflows.runtime.worker import read_workers
 
     schema = f"bench_{uuid.uuid4().hex[:12]}"
     url = _with_schema(args.db, schema)

@@ -45,8 +45,8 @@ from flowledger.web import Dashboard, Gate, SessionPool
 from flowledger.web.sessions import Served
 from flowledger.web.views import TIMELINE_PAGE
 from flowledger.workflows import Catalog, Metadata, TypedDefinition, VertexMetadata
-from flowledger.workflows.inputs import canonical_json
-from flowledger.workflows.run import Run, RunStatus
+from flowledger.workflows.records.inputs import canonical_json
+from flowledger.workflows.records.run import Run, RunStatus
 
 SCHEMA = {
     "type": "object",

@@ -37,7 +37,7 @@ from flowledger.deploy import StdioSource, compile_artifact, validate_artifact
 from flowledger.storage import open_store
 from flowledger.tools import WorkflowTools
 from flowledger.workflows import Catalog
-from flowledger.workflows.session import WorkflowSession
+from flowledger.workflows.runtime.session import WorkflowSession
 
 OBJECT = {"type": "object", "additionalProperties": False}
 

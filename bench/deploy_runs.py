@@ -53,7 +53,7 @@ from flowledger.deploy import DeployService  # noqa: E402
 from flowledger.deploy.deployments import validation  # noqa: E402
 from flowledger.storage import open_store  # noqa: E402
 from flowledger.workflows import Catalog  # noqa: E402
-from flowledger.workflows.session import WorkflowSession  # noqa: E402
+from flowledger.workflows.runtime.session import WorkflowSession  # noqa: E402
 
 OBJECT = {"type": "object", "additionalProperties": False}
 TOOLS = {

@@ -33,15 +33,15 @@ from datetime import UTC, datetime
 
 from flowledger import flow
 from flowledger.storage import Store, open_store
-from flowledger.workflows.catalog import Catalog
-from flowledger.workflows.definition import TypedDefinition
-from flowledger.workflows.inputs import InputStore, canonical_json
-from flowledger.workflows.journal import ActivityJournal
-from flowledger.workflows.metadata import Metadata, VertexMetadata
-from flowledger.workflows.pending import PendingStore
-from flowledger.workflows.registry import RunRegistry
-from flowledger.workflows.run import Run, RunStatus
-from flowledger.workflows.supervisor import Supervisor
+from flowledger.workflows.activities.journal import ActivityJournal
+from flowledger.workflows.authoring.definition import TypedDefinition
+from flowledger.workflows.authoring.metadata import Metadata, VertexMetadata
+from flowledger.workflows.records.inputs import InputStore, canonical_json
+from flowledger.workflows.records.pending import PendingStore
+from flowledger.workflows.records.registry import RunRegistry
+from flowledger.workflows.records.run import Run, RunStatus
+from flowledger.workflows.runtime.catalog import Catalog
+from flowledger.workflows.runtime.supervisor import Supervisor
 
 SCHEMA = {
     "type": "object",

@@ -26,7 +26,7 @@ from tests.workflows._retention_support import Runs, backdate, catalog
 
 from flowledger.host import open_session
 from flowledger.storage import open_store
-from flowledger.workflows.retention import RetentionPolicy, prune
+from flowledger.workflows.retention.pruning import RetentionPolicy, prune
 
 
 async def one_round(url: str, runs: int, inputs: int) -> tuple[float, float, float, float]:

@@ -78,11 +78,11 @@ from flowledger.host import open_session
 from flowledger.storage import Store, open_store
 from flowledger.tools.bundle import WorkflowTools
 from flowledger.workflows import Catalog, Metadata, TypedDefinition, VertexMetadata
-from flowledger.workflows.activity import event_id
-from flowledger.workflows.journal import journal_name
-from flowledger.workflows.registry import order_prefix
-from flowledger.workflows.run import DEFAULT_RUN_PAGE_SIZE, Run, RunStatus, runs_prefix
-from flowledger.workflows.session import WorkflowSession, default_session_id
+from flowledger.workflows.activities.activity import event_id
+from flowledger.workflows.activities.journal import journal_name
+from flowledger.workflows.records.registry import order_prefix
+from flowledger.workflows.records.run import DEFAULT_RUN_PAGE_SIZE, Run, RunStatus, runs_prefix
+from flowledger.workflows.runtime.session import WorkflowSession, default_session_id
 
 GENERATOR_VERSION = 1  # part of the cache key: bump when the generator writes otherwise
 HERE = Path(__file__).resolve().parent

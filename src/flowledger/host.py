@@ -20,8 +20,8 @@ from typing import Final
 
 from .storage import open_store
 from .workflows import Catalog
-from .workflows.run import is_id
-from .workflows.session import WorkflowSession, default_session_id
+from .workflows.records.run import is_id
+from .workflows.runtime.session import WorkflowSession, default_session_id
 
 __all__ = [
     "DEFAULT_DATABASE",

@@ -20,7 +20,7 @@ import pytest
 
 from flowledger.host import open_session
 from flowledger.storage import open_store
-from flowledger.workflows.run import run_key
+from flowledger.workflows.records.run import run_key
 
 from .._postgres import postgres_url
 from ..workflows._retention_support import Runs, backdate, catalog, snapshot

@@ -11,7 +11,7 @@ from flowledger.deploy.runs.retention import deployed_run_logs
 from flowledger.deploy.runs.trace import trace_log
 from flowledger.storage import open_store
 from flowledger.workflows import Catalog
-from flowledger.workflows.retention import RetentionPolicy, prune
+from flowledger.workflows.retention.pruning import RetentionPolicy, prune
 
 from ..workflows._retention_support import backdate, owned_names, snapshot
 from .test_runs import SESSION, one_call, session, settle, start

@@ -24,7 +24,7 @@ import pytest
 from flowledger.deploy import DeployService, StdioSource
 from flowledger.storage import Store, open_store
 from flowledger.workflows import Catalog
-from flowledger.workflows.session import WorkflowSession
+from flowledger.workflows.runtime.session import WorkflowSession
 
 from .._postgres import postgres_url
 from .runs.app import HERE as RUNS

@@ -30,7 +30,7 @@ from flowledger.deploy import (
 from flowledger.storage import open_store
 from flowledger.tools import WorkflowTools
 from flowledger.workflows import Catalog, Definition, SessionOwnedError
-from flowledger.workflows.session import WorkflowSession
+from flowledger.workflows.runtime.session import WorkflowSession
 
 from .._postgres import postgres_url
 from .runs.app import artifact

@@ -6,7 +6,7 @@ from __future__ import annotations
 from datetime import timedelta
 
 from flowledger.workflows import Catalog
-from flowledger.workflows.retention import RetentionPolicy, parse_statuses
+from flowledger.workflows.retention.pruning import RetentionPolicy, parse_statuses
 
 from ..workflows import semantics_app
 

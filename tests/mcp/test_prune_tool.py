@@ -9,7 +9,7 @@ from mcp import Client
 
 from flowledger.host import open_session
 from flowledger.storage import open_store
-from flowledger.workflows.run import run_key
+from flowledger.workflows.records.run import run_key
 
 from ..workflows._retention_support import Runs, backdate, catalog, snapshot
 from .conftest import error_text, payload, stdio_params

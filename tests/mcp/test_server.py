@@ -83,7 +83,7 @@ async def test_read_only_server_refuses_without_calling_the_bundle() -> None:
 async def test_tools_list_mirrors_the_bundle_exactly(tmp_path: Any) -> None:
     from flowledger.examples import catalog
     from flowledger.storage import open_store
-    from flowledger.workflows.session import WorkflowSession
+    from flowledger.workflows.runtime.session import WorkflowSession
 
     async with open_store(f"sqlite:///{tmp_path}/s.db") as store:
         session = WorkflowSession.build(store, "5f1d7c1e-0f7a-4b8e-9d55-3b8f6d2c9a10", catalog())

@@ -15,8 +15,8 @@ from mcp import Client
 
 from flowledger.mcp.__main__ import main
 from flowledger.storage import open_store
-from flowledger.workflows.run import owner_lease_name
-from flowledger.workflows.session import default_session_id
+from flowledger.workflows.records.run import owner_lease_name
+from flowledger.workflows.runtime.session import default_session_id
 
 from .conftest import (
     READ_ONLY_NAMES,

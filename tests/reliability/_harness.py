@@ -11,8 +11,8 @@ from typing import Any
 from flowledger import flow
 from flowledger.storage import Store
 from flowledger.tools import WorkflowTools
-from flowledger.workflows.run import Run, RunStatus
-from flowledger.workflows.supervisor import Supervisor
+from flowledger.workflows.records.run import Run, RunStatus
+from flowledger.workflows.runtime.supervisor import Supervisor
 from tests.workflows.conftest import Gates, Session, build_session
 
 from .faults import FaultyStore, faulty

@@ -20,7 +20,7 @@ import time
 from flowledger.host import load_catalog, open_session
 from flowledger.tools import WorkflowTools
 from flowledger.workflows.errors import SessionOwnedError
-from flowledger.workflows.run import RunStatus
+from flowledger.workflows.records.run import RunStatus
 
 LEASE_TTL = 0.5
 REVIEW_INPUT = {"title": "Notes", "document": "The first sentence. It mentions 3 numbers."}

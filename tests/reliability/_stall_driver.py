@@ -32,9 +32,9 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from flowledger.storage import KV, Entry, Fence, Ledger, Record, Store, open_store
-from flowledger.workflows.journal import journal_name
-from flowledger.workflows.requests import RunRequests, resume_request_key
-from flowledger.workflows.run import run_key
+from flowledger.workflows.activities.journal import journal_name
+from flowledger.workflows.records.requests import RunRequests, resume_request_key
+from flowledger.workflows.records.run import run_key
 from tests.workflows.conftest import Gates, build_session
 
 

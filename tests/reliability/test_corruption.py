@@ -25,14 +25,18 @@ from flowledger import flow
 from flowledger.flow.checkpoint import to_document
 from flowledger.storage import Store, open_store
 from flowledger.tools import ToolError
+from flowledger.workflows.activities.journal import journal_name
 from flowledger.workflows.errors import CorruptRecordError, ReconciliationError
-from flowledger.workflows.journal import journal_name
-from flowledger.workflows.registry import RunRegistry
-from flowledger.workflows.requests import RunRequests, cancel_request_key, resume_request_key
-from flowledger.workflows.run import Run, RunStatus, run_key
-from flowledger.workflows.supervisor import Supervisor
-from flowledger.workflows.unfinished import UnfinishedIndex, unfinished_key
-from flowledger.workflows.worker import WorkerRecord, read_workers, worker_key
+from flowledger.workflows.records.registry import RunRegistry
+from flowledger.workflows.records.requests import (
+    RunRequests,
+    cancel_request_key,
+    resume_request_key,
+)
+from flowledger.workflows.records.run import Run, RunStatus, run_key
+from flowledger.workflows.records.unfinished import UnfinishedIndex, unfinished_key
+from flowledger.workflows.runtime.supervisor import Supervisor
+from flowledger.workflows.runtime.worker import WorkerRecord, read_workers, worker_key
 from tests.workflows.conftest import Session, build_session
 
 from ._harness import check_consistent, tools_for

@@ -24,7 +24,7 @@ from typing import Any
 import pytest
 
 from flowledger.storage import Store, open_store
-from flowledger.workflows.run import RunStatus
+from flowledger.workflows.records.run import RunStatus
 from tests.workflows.conftest import build_session
 
 from .._postgres import postgres_url

@@ -2,7 +2,7 @@
 decode (records + attachments through `LedgerCheckpointStore`), canonical JSON, schema
 compilation and input / resume validation. Every bad input raises the layer's typed error;
 nothing else escapes. (Run-record decode and random tool calls are fuzzed in
-``tests/workflows/test_run.py`` and ``tests/tools/test_properties.py``.)"""
+``tests/workflows/records/test_run.py`` and ``tests/tools/test_properties.py``.)"""
 
 from __future__ import annotations
 
@@ -16,10 +16,10 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from flowledger import flow
-from flowledger.workflows.catalog import Catalog
+from flowledger.workflows.authoring.schema import compile_schema
 from flowledger.workflows.errors import InvalidInputError, InvalidSchemaError
-from flowledger.workflows.inputs import canonical_json, check_input_document
-from flowledger.workflows.schema import compile_schema
+from flowledger.workflows.records.inputs import canonical_json, check_input_document
+from flowledger.workflows.runtime.catalog import Catalog
 from tests.workflows.conftest import COUNTER_SCHEMA, Gates, counter_definition
 
 from ._decode_target import RECORDS, decode_log

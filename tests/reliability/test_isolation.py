@@ -22,9 +22,9 @@ from flowledger.examples import review
 from flowledger.storage import Store, open_store
 from flowledger.storage.names import validate_name
 from flowledger.tools import ToolError, WorkflowTools
-from flowledger.workflows.definition import TypedDefinition
-from flowledger.workflows.metadata import Metadata, VertexMetadata
-from flowledger.workflows.supervisor import Supervisor
+from flowledger.workflows.authoring.definition import TypedDefinition
+from flowledger.workflows.authoring.metadata import Metadata, VertexMetadata
+from flowledger.workflows.runtime.supervisor import Supervisor
 from tests.mcp.conftest import APP, error_text, http_client, http_server, payload, wait_status
 from tests.tools.conftest import (
     RESUME_SENTINEL,

@@ -29,8 +29,8 @@ import pytest
 
 from flowledger.host import load_catalog
 from flowledger.storage import Store, open_store
-from flowledger.workflows.run import RunStatus
-from flowledger.workflows.session import WorkflowSession
+from flowledger.workflows.records.run import RunStatus
+from flowledger.workflows.runtime.session import WorkflowSession
 
 from .._postgres import postgres_url
 

@@ -25,9 +25,9 @@ from typing import Any
 import pytest
 
 from flowledger.storage import KeyNotFoundError, Lease, LeaseHeldError, Store, open_store
-from flowledger.workflows.journal import journal_name
-from flowledger.workflows.requests import RunRequests, resume_request_key
-from flowledger.workflows.run import Run, RunStatus, owner_lease_name
+from flowledger.workflows.activities.journal import journal_name
+from flowledger.workflows.records.requests import RunRequests, resume_request_key
+from flowledger.workflows.records.run import Run, RunStatus, owner_lease_name
 from tests.workflows.conftest import build_session
 
 from .._postgres import postgres_url

@@ -17,11 +17,11 @@ import pytest
 from flowledger import flow
 from flowledger.storage import open_store
 from flowledger.tools import ToolError, WorkflowTools
-from flowledger.workflows.definition import TypedDefinition
-from flowledger.workflows.metadata import Metadata, VertexMetadata
-from flowledger.workflows.registry import RunPage, RunRegistry
-from flowledger.workflows.run import Run
-from flowledger.workflows.supervisor import StartTicket, Supervisor
+from flowledger.workflows.authoring.definition import TypedDefinition
+from flowledger.workflows.authoring.metadata import Metadata, VertexMetadata
+from flowledger.workflows.records.registry import RunPage, RunRegistry
+from flowledger.workflows.records.run import Run
+from flowledger.workflows.runtime.supervisor import StartTicket, Supervisor
 from tests.workflows.conftest import Gates, Session, build_session
 
 CLOCK = datetime(2026, 8, 10, 16, 0, 0, tzinfo=UTC)

@@ -18,7 +18,7 @@ from flowledger.tools import (
     decode_arguments,
     parse_id,
 )
-from flowledger.workflows.schema import MAX_REPORTED_VIOLATIONS
+from flowledger.workflows.authoring.schema import MAX_REPORTED_VIOLATIONS
 
 from .conftest import Env, refused
 

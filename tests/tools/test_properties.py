@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 
 from flowledger.storage import open_store
 from flowledger.tools import TOOL_NAMES, ToolError, WorkflowTools
-from flowledger.workflows.run import RunStatus
+from flowledger.workflows.records.run import RunStatus
 from tests.workflows.conftest import build_session
 
 from .conftest import SENTINEL, IdSource, noter_definition

@@ -10,11 +10,11 @@ from typing import Any
 import pytest
 
 from flowledger import flow
-from flowledger.workflows.catalog import Catalog
-from flowledger.workflows.definition import TypedDefinition
+from flowledger.workflows.authoring.definition import TypedDefinition
+from flowledger.workflows.authoring.metadata import Metadata
 from flowledger.workflows.errors import ConflictError, InvalidInputError, NotFoundError
-from flowledger.workflows.metadata import Metadata
-from flowledger.workflows.run import RunStatus
+from flowledger.workflows.records.run import RunStatus
+from flowledger.workflows.runtime.catalog import Catalog
 from tests.workflows.conftest import Counter
 
 from .conftest import (

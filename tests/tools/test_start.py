@@ -19,14 +19,14 @@ from flowledger.workflows.errors import (
     NotFoundError,
     UnknownDefinitionError,
 )
-from flowledger.workflows.run import (
+from flowledger.workflows.records.run import (
     ArtifactReference,
     ForkedFrom,
     InputReference,
     Run,
     RunStatus,
 )
-from flowledger.workflows.supervisor import StartTicket
+from flowledger.workflows.runtime.supervisor import StartTicket
 
 from .conftest import CLOCK, CLOCK_TEXT, FORBIDDEN, SENTINEL, STATE_SENTINEL, Env, refused
 

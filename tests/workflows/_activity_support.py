@@ -22,7 +22,7 @@ from flowledger.flow import (
     VertexRecord,
     VertexStatus,
 )
-from flowledger.workflows.activity import (
+from flowledger.workflows.activities.activity import (
     MESSAGES,
     STATUSES,
     ActivityKind,

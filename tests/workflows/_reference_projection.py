@@ -16,7 +16,7 @@ from flowledger.flow import (
     VertexRecord,
     VertexStatus,
 )
-from flowledger.workflows.activity import (
+from flowledger.workflows.activities.activity import (
     MAX_CHECKPOINT_VERTICES,
     MAX_DEFINITION_VERTICES,
     MAX_LABEL_BYTES,
@@ -32,8 +32,8 @@ from flowledger.workflows.activity import (
     _when,
     event_id,
 )
+from flowledger.workflows.authoring.metadata import bound_text
 from flowledger.workflows.errors import ActivityValidationError
-from flowledger.workflows.metadata import bound_text
 
 
 def _validate_inputs(run: RunView, metadata: MetadataView, history: Sequence[Checkpoint]) -> None:

@@ -11,9 +11,9 @@ from typing import Any
 
 from flowledger.storage import Store
 from flowledger.tools import WorkflowTools
-from flowledger.workflows.registry import order_prefix
-from flowledger.workflows.run import Run, RunStatus, decode_run, encode_run, run_key
-from flowledger.workflows.session import WorkflowSession
+from flowledger.workflows.records.registry import order_prefix
+from flowledger.workflows.records.run import Run, RunStatus, decode_run, encode_run, run_key
+from flowledger.workflows.runtime.session import WorkflowSession
 
 from . import semantics_app
 

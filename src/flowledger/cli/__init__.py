@@ -28,8 +28,8 @@ from rich.text import Text
 
 from .. import __version__
 from ..tools import ToolError
-from ..workflows.retention import RetentionPolicy
-from ..workflows.worker import WorkerSettings
+from ..workflows.retention.pruning import RetentionPolicy
+from ..workflows.runtime.worker import WorkerSettings
 from .artifact import artifact_app
 from .continuing import follow_left_run, print_continue_hint, refuse_payload_for_left_run
 from .demo import run_demo

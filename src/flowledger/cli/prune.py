@@ -1,7 +1,7 @@
 """``flowledger prune``: delete finished runs older than a duration, with all their data.
 
 It opens the store itself (no catalog is needed: nothing is executed) and runs one
-`flowledger.workflows.retention.prune` pass over the session, with the deploy layer's
+`flowledger.workflows.retention.pruning.prune` pass over the session, with the deploy layer's
 per-run logs. ``--dry-run`` opens the store read-only and writes nothing. The table and
 ``--json`` show the same report.
 """
@@ -17,9 +17,9 @@ from rich.text import Text
 
 from ..deploy.runs.retention import deployed_run_logs
 from ..storage import open_store
-from ..workflows.retention import PruneReport, RetentionPolicy, prune
-from ..workflows.run import is_id
-from ..workflows.session import default_session_id
+from ..workflows.records.run import is_id
+from ..workflows.retention.pruning import PruneReport, RetentionPolicy, prune
+from ..workflows.runtime.session import default_session_id
 from .runtime import CliError, Options, emit_json, run_command, stdout_console
 
 __all__ = ["register_prune"]

@@ -44,10 +44,10 @@ from ..storage import StorageError
 from ..tools import ForkTools, SupervisorPort, ToolError, WorkflowTools
 from ..tools.reading import ReadingControl
 from ..workflows import SessionOwnedError, WorkflowError
-from ..workflows.frontdoor import FrontDoor
-from ..workflows.ownership import left_message
-from ..workflows.run import Run, RunStatus
-from ..workflows.session import WorkflowSession
+from ..workflows.records.run import Run, RunStatus
+from ..workflows.runtime.frontdoor import FrontDoor
+from ..workflows.runtime.ownership import left_message
+from ..workflows.runtime.session import WorkflowSession
 from .stopping import OwnerExit
 
 __all__ = [

@@ -32,8 +32,8 @@ from rich.text import Text
 
 from .. import flow
 from ..workflows import ActivityKind, ActivityRecord, ActivitySubscription
-from ..workflows.follow import JournalFollower
-from ..workflows.session import WorkflowSession
+from ..workflows.activities.follow import JournalFollower
+from ..workflows.runtime.session import WorkflowSession
 from .loops import definition_loops
 from .render import KIND_ICONS, Pause
 from .runtime import make_tools

@@ -1,4 +1,4 @@
-"""``flowledger worker``: run a `flowledger.workflows.worker.Worker` until a signal.
+"""``flowledger worker``: run a `flowledger.workflows.runtime.worker.Worker` until a signal.
 
 SIGTERM and SIGINT stop it cleanly: the runs it executes stop at their next step
 boundary (the runs left unfinished are logged; another worker adopts them), every
@@ -19,13 +19,13 @@ import sys
 from ..deploy.runs.retention import deployed_run_logs
 from ..host import load_catalog
 from ..storage import open_store
-from ..workflows.session import WorkflowSession
-from ..workflows.worker import Worker, WorkerSettings, reindex
+from ..workflows.runtime.session import WorkflowSession
+from ..workflows.runtime.worker import Worker, WorkerSettings, reindex
 from .runtime import Options
 
 __all__ = ["run_worker"]
 
-log = logging.getLogger("flowledger.workflows.worker")
+log = logging.getLogger("flowledger.workflows.runtime.worker")
 
 
 def _configure_logging() -> None:

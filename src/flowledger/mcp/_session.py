@@ -21,8 +21,8 @@ from ..host import open_session as open_workflow_session
 from ..tools import ForkTools, SupervisorPort, WorkflowTools
 from ..workflows import Catalog
 from ..workflows.errors import SessionOwnedError
-from ..workflows.frontdoor import FrontDoor
-from ..workflows.session import WorkflowSession
+from ..workflows.runtime.frontdoor import FrontDoor
+from ..workflows.runtime.session import WorkflowSession
 from .deploy_tools import Bundle, with_deploy_tools
 from .errors import McpStartupError
 from .prune_tool import PruneTool

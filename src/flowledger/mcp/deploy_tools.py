@@ -13,7 +13,7 @@ from __future__ import annotations
 from ..deploy import DeployService
 from ..deploy.deployments.tools import Bundle, DeployTools, combined
 from ..tools import SupervisorPort, WorkflowTools
-from ..workflows.session import WorkflowSession
+from ..workflows.runtime.session import WorkflowSession
 
 __all__ = ["Bundle", "with_deploy_tools"]
 

@@ -44,7 +44,7 @@ from starlette.routing import Route
 from starlette.types import Message, Receive, Scope, Send
 
 from ..workflows import Catalog
-from ..workflows.run import is_id
+from ..workflows.records.run import is_id
 from ._session import load_app, open_served_session
 from .errors import McpStartupError
 from .leaving import leave_session

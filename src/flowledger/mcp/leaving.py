@@ -11,8 +11,8 @@ from __future__ import annotations
 import sys
 from collections.abc import Callable, Sequence
 
-from ..workflows.ownership import left_message
-from ..workflows.session import WorkflowSession
+from ..workflows.runtime.ownership import left_message
+from ..workflows.runtime.session import WorkflowSession
 
 __all__ = ["leave_session"]
 

@@ -26,14 +26,14 @@ from ..deploy.runs.retention import deployed_run_logs
 from ..tools import ToolError, ToolInfo
 from ..tools.arguments import ArgumentField, decode_arguments, decode_document
 from ..tools.errors import invalid_arguments
-from ..workflows.retention import (
+from ..workflows.retention.pruning import (
     RetentionError,
     RetentionPolicy,
     parse_duration,
     parse_statuses,
     prune,
 )
-from ..workflows.session import WorkflowSession
+from ..workflows.runtime.session import WorkflowSession
 
 __all__ = ["PRUNE_TOOL", "PruneTool"]
 

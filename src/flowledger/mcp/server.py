@@ -51,9 +51,9 @@ from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 from .. import __version__
 from ..tools import ToolError, ToolInfo, result_text
-from ..workflows.activity import ActivityKind, ActivityRecord
-from ..workflows.follow import JournalFollower
-from ..workflows.journal import ActivityJournal
+from ..workflows.activities.activity import ActivityKind, ActivityRecord
+from ..workflows.activities.follow import JournalFollower
+from ..workflows.activities.journal import ActivityJournal
 
 __all__ = [
     "LOGGER_NAME",

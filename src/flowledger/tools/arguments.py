@@ -3,7 +3,7 @@
 Arguments arrive as JSON text (``str`` or bytes), as an already decoded mapping, or as
 ``None`` (meaning ``{}``). All three take the same road: a mapping is first checked for
 JSON types and written as JSON text, and the text is decoded by
-`flowledger.workflows.schema.decode_bounded`, so the limits (at most 262144 bytes and
+`flowledger.workflows.authoring.schema.decode_bounded`, so the limits (at most 262144 bytes and
 32 levels of nesting, checked *before* parsing) and the number rules (integers as
 ``int``, every other number as an exact `decimal.Decimal`) are identical whatever the
 transport. Then the document must be exactly one JSON object whose fields are all
@@ -20,8 +20,12 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final, Literal
 
-from flowledger.workflows.inputs import MAX_INPUT_PROPERTIES
-from flowledger.workflows.schema import MAX_REPORTED_VIOLATIONS, BoundedJSONError, decode_bounded
+from flowledger.workflows.authoring.schema import (
+    MAX_REPORTED_VIOLATIONS,
+    BoundedJSONError,
+    decode_bounded,
+)
+from flowledger.workflows.records.inputs import MAX_INPUT_PROPERTIES
 
 from .errors import ToolError, invalid_arguments, quote
 

@@ -21,28 +21,28 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, Final, Protocol, cast
 
-from flowledger.workflows.definition import Definition
+from flowledger.workflows.activities.history import HistoryPage
+from flowledger.workflows.authoring.definition import Definition
+from flowledger.workflows.authoring.metadata import Metadata
 from flowledger.workflows.errors import (
     ConflictError,
     InvalidInputError,
     ResumeBlockedError,
     UnknownDefinitionError,
 )
-from flowledger.workflows.history import HistoryPage
-from flowledger.workflows.inputs import canonical_json
-from flowledger.workflows.metadata import Metadata
-from flowledger.workflows.ownership import OwnerReader, owner_reader
-from flowledger.workflows.pending import Pending
-from flowledger.workflows.registry import RunPage
-from flowledger.workflows.resumption import assess, prepare_resume
-from flowledger.workflows.run import (
+from flowledger.workflows.records.inputs import canonical_json
+from flowledger.workflows.records.pending import Pending
+from flowledger.workflows.records.registry import RunPage
+from flowledger.workflows.records.run import (
     DEFAULT_RUN_PAGE_SIZE,
     MAX_RUN_PAGE_SIZE,
     InputReference,
     Run,
     RunStatus,
 )
-from flowledger.workflows.session import WorkflowSession
+from flowledger.workflows.runtime.ownership import OwnerReader, owner_reader
+from flowledger.workflows.runtime.resumption import assess, prepare_resume
+from flowledger.workflows.runtime.session import WorkflowSession
 
 from .arguments import ArgumentField, canonical_uuid, decode_arguments, new_uuid, parse_id
 from .errors import PrepareRunIntegrityError, ToolError, quote, translate
@@ -112,7 +112,7 @@ _PROTECTED: Final = (
     "created_at",
     "updated_at",
     "revision",
-    "forked_from",  # beyond §7.3: a fork's origin (`workflows.forks`) is identity too
+    "forked_from",  # beyond §7.3: a fork's origin (`workflows.records.forks`) is identity too
 )
 
 
@@ -848,7 +848,7 @@ class WorkflowTools:
         reason = raw_reason.strip() or DEFAULT_CANCEL_REASON
         try:
             # Of concurrent cancels exactly one records the intent: it is the one that is
-            # not idempotent (workflows.intent).
+            # not idempotent (workflows.records.intent).
             first = True if self._intent is None else await self._intent.request_cancel(run_id)
             await self._supervisor.cancel(run_id, reason)
         except Exception as exc:

@@ -17,7 +17,16 @@ from __future__ import annotations
 
 from typing import Final
 
-from flowledger.workflows.definition import FOREIGN_TOKEN, NOT_REGISTERED, RESUME_NOT_SUPPORTED
+from flowledger.workflows.authoring.definition import (
+    FOREIGN_TOKEN,
+    NOT_REGISTERED,
+    RESUME_NOT_SUPPORTED,
+)
+from flowledger.workflows.authoring.schema import (
+    BoundedJSONError,
+    SchemaValidationError,
+    describe_violations,
+)
 from flowledger.workflows.errors import (
     AdoptionError,
     ConflictError,
@@ -35,13 +44,12 @@ from flowledger.workflows.errors import (
     SupervisorClosedError,
     UnknownDefinitionError,
 )
-from flowledger.workflows.inputs import MAX_INPUT_BYTES, MAX_INPUT_DEPTH, MAX_INPUT_PROPERTIES
-from flowledger.workflows.resumption import NO_PAYLOAD_FOR_ERROR, PAYLOAD_REQUIRED
-from flowledger.workflows.schema import (
-    BoundedJSONError,
-    SchemaValidationError,
-    describe_violations,
+from flowledger.workflows.records.inputs import (
+    MAX_INPUT_BYTES,
+    MAX_INPUT_DEPTH,
+    MAX_INPUT_PROPERTIES,
 )
+from flowledger.workflows.runtime.resumption import NO_PAYLOAD_FOR_ERROR, PAYLOAD_REQUIRED
 
 __all__ = [
     "PREFIX",
@@ -166,7 +174,7 @@ def translate(
         )
     elif isinstance(error, InvalidForkError):
         # Built from public run IDs, revisions, state field names and the caller's own
-        # patch values (`workflows.forks`).
+        # patch values (`workflows.records.forks`).
         message = f"{action}: {error}"
     elif isinstance(error, InvalidInputError):
         field = "resume" if error.field == "resume" else "input"

@@ -8,7 +8,7 @@ hides it).
 Arguments: ``run_id`` (the origin), ``revision`` (a checkpoint revision of the origin,
 0 up to its latest), ``patch`` (optional: a JSON object of top-level state fields) and,
 optionally, ``definition_name`` / ``definition_version``, which must then be the
-origin's. The fork is made by `workflows.forks.fork_run` (nothing is written when it is
+origin's. The fork is made by `workflows.records.forks.fork_run` (nothing is written when it is
 refused) and handed to the session's control (a supervisor, or a front door whose
 worker executes it) like a started run; the call returns the fork's run record, with
 ``forked_from``, once its owner has taken it up.
@@ -24,9 +24,9 @@ from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
 from typing import Any, Final
 
-from flowledger.workflows.catalog import Catalog
-from flowledger.workflows.forks import fork_run
-from flowledger.workflows.registry import RunRegistry
+from flowledger.workflows.records.forks import fork_run
+from flowledger.workflows.records.registry import RunRegistry
+from flowledger.workflows.runtime.catalog import Catalog
 
 from .arguments import ArgumentField, canonical_uuid, decode_arguments, new_uuid, parse_id
 from .bundle import SupervisorPort, ToolInfo

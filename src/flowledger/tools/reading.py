@@ -11,8 +11,8 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from flowledger.workflows.history import HistoryPage
-from flowledger.workflows.session import WorkflowSession
+from flowledger.workflows.activities.history import HistoryPage
+from flowledger.workflows.runtime.session import WorkflowSession
 
 from .bundle import StartTicketPort
 

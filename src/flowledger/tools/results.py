@@ -12,12 +12,12 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from flowledger.workflows.activity import ProjectedActivity, format_time
-from flowledger.workflows.history import HistoryPage
-from flowledger.workflows.metadata import Metadata
-from flowledger.workflows.pending import MAX_SCHEMA_BYTES
-from flowledger.workflows.registry import RunPage
-from flowledger.workflows.run import Run, RunStatus
+from flowledger.workflows.activities.activity import ProjectedActivity, format_time
+from flowledger.workflows.activities.history import HistoryPage
+from flowledger.workflows.authoring.metadata import Metadata
+from flowledger.workflows.records.pending import MAX_SCHEMA_BYTES
+from flowledger.workflows.records.registry import RunPage
+from flowledger.workflows.records.run import Run, RunStatus
 
 __all__ = [
     "cancel_result",
@@ -53,7 +53,7 @@ def run_result(run: Run) -> dict[str, Any]:
         ]
     result["created_at"] = format_time(run.created_at)
     result["updated_at"] = format_time(run.updated_at)
-    if run.forked_from is not None:  # a fork (`workflows.forks`); absent otherwise
+    if run.forked_from is not None:  # a fork (`workflows.records.forks`); absent otherwise
         result["forked_from"] = {
             "run_id": run.forked_from.run_id,
             "revision": run.forked_from.revision,

@@ -61,7 +61,7 @@ from ..deploy.runs.trace import MAX_TRACE_PAGE
 from ..tools import ToolError, WorkflowTools
 from ..tools.errors import PREFIX
 from ..workflows.errors import ConflictError, NotFoundError, UnknownDefinitionError
-from ..workflows.run import RunStatus, is_id
+from ..workflows.records.run import RunStatus, is_id
 from .forms import FormError, form_fields, parse_form
 from .graph import render_svg
 from .live import Wake

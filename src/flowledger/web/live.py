@@ -24,8 +24,8 @@ import json
 from collections.abc import AsyncIterator, Callable
 from typing import Any, Final
 
-from ..workflows.activity import ActivityRecord
-from ..workflows.journal import ActivityJournal
+from ..workflows.activities.activity import ActivityRecord
+from ..workflows.activities.journal import ActivityJournal
 
 __all__ = ["HEARTBEAT", "POLL_INTERVAL", "Wake", "sse"]
 

@@ -26,8 +26,8 @@ from ..host import open_session
 from ..tools import ForkTools, SupervisorPort, WorkflowTools
 from ..tools.reading import ReadingControl
 from ..workflows import Catalog
-from ..workflows.ownership import left_message
-from ..workflows.session import WorkflowSession
+from ..workflows.runtime.ownership import left_message
+from ..workflows.runtime.session import WorkflowSession
 
 __all__ = ["Served", "SessionPool", "SessionUnavailableError"]
 

@@ -11,7 +11,7 @@ from typing import Any, Final
 
 from starlette.responses import StreamingResponse
 
-from ..workflows.activity import ActivityRecord
+from ..workflows.activities.activity import ActivityRecord
 from .live import Wake, sse, stream
 from .sessions import Served
 from .views import (

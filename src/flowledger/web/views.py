@@ -23,7 +23,7 @@ from ..deploy.sources.spec import Source
 from ..tools import WorkflowTools
 from ..workflows import Catalog
 from ..workflows.errors import UnknownDefinitionError
-from ..workflows.session import WorkflowSession
+from ..workflows.runtime.session import WorkflowSession
 from .graph import Picture, graph_shape, layout
 from .states import Latest
 

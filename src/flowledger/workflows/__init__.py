@@ -5,17 +5,39 @@ resume payloads); a `Catalog` holds the registered definitions; the `RunRegistry
 storage KV) and the `InputStore` (over storage Blobs) keep each run's record and its
 canonical input; the `Supervisor` owns a session's runs (lease, start, adoption after a
 restart, resume, cancel); the `ActivityJournal` keeps the bounded, safe activity history.
+
+The parts are sub-packages, each depending only on those before it: `authoring` (how a
+workflow is described), `records` (a session's durable run state), `activities` (the
+activity history), `retention` (removing finished runs) and `runtime` (what owns a session
+and executes its runs); `errors` holds the errors of all of them. This package re-exports
+their public names.
 """
 
-from .activity import ActivityKind, ActivityRecord, ProjectedActivity, event_id, project
-from .catalog import Catalog
-from .definition import (
+from .activities import (
+    ActivityJournal,
+    ActivityKind,
+    ActivityRecord,
+    ActivitySubscription,
+    HistoryPage,
+    ProjectedActivity,
+    event_id,
+    page_history,
+    project,
+)
+from .authoring import (
     Definition,
+    Diagnostic,
     ErrorPolicy,
+    Metadata,
+    ReadinessStatus,
+    ResumeReadiness,
     TypedDefinition,
     ValidatedInput,
     ValidatedResume,
+    VertexMetadata,
     WorkflowResult,
+    bound_summary,
+    bound_text,
 )
 from .errors import (
     ActivityValidationError,
@@ -38,16 +60,24 @@ from .errors import (
     UnknownDefinitionError,
     WorkflowError,
 )
-from .forks import fork_marker_key, fork_run
-from .history import HistoryPage, page_history
-from .inputs import InputStore, canonical_json
-from .journal import ActivityJournal, ActivitySubscription
-from .metadata import Metadata, VertexMetadata, bound_summary, bound_text
-from .pending import PausedVertex, PauseKind, Pending, PendingStore
-from .readiness import Diagnostic, ReadinessStatus, ResumeReadiness
-from .registry import RunPage, RunRegistry
-from .run import ArtifactReference, ForkedFrom, InputReference, Run, RunStatus
-from .supervisor import StartTicket, Supervisor
+from .records import (
+    ArtifactReference,
+    ForkedFrom,
+    InputReference,
+    InputStore,
+    PausedVertex,
+    PauseKind,
+    Pending,
+    PendingStore,
+    Run,
+    RunPage,
+    RunRegistry,
+    RunStatus,
+    canonical_json,
+    fork_marker_key,
+    fork_run,
+)
+from .runtime import Catalog, StartTicket, Supervisor
 
 __all__ = [
     "ActivityJournal",

@@ -186,7 +186,7 @@ class ResumeBlockedError(WorkflowError):
     """A resume was refused because the run cannot be continued as things are (its
     readiness is ``blocked``). Nothing was written: the run is still interrupted at the
     same checkpoint and the payload was not consumed. ``readiness`` is a
-    `flowledger.workflows.readiness.ResumeReadiness` with the diagnostics."""
+    `flowledger.workflows.authoring.readiness.ResumeReadiness` with the diagnostics."""
 
     def __init__(self, run_id: str, readiness: object, explanation: str) -> None:
         self.run_id = run_id

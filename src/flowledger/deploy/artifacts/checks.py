@@ -9,9 +9,13 @@ from typing import Any, Final
 
 import rfc8785
 
+from flowledger.workflows.authoring.metadata import MAX_DESCRIPTION_BYTES, MAX_LABEL_BYTES
+from flowledger.workflows.authoring.schema import (
+    CompiledSchema,
+    SchemaValidationError,
+    compile_schema,
+)
 from flowledger.workflows.errors import InvalidSchemaError
-from flowledger.workflows.metadata import MAX_DESCRIPTION_BYTES, MAX_LABEL_BYTES
-from flowledger.workflows.schema import CompiledSchema, SchemaValidationError, compile_schema
 
 from .contracts import closed_properties
 from .errors import ArtifactIssue, choices, place_of

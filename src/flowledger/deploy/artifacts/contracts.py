@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from flowledger.workflows.schema import SchemaValidationError
+from flowledger.workflows.authoring.schema import SchemaValidationError
 
 from .errors import ArtifactIssue, choices, place_of
 from .model import WorkflowNode

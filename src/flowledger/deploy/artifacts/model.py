@@ -14,7 +14,7 @@ from typing import Annotated, Any, Final, Literal
 from pydantic import BaseModel, ConfigDict, Field, JsonValue, StringConstraints
 
 from flowledger.flow.ids import VERTEX_ID
-from flowledger.workflows.metadata import MAX_LABEL_BYTES, NAME_PATTERN, VERSION_PATTERN
+from flowledger.workflows.authoring.metadata import MAX_LABEL_BYTES, NAME_PATTERN, VERSION_PATTERN
 
 from .limits import (
     MAX_BRANCHES,

@@ -16,8 +16,8 @@ from typing import Any, Final, Literal
 
 import rfc8785
 
-from flowledger.workflows.metadata import NAME_PATTERN, VERSION_PATTERN
-from flowledger.workflows.run import is_digest
+from flowledger.workflows.authoring.metadata import NAME_PATTERN, VERSION_PATTERN
+from flowledger.workflows.records.run import is_digest
 
 from .errors import ArtifactCorruptError
 from .limits import MAX_ARTIFACT_BYTES, MAX_CHILD_DEPTH

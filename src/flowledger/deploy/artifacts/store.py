@@ -42,8 +42,8 @@ from typing import Any, Final
 import rfc8785
 
 from flowledger import storage
-from flowledger.workflows.metadata import NAME_PATTERN, VERSION_PATTERN
-from flowledger.workflows.run import is_id
+from flowledger.workflows.authoring.metadata import NAME_PATTERN, VERSION_PATTERN
+from flowledger.workflows.records.run import is_id
 
 from .errors import (
     ArtifactConflictError,

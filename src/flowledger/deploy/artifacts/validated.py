@@ -6,7 +6,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Final
 
-from flowledger.workflows.schema import CompiledSchema
+from flowledger.workflows.authoring.schema import CompiledSchema
 
 from .expressions import Expression, Template
 from .graph import targets

@@ -27,7 +27,7 @@ from __future__ import annotations
 
 from typing import Final
 
-from ...workflows.readiness import Diagnostic
+from ...workflows.authoring.readiness import Diagnostic
 
 __all__ = [
     "ARGUMENTS_INCOMPATIBLE",

@@ -33,7 +33,7 @@ from pydantic import (
 )
 
 from flowledger.flow.ids import VERTEX_ID
-from flowledger.workflows.metadata import NAME_PATTERN, VERSION_PATTERN
+from flowledger.workflows.authoring.metadata import NAME_PATTERN, VERSION_PATTERN
 
 from ..artifacts.document import check_json_data, read_document
 from ..artifacts.errors import ROOT_PLACE, ArtifactIssue, ArtifactValidationError

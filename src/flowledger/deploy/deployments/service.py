@@ -45,10 +45,10 @@ from typing import Any, Final
 from ... import storage
 from ...tools import ToolError, WorkflowTools
 from ...tools.bundle import DEFAULT_START_TIMEOUT, SupervisorPort
+from ...workflows.authoring.readiness import ResumeReadiness
 from ...workflows.errors import DuplicateDefinitionError, ResumeBlockedError
-from ...workflows.readiness import ResumeReadiness
-from ...workflows.run import Run, RunStatus
-from ...workflows.session import WorkflowSession
+from ...workflows.records.run import Run, RunStatus
+from ...workflows.runtime.session import WorkflowSession
 from ..artifacts.errors import ArtifactNotFoundError, ArtifactValidationError
 from ..artifacts.store import ArtifactStore, StoredArtifact
 from ..artifacts.validate import load_artifact, validate_artifact

@@ -31,8 +31,8 @@ from typing import Any, Final
 import rfc8785
 
 from flowledger import storage
-from flowledger.workflows.metadata import NAME_PATTERN
-from flowledger.workflows.run import is_id
+from flowledger.workflows.authoring.metadata import NAME_PATTERN
+from flowledger.workflows.records.run import is_id
 
 from ..artifacts.records import Referrer
 from ..artifacts.store import ArtifactStore

@@ -60,8 +60,13 @@ import jsonschema.validators  # type: ignore[import-untyped, unused-ignore]
 from ... import flow, storage
 from ...flow.ids import VERTEX_ID
 from ...storage.memory import MemoryLedger
-from ...workflows.definition import TypedDefinition, ValidatedInput, ValidatedResume, WorkflowResult
-from ...workflows.metadata import MAX_LABEL_BYTES, Metadata, VertexMetadata, bound_text
+from ...workflows.authoring.definition import (
+    TypedDefinition,
+    ValidatedInput,
+    ValidatedResume,
+    WorkflowResult,
+)
+from ...workflows.authoring.metadata import MAX_LABEL_BYTES, Metadata, VertexMetadata, bound_text
 from ..artifacts.expressions import truthy
 from ..artifacts.model import (
     EndNode,

@@ -1,4 +1,4 @@
-"""The ledger logs a deployed run keeps beside its checkpoints, for `workflows.retention`.
+"""The ledger logs a deployed run keeps beside its checkpoints, for `workflows.retention.pruning`.
 
 A deployed run's trace (``deploy/traces/<graph run>``), tool intents
 (``deploy/intents/<graph run>``) and pin (``deploy/pins/<graph run>``) are keyed by the
@@ -8,7 +8,7 @@ that pruning a run deletes them too. Logs a run never wrote are skipped by the p
 
 from __future__ import annotations
 
-from ...workflows.run import Run
+from ...workflows.records.run import Run
 from ..deployments.pin import pin_log
 from .intents import intent_log
 from .trace import trace_log

@@ -30,7 +30,7 @@ from datetime import UTC, datetime
 from typing import Any, Final
 
 from ... import storage
-from ...workflows.metadata import bound_text
+from ...workflows.authoring.metadata import bound_text
 
 __all__ = [
     "MAX_PREVIEW_BYTES",

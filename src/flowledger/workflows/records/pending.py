@@ -1,0 +1,322 @@
+"""What a stopped run waits for, or what stopped it: `Pending`, and `PendingStore`.
+
+A run pauses for one of two reasons, its *pause kind*:
+
+* ``request``: a task called `flow.interrupt` and waits for whoever resumes. The pause
+  carries the interrupt's ``info`` (addressed to that person or model) and the
+  definition's resume schema; a resume must send a payload the schema accepts.
+* ``error``: a task raised (after its retries) and had no error route, or the step's
+  routing failed (a halt). The pause carries the exception's type and a bounded message;
+  resuming retries the step and takes no payload.
+
+A step can pause several vertices; the run's kind is ``request`` when any of them asks
+for a payload (the payload reaches those vertices; errored ones are retried beside them).
+
+The owner writes a `Pending` record when a run pauses (and, for a definition with
+``on_error="fail"``, the error that failed it), in the session's KV namespace under
+``sessions/<sid>/workflows/pending/<run>``, bound to the checkpoint revision it
+describes. Readers (`runs show`, `workflow_run_get`) need no definition loaded to show
+it. It is owner-only data - never part of activity history or run listings - and it is
+bounded: ``info`` to `MAX_INFO_BYTES` of JSON text (beyond that a prefix of the text with
+``info_truncated``), messages to `MAX_ERROR_MESSAGE_BYTES`, the stored resume schema to
+`MAX_SCHEMA_BYTES`.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import Any, Final
+
+from ... import flow
+from ...storage import KV, CorruptDataError, KeyNotFoundError, fence_arg, validate_name
+from ..authoring.metadata import MAX_LABEL_BYTES, Metadata, bound_text
+from ..errors import CorruptRecordError
+from .run import is_id
+
+__all__ = [
+    "MAX_ERROR_MESSAGE_BYTES",
+    "MAX_INFO_BYTES",
+    "MAX_SCHEMA_BYTES",
+    "PauseKind",
+    "PausedVertex",
+    "Pending",
+    "PendingStore",
+    "describe_pause",
+    "pause_kind",
+    "pending_key",
+    "requests",
+]
+
+MAX_INFO_BYTES: Final = 4096
+MAX_ERROR_MESSAGE_BYTES: Final = 512
+MAX_SCHEMA_BYTES: Final = 65536
+_VERSION: Final = 1
+# `flow.VertexError` prefixes the task's message with bookkeeping a reader does not need.
+_VERTEX_ERROR_PREFIX: Final = re.compile(r"vertex \S+ \(run \S+, attempt \d+\) failed: ")
+_CONTROL: Final = re.compile(r"[\x00-\x08\x0b-\x1f\x7f]")
+
+
+class PauseKind(StrEnum):
+    REQUEST = "request"
+    ERROR = "error"
+
+
+@dataclass(frozen=True, slots=True)
+class PausedVertex:
+    """One paused vertex (``vertex`` is ``""`` for a halt, which pauses a whole step)."""
+
+    vertex: str
+    label: str
+    kind: PauseKind
+    info: Any = None
+    info_truncated: bool = False
+    error_type: str = ""
+    error_message: str = ""
+
+    def to_json(self) -> dict[str, Any]:
+        document: dict[str, Any] = {"kind": str(self.kind)}
+        if self.vertex:
+            document["vertex_id"] = self.vertex
+        if self.label:
+            document["vertex_label"] = self.label
+        if self.kind is PauseKind.REQUEST:
+            document["info"] = self.info
+            if self.info_truncated:
+                document["info_truncated"] = True
+        else:
+            document["error"] = {"type": self.error_type, "message": self.error_message}
+        return document
+
+
+@dataclass(frozen=True, slots=True)
+class Pending:
+    """What the run at ``checkpoint_revision`` waits for (or, with ``failed``, what made
+    an ``on_error="fail"`` definition fail it)."""
+
+    kind: PauseKind
+    vertices: tuple[PausedVertex, ...]
+    checkpoint_revision: int
+    resume_schema: dict[str, Any] | None = None
+    failed: bool = False
+
+    @property
+    def first(self) -> PausedVertex:
+        return self.vertices[0]
+
+    def error_line(self) -> str:
+        """``label: Type: message`` of the first errored vertex, or ``""``."""
+        for item in self.vertices:
+            if item.kind is PauseKind.ERROR:
+                where = item.label or item.vertex or "routing"
+                return f"{where}: {item.error_type}: {item.error_message}".rstrip(": ")
+        return ""
+
+    def to_json(self) -> dict[str, Any]:
+        document: dict[str, Any] = {
+            "kind": str(self.kind),
+            "checkpoint_revision": self.checkpoint_revision,
+            "vertices": [item.to_json() for item in self.vertices],
+        }
+        first = self.first
+        # The first vertex's fields at the top level: what a caller with one pause reads.
+        for key in ("vertex_id", "vertex_label", "info", "info_truncated", "error"):
+            value = first.to_json().get(key)
+            if value is not None:
+                document[key] = value
+        if self.kind is PauseKind.REQUEST:
+            document["resume_schema"] = self.resume_schema
+        return document
+
+
+# -- building one from a result -------------------------------------------------------------------
+
+
+def pause_kind(interrupts: Sequence[flow.Interruption] | None, halt: flow.Halt | None) -> PauseKind:
+    """``request`` when any interrupt awaits a payload, else ``error``."""
+    if halt is None and any(i.kind is flow.InterruptKind.AWAITING for i in interrupts or ()):
+        return PauseKind.REQUEST
+    return PauseKind.ERROR
+
+
+def requests(interrupts: Sequence[flow.Interruption] | None) -> list[str]:
+    """The vertices of ``interrupts`` that wait for a payload, in order."""
+    return [i.vertex for i in interrupts or () if i.kind is flow.InterruptKind.AWAITING]
+
+
+def _bounded_info(info: Any) -> tuple[Any, bool]:
+    text = json.dumps(info, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+    data = text.encode()
+    if len(data) <= MAX_INFO_BYTES:
+        return info, False
+    return data[:MAX_INFO_BYTES].decode(errors="ignore"), True
+
+
+def _message(error: BaseException | None) -> tuple[str, str]:
+    if error is None:
+        return "", ""
+    if isinstance(error, flow.VertexError):
+        error = error.cause
+    if isinstance(error, flow.StoredError):
+        type_name = error.type_name
+        text = _VERTEX_ERROR_PREFIX.sub("", str(error), count=1)
+    else:
+        type_name = type(error).__name__
+        text = str(error) or type_name
+    text = _CONTROL.sub(" ", text.removeprefix("flow: "))
+    return type_name or "Error", bound_text(text, MAX_ERROR_MESSAGE_BYTES)
+
+
+def _labels(metadata: Metadata) -> dict[str, str]:
+    return {
+        item.id: bound_text(item.label, MAX_LABEL_BYTES)
+        for item in metadata.vertices
+        if item.id is not None
+    }
+
+
+def describe_pause(
+    metadata: Metadata,
+    revision: int,
+    interrupts: Sequence[flow.Interruption] | None,
+    halt: flow.Halt | None,
+    *,
+    resume_schema: dict[str, Any] | None = None,
+    failed: bool = False,
+) -> Pending:
+    """The `Pending` of a paused (or halted) result at checkpoint ``revision``;
+    ``resume_schema`` is what a payload must match (default: the metadata's)."""
+    labels = _labels(metadata)
+    vertices: list[PausedVertex] = []
+    if halt is not None:
+        type_name, text = _message(halt.cause)
+        vertices.append(PausedVertex("", "", PauseKind.ERROR, None, False, type_name, text))
+    for item in interrupts or ():
+        label = labels.get(item.vertex, "")
+        if item.kind is flow.InterruptKind.AWAITING:
+            info, truncated = _bounded_info(item.info)
+            vertices.append(PausedVertex(item.vertex, label, PauseKind.REQUEST, info, truncated))
+        else:
+            type_name, text = _message(item.cause)
+            vertices.append(
+                PausedVertex(item.vertex, label, PauseKind.ERROR, None, False, type_name, text)
+            )
+    if not vertices:
+        raise ValueError("a pause needs interrupts or a halt")
+    kind = pause_kind(interrupts, halt)
+    schema = None
+    if kind is PauseKind.REQUEST:
+        schema = metadata.resume_schema if resume_schema is None else resume_schema
+    if schema is not None and len(json.dumps(schema).encode()) > MAX_SCHEMA_BYTES:
+        schema = {"description": "the resume schema is too large to store; see the definition"}
+    # Requests first, so `first` is what a resume answers.
+    ordered = sorted(vertices, key=lambda v: (v.kind is not PauseKind.REQUEST, v.vertex))
+    return Pending(kind, tuple(ordered), revision, schema, failed)
+
+
+# -- storage ----------------------------------------------------------------------------------
+
+
+def pending_key(session_id: str, run_id: str) -> str:
+    """``sessions/<sid>/workflows/pending/<rid>``."""
+    if not is_id(session_id) or not is_id(run_id):
+        raise ValueError("pending_key needs a session ID and a run ID")
+    return validate_name(f"sessions/{session_id}/workflows/pending/{run_id}")
+
+
+def _encode(pending: Pending) -> bytes:
+    body = {
+        "version": _VERSION,
+        "kind": str(pending.kind),
+        "checkpoint_revision": pending.checkpoint_revision,
+        "failed": pending.failed,
+        "resume_schema": pending.resume_schema,
+        "vertices": [
+            {
+                "vertex": v.vertex,
+                "label": v.label,
+                "kind": str(v.kind),
+                "info": v.info,
+                "info_truncated": v.info_truncated,
+                "error_type": v.error_type,
+                "error_message": v.error_message,
+            }
+            for v in pending.vertices
+        ],
+    }
+    return json.dumps(body, ensure_ascii=False, separators=(",", ":"), allow_nan=False).encode()
+
+
+def _decode(key: str, data: bytes) -> Pending:
+    try:
+        doc = json.loads(data)
+        if not isinstance(doc, Mapping) or doc.get("version") != _VERSION:
+            raise ValueError("not a version 1 pending record")
+        vertices = tuple(
+            PausedVertex(
+                _text(v["vertex"]),
+                _text(v["label"]),
+                PauseKind(v["kind"]),
+                v["info"],
+                bool(v["info_truncated"]),
+                _text(v["error_type"]),
+                _text(v["error_message"]),
+            )
+            for v in doc["vertices"]
+        )
+        revision = doc["checkpoint_revision"]
+        schema = doc["resume_schema"]
+        if not vertices or not isinstance(revision, int) or isinstance(revision, bool):
+            raise ValueError("malformed pending record")
+        if schema is not None and not isinstance(schema, dict):
+            raise ValueError("malformed resume schema")
+        return Pending(PauseKind(doc["kind"]), vertices, revision, schema, bool(doc["failed"]))
+    except (ValueError, KeyError, TypeError) as exc:
+        raise CorruptRecordError(key, str(exc)) from exc
+
+
+def _text(value: object) -> str:
+    if not isinstance(value, str):
+        raise ValueError("expected a string")
+    return value
+
+
+class PendingStore:
+    """The session's `Pending` records, one per run (the latest pause replaces the last)."""
+
+    def __init__(self, kv: KV) -> None:
+        self._kv = kv
+
+    async def put(self, session_id: str, run_id: str, pending: Pending) -> None:
+        """Store ``pending`` for the run (only the session's owner writes these, so a plain
+        read-then-swap cannot race another writer; a damaged record is replaced)."""
+        key = pending_key(session_id, run_id)
+        data = _encode(pending)
+        fence = fence_arg()  # the owner's lease, when it set one (`storage.fencing`)
+        try:
+            current = await self._kv.get(key)
+        except KeyNotFoundError:
+            await self._kv.put(key, data, expected=0, **fence)
+            return
+        except CorruptDataError:
+            await self._kv.delete(key, **fence)
+            await self._kv.put(key, data, expected=0, **fence)
+            return
+        if current.value != data:
+            await self._kv.put(key, data, expected=current.revision, **fence)
+
+    async def get(self, session_id: str, run_id: str) -> Pending | None:
+        key = pending_key(session_id, run_id)
+        try:
+            entry = await self._kv.get(key)
+        except KeyNotFoundError:
+            return None
+        except CorruptDataError as exc:
+            raise CorruptRecordError(key, str(exc)) from exc
+        return _decode(key, entry.value)
+
+    async def delete(self, session_id: str, run_id: str) -> None:
+        await self._kv.delete(pending_key(session_id, run_id))

@@ -1,0 +1,70 @@
+"""Deciding whether, and how, an interrupted run may be resumed.
+
+Every resume path (the supervisor's own `resume`, a front door's request, a request a
+worker carries out) goes through `prepare_resume` before anything is written, so the
+rules hold everywhere:
+
+1. readiness first: a blocked run (its checkpoint was written by another graph, or a
+   layer above says so) is refused with `ResumeBlockedError` - the run stays
+   interrupted at the same checkpoint, the payload is not consumed;
+2. then the pause kind decides what the payload is: a *request* pause needs a payload
+   its definition's resume schema accepts (`InvalidInputError` otherwise, field
+   ``resume``); an *error* pause takes none (resuming retries the failed step), and a
+   payload sent to one is refused rather than silently dropped.
+
+`assess` computes a run's readiness for readers (`workflow_run_get`, `runs show`).
+"""
+
+from __future__ import annotations
+
+from ..authoring.definition import Definition, ValidatedResume
+from ..authoring.readiness import DEFINITION_MISSING, Diagnostic, ResumeReadiness
+from ..errors import InvalidInputError, ResumeBlockedError
+from ..records.pending import PauseKind, pause_kind, requests
+from ..records.run import Run, RunStatus
+
+__all__ = ["NO_PAYLOAD_FOR_ERROR", "PAYLOAD_REQUIRED", "assess", "prepare_resume"]
+
+PAYLOAD_REQUIRED = (
+    "this run waits for a payload: send one that matches its definition's resume schema"
+)
+NO_PAYLOAD_FOR_ERROR = (
+    "this run paused because a task raised; resuming retries it and takes no payload"
+)
+
+
+async def assess(definition: Definition | None, run: Run) -> ResumeReadiness:
+    """The run's readiness as of now; ``definition`` is the catalog's definition of the
+    run's name and version (``None`` when none is registered)."""
+    if run.status is not RunStatus.INTERRUPTED:
+        return ResumeReadiness.not_applicable()
+    if definition is None:
+        return ResumeReadiness.of([_missing(run)])
+    return ResumeReadiness.of(await definition.check_resume(run.graph_run_id))
+
+
+def _missing(run: Run) -> Diagnostic:
+    return Diagnostic(
+        DEFINITION_MISSING,
+        f"no definition {run.definition_name} version {run.definition_version} is registered",
+        "load the application that registers it (for the CLI: --app module:catalog)",
+    )
+
+
+async def prepare_resume(
+    definition: Definition, run: Run, payload: bytes | str | None
+) -> ValidatedResume | None:
+    """Check that ``run`` (interrupted) may be resumed with ``payload`` and return the
+    token to resume it with (``None``: retry an errored pause). Reads only."""
+    readiness = await assess(definition, run)
+    if readiness.blocked:
+        raise ResumeBlockedError(run.id, readiness, readiness.explain())
+    current = await definition.get(run.graph_run_id)
+    kind = pause_kind(current.interrupts, current.halt)
+    if kind is PauseKind.REQUEST:
+        if payload is None:
+            raise InvalidInputError("resume", PAYLOAD_REQUIRED)
+        return definition.validate_resume(payload, vertices=requests(current.interrupts))
+    if payload is not None:
+        raise InvalidInputError("resume", NO_PAYLOAD_FOR_ERROR)
+    return None

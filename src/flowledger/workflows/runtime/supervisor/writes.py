@@ -1,0 +1,78 @@
+"""The supervisor's writes to a run record: status transitions and compare-and-swap.
+
+A swap that finds the record moved on only because a front door recorded a cancellation
+intent meanwhile applies its change to that record instead (the intent is kept; the
+cancel request is handled next). Once ownership is lost a transition raises
+`OwnershipLost`, which callers turn into silence.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import replace
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING
+
+from ...authoring.metadata import bound_summary
+from ...errors import ConflictError
+from ...records.run import Run, RunStatus
+
+if TYPE_CHECKING:
+    from .owner import Supervisor
+
+
+def only_intent_added(before: Run, after: Run) -> bool:
+    """``after`` differs from ``before`` only by a (front door's) cancellation intent."""
+    return (
+        after.cancel_requested
+        and not before.cancel_requested
+        and after.status is before.status
+        and after.checkpoint_revision == before.checkpoint_revision
+        and after.activity_cursor == before.activity_cursor
+        and after.artifacts == before.artifacts
+    )
+
+
+class OwnershipLost(Exception):
+    """Raised at a write boundary once the lease is gone; callers turn it into silence."""
+
+
+def stamp(sup: Supervisor, run: Run) -> datetime:
+    moment = sup._now().astimezone(UTC)
+    return max(moment, run.updated_at)
+
+
+async def transition(
+    sup: Supervisor, run: Run, status: RunStatus, summary: str, checkpoint: int
+) -> Run:
+    if sup._ownership_lost():
+        raise OwnershipLost()
+    if status is not RunStatus.RUNNING:  # no live publication until it runs again
+        sup._projections.forget(run.id)
+
+    def change(current: Run) -> Run:
+        return replace(
+            current,
+            status=status,
+            status_summary=bound_summary(summary),
+            checkpoint_revision=max(checkpoint, current.checkpoint_revision),
+            updated_at=stamp(sup, current),
+        )
+
+    try:
+        return await swap(sup, run, change)
+    except Exception as exc:
+        raise RuntimeError(f"persist run transition: {exc}") from exc
+
+
+async def swap(sup: Supervisor, run: Run, change: Callable[[Run], Run]) -> Run:
+    """Compare-and-swap ``change(run)``. If the record moved on only because a front
+    door recorded a cancellation intent meanwhile, apply the change to that record
+    instead (the intent is kept; the cancel request is handled next)."""
+    try:
+        return await sup.registry.compare_and_swap(run.revision, change(run))
+    except ConflictError:
+        fresh = await sup.registry.get(sup._session_id, run.id)
+        if not only_intent_added(run, fresh) or sup._ownership_lost():
+            raise
+        return await sup.registry.compare_and_swap(fresh.revision, change(fresh))
