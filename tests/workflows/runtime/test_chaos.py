@@ -376,6 +376,12 @@ async def _chaos(store: Any, fleet: Fleet, schema: str) -> None:
         assert time.monotonic() < deadline, f"runs not finished: {statuses}"
         await asyncio.sleep(0.2)
     elapsed = time.monotonic() - started
+    # The worker spawned after the last kill may still be starting: one stopped before it
+    # has installed its signal handlers dies of the SIGTERM instead of draining.
+    up_by = time.monotonic() + 30
+    while {p.pid for p in fleet.alive()} - {r.pid for r in await read_workers(store)}:
+        assert time.monotonic() < up_by, "a respawned worker did not start"
+        await asyncio.sleep(0.1)
     codes = fleet.stop()
     assert codes == [0] * len(codes), f"workers did not stop cleanly: {codes}"
     wrong = {
