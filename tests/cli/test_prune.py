@@ -219,3 +219,52 @@ def test_worker_with_retention_prunes_an_old_finished_run(url: str, tmp_path: Pa
     )
     assert resumed.returncode == 0, resumed.stderr
     assert "completed" in resumed.stdout
+
+
+def test_backfill_refs_lets_prune_sweep_an_upgraded_database(url: str, tmp_path: Path) -> None:
+    """A database written before attachment references were kept: prune deletes its runs
+    but sweeps no attachment, and its note names `flowledger backfill-refs`; that command
+    registers the logs' references (idempotently), after which prune sweeps again."""
+    asyncio.run(_runs(url))
+    asyncio.run(_forget_refs(url))
+
+    before = flowledger(tmp_path, "prune", "--older-than", "30d", "--json", "--db", url)
+    assert before.returncode == 0, before.stderr
+    report = json.loads(before.stdout)
+    assert report["runs"]["total"] == 3
+    assert report["attachments"]["swept"] is False
+    assert "flowledger backfill-refs" in report["attachments"]["note"]
+
+    filled = flowledger(tmp_path, "backfill-refs", "--json", "--db", url)
+    assert filled.returncode == 0, filled.stderr
+    result = json.loads(filled.stdout)
+    assert result["refs_complete"] is True and result["logs"] >= 2  # the two runs left
+    assert asyncio.run(_refs_complete(url))
+    again = flowledger(tmp_path, "backfill-refs", "--db", url)
+    assert again.returncode == 0, again.stderr
+    assert f"registered the attachment references of {result['logs']} log(s)" in again.stdout
+
+    after = flowledger(tmp_path, "prune", "--older-than", "1m", "--json", "--db", url)
+    assert after.returncode == 0, after.stderr
+    assert json.loads(after.stdout)["attachments"]["swept"] is True
+
+
+async def _forget_refs(url: str) -> None:
+    from ..flow.test_ledger_refs import forget_refs
+
+    async with open_store(url) as store:
+        await forget_refs(store)
+
+
+async def _refs_complete(url: str) -> bool:
+    async with open_store(url) as store:
+        return await store.ledger.refs_complete()
+
+
+def test_backfill_refs_of_an_unreachable_database_is_one_line(tmp_path: Path) -> None:
+    done = flowledger(
+        tmp_path, "backfill-refs", "--db", "postgresql://nobody@127.0.0.1:1/none?connect_timeout=2"
+    )
+    assert done.returncode == 1
+    assert done.stderr.startswith("error: ") and len(done.stderr.strip().splitlines()) == 1
+    assert done.stdout == ""

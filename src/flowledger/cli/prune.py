@@ -1,9 +1,12 @@
-"""``flowledger prune``: delete finished runs older than a duration, with all their data.
+"""``flowledger prune``: delete finished runs older than a duration, with all their data;
+``flowledger backfill-refs``: let an upgraded database's attachments be swept at all.
 
-It opens the store itself (no catalog is needed: nothing is executed) and runs one
+Prune opens the store itself (no catalog is needed: nothing is executed) and runs one
 `flowledger.workflows.retention.pruning.prune` pass over the session, with the deploy layer's
 per-run logs. ``--dry-run`` opens the store read-only and writes nothing. The table and
-``--json`` show the same report.
+``--json`` show the same report. A database written before attachment references were
+kept sweeps no attachment until ``backfill-refs`` (`flowledger.deploy.backfill_refs`) has
+registered its logs' references, once, after every process writing to it was upgraded.
 """
 
 from __future__ import annotations
@@ -15,6 +18,7 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
+from ..deploy.refs import backfill_refs
 from ..deploy.runs.retention import deployed_run_logs
 from ..storage import open_store
 from ..workflows.records.run import is_id
@@ -145,5 +149,42 @@ def prune_command(
     run_command(work)
 
 
+def backfill_refs_command(
+    db: Annotated[
+        str | None,
+        typer.Option(
+            "--db",
+            metavar="URL",
+            help="Database URL. \\[default: $FLOWLEDGER_DB, else sqlite:///flowledger.db]",
+            show_default=False,
+        ),
+    ] = None,
+    json_output: Annotated[
+        bool, typer.Option("--json", help="Print the result as JSON (for scripts).")
+    ] = False,
+) -> None:
+    """Register an upgraded database's attachment references, so that prune can sweep.
+
+    Reads which attachments the checkpoint and pin logs written before references were
+    kept refer to, and records them. Run it once after upgrading, when every process
+    writing to the database runs this version; it may run while runs go on, and running
+    it again is harmless."""
+    options = Options(db, None, None)
+
+    async def work() -> None:
+        async with open_store(options.url) as store:
+            logs = await backfill_refs(store)
+        if json_output:
+            emit_json({"logs": logs, "refs_complete": True})
+            return
+        stdout_console().print(
+            f"registered the attachment references of {logs} log(s); "
+            "prune now sweeps the attachments nothing refers to"
+        )
+
+    run_command(work)
+
+
 def register_prune(app: typer.Typer) -> None:
     app.command("prune")(prune_command)
+    app.command("backfill-refs")(backfill_refs_command)

@@ -170,8 +170,8 @@ class RefsIncompleteError(StorageError):
         super().__init__(
             "the ledger's attachment references are incomplete (logs written before "
             "flowledger recorded them), so no attachment may be deleted yet: run "
-            "flowledger.deploy.backfill_refs(store) once, with every process on this "
-            "version, to register them"
+            "`flowledger backfill-refs` (flowledger.deploy.backfill_refs(store)) once, with "
+            "every process on this version, to register them"
         )
 
 

@@ -263,8 +263,8 @@ class PruneReport:
         if self.sweep is None:
             return (
                 "checkpoint state attachments were not counted or deleted: this store was "
-                "written before attachment references were kept; run "
-                "flowledger.deploy.backfill_refs(store) once, then prune again"
+                "written before attachment references were kept; run `flowledger "
+                "backfill-refs` (flowledger.deploy.backfill_refs(store)) once, then prune again"
             )
         verb = "would be" if self.dry_run else "were"
         note = f"{self.sweep.attachments} unreferenced attachment(s) of the store {verb} swept"
