@@ -24,9 +24,9 @@ from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
 from typing import Any, Final
 
-from flowledger.workflows.records.forks import fork_run
 from flowledger.workflows.records.registry import RunRegistry
 from flowledger.workflows.runtime.catalog import Catalog
+from flowledger.workflows.runtime.forks import fork_run
 
 from .arguments import ArgumentField, canonical_uuid, decode_arguments, new_uuid, parse_id
 from .bundle import SupervisorPort, ToolInfo

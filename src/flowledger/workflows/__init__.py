@@ -75,9 +75,8 @@ from .records import (
     RunStatus,
     canonical_json,
     fork_marker_key,
-    fork_run,
 )
-from .runtime import Catalog, StartTicket, Supervisor
+from .runtime import Catalog, StartTicket, Supervisor, fork_run
 
 __all__ = [
     "ActivityJournal",

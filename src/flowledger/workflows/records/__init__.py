@@ -6,10 +6,10 @@ A `Run` (`run`) is one run's record under ``sessions/<session>/workflows/runs/<r
 run's canonical input (`InputStore`, `inputs`; `input_claims` lets a pruner delete a
 shared input blob safely while runs with the same input start), what a paused run waits
 for (`PendingStore`, `pending`), durable cancel intents (`intent`), the requests front
-doors leave for the owner (`requests`), and forks of runs (`forks`).
+doors leave for the owner (`requests`), and the markers of forked runs (`forks`).
 """
 
-from .forks import fork_marker_key, fork_run
+from .forks import fork_marker_key
 from .inputs import InputStore, canonical_json
 from .pending import PausedVertex, PauseKind, Pending, PendingStore
 from .registry import RunPage, RunRegistry
@@ -30,5 +30,4 @@ __all__ = [
     "RunStatus",
     "canonical_json",
     "fork_marker_key",
-    "fork_run",
 ]

@@ -23,7 +23,7 @@ from flowledger.workflows.records.run import RunStatus
 from flowledger.workflows.runtime.supervisor import Supervisor
 
 from ..conftest import COUNTER_SCHEMA, Counter, build_session
-from ..runtime.test_frontdoor import POLL, Door, make_door
+from .test_frontdoor import POLL, Door, make_door
 
 
 def failing_definition(store: flow.CheckpointStore) -> TypedDefinition[Counter]:
