@@ -49,7 +49,9 @@ from .render import (
     status_text,
 )
 from .runtime import (
+    CONNECTION,
     CliError,
+    DbOption,
     Host,
     Options,
     check_idle,
@@ -67,19 +69,8 @@ from .worker import run_worker
 
 __all__ = ["app", "main"]
 
-CONNECTION = "Database and session"
 MAX_PAGE = 100
 
-DbOption = Annotated[
-    str | None,
-    typer.Option(
-        "--db",
-        metavar="URL",
-        help="Database URL. \\[default: $FLOWLEDGER_DB, else sqlite:///flowledger.db]",
-        show_default=False,
-        rich_help_panel=CONNECTION,
-    ),
-]
 AppOption = Annotated[
     str | None,
     typer.Option(

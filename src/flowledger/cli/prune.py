@@ -24,7 +24,7 @@ from ..storage import open_store
 from ..workflows.records.run import is_id
 from ..workflows.retention.pruning import PruneReport, RetentionPolicy, prune
 from ..workflows.runtime.session import default_session_id
-from .runtime import CliError, Options, emit_json, run_command, stdout_console
+from .runtime import CliError, DbOption, Options, emit_json, run_command, stdout_console
 
 __all__ = ["register_prune"]
 
@@ -103,15 +103,7 @@ def prune_command(
     dry_run: Annotated[
         bool, typer.Option("--dry-run", help="Say what would be deleted; write nothing.")
     ] = False,
-    db: Annotated[
-        str | None,
-        typer.Option(
-            "--db",
-            metavar="URL",
-            help="Database URL. \\[default: $FLOWLEDGER_DB, else sqlite:///flowledger.db]",
-            show_default=False,
-        ),
-    ] = None,
+    db: DbOption = None,
     session: Annotated[
         str | None,
         typer.Option(
@@ -150,15 +142,7 @@ def prune_command(
 
 
 def backfill_refs_command(
-    db: Annotated[
-        str | None,
-        typer.Option(
-            "--db",
-            metavar="URL",
-            help="Database URL. \\[default: $FLOWLEDGER_DB, else sqlite:///flowledger.db]",
-            show_default=False,
-        ),
-    ] = None,
+    db: DbOption = None,
     json_output: Annotated[
         bool, typer.Option("--json", help="Print the result as JSON (for scripts).")
     ] = False,

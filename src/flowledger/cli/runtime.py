@@ -30,7 +30,7 @@ from collections.abc import AsyncIterator, Callable, Coroutine
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Final, NoReturn
+from typing import Annotated, Any, Final, NoReturn
 
 import click
 import typer
@@ -51,7 +51,9 @@ from ..workflows.runtime.session import WorkflowSession
 from .stopping import OwnerExit
 
 __all__ = [
+    "CONNECTION",
     "CliError",
+    "DbOption",
     "Host",
     "Options",
     "check_idle",
@@ -66,6 +68,19 @@ __all__ = [
 
 MAX_ERROR_CHARS: Final = 600
 NON_TERMINAL_WIDTH: Final = 120
+
+CONNECTION: Final = "Database and session"  # the help panel of the options below and alike
+
+DbOption = Annotated[
+    str | None,
+    typer.Option(
+        "--db",
+        metavar="URL",
+        help="Database URL. \\[default: $FLOWLEDGER_DB, else sqlite:///flowledger.db]",
+        show_default=False,
+        rich_help_panel=CONNECTION,
+    ),
+]
 
 
 class CliError(Exception):
