@@ -131,12 +131,13 @@ class Database:
     async def open(self) -> None:
         settings = self.settings
         self._loop = asyncio.get_running_loop()
+        prepare_after = _PREPARE_AFTER if settings.prepare else None
         pool: AsyncConnectionPool[Conn] = AsyncConnectionPool(
             settings.conninfo,
             min_size=settings.pool_min,
             max_size=settings.pool_max,
             timeout=float(settings.connect_timeout),
-            kwargs={"autocommit": True, "prepare_threshold": _prepare_threshold(settings)},
+            kwargs={"autocommit": True, "prepare_threshold": prepare_after},
             configure=_configure,
             open=False,
             name=f"flowledger:{settings.schema}",
@@ -328,8 +329,3 @@ def prefix_bounds(prefix: str) -> tuple[str, str] | None:
     if not prefix.isascii() or "\0" in prefix:
         return None
     return prefix, prefix + "\x7f"
-
-
-def _prepare_threshold(settings: PostgresSettings) -> int | None:
-    """When a connection prepares a statement it runs repeatedly: after a few runs, or never."""
-    return _PREPARE_AFTER if settings.prepare else None
