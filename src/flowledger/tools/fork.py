@@ -8,7 +8,7 @@ hides it).
 Arguments: ``run_id`` (the origin), ``revision`` (a checkpoint revision of the origin,
 0 up to its latest), ``patch`` (optional: a JSON object of top-level state fields) and,
 optionally, ``definition_name`` / ``definition_version``, which must then be the
-origin's. The fork is made by `workflows.records.forks.fork_run` (nothing is written when it is
+origin's. The fork is made by `workflows.runtime.forks.fork_run` (nothing is written when it is
 refused) and handed to the session's control (a supervisor, or a front door whose
 worker executes it) like a started run; the call returns the fork's run record, with
 ``forked_from``, once its owner has taken it up.
