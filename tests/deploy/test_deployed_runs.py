@@ -143,12 +143,12 @@ async def test_an_unrunnable_start_writes_nothing(
     makes ``run_deployment`` answer ``unrunnable`` with the diagnostics (each with a
     hint); no run exists and every KV key and value, blob and ledger record of the
     database is byte for byte what it was."""
-    monkeypatch.delenv("FLOWLEDGER_TEST_UNSET", raising=False)
+    monkeypatch.delenv("SOURCE_TEST_UNSET", raising=False)
     script = server_script(tmp_path)
     document = {
         "binding_missing": deployment(script, sources={}),
         "credential_missing": deployment(
-            script, env={"SECRET_TOKEN": {"secret": "FLOWLEDGER_TEST_UNSET"}}
+            script, env={"SECRET_TOKEN": {"secret": "SOURCE_TEST_UNSET"}}
         ),
         "source_unreachable": deployment(tmp_path / "no-such-server"),
         "tool_not_allowed": deployment(script, allow=("whoami",)),
@@ -247,22 +247,22 @@ async def test_a_secret_reaches_the_server_and_no_stored_byte(
     value appears in no KV key or value, blob or ledger record. Unset after the pause,
     the resume is blocked with credential_missing; set again, it continues."""
     secret = "s3cr3t-" + uuid.uuid4().hex
-    monkeypatch.setenv("FLOWLEDGER_TEST_SECRET", secret)
+    monkeypatch.setenv("SOURCE_TEST_SECRET", secret)
     script = server_script(tmp_path)
-    document = deployment(script, env={"SECRET_TOKEN": {"secret": "FLOWLEDGER_TEST_SECRET"}})
+    document = deployment(script, env={"SECRET_TOKEN": {"secret": "SOURCE_TEST_SECRET"}})
     async with service(f"sqlite:///{tmp_path / 's.db'}") as (deploy, store):
         await prepared(deploy, document)
         started = await deploy.run_deployment("env_dep", {})
         run_id = started["run_id"]
         pin = await deploy.pin_of(run_id)
         assert pin is not None
-        assert pin.sources["env"]["identity"]["secrets"] == ["FLOWLEDGER_TEST_SECRET"]
+        assert pin.sources["env"]["identity"]["secrets"] == ["SOURCE_TEST_SECRET"]
         assert pin.sources["env"]["identity"]["env"] == ["LABEL", "SECRET_TOKEN"]
-        monkeypatch.delenv("FLOWLEDGER_TEST_SECRET")
+        monkeypatch.delenv("SOURCE_TEST_SECRET")
         blocked = await deploy.resume_run(run_id, {"go": True})
         assert codes(blocked) == [("credential_missing", "error")]
-        assert "FLOWLEDGER_TEST_SECRET" in blocked["resume_readiness"]["diagnostics"][0]["hint"]
-        monkeypatch.setenv("FLOWLEDGER_TEST_SECRET", secret)
+        assert "SOURCE_TEST_SECRET" in blocked["resume_readiness"]["diagnostics"][0]["hint"]
+        monkeypatch.setenv("SOURCE_TEST_SECRET", secret)
         done = await deploy.resume_run(run_id, {"go": True})
         assert done["status"] == "completed", done
         assert done["output"]["digest"] == hashlib.sha256(secret.encode()).hexdigest()
@@ -324,10 +324,12 @@ async def test_a_changed_description_or_server_only_warns(tmp_path: Path) -> Non
         pin = await deploy.pin_of(started["run_id"])
         assert pin is not None
         revision = await deploy.deployments.get(SESSION, "env_dep", 1)
-    sources = pin.to_json()["sources"]
-    sources["env"]["server"]["version"] = "0.9"
-    sources["env"]["tools"]["whoami"]["full"] = "sha256:" + "0" * 64
-    found = await check_pinned(sources, revision.validated.bindings(), "block", (), {}, seconds=30)
+        sources = pin.to_json()["sources"]
+        sources["env"]["server"]["version"] = "0.9"
+        sources["env"]["tools"]["whoami"]["full"] = "sha256:" + "0" * 64
+        found = await check_pinned(
+            sources, revision.validated.bindings(), "block", (), deploy.environment, seconds=30
+        )
     assert [(d.code, d.severity) for d in found] == [
         ("server_changed", "warning"),
         ("description_changed", "warning"),

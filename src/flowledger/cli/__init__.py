@@ -639,6 +639,15 @@ def mcp(
             "requests that `flowledger worker` processes execute.",
         ),
     ] = False,
+    allow_inline_sources: Annotated[
+        bool,
+        typer.Option(
+            "--allow-inline-sources",
+            help="HTTP: let clients name command lines, URLs and environment variables "
+            "in deployments and source_probe (the operator's power: every token holder "
+            "can then run commands on this host). Off: only registered sources.",
+        ),
+    ] = False,
     db: DbOption = None,
     app_ref: AppOption = None,
     session: SessionOption = None,
@@ -650,6 +659,10 @@ def mcp(
         raise typer.BadParameter("--tokens-file needs --http", param_hint="--tokens-file")
     if (host is not None or port is not None) and not http:
         raise typer.BadParameter("--host and --port need --http", param_hint="--host/--port")
+    if allow_inline_sources and not http:
+        raise typer.BadParameter(
+            "--allow-inline-sources needs --http", param_hint="--allow-inline-sources"
+        )
     options = Options(db, app_ref, session)
 
     async def work() -> None:
@@ -669,6 +682,7 @@ def mcp(
                 no_execute=no_execute,
                 http=http,
                 tokens_file=tokens_file,
+                allow_inline_sources=allow_inline_sources,
                 **extra,
             )
         except McpStartupError as exc:

@@ -46,6 +46,7 @@ async def serve(
     host: str = DEFAULT_HOST,
     port: int = DEFAULT_PORT,
     tokens_file: str | None = None,
+    allow_inline_sources: bool = False,
 ) -> None:
     """What ``flowledger mcp`` does with its options: stdio, or (``http``) streamable HTTP
     with the tokens of ``tokens_file`` or ``$FLOWLEDGER_MCP_TOKENS``. With ``no_execute`` the
@@ -53,6 +54,10 @@ async def serve(
     if not http:
         if tokens_file is not None:
             raise McpStartupError("--tokens-file needs --http")
+        if allow_inline_sources:
+            raise McpStartupError(
+                "--allow-inline-sources needs --http (a stdio server is the operator's own)"
+            )
         await serve_stdio(
             db_url, app=app, session=session, read_only=read_only, no_execute=no_execute
         )
@@ -67,4 +72,5 @@ async def serve(
         read_only=read_only,
         no_execute=no_execute,
         session=session,
+        allow_inline_sources=allow_inline_sources,
     )

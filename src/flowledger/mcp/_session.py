@@ -16,6 +16,7 @@ from urllib.parse import urlsplit, urlunsplit
 
 from ..deploy import DeployService
 from ..deploy.deployments.tools import combined
+from ..deploy.registry.access import SourceAccess
 from ..host import AppLoadError, load_catalog
 from ..host import open_session as open_workflow_session
 from ..tools import ForkTools, SupervisorPort, WorkflowTools
@@ -86,6 +87,7 @@ async def open_served_session(
     read_only: bool = False,
     no_execute: bool = False,
     read_only_when_owned: bool = False,
+    access: SourceAccess = SourceAccess.OPERATOR,
 ) -> AsyncIterator[ServedSession]:
     """Open the store, own the session (``session_id`` or the database's default one,
     adopting its unfinished runs) and build its tools; shut the supervisor down on exit.
@@ -95,12 +97,20 @@ async def open_served_session(
     With ``read_only_when_owned`` (the stdio server), a session another process owns is
     served read-only instead, saying why (``notice``): a stdio server that exits leaves
     its client with nothing but "Connection closed". Otherwise that is `McpStartupError`
-    (the HTTP server answers 503 until the session is free)."""
+    (the HTTP server answers 503 until the session is free). ``access``: what the
+    server's clients may do with sources (the operator's by default: a stdio server;
+    `SourceAccess.TENANT` for an HTTP server); a read-only server contacts none."""
     async with AsyncExitStack() as stack:
         notice = ""
         try:
             session = await _enter(
-                stack, url, catalog, session_id, read_only=read_only, no_execute=no_execute
+                stack,
+                url,
+                catalog,
+                session_id,
+                read_only=read_only,
+                no_execute=no_execute,
+                access=access,
             )
         except SessionOwnedError as exc:
             if not read_only_when_owned:
@@ -117,7 +127,7 @@ async def open_served_session(
             log.warning("serving read-only because %s", notice)
             read_only = True
             session = await _enter(
-                stack, url, catalog, session_id, read_only=True, no_execute=False
+                stack, url, catalog, session_id, read_only=True, no_execute=False, access=access
             )
         control: SupervisorPort = session.supervisor
         start_timeout = 30.0
@@ -141,6 +151,7 @@ async def open_served_session(
                     session,
                     control=control if no_execute and not read_only else None,
                     start_timeout=start_timeout,
+                    access=access.read_only() if read_only else access,
                 ),
                 fork,
                 PruneTool(session, catalog.retention),
@@ -159,6 +170,7 @@ async def _enter(
     *,
     read_only: bool,
     no_execute: bool,
+    access: SourceAccess,
 ) -> WorkflowSession:
     """`open_workflow_session` entered on ``stack``; its failures as `McpStartupError`,
     but `SessionOwnedError` of an owning server, which the caller answers."""
@@ -171,7 +183,7 @@ async def _enter(
                 # The catalog is in memory and deployed definitions are registered on
                 # first use: without registering them all before activation, a restarted
                 # server would not adopt the deployed runs a crash left unfinished.
-                await DeployService(session).serve_deployments()
+                await DeployService(session, access=access).serve_deployments()
                 await session.supervisor.activate()
                 opened.push_async_callback(session.supervisor.shutdown)
             stack.push_async_exit(opened.pop_all())

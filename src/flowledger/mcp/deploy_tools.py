@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from ..deploy import DeployService
 from ..deploy.deployments.tools import Bundle, DeployTools, combined
+from ..deploy.registry.access import SourceAccess
 from ..tools import SupervisorPort, WorkflowTools
 from ..workflows.runtime.session import WorkflowSession
 
@@ -24,7 +25,9 @@ def with_deploy_tools(
     *,
     control: SupervisorPort | None = None,
     start_timeout: float = 30.0,
+    access: SourceAccess = SourceAccess.OPERATOR,
 ) -> Bundle:
-    """``control``: a front door's (default: the session's own supervisor)."""
-    service = DeployService(session, supervisor=control, start_timeout=start_timeout)
+    """``control``: a front door's (default: the session's own supervisor); ``access``:
+    what the server's clients may do with sources."""
+    service = DeployService(session, supervisor=control, start_timeout=start_timeout, access=access)
     return combined(tools, DeployTools(service))

@@ -11,6 +11,9 @@
 * Without tokens the server serves one session (``session`` or the database's default
   session), opened before listening - and only on a loopback address: binding any other
   address without tokens is refused before listening.
+* Every client is a *tenant* (tokens or not): the deploy tools reach only sources the
+  operator registered (`SourceAccess.TENANT`), unless the operator started the server
+  with ``allow_inline_sources`` (docs/sources.md).
 * On a loopback address the SDK's DNS-rebinding protection is on (Host and Origin must
   be loopback).
 * A POST body holding a repeated object key is answered 400 with a JSON-RPC parse error
@@ -43,6 +46,7 @@ from starlette.responses import Response
 from starlette.routing import Route
 from starlette.types import Message, Receive, Scope, Send
 
+from ..deploy.registry.access import SourceAccess
 from ..workflows import Catalog
 from ..workflows.records.run import is_id
 from ._session import load_app, open_served_session
@@ -150,6 +154,7 @@ class _SessionHost:
     read_only: bool
     security: TransportSecuritySettings | None
     no_execute: bool = False
+    access: SourceAccess = SourceAccess.TENANT
     ready: asyncio.Future[StreamableHTTPSessionManager] = field(init=False)
     task: asyncio.Task[None] = field(init=False)
 
@@ -175,6 +180,7 @@ class _SessionHost:
                 self.session_id,
                 read_only=self.read_only,
                 no_execute=self.no_execute,
+                access=self.access,
             ) as served:
                 mcp = WorkflowMcpServer(
                     served.tools,
@@ -231,6 +237,7 @@ class HttpMcpServer:
         read_only: bool = False,
         session: str | None = None,
         no_execute: bool = False,
+        allow_inline_sources: bool = False,
     ) -> None:
         tokens = dict(tokens or {})
         if not tokens and not is_loopback(host):
@@ -254,6 +261,8 @@ class HttpMcpServer:
         self.port = port
         self.read_only = read_only
         self.no_execute = no_execute
+        # A client of an HTTP server is a tenant, tokens or not (docs/sources.md).
+        self.access = SourceAccess.TENANT_INLINE if allow_inline_sources else SourceAccess.TENANT
         self.session = session
         self._sessions = {_digest(token): sid for token, sid in tokens.items()}
         self._security: TransportSecuritySettings | None = None
@@ -288,6 +297,7 @@ class HttpMcpServer:
                 self.read_only,
                 self._security,
                 self.no_execute,
+                self.access,
             )
             self._hosts[session_id] = host
         return host
@@ -449,6 +459,7 @@ async def serve_http(
     read_only: bool,
     session: str | None = None,
     no_execute: bool = False,
+    allow_inline_sources: bool = False,
 ) -> None:
     """Serve streamable HTTP on ``host:port`` until interrupted; see the module doc."""
     server = HttpMcpServer(
@@ -460,6 +471,7 @@ async def serve_http(
         read_only=read_only,
         session=session,
         no_execute=no_execute,
+        allow_inline_sources=allow_inline_sources,
     )
     count = len(set(tokens))
     await server.run(ready=lambda url: _announce(url, count))

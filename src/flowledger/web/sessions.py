@@ -22,6 +22,7 @@ from typing import Final
 
 from ..deploy import DeployService
 from ..deploy.deployments.tools import DeployTools
+from ..deploy.registry.access import SourceAccess
 from ..host import open_session
 from ..tools import ForkTools, SupervisorPort, WorkflowTools
 from ..tools.reading import ReadingControl
@@ -90,7 +91,9 @@ class _Host:
             async with open_session(
                 self.url, self.catalog, self.session_id, activate=False, read_only=self.read_only
             ) as session:
-                deploy = DeployService(session)
+                # a dashboard's users are tenants, tokens or not (docs/sources.md)
+                access = SourceAccess.TENANT.read_only() if self.read_only else SourceAccess.TENANT
+                deploy = DeployService(session, access=access)
                 if self.read_only:
                     await self._serve(session, deploy)
                     return

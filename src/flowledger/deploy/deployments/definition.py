@@ -22,7 +22,6 @@ Two hooks make a run's pin the authority:
 from __future__ import annotations
 
 import functools
-import os
 import re
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
@@ -33,9 +32,12 @@ from typing import Any, Final
 from ... import flow
 from ...workflows.errors import InvalidForkError
 from ..artifacts.validated import ValidatedArtifact
-from ..runs.compile import ArtifactDefinition, compile_artifact
+from ..registry.errors import SourceNotRegisteredError
+from ..runs.compile import ArtifactDefinition, SourceRef, compile_artifact
+from ..sources.spec import Source
 from .diagnostics import PIN_MISSING, Diagnostic, error
 from .document import SourceBinding
+from .environment import SourceEnvironment
 from .pin import Pin, PinStore
 from .store import DeploymentRevision
 from .validation import DEFAULT_CHECK_TIMEOUT, CallSite, call_sites, check_pinned
@@ -89,6 +91,7 @@ class DeploymentContext:
     bindings: Mapping[str, SourceBinding]
     sites: tuple[CallSite, ...]
     timeout: float
+    environment: SourceEnvironment
 
 
 class DeployedDefinition(ArtifactDefinition):
@@ -114,10 +117,18 @@ class DeployedDefinition(ArtifactDefinition):
             self.context.bindings,
             pin.drift,
             self.context.sites,
-            os.environ,
+            self.context.environment,
             seconds=self.context.timeout,
         )
         return tuple(found)
+
+    async def pinned_sources(self, graph_run_id: str) -> Mapping[str, SourceRef] | None:
+        """A run's registered sources are the revisions its pin names, resolved (with
+        the secrets its session is granted) when each segment starts."""
+        pin = await self.pins.read(graph_run_id)
+        if pin is None:
+            return None
+        return await self.context.environment.sources_for(pin.sources)
 
     async def fork(
         self, graph_run_id: str, revision: int, patch: Any, *, run_id: str
@@ -133,6 +144,14 @@ class DeployedDefinition(ArtifactDefinition):
         made = await super().fork(graph_run_id, revision, patch, run_id=run_id)
         snapshots = await self.runtime.ledger.attachments(pin.snapshot_digests())
         copy = Pin({**pin.document, "graph_run_id": run_id})
+        registry = self.context.environment.sessions.registry
+        session_id = self.context.environment.sessions.session_id
+        for found in copy.sources.values():
+            identity = found.get("identity") or {}
+            if isinstance(identity.get("source"), str):
+                await registry.add_use(
+                    identity["source"], session_id, run_id, int(identity["revision"])
+                )
         await self.pins.write(copy, snapshots)
         return made
 
@@ -165,13 +184,22 @@ def _pin_missing(graph_run_id: str) -> Diagnostic:
 def deployed_definition(
     revision: DeploymentRevision,
     closure: Sequence[ValidatedArtifact],
+    environment: SourceEnvironment,
     *,
     timeout: float = DEFAULT_CHECK_TIMEOUT,
 ) -> DeployedDefinition:
-    """Compile ``closure`` (the root artifact first, then its children) for ``revision``."""
+    """Compile ``closure`` (the root artifact first, then its children) for ``revision``,
+    its sources found in ``environment``."""
     root, children = closure[0], {item.name: item for item in closure[1:]}
     bindings = revision.validated.bindings()
-    sources = {dep: functools.partial(b.source, os.environ) for dep, b in bindings.items()}
+    sources: dict[str, SourceRef] = {
+        dep: (
+            _registered_outside_a_pin(dep, b.registered)
+            if b.registered is not None
+            else functools.partial(b.source, environment.sessions.environ)
+        )
+        for dep, b in bindings.items()
+    }
     definition = compile_artifact(
         root,
         children=children,
@@ -190,5 +218,17 @@ def deployed_definition(
         bindings,
         tuple(call_sites(closure)),
         timeout,
+        environment,
     )
     return definition
+
+
+def _registered_outside_a_pin(dependency: str, name: str) -> SourceRef:
+    """What a registered dependency resolves to without a pin: nothing (a deployed run
+    without a pin is refused before its first node; this keeps it so)."""
+
+    def refuse() -> Source:
+        raise SourceNotRegisteredError(name)
+
+    del dependency
+    return refuse

@@ -20,7 +20,15 @@ block (a start is ``unrunnable``, a resume ``blocked``); warnings are reported a
   changed;
 * ``server_changed`` (warning): the server reports another name or version than at the
   pin;
-* ``pin_missing``: the run has no pinned environment (not started by ``run_deployment``).
+* ``pin_missing``: the run has no pinned environment (not started by ``run_deployment``);
+* ``source_missing``: a registered source the deployment or the pin names is not
+  registered, or not visible to the session;
+* ``source_disabled``: the operator disabled that source;
+* ``inline_source_refused``: a tenant's deployment or pinned run names a command line or
+  URL instead of a registered source;
+* ``checked_against_probe`` (warning): a read-only server compared the pin with the
+  registry's last probe instead of contacting the source;
+* ``not_revalidated`` (warning): a read-only server could not check the source at all.
 """
 
 from __future__ import annotations
@@ -33,13 +41,18 @@ __all__ = [
     "ARGUMENTS_INCOMPATIBLE",
     "ARTIFACT_MISSING",
     "BINDING_MISSING",
+    "CHECKED_AGAINST_PROBE",
     "CHILD_MISSING",
     "CREDENTIAL_MISSING",
     "DEPLOYMENT_MISSING",
     "DESCRIPTION_CHANGED",
+    "INLINE_SOURCE_REFUSED",
+    "NOT_REVALIDATED",
     "PIN_MISSING",
     "SCHEMA_DRIFT",
     "SERVER_CHANGED",
+    "SOURCE_DISABLED",
+    "SOURCE_MISSING",
     "SOURCE_UNREACHABLE",
     "TOOL_MISSING",
     "TOOL_NOT_ALLOWED",
@@ -61,6 +74,11 @@ SCHEMA_DRIFT: Final = "schema_drift"
 DESCRIPTION_CHANGED: Final = "description_changed"
 SERVER_CHANGED: Final = "server_changed"
 PIN_MISSING: Final = "pin_missing"
+SOURCE_MISSING: Final = "source_missing"
+SOURCE_DISABLED: Final = "source_disabled"
+INLINE_SOURCE_REFUSED: Final = "inline_source_refused"
+CHECKED_AGAINST_PROBE: Final = "checked_against_probe"
+NOT_REVALIDATED: Final = "not_revalidated"
 
 
 def error(code: str, message: str, hint: str) -> Diagnostic:

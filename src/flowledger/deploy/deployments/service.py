@@ -53,7 +53,12 @@ from ..artifacts.errors import ArtifactNotFoundError, ArtifactValidationError
 from ..artifacts.store import ArtifactStore, StoredArtifact
 from ..artifacts.validate import load_artifact, validate_artifact
 from ..artifacts.validated import ValidatedArtifact
+from ..registry.access import SessionSources, SourceAccess
+from ..registry.errors import InlineSourceRefusedError, LaunchRefusedError
+from ..registry.spec import identity_of, load_source_spec, source_of
+from ..registry.store import SourceRegistry
 from ..runs.compile import artifact_outcome
+from ..sources.errors import SourceUnreachableError
 from ..sources.session import probe
 from .definition import (
     DeployedDefinition,
@@ -63,7 +68,8 @@ from .definition import (
     version_of,
 )
 from .diagnostics import ARTIFACT_MISSING, CHILD_MISSING, DEPLOYMENT_MISSING, Diagnostic, error
-from .document import load_source_spec, secret_names, source_of
+from .document import load_deployment, validate_deployment
+from .environment import SourceEnvironment
 from .pin import PIN_FORMAT, Pin, PinStore
 from .store import DeploymentNotFoundError, DeploymentRevision, DeploymentStore
 from .validation import DEFAULT_CHECK_TIMEOUT, check_start
@@ -105,16 +111,22 @@ class DeployService:
         self,
         session: WorkflowSession,
         *,
+        access: SourceAccess = SourceAccess.OPERATOR,
         check_timeout: float = DEFAULT_CHECK_TIMEOUT,
         supervisor: SupervisorPort | None = None,
         start_timeout: float = DEFAULT_START_TIMEOUT,
     ) -> None:
         """``supervisor``: the session's own by default; a front door's (`FrontDoor`)
-        starts and resumes through the workers that own the session."""
+        starts and resumes through the workers that own the session. ``access``: what
+        whoever uses this service may do with sources (`SourceAccess`: the operator by
+        default; a tenant on an HTTP server)."""
         self.session = session
         self.artifacts = ArtifactStore.over(session.store)
         self.deployments = DeploymentStore(session.store.kv, session.store.blobs, self.artifacts)
         self.pins = PinStore(session.store.ledger)
+        self.registry = SourceRegistry.over(session.store)
+        self.sources = SessionSources(self.registry, session.session_id, access)
+        self.environment = SourceEnvironment(self.sources)
         self.check_timeout = check_timeout
         self.tools = WorkflowTools(
             session.session_id,
@@ -169,18 +181,52 @@ class DeployService:
     async def source_probe(
         self, spec: Mapping[str, Any], *, seconds: float = DEFAULT_CHECK_TIMEOUT
     ) -> dict[str, Any]:
+        """Probe a registered source (``{"source": NAME}``: its probe is recorded in the
+        registry) or, where inline specs are allowed, a ``stdio`` / ``http`` spec."""
+        if "source" in spec:
+            name = spec["source"]
+            if not isinstance(name, str) or len(spec) != 1:
+                raise ValueError("a registered source is probed as {source: NAME} alone")
+            found = await self.sources.probe(name, seconds=seconds)
+            registered = await self.sources.get(name)
+            if not found.ok:
+                raise SourceUnreachableError(name, found.error or "no answer")
+            return {
+                "source": {
+                    "source": name,
+                    "revision": found.revision,
+                    **registered.source.identity(),
+                },
+                "server": found.server,
+                "tools": [tool.to_json() for tool in found.tools],
+                "probed_at": found.probed_at,
+            }
+        self.sources.check_inline("source_probe")
+        if not self.sources.access.launch:
+            raise LaunchRefusedError("source_probe")
         source_spec = load_source_spec(dict(spec))
         source = source_of("source", source_spec, os.environ)
         server, tools = await probe(source, seconds=seconds)
-        identity = source.identity()
-        identity["secrets"] = list(secret_names(source_spec))
         return {
-            "source": identity,
+            "source": identity_of(source_spec),
             "server": server.to_json(),
             "tools": [tool.to_json() for tool in tools],
         }
 
     async def deployment_save(self, document: str | bytes | dict[str, Any]) -> dict[str, Any]:
+        """Save a deployment; where inline specs are not allowed, every binding must
+        name a registered source (`InlineSourceRefusedError` naming the first that
+        does not, nothing written)."""
+        if not self.sources.access.inline:
+            validated = (
+                load_deployment(document)
+                if isinstance(document, str | bytes)
+                else validate_deployment(document)
+            )
+            for dependency, binding in validated.bindings().items():
+                if binding.registered is None:
+                    raise InlineSourceRefusedError(f"sources.{dependency}")
+            document = validated.deployment.model_dump(mode="json", exclude_defaults=True)
         return (await self.deployments.save(self._sid, document)).to_json()
 
     async def deployment_list(self) -> dict[str, Any]:
@@ -205,7 +251,9 @@ class DeployService:
         key = (revision.name, version_of(revision.revision))
         if key not in self.session.catalog:
             validated: list[ValidatedArtifact] = [item.validated for item in closure]
-            compiled = deployed_definition(revision, validated, timeout=self.check_timeout)
+            compiled = deployed_definition(
+                revision, validated, self.environment, timeout=self.check_timeout
+            )
             # registered concurrently: the same revision compiles the same way
             with contextlib.suppress(DuplicateDefinitionError):
                 self.session.catalog.register(compiled.with_checkpoints(self.session.checkpoints))
@@ -315,7 +363,7 @@ class DeployService:
         diagnostics, sources = await check_start(
             [item.validated for item in closure],
             chosen.validated.bindings(),
-            os.environ,
+            self.environment,
             seconds=self.check_timeout,
         )
         if any(item.severity == "error" for item in diagnostics):
@@ -375,8 +423,19 @@ class DeployService:
         pin = Pin(document)
         snapshots = {revision.digest: revision.validated.canonical}
         snapshots.update({item.record.digest: item.canonical for item in pending.closure})
+        await self.record_uses(pin, record.id)
         await self.pins.write(pin, snapshots)
         return record
+
+    async def record_uses(self, pin: Pin, run_id: str) -> None:
+        """Tell the registry that ``run_id`` is pinned to each registered source of
+        ``pin`` (before the pin exists, so a source is never removed under a run)."""
+        for found in pin.sources.values():
+            identity = found.get("identity") or {}
+            if isinstance(identity.get("source"), str):
+                await self.registry.add_use(
+                    identity["source"], self._sid, run_id, int(identity["revision"])
+                )
 
     async def _until_stopped(self, run_id: str, wait: float) -> Run:
         loop = asyncio.get_running_loop()

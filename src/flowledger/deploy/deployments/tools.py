@@ -13,14 +13,14 @@ arguments in, a JSON result out, `flowledger.tools.ToolError` on any failure), l
 | ``artifact_validate`` | no | ``document`` (an object, or YAML/JSON text) |
 | ``artifact_list`` | no | |
 | ``artifact_show`` | no | ``name``, ``version`` |
-| ``source_probe`` | yes (below) | ``stdio`` or ``http`` (as a binding has), ``timeout?`` |
+| ``source_probe`` | yes (below) | ``source`` (registered), or ``stdio``/``http``; ``timeout?`` |
 | ``deployment_save`` | yes | ``document`` (an object, or YAML/JSON text) |
 | ``deployment_list`` | no | |
 | ``deployment_show`` | no | ``name``, ``revision?`` |
 
-``source_probe`` writes nothing, but a ``stdio`` spec launches any command line on the
-serving host (and ``http`` makes it open connections), the power that ``deployment_save``
-and ``run_deployment`` give: so it counts as mutating, and a read-only server hides it.
+``source_probe`` starts (or contacts) a source and records its probe in the registry:
+it counts as mutating, and a read-only server hides it. Inline specs (``stdio``,
+``http``) are the operator's: a tenant's are refused (`InlineSourceRefusedError`).
 
 Results are `DeployService`'s. Arguments are checked against each tool's JSON Schema
 first (unknown fields refused), naming the field.
@@ -140,12 +140,14 @@ _TOOLS: Final[dict[str, tuple[str, dict[str, Any], bool]]] = {
         False,
     ),
     "source_probe": (
-        "Connect once to an MCP source given like a deployment binding (stdio: command, "
-        "args, env, cwd; or http: url, headers; a secret as {secret: ENV_VAR}) and list "
-        "its tools with input schemas, annotations and fingerprints (for an artifact's "
-        "dependencies). Writes nothing; shows variable and header names, never values.",
+        "Connect once to a registered MCP source ({source: NAME}; the probe is recorded "
+        "in the registry) and list its tools with input schemas, annotations and "
+        "fingerprints (for an artifact's dependencies). Where the operator allows inline "
+        "sources, a stdio (command, args, env, cwd) or http (url, headers) spec instead. "
+        "Shows variable and header names, never values.",
         _schema(
             {
+                "source": {"type": "string"},
                 "stdio": {"type": "object"},
                 "http": {"type": "object"},
                 "timeout": {"type": "number", "exclusiveMinimum": 0, "maximum": 120},
@@ -218,7 +220,8 @@ class DeployTools:
             "artifact_list": lambda a: service.artifact_list(),
             "artifact_show": lambda a: service.artifact_show(a["name"], a["version"]),
             "source_probe": lambda a: service.source_probe(
-                {k: a[k] for k in ("stdio", "http") if k in a}, seconds=a.get("timeout", 10.0)
+                {k: a[k] for k in ("source", "stdio", "http") if k in a},
+                seconds=a.get("timeout", 10.0),
             ),
             "deployment_save": lambda a: service.deployment_save(a["document"]),
             "deployment_list": lambda a: service.deployment_list(),

@@ -1,8 +1,10 @@
 """Checking a deployed run's environment: before it starts, and before it resumes.
 
 `check_start` validates a deployment revision against its artifact closure in this
-process, as things are now: every dependency bound, every secret set, every tool the
-closure calls allowed, each source reachable (all sources probed in parallel, each
+process, as things are now: every dependency bound (a registered source visible to the
+session and enabled, or an inline one where the door allows it: `SourceEnvironment`),
+every secret set and granted, every tool the closure calls allowed (by the deployment
+and by the registered source), each source reachable (all sources probed in parallel, each
 bounded by the timeout), each tool listed, and every call site's literal arguments
 valid for the tool's input schema. It returns the diagnostics and what it observed (the
 pin's source part); it writes nothing.
@@ -28,13 +30,13 @@ import jsonschema.validators  # type: ignore[import-untyped, unused-ignore]
 
 from ..artifacts.model import ToolNode
 from ..artifacts.validated import ValidatedArtifact
+from ..registry.store import RegisteredSource
 from ..sources.errors import SourceError
 from ..sources.session import SourceSession
 from ..sources.tool_info import ToolInfo
 from .diagnostics import (
     ARGUMENTS_INCOMPATIBLE,
     BINDING_MISSING,
-    CREDENTIAL_MISSING,
     DESCRIPTION_CHANGED,
     SCHEMA_DRIFT,
     SERVER_CHANGED,
@@ -45,7 +47,8 @@ from .diagnostics import (
     error,
     warning,
 )
-from .document import CredentialMissingError, SourceBinding
+from .document import SourceBinding
+from .environment import Prepared, SourceEnvironment
 
 __all__ = ["CallSite", "call_sites", "check_pinned", "check_start", "incompatible_calls"]
 
@@ -107,27 +110,26 @@ def incompatible_calls(sites: Sequence[CallSite], tool: ToolInfo) -> list[str]:
 class _Probe:
     dependency: str
     diagnostics: list[Diagnostic]
+    registered: RegisteredSource | None = None
+    identity: dict[str, Any] | None = None
     server: dict[str, Any] | None = None
     tools: dict[str, ToolInfo] | None = None
 
 
-async def _probe(binding: SourceBinding, environ: Mapping[str, str], seconds: float) -> _Probe:
-    probe = _Probe(binding.dependency, [])
-    try:
-        source = binding.source(environ)
-    except CredentialMissingError as exc:
-        probe.diagnostics.append(
-            error(
-                CREDENTIAL_MISSING,
-                str(exc),
-                f"set {exc.variable} in the environment of the "
-                "process that runs the workflow (the CLI, MCP server or worker)",
-            )
-        )
+async def _observe(prepared: Prepared, seconds: float) -> _Probe:
+    """Contact a prepared source (or read its recorded probe): its server and tools."""
+    probe = _Probe(
+        prepared.dependency, list(prepared.diagnostics), prepared.registered, prepared.identity
+    )
+    if prepared.cached is not None:
+        probe.server = prepared.cached.server
+        probe.tools = {tool.name: tool for tool in prepared.cached.tools}
+        return probe
+    if prepared.source is None:
         return probe
     try:
         async with SourceSession(
-            source, connect_timeout=seconds, call_timeout=seconds, errlog=io.StringIO()
+            prepared.source, connect_timeout=seconds, call_timeout=seconds, errlog=io.StringIO()
         ) as session:
             probe.server = session.server_info.to_json()
             probe.tools = {tool.name: tool for tool in await session.list_tools()}
@@ -135,7 +137,7 @@ async def _probe(binding: SourceBinding, environ: Mapping[str, str], seconds: fl
         probe.diagnostics.append(
             error(
                 SOURCE_UNREACHABLE,
-                f"dependency {binding.dependency!r}: {exc}",
+                f"dependency {prepared.dependency!r}: {exc}",
                 "start the server or repair its command, URL or credentials, then check again",
             )
         )
@@ -154,7 +156,7 @@ def _used_tools(sites: Sequence[CallSite]) -> dict[str, list[str]]:
 async def check_start(
     closure: Sequence[ValidatedArtifact],
     bindings: Mapping[str, SourceBinding],
-    environ: Mapping[str, str],
+    environment: SourceEnvironment,
     *,
     seconds: float = DEFAULT_CHECK_TIMEOUT,
 ) -> tuple[list[Diagnostic], dict[str, dict[str, Any]]]:
@@ -186,11 +188,23 @@ async def check_start(
                     )
                 )
         to_probe.append(binding)
-    probes = await asyncio.gather(*(_probe(b, environ, seconds) for b in to_probe))
+    prepared = await asyncio.gather(*(environment.prepare(b) for b in to_probe))
+    probes = await asyncio.gather(*(_observe(p, seconds) for p in prepared))
     observed: dict[str, dict[str, Any]] = {}
     for probe in probes:
         diagnostics += probe.diagnostics
-        if probe.tools is None:
+        if probe.registered is not None:
+            for tool in used[probe.dependency]:
+                if not probe.registered.source.allows(tool):
+                    diagnostics.append(
+                        error(
+                            TOOL_NOT_ALLOWED,
+                            f"the artifact calls {probe.dependency}.{tool}, which source "
+                            f"{probe.registered.name!r} does not allow deployments to bind",
+                            "ask the operator to add it to the source's allow_tools",
+                        )
+                    )
+        if probe.tools is None or probe.identity is None:
             continue
         pinned_tools = {}
         for tool in used[probe.dependency]:
@@ -214,7 +228,7 @@ async def check_start(
                 "idempotent": info.idempotent,
             }
         observed[probe.dependency] = {
-            "identity": bindings[probe.dependency].identity(),
+            "identity": probe.identity,
             "server": probe.server,
             "tools": pinned_tools,
         }
@@ -235,26 +249,21 @@ async def check_pinned(
     bindings: Mapping[str, SourceBinding],
     drift: str,
     sites: Sequence[CallSite],
-    environ: Mapping[str, str],
+    environment: SourceEnvironment,
     *,
     seconds: float = DEFAULT_CHECK_TIMEOUT,
 ) -> list[Diagnostic]:
     """Revalidate a pin's sources: ``bindings`` are the *pinned* revision's."""
     diagnostics: list[Diagnostic] = []
-    targets = []
-    for dependency in sorted(pin_sources):
-        binding = bindings.get(dependency)
-        if binding is None:  # the pinned revision bound it when the run started
-            diagnostics.append(
-                error(
-                    BINDING_MISSING,
-                    f"the pinned revision has no source {dependency!r}",
-                    "start a new run",
-                )
+    prepared = await asyncio.gather(
+        *(
+            environment.prepare_pinned(
+                dependency, pin_sources[dependency], bindings.get(dependency)
             )
-            continue
-        targets.append(binding)
-    probes = await asyncio.gather(*(_probe(b, environ, seconds) for b in targets))
+            for dependency in sorted(pin_sources)
+        )
+    )
+    probes = await asyncio.gather(*(_observe(p, seconds) for p in prepared))
     for probe in probes:
         diagnostics += probe.diagnostics
         if probe.tools is None:

@@ -99,6 +99,7 @@ from .trace import RunTrace, TraceEntry, preview, trace_error
 __all__ = [
     "FINISH",
     "ArtifactDefinition",
+    "SourceRef",
     "artifact_outcome",
     "closure_digest",
     "compile_artifact",
@@ -185,6 +186,7 @@ class _Runtime:
         self.pools: dict[str, SourcePool] = {}
         self.refusals: dict[str, Exception] = {}
         self.contracts: dict[str, Mapping[str, Mapping[str, str]]] = {}
+        self.run_sources: dict[str, Mapping[str, SourceRef]] = {}
 
     def over(self, ledger: storage.Ledger) -> _Runtime:
         return _Runtime(self.sources, ledger, self.connect_timeout)
@@ -195,18 +197,22 @@ class _Runtime:
         graph_run_id: str,
         refusal: Exception | None = None,
         contracts: Mapping[str, Mapping[str, str]] | None = None,
+        sources: Mapping[str, SourceRef] | None = None,
     ) -> AsyncIterator[None]:
         """While a segment of the run executes here: its source pool, and this runtime as
         the one its tasks use (the tasks are shared by every copy of the definition).
         With ``refusal``, the segment's first node raises it (so the run fails); with
         ``contracts`` (dependency -> tool -> contract fingerprint), a tool whose listed
-        contract differs is not called (`ToolContractChangedError`)."""
+        contract differs is not called (`ToolContractChangedError`); ``sources``
+        (dependency -> source) override the compiled sources for this run."""
         pool = SourcePool(connect_timeout=self.connect_timeout)
         self.pools[graph_run_id] = pool
         if refusal is not None:
             self.refusals[graph_run_id] = refusal
         if contracts is not None:
             self.contracts[graph_run_id] = contracts
+        if sources is not None:
+            self.run_sources[graph_run_id] = sources
         token = _ACTIVE.set(self)
         try:
             yield
@@ -214,6 +220,7 @@ class _Runtime:
             _ACTIVE.reset(token)
             self.refusals.pop(graph_run_id, None)
             self.contracts.pop(graph_run_id, None)
+            self.run_sources.pop(graph_run_id, None)
             self.pools.pop(graph_run_id, None)
             self.intents.forget(graph_run_id)
             await pool.close()
@@ -509,7 +516,8 @@ class _Compiler:
                 preview(arguments),
             )
             info = flow.run_info()
-            concrete = source() if callable(source) else source
+            chosen = runtime.run_sources.get(info.graph_run_id, {}).get(node.dependency, source)
+            concrete = chosen() if callable(chosen) else chosen
             session = await runtime.pool(info.graph_run_id).session(concrete)
             tool = await session.tool(node.tool)
             pinned = runtime.contracts.get(info.graph_run_id, {}).get(node.dependency, {})
@@ -809,10 +817,23 @@ class ArtifactDefinition(TypedDefinition[dict[str, Any]]):
         still have when ``graph_run_id`` calls it, or ``None``. A hook for subclasses."""
         return None
 
+    async def pinned_sources(self, graph_run_id: str) -> Mapping[str, SourceRef] | None:
+        """Sources (dependency -> source) that replace the compiled ones for
+        ``graph_run_id``, or ``None``. A hook for subclasses."""
+        return None
+
     async def _guards(
         self, graph_run_id: str
-    ) -> tuple[Exception | None, Mapping[str, Mapping[str, str]] | None]:
-        return await self.refusal(graph_run_id), await self.pinned_contracts(graph_run_id)
+    ) -> tuple[
+        Exception | None,
+        Mapping[str, Mapping[str, str]] | None,
+        Mapping[str, SourceRef] | None,
+    ]:
+        return (
+            await self.refusal(graph_run_id),
+            await self.pinned_contracts(graph_run_id),
+            await self.pinned_sources(graph_run_id),
+        )
 
     async def start(
         self, token: ValidatedInput, *, graph_run_id: str, hooks: Sequence[flow.Hooks] = ()

@@ -1,0 +1,11 @@
+"""The operator's source registry (docs/sources.md, "The source registry").
+
+* `spec`: how a source is written (``stdio`` / ``http``, secrets by reference), shared
+  by registered sources and a deployment's inline bindings;
+* `document`: the registered source format ``flowledger.source/v1``;
+* `store`: `SourceRegistry`, revisions under compare-and-swap, enable/disable, removal
+  guarded by pinned runs, the last probe of each source;
+* `access`: the trust model: `SourceAccess` (operator, tenant, read-only) and
+  `SessionSources` (the registry as one session sees it);
+* `errors`: the typed errors (``source_missing``, ``source_disabled``, ...).
+"""

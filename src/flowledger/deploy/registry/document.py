@@ -1,0 +1,218 @@
+"""The registered source format ``flowledger.source/v1``: a source the operator makes
+available, by name, to the sessions it chooses.
+
+```yaml
+format: flowledger.source/v1
+name: weather
+description: Forecasts from the weather service.
+stdio:
+  command: weather-mcp
+  args: [--units, metric]
+  env:
+    API_KEY: {secret: weather_key}     # a secret declared below
+secrets:
+  weather_key: {env: WEATHER_API_KEY}  # read from the serving process's environment
+sessions: [2f1e0c8a-6a43-4c39-9d55-3a4e2f7b9c10]   # who sees it (default: every session)
+allow_tools: [get_forecast]            # what deployments may bind (default: every tool)
+call_tools: [get_forecast]             # tried by capability_call beyond read-only tools
+```
+
+* Exactly one of ``stdio`` and ``http``, as a deployment's inline binding writes them.
+* Every ``{secret: NAME}`` names a secret declared under ``secrets``; a declared secret
+  is read from environment variable ``env`` (default: its own name) of the process that
+  connects the source, and may be used by the sessions in its ``sessions`` (default:
+  every session that sees the source). ``FLOWLEDGER_*`` variables are never secrets.
+* ``sessions`` limits who may see, bind, probe and call the source; ``allow_tools``
+  limits what deployments may bind; ``call_tools`` lists tools that ``capability_call``
+  may try although the server does not annotate them read-only.
+
+The canonical form is RFC 8785 JSON of the document with defaults left out; its
+SHA-256 is the revision's digest.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Annotated, Any, Final, Literal
+
+import rfc8785
+from pydantic import Field, StringConstraints, ValidationError
+
+from flowledger.flow.ids import VERTEX_ID
+
+from ..artifacts.document import check_json_data, read_document
+from ..artifacts.errors import ROOT_PLACE, ArtifactIssue
+from ..artifacts.model import TOOL_NAME_PATTERN
+from ..artifacts.structure import structure_issues
+from ..sources.errors import SourceSpecError
+from ..sources.spec import Source
+from .spec import (
+    RESERVED_PREFIX,
+    EnvName,
+    SourceSpec,
+    SourceSpecValidationError,
+    Strict,
+    identity_of,
+    one_transport_issue,
+    reserved_secret_issues,
+    secret_names,
+    source_of,
+)
+
+__all__ = [
+    "SOURCE_FORMAT",
+    "DeclaredSecret",
+    "SourceDocument",
+    "ValidatedSource",
+    "load_source",
+    "validate_source",
+]
+
+SOURCE_FORMAT: Final = "flowledger.source/v1"
+SESSION_ID: Final = r"^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$"
+
+SourceName = Annotated[str, StringConstraints(pattern=f"^{VERTEX_ID.pattern}$")]
+SessionId = Annotated[str, StringConstraints(pattern=SESSION_ID)]
+ToolName = Annotated[str, StringConstraints(pattern=TOOL_NAME_PATTERN)]
+
+
+class DeclaredSecret(Strict):
+    env: EnvName | None = None
+    sessions: Annotated[list[SessionId], Field(max_length=1024)] | None = None
+
+
+class SourceDocument(SourceSpec):
+    format: Literal["flowledger.source/v1"]
+    name: SourceName
+    description: Annotated[str, StringConstraints(max_length=1024)] = ""
+    secrets: Annotated[dict[EnvName, DeclaredSecret], Field(max_length=64)] = Field(
+        default_factory=dict
+    )
+    sessions: Annotated[list[SessionId], Field(max_length=1024)] | None = None
+    allow_tools: Annotated[list[ToolName], Field(min_length=1, max_length=1024)] | None = None
+    call_tools: Annotated[list[ToolName], Field(max_length=1024)] = Field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class ValidatedSource:
+    """A registered source document that passed validation, with its canonical bytes."""
+
+    document: SourceDocument
+    canonical: bytes
+    digest: str
+
+    @property
+    def name(self) -> str:
+        return self.document.name
+
+    def visible_to(self, session_id: str) -> bool:
+        sessions = self.document.sessions
+        return sessions is None or session_id in sessions
+
+    def allows(self, tool: str) -> bool:
+        """Whether deployments may bind ``tool`` of this source."""
+        allowed = self.document.allow_tools
+        return allowed is None or tool in allowed
+
+    def granted_secrets(self, session_id: str, environ: Mapping[str, str]) -> dict[str, str]:
+        """The declared secrets ``session_id`` may use whose variable is set in
+        ``environ``, by secret name."""
+        granted = {}
+        for name, declared in self.document.secrets.items():
+            if declared.sessions is not None and session_id not in declared.sessions:
+                continue
+            variable = declared.env or name
+            if variable in environ and not variable.startswith(RESERVED_PREFIX):
+                granted[name] = environ[variable]
+        return granted
+
+    def missing_secret(self, session_id: str, environ: Mapping[str, str]) -> str | None:
+        """Why a secret cannot be resolved for ``session_id`` (a sentence), or ``None``."""
+        for name in secret_names(self.document):
+            declared = self.document.secrets[name]
+            if declared.sessions is not None and session_id not in declared.sessions:
+                return f"secret {name} is not granted to this session"
+            variable = declared.env or name
+            if variable not in environ:
+                return f"secret {name} (variable {variable}) is not set in this process"
+        return None
+
+    def source(self, session_id: str, environ: Mapping[str, str]) -> Source:
+        """The concrete source for ``session_id``, with the secrets it is granted
+        (`CredentialMissingError` for one it lacks)."""
+        return source_of(self.name, self.document, self.granted_secrets(session_id, environ))
+
+    def identity(self) -> dict[str, Any]:
+        """Transport fields, variable and header names and secret names: never a value."""
+        return identity_of(self.document)
+
+
+def load_source(text: str | bytes) -> ValidatedSource:
+    """Read a registered source from YAML or JSON text and validate it."""
+    return validate_source(read_document(text))
+
+
+def validate_source(document: Mapping[str, Any] | Any) -> ValidatedSource:
+    """Validate JSON data; `SourceSpecValidationError` lists every problem with its
+    place."""
+    issues = check_json_data(document)
+    if not issues and not isinstance(document, dict):
+        issues = [ArtifactIssue(ROOT_PLACE, "not_object", "a source is a JSON object")]
+    if issues:
+        raise SourceSpecValidationError(issues)
+    try:
+        source = SourceDocument.model_validate(document)
+    except ValidationError as exc:
+        raise SourceSpecValidationError(structure_issues(exc, document)) from None
+    found = one_transport_issue(source, ROOT_PLACE, "a source")
+    if found is not None:
+        raise SourceSpecValidationError([found])
+    issues = reserved_secret_issues(source, ROOT_PLACE)
+    for name in secret_names(source):
+        if name not in source.secrets:
+            issues.append(
+                ArtifactIssue(
+                    "secrets",
+                    "secret_undeclared",
+                    f"secret {name} is referred to but not declared",
+                    f"declare it: secrets: {{{name}: {{env: VARIABLE}}}}",
+                )
+            )
+    for name, declared in source.secrets.items():
+        variable = declared.env or name
+        if variable.startswith(RESERVED_PREFIX):
+            issues.append(
+                ArtifactIssue(
+                    f"secrets.{name}.env",
+                    "secret_reserved",
+                    f"variable {variable} is the server's own configuration",
+                    "keep the credential in a variable of another name",
+                )
+            )
+        if source.sessions is not None and declared.sessions is not None:
+            outside = sorted(set(declared.sessions) - set(source.sessions))
+            if outside:
+                issues.append(
+                    ArtifactIssue(
+                        f"secrets.{name}.sessions",
+                        "secret_sessions",
+                        f"{len(outside)} session(s) may use the secret but not see the source",
+                        "list only sessions of the source's `sessions`",
+                    )
+                )
+    for field in ("allow_tools", "call_tools", "sessions"):
+        values = getattr(source, field) or []
+        if len(set(values)) != len(values):
+            issues.append(ArtifactIssue(field, "duplicate", "a value is listed twice"))
+    try:
+        identity_of(source)
+    except SourceSpecError as exc:
+        issues.append(ArtifactIssue("stdio" if source.stdio else "http", "bad_source", str(exc)))
+    if issues:
+        raise SourceSpecValidationError(issues)
+    data = source.model_dump(mode="json", exclude_defaults=True)
+    data["format"] = SOURCE_FORMAT
+    canonical = rfc8785.dumps(data)
+    return ValidatedSource(source, canonical, hashlib.sha256(canonical).hexdigest())
