@@ -18,6 +18,7 @@ from mcp.client.stdio import StdioServerParameters
 from mcp.client.streamable_http import streamable_http_client
 
 from flowledger.deploy.deployments.tools import DEPLOY_TOOL_NAMES
+from flowledger.deploy.registry.tools import CAPABILITY_TOOL_NAMES
 from flowledger.mcp import HttpMcpServer
 
 DEPLOY_READ_ONLY_NAMES = [
@@ -44,6 +45,7 @@ TOOL_NAMES = [
     *DEPLOY_TOOL_NAMES,  # the deploy layer's tools (flowledger/mcp/deploy_tools.py)
     "workflow_run_fork",  # flowledger/tools/fork.py
     "workflow_run_prune",  # flowledger/mcp/prune_tool.py
+    *CAPABILITY_TOOL_NAMES,  # flowledger/deploy/registry/tools.py
 ]
 READ_ONLY_NAMES = [
     "workflow_definition_list",
@@ -51,6 +53,9 @@ READ_ONLY_NAMES = [
     "workflow_run_list",
     "workflow_run_history",
     *DEPLOY_READ_ONLY_NAMES,
+    "capability_list",
+    "capability_inspect",
+    "capability_audit",
 ]
 REVIEW_INPUT = {"title": "Quarterly note", "document": "Sales grew 12% in Q3. Costs fell."}
 

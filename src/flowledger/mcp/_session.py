@@ -17,6 +17,7 @@ from urllib.parse import urlsplit, urlunsplit
 from ..deploy import DeployService
 from ..deploy.deployments.tools import combined
 from ..deploy.registry.access import SourceAccess
+from ..deploy.registry.tools import CapabilityTools
 from ..host import AppLoadError, load_catalog
 from ..host import open_session as open_workflow_session
 from ..tools import ForkTools, SupervisorPort, WorkflowTools
@@ -68,7 +69,7 @@ class ServedSession:
     """A workflow session owned by this server, and its tools."""
 
     session: WorkflowSession
-    tools: Bundle  # the workflow_* tools, the deploy tools (deploy_tools.py), the fork tool
+    tools: Bundle  # workflow_*, deploy (deploy_tools.py), fork, prune and capability_* tools
     executes: bool  # runs execute here (else a worker or the owner elsewhere does)
     read_only: bool = False  # serve only the reading tools
     notice: str = ""  # why it serves read-only although asked to own the session
@@ -155,6 +156,12 @@ async def open_served_session(
                 ),
                 fork,
                 PruneTool(session, catalog.retention),
+                CapabilityTools.over(
+                    session.store,
+                    session.session_id,
+                    access=access.read_only() if read_only else access,
+                    transport="mcp",
+                ),
             ),
             executes=not (read_only or no_execute),
             read_only=read_only,

@@ -23,6 +23,7 @@ from typing import Final
 from ..deploy import DeployService
 from ..deploy.deployments.tools import DeployTools
 from ..deploy.registry.access import SourceAccess
+from ..deploy.registry.tools import CapabilityTools
 from ..host import open_session
 from ..tools import ForkTools, SupervisorPort, WorkflowTools
 from ..tools.reading import ReadingControl
@@ -58,6 +59,7 @@ class Served:
     tools: WorkflowTools
     deploy: DeployTools
     fork: ForkTools | None = None  # ``workflow_run_fork``; None when serving read-only
+    capabilities: CapabilityTools | None = None  # ``capability_*`` (deploy/registry/tools.py)
 
     @property
     def session_id(self) -> str:
@@ -126,7 +128,10 @@ class _Host:
                 registry=session.registry,
                 supervisor=control,
             )
-        self.ready.set_result(Served(session, tools, DeployTools(deploy), fork))
+        capabilities = CapabilityTools.over(
+            session.store, session.session_id, access=deploy.sources.access, transport="web"
+        )
+        self.ready.set_result(Served(session, tools, DeployTools(deploy), fork, capabilities))
         await self._stop.wait()
         supervisor = session.supervisor
         if supervisor.active:

@@ -7,5 +7,10 @@
   guarded by pinned runs, the last probe of each source;
 * `access`: the trust model: `SourceAccess` (operator, tenant, read-only) and
   `SessionSources` (the registry as one session sees it);
-* `errors`: the typed errors (``source_missing``, ``source_disabled``, ...).
+* `errors`: the typed errors (``source_missing``, ``source_disabled``, ...);
+* the capability catalog (docs/sources.md, "Capability catalog"): `catalog` (listings
+  cached as probes, refreshed when due, searched), `ranking` (the ranked full-text
+  index), `examples` (example arguments from an input schema), `calls` (trying a
+  read-only tool), `audit` (the per-session log of those calls) and `tools` (the
+  ``capability_*`` tool bundle).
 """

@@ -138,6 +138,10 @@ class SourceRegistry:
 
     def __init__(self, kv: storage.KV) -> None:
         self._kv = kv
+        # Decoded records by key, with the KV revision they were read at: a key's
+        # revision changes with every write, so a record read again at the same revision
+        # is the same bytes and need not be decoded (validated, fingerprinted) again.
+        self._decoded: dict[str, tuple[int, Any]] = {}
 
     @classmethod
     def over(cls, store: storage.Store) -> SourceRegistry:
@@ -182,6 +186,10 @@ class SourceRegistry:
             entry = await self._kv.get(key)
         except storage.KeyNotFoundError:
             raise SourceNotRegisteredError(name, revision) from None
+        known = self._decoded.get(key)
+        if known is not None and known[0] == entry.revision:
+            decoded: tuple[ValidatedSource, str] = known[1]
+            return decoded
         try:
             record = json.loads(entry.value)
             validated = validate_source(record["document"])
@@ -189,7 +197,9 @@ class SourceRegistry:
             raise RegistryCorruptError(key, type(exc).__name__) from None
         if validated.digest != record.get("digest") or validated.name != name:
             raise RegistryCorruptError(key, "its digest or name does not match")
-        return validated, str(record.get("saved_at", ""))
+        decoded = validated, str(record.get("saved_at", ""))
+        self._decoded[key] = entry.revision, decoded
+        return decoded
 
     async def get(self, name: str, revision: int | None = None) -> RegisteredSource:
         """Revision ``revision`` of ``name`` (default: the current one), with its head's
@@ -342,12 +352,21 @@ class SourceRegistry:
             for key in await self._kv.keys(prefix)
         ]
 
-    async def probe(self, name: str, environ: Mapping[str, str], *, seconds: float = 10.0) -> Probe:
+    async def probe(
+        self,
+        name: str,
+        environ: Mapping[str, str],
+        *,
+        seconds: float = 10.0,
+        keep_good: bool = False,
+    ) -> Probe:
         """Connect to the current revision of ``name`` now (with every declared secret
         set in ``environ``, whichever sessions it is granted to: the listing is the same
         for all), list its tools, and record the result as its last probe; the probe,
         whether the source answered or not. A disabled source is not contacted
-        (`SourceDisabledError`). The server's stderr is discarded."""
+        (`SourceDisabledError`). The server's stderr is discarded. With ``keep_good``
+        (the capability catalog's refreshes), a failed probe is returned but not
+        recorded over a last probe of the same revision that answered."""
         registered = await self.enabled(name)
         validated = registered.source
         secrets = {
@@ -366,6 +385,10 @@ class SourceRegistry:
             result = Probe(registered.revision, _now(), True, None, server.to_json(), tuple(tools))
         except (SourceError, CredentialMissingError) as exc:
             result = Probe(registered.revision, _now(), False, clip(str(exc)), None, ())
+        if keep_good and not result.ok:
+            last = await self.last_probe(name)
+            if last is not None and last.ok and last.revision == result.revision:
+                return result
         await self.record_probe(name, result)
         return result
 
@@ -393,10 +416,16 @@ class SourceRegistry:
             entry = await self._kv.get(key)
         except storage.KeyNotFoundError:
             return None
+        known = self._decoded.get(key)
+        if known is not None and known[0] == entry.revision:
+            decoded: Probe = known[1]
+            return decoded
         try:
-            return Probe.from_record(json.loads(entry.value))
+            probe = Probe.from_record(json.loads(entry.value))
         except Exception as exc:
             raise RegistryCorruptError(key, type(exc).__name__) from None
+        self._decoded[key] = entry.revision, probe
+        return probe
 
 
 def _validated(document: Any) -> ValidatedSource:
