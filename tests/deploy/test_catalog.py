@@ -404,22 +404,14 @@ async def test_audit_entries_hold_no_argument_or_result_bytes(store_url: str) ->
 async def test_a_tenant_sees_none_of_another_sessions_sources_calls_or_audit(
     store: storage.Store,
 ) -> None:
+    keyed = {**everything()["stdio"], "env": {"KEY": {"secret": "key"}}}
+    for_a = {"key": {"env": "CATALOG_TEST_KEY", "sessions": [SESSION_A]}}
     await register(
         store,
         clock(),
-        everything(
-            "private",
-            sessions=[SESSION_A],
-            stdio={
-                "command": everything()["stdio"]["command"],
-                "args": everything()["stdio"]["args"],
-                "env": {"PRIVATE_KEY": {"secret": "key"}},
-            },
-            secrets={"key": {"env": "CATALOG_TEST_KEY", "sessions": [SESSION_A]}},
-        ),
-        everything("granted", secrets={"key": {"env": "CATALOG_TEST_KEY", "sessions": [SESSION_A]}},
-                   stdio={**everything()["stdio"], "env": {"KEY": {"secret": "key"}}}),
-    )  # fmt: skip
+        everything("private", sessions=[SESSION_A], stdio=keyed, secrets=for_a),
+        everything("granted", stdio=keyed, secrets=for_a),  # B sees it; the secret is A's
+    )
     environ = {"CATALOG_TEST_KEY": "key-value-9d1c"}
     catalog = CapabilityCatalog()
     a = tools_for(store, catalog, SESSION_A, access=SourceAccess.TENANT, environ=environ)

@@ -181,24 +181,10 @@ class CapabilityCatalog:
     ) -> Listing:
         """The listing of ``registered`` (a source the caller may see), refreshed first
         if it is due and ``launch`` allows."""
-        name, revision = registered.name, registered.revision
-        good = await self._last_good(registry, name)
-        due = good is None or good.revision != revision or good.age_seconds() > self.ttl
-        if refresh and good is not None and good.age_seconds() >= self.min_refresh:
-            due = True
-        if not due:
-            return Listing(name, revision, good, "fresh")
-        if not launch:
-            return Listing(name, revision, good, "stale" if good is not None else "unlisted")
-        failure = self._failures.get(name)
-        if failure is not None and failure.revision == revision:
-            waited = time.monotonic() - failure.at
-            if waited < (self.min_refresh if refresh else self.retry_after):
-                return self._failed(name, revision, good, failure.error)
-        probe = await self._refresh(registry, name, environ)
-        if probe.ok:
-            return Listing(name, revision, probe, "refreshed")
-        return self._failed(name, revision, good, probe.error or "no answer")
+        (found,) = await self.listings(
+            registry, [registered], environ=environ, launch=launch, refresh=refresh
+        )
+        return found
 
     async def listings(
         self,
@@ -209,15 +195,57 @@ class CapabilityCatalog:
         launch: bool,
         refresh: bool = False,
     ) -> list[Listing]:
-        """`listing` of each of ``sources``, refreshed in parallel, in their order."""
-        return list(
-            await asyncio.gather(
-                *(
-                    self.listing(registry, item, environ=environ, launch=launch, refresh=refresh)
-                    for item in sources
-                )
+        """`listing` of each of ``sources``, in their order; the due ones are refreshed
+        in parallel."""
+        found: list[Listing | None] = []
+        due: list[tuple[int, RegisteredSource, Probe | None]] = []
+        for item in sources:
+            answer, good = await self._cached(registry, item, launch=launch, refresh=refresh)
+            if answer is None:
+                due.append((len(found), item, good))
+            found.append(answer)
+        if due:
+            refreshed = await asyncio.gather(
+                *(self._refreshed(registry, item, good, environ) for _, item, good in due)
             )
-        )
+            for (place, _, _), answer in zip(due, refreshed, strict=True):
+                found[place] = answer
+        return [answer for answer in found if answer is not None]
+
+    async def _cached(
+        self, registry: SourceRegistry, registered: RegisteredSource, *, launch: bool, refresh: bool
+    ) -> tuple[Listing | None, Probe | None]:
+        """The listing answered without a probe, or ``None`` when one is to be made; and
+        the last good probe."""
+        name, revision = registered.name, registered.revision
+        good = await self._last_good(registry, name)
+        age = None if good is None else good.age_seconds()
+        due = good is None or good.revision != revision or age is None or age > self.ttl
+        if refresh and age is not None and age >= self.min_refresh:
+            due = True
+        if not due:
+            return Listing(name, revision, good, "fresh"), good
+        if not launch:
+            return Listing(name, revision, good, "stale" if good is not None else "unlisted"), good
+        failure = self._failures.get(name)
+        if failure is not None and failure.revision == revision:
+            waited = time.monotonic() - failure.at
+            if waited < (self.min_refresh if refresh else self.retry_after):
+                return self._failed(name, revision, good, failure.error), good
+        return None, good
+
+    async def _refreshed(
+        self,
+        registry: SourceRegistry,
+        registered: RegisteredSource,
+        good: Probe | None,
+        environ: Mapping[str, str],
+    ) -> Listing:
+        name, revision = registered.name, registered.revision
+        probe = await self._refresh(registry, name, environ)
+        if probe.ok:
+            return Listing(name, revision, probe, "refreshed")
+        return self._failed(name, revision, good, probe.error or "no answer")
 
     @staticmethod
     def _failed(name: str, revision: int, good: Probe | None, error: str) -> Listing:
@@ -287,11 +315,21 @@ class CapabilityCatalog:
     # -- search -------------------------------------------------------------------------
 
     async def search(
-        self, listings: Iterable[Listing], query: str, *, offset: int, limit: int
+        self,
+        listings: Sequence[Listing],
+        query: str,
+        *,
+        offset: int,
+        limit: int,
+        generation: str | None = None,
     ) -> tuple[list[Found], int]:
         """The tools of ``listings`` ranked for ``query`` (from ``offset``, at most
-        ``limit``), and how many match in all."""
-        built = await self._index([item for item in listings if item.probe is not None])
+        ``limit``), and how many match in all. ``generation``: `generation_of`
+        ``listings``, if the caller has it already."""
+        listed = [item for item in listings if item.probe is not None]
+        if generation is None or len(listed) != len(listings):
+            generation = generation_of(listed)
+        built = await self._index(listed, generation)
         hits, total = built.index.search(query, built.sources, offset=offset, limit=limit)
         found = [
             Found(source, tool, hit.score)
@@ -300,12 +338,11 @@ class CapabilityCatalog:
         ]
         return found, total
 
-    async def _index(self, listings: Sequence[Listing]) -> _Built:
+    async def _index(self, listings: Sequence[Listing], generation: str) -> _Built:
         """The index of exactly ``listings``: made once for each set of listings (the
         sources one session sees), kept for the `MAX_INDEXES` sets used last. Nothing of
         a source a session may not see is in its index: not its tools, and not its
         words' statistics, which would move the scores."""
-        generation = generation_of(listings)
         built = self._indexes.get(generation)
         if built is None:
             task = self._building.get(generation)
@@ -347,16 +384,34 @@ def generation_of(listings: Iterable[Listing]) -> str:
     and its tools' full fingerprints (a refresh that finds the same tools keeps it)."""
     digest = hashlib.sha256()
     for item in sorted(listings, key=lambda i: i.source):
-        listed = "" if item.probe is None else str(item.probe.revision)
-        digest.update(f"{item.source}\0{listed}\0".encode())
-        for tool in item.tools:
-            digest.update(f"{tool.full_fingerprint}\0".encode())
+        digest.update(f"{item.source}\0{_listed(item.probe)}\0".encode())
     return digest.hexdigest()[:24]
 
 
 def _properties(tool: ToolInfo) -> list[str]:
     properties = tool.input_schema.get("properties")
     return [str(name) for name in properties] if isinstance(properties, Mapping) else []
+
+
+_LISTED: Final[dict[int, tuple[Probe, str]]] = {}  # by id(probe), holding the probe
+_MAX_LISTED: Final = 4096
+
+
+def _listed(probe: Probe | None) -> str:
+    """The digest of one probe's listing, computed once per `Probe` object (the registry
+    hands out the same object while its record is unchanged)."""
+    if probe is None:
+        return ""
+    known = _LISTED.get(id(probe))
+    if known is not None and known[0] is probe:
+        return known[1]
+    digest = hashlib.sha256(str(probe.revision).encode())
+    for tool in probe.tools:
+        digest.update(tool.full_fingerprint.encode())
+    if len(_LISTED) >= _MAX_LISTED:
+        _LISTED.clear()
+    _LISTED[id(probe)] = probe, digest.hexdigest()
+    return _LISTED[id(probe)][1]
 
 
 # One catalog per database and event loop in this process. A database is its URL, but

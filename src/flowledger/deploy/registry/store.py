@@ -129,7 +129,8 @@ class Probe:
         )
 
     def age_seconds(self, now: datetime | None = None) -> float:
-        moment = datetime.strptime(self.probed_at, "%Y-%m-%dT%H:%M:%S.%fZ").replace(tzinfo=UTC)
+        # fromisoformat reads the trailing Z as UTC, ten times faster than strptime
+        moment = datetime.fromisoformat(self.probed_at)
         return ((now or datetime.now(UTC)) - moment).total_seconds()
 
 

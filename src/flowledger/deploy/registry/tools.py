@@ -128,6 +128,9 @@ _TOOLS: Final[dict[str, tuple[str, dict[str, Any], bool]]] = {
     ),
 }
 CAPABILITY_TOOL_NAMES: Final = tuple(_TOOLS)
+_VALIDATORS: Final = {
+    name: jsonschema.Draft202012Validator(schema) for name, (_, schema, _) in _TOOLS.items()
+}
 
 
 class CursorError(ValueError):
@@ -233,7 +236,9 @@ class CapabilityTools:
             ]
             page, total = everything[offset : offset + limit], len(everything)
         else:
-            page, total = await self.catalog.search(listings, query, offset=offset, limit=limit)
+            page, total = await self.catalog.search(
+                listings, query, offset=offset, limit=limit, generation=generation
+            )
         following = offset + len(page)
         answer: dict[str, Any] = {
             "query": query,
@@ -366,10 +371,7 @@ def _arguments(name: str, arguments: Mapping[str, Any] | str | bytes | None) -> 
             raise ToolError(f"{name}: the arguments are not JSON ({exc})") from None
     else:
         document = dict(arguments)
-    errors = sorted(
-        jsonschema.Draft202012Validator(_TOOLS[name][1]).iter_errors(document),
-        key=lambda e: list(e.absolute_path),
-    )
+    errors = sorted(_VALIDATORS[name].iter_errors(document), key=lambda e: list(e.absolute_path))
     if errors:
         first = errors[0]
         raise ToolError(f"{name}: invalid arguments at {first.json_path}: {first.message}")
