@@ -31,6 +31,7 @@ from ..tools import ToolError
 from ..workflows.retention.pruning import RetentionPolicy
 from ..workflows.runtime.worker import WorkerSettings
 from .artifact import artifact_app
+from .capability import capability_app
 from .continuing import follow_left_run, print_continue_hint, refuse_payload_for_left_run
 from .demo import run_demo
 from .deploy import deploy_app
@@ -117,6 +118,7 @@ runs_app = typer.Typer(help="List and inspect runs.", no_args_is_help=True)
 app.add_typer(runs_app, name="runs")
 app.add_typer(artifact_app, name="artifact")
 app.add_typer(source_app, name="source")
+app.add_typer(capability_app, name="capability")
 register_web(app)
 register_prune(app)
 app.add_typer(deploy_app, name="deploy")
