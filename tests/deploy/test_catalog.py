@@ -18,6 +18,7 @@ from flowledger.deploy.registry.access import SessionSources, SourceAccess
 from flowledger.deploy.registry.audit import CallAudit, audit_log
 from flowledger.deploy.registry.calls import ToolTrial
 from flowledger.deploy.registry.catalog import CapabilityCatalog
+from flowledger.deploy.registry.errors import RegistryCorruptError
 from flowledger.deploy.registry.store import Probe, SourceRegistry
 from flowledger.deploy.registry.tools import CapabilityTools
 from flowledger.deploy.sources.tool_info import ToolInfo
@@ -214,6 +215,20 @@ async def test_a_source_that_stops_answering_keeps_its_last_good_listing(
     again = await tools.call("capability_inspect", {"source": "everything", "tool": "echo"})
     assert again["listing"]["status"] == "unreachable"
     assert catalog.probes_started == 2  # a failed source is not asked again at once
+
+
+async def test_a_damaged_probe_record_is_probed_again_and_replaced(store: storage.Store) -> None:
+    registry = await register(store, clock())
+    await registry.probe("clock", {})
+    key = "deploy/registry/probes/clock"  # the layout of flowledger/deploy/registry/store.py
+    await store.kv.put(key, b"{damaged", expected=(await store.kv.get(key)).revision)
+    with pytest.raises(RegistryCorruptError):
+        await registry.last_probe("clock")
+    catalog = CapabilityCatalog()
+    answer = await tools_for(store, catalog).call("capability_list", {"query": "timezone"})
+    assert answer["sources"][0]["status"] == "refreshed" and len(answer["results"]) == 2
+    recorded = await registry.last_probe("clock")
+    assert recorded is not None and recorded.ok and catalog.probes_started == 1
 
 
 async def test_a_read_only_door_answers_from_the_cache_and_starts_nothing(

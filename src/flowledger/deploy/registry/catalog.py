@@ -48,7 +48,7 @@ from typing import Any, Final, Literal
 from ... import storage
 from ..sources.errors import clip
 from ..sources.tool_info import ToolInfo
-from .errors import RegistryError
+from .errors import RegistryCorruptError, RegistryError
 from .ranking import IndexedTool, RankedIndex
 from .store import Probe, RegisteredSource, SourceRegistry
 
@@ -255,8 +255,13 @@ class CapabilityCatalog:
 
     async def _last_good(self, registry: SourceRegistry, name: str) -> Probe | None:
         """The registry's last probe if it answered, else the last good one seen here
-        (an operator's failed probe does not hide what the source listed before)."""
-        recorded = await registry.last_probe(name)
+        (an operator's failed probe does not hide what the source listed before). A
+        damaged probe record counts as none: the listing is due, and the next probe
+        writes a good record over it."""
+        try:
+            recorded = await registry.last_probe(name)
+        except RegistryCorruptError:
+            recorded = None
         if recorded is not None and recorded.ok:
             known = self._good.get(name)
             if known is None or known.probed_at <= recorded.probed_at:
@@ -282,6 +287,7 @@ class CapabilityCatalog:
     def _forget(self, name: str, task: asyncio.Task[Probe]) -> None:
         if self._inflight.get(name) is task:
             del self._inflight[name]
+        _retrieve(task)
 
     async def _probe(
         self, registry: SourceRegistry, name: str, environ: Mapping[str, str]
@@ -349,13 +355,17 @@ class CapabilityCatalog:
             if task is None:
                 task = asyncio.get_running_loop().create_task(self._build(listings))
                 self._building[generation] = task
-                task.add_done_callback(lambda _: self._building.pop(generation, None))
+                task.add_done_callback(lambda done: self._built_one(generation, done))
             built = await asyncio.shield(task)
             self._indexes[generation] = built
         self._indexes.move_to_end(generation)
         while len(self._indexes) > MAX_INDEXES:
             self._indexes.popitem(last=False)
         return built
+
+    def _built_one(self, generation: str, task: asyncio.Task[_Built]) -> None:
+        self._building.pop(generation, None)
+        _retrieve(task)
 
     @staticmethod
     async def _build(listings: Sequence[Listing]) -> _Built:
@@ -386,6 +396,13 @@ def generation_of(listings: Iterable[Listing]) -> str:
     for item in sorted(listings, key=lambda i: i.source):
         digest.update(f"{item.source}\0{_listed(item.probe)}\0".encode())
     return digest.hexdigest()[:24]
+
+
+def _retrieve(task: asyncio.Task[Any]) -> None:
+    """Mark a shared task's failure as seen: its askers may all have gone away (each got
+    it, or was cancelled), and a failure nobody retrieved is logged as a bug."""
+    if not task.cancelled():
+        task.exception()
 
 
 def _properties(tool: ToolInfo) -> list[str]:
