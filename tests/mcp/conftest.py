@@ -101,10 +101,18 @@ async def http_server(
     tokens: dict[str, str] | None = None,
     read_only: bool = False,
     app: str | None = None,
+    **options: Any,
 ) -> AsyncIterator[str]:
-    """An `HttpMcpServer` on 127.0.0.1 and an ephemeral port; yields its URL."""
+    """An `HttpMcpServer` on 127.0.0.1 and an ephemeral port; yields its URL. ``options``
+    go to `HttpMcpServer` (``no_execute``, ``allow_inline_sources``)."""
     server = HttpMcpServer(
-        db, app=app, host="127.0.0.1", port=0, tokens=tokens or {}, read_only=read_only
+        db,
+        app=app,
+        host="127.0.0.1",
+        port=0,
+        tokens=tokens or {},
+        read_only=read_only,
+        **options,
     )
     ready: asyncio.Future[str] = asyncio.get_running_loop().create_future()
     task = asyncio.create_task(server.run(ready=ready.set_result))
