@@ -84,6 +84,8 @@ def test_a_session_gets_only_the_secrets_granted_to_it() -> None:
     concrete = source.source(A, environ)
     assert isinstance(concrete, StdioSource) and concrete.env["KEY"] == "s3cret"
     assert source.missing_secret(B, environ) == ("key", "which is not granted to this session")
+    with pytest.raises(CredentialMissingError):
+        source.source(B, environ)  # not granted to B: B's source has no value for it
     assert source.missing_secret(A, {}) == (
         "key",
         "whose variable CLOCK_KEY is not set in this process",
