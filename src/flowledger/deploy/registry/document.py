@@ -128,9 +128,7 @@ class ValidatedSource:
                 granted[name] = environ[variable]
         return granted
 
-    def missing_secret(
-        self, session_id: str, environ: Mapping[str, str]
-    ) -> tuple[str, str] | None:
+    def missing_secret(self, session_id: str, environ: Mapping[str, str]) -> tuple[str, str] | None:
         """A secret that cannot be resolved for ``session_id`` and why (the end of a
         sentence), or ``None``."""
         for name in secret_names(self.document):
