@@ -1,4 +1,5 @@
-"""L4 surface: the seven ``workflow_*`` tools over MCP (official ``mcp`` SDK).
+"""L4 surface: a session's tools over MCP (official ``mcp`` SDK): the ``workflow_*`` bundle,
+the deploy tools, fork and prune.
 
 * `serve_stdio` - one session over stdin/stdout (``flowledger mcp``);
 * `serve_http` / `HttpMcpServer` - streamable HTTP with bearer tokens, one session per
