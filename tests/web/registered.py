@@ -9,9 +9,10 @@ whose value is `SECRET_VALUE`: neither may ever reach a page.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterable, Mapping
+from collections.abc import Coroutine, Iterable, Mapping
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Any, Final
+from typing import Any, Final, TypeVar
 
 from flowledger.deploy.registry.store import Probe, SourceRegistry
 from flowledger.deploy.sources.tool_info import ToolInfo
@@ -23,6 +24,15 @@ SECRET_VAR: Final = "WEB_SOURCES_TEST_SECRET"
 SECRET_VALUE: Final = "web-sources-s3cr3t-never-shown"
 SCRIPT: Final = "<script>alert('source')</script>"
 PROBED_AT: Final = "2025-01-02T03:04:05.000006Z"
+
+T = TypeVar("T")
+
+
+def run(work: Coroutine[Any, Any, T]) -> T:
+    """``work`` in an event loop of its own thread: the caller may be inside one already
+    (Playwright's sync API runs one in the test's thread)."""
+    with ThreadPoolExecutor(1) as thread:
+        return thread.submit(asyncio.run, work).result()
 
 
 def clock(*, sessions: list[str] | None = None, name: str = "clock") -> dict[str, Any]:
@@ -111,7 +121,7 @@ def register(
 ) -> None:
     """Register ``documents`` in the database file ``db``, probe the sources named in
     ``probe`` for real, record the ``recorded`` probes and disable ``disabled``."""
-    asyncio.run(_register(db, documents, probe=probe, recorded=recorded, disabled=disabled))
+    run(_register(db, documents, probe=probe, recorded=recorded, disabled=disabled))
 
 
 def last_probe(db: Path, name: str) -> Probe:
@@ -121,7 +131,7 @@ def last_probe(db: Path, name: str) -> Probe:
         assert found is not None
         return found
 
-    return asyncio.run(read())
+    return run(read())
 
 
 def deployment() -> dict[str, Any]:

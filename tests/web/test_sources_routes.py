@@ -4,7 +4,6 @@ opened it, with the real ``mcp-server-time`` as the registered ``clock``."""
 
 from __future__ import annotations
 
-import asyncio
 import re
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -35,6 +34,7 @@ from .registered import (
     launcher,
     listing_probe,
     register,
+    run,
 )
 
 OTHER_SESSION = "99999999-9999-4999-8999-999999999999"
@@ -89,7 +89,7 @@ def change(db: Path, document: dict[str, Any]) -> None:
         async with open_store(f"sqlite:///{db}") as store:
             await SourceRegistry.over(store).set(document)
 
-    asyncio.run(save())
+    run(save())
 
 
 def test_the_sources_pages_show_what_the_session_may_see_and_no_value(
@@ -219,7 +219,8 @@ def test_another_token_does_not_see_a_source_of_one_session(db: Path) -> None:
 
         listed = client.get("/sources", headers=as_alice)
         assert 'data-source="alices"' in listed.text and 'data-source="shared"' in listed.text
-        assert client.get("/sources/alices", headers=as_alice).status_code == 200
+        own = client.get("/sources/alices", headers=as_alice)
+        assert own.status_code == 200 and alice_sid not in own.text  # who else sees it: no
 
         listed = client.get("/sources", headers=as_bob)
         assert 'data-source="shared"' in listed.text and "alices" not in body(listed)
@@ -260,7 +261,7 @@ def test_a_damaged_registry_record_is_a_500_that_names_nothing(db: Path) -> None
             entry = await store.kv.get(key)
             await store.kv.put(key, b"{not json", expected=entry.revision)
 
-    asyncio.run(damage())
+    run(damage())
     with dashboard(db) as client:
         for path in ("/sources", "/sources/secretive"):
             page = client.get(path)
