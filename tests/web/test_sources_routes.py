@@ -15,7 +15,8 @@ from starlette.testclient import TestClient
 
 from flowledger.deploy.registry.store import SourceRegistry
 from flowledger.storage import open_store
-from flowledger.web import Dashboard, Gate, SessionPool
+from flowledger.web import Dashboard, Gate, SessionPool, sources
+from flowledger.workflows.runtime.session import default_session_id
 
 from . import web_app
 from .conftest import BASE, dashboard
@@ -38,6 +39,7 @@ from .registered import (
 )
 
 OTHER_SESSION = "99999999-9999-4999-8999-999999999999"
+GONE_RUN = "00000000-0000-4000-8000-000000000001"
 LONG_ERROR = "MCP source http://127.0.0.1:9/mcp is unreachable: <b>refused</b> " + "x" * 300
 
 
@@ -250,6 +252,34 @@ def test_a_read_only_dashboard_shows_the_sources(db: Path) -> None:
         assert row is not None
         assert cells(row.group(1))[:4] == ["look", "Look", "no", "no"]
         assert cells(row.group(1))[-1] == "no"  # not within allow_tools
+
+
+def test_the_pinned_runs_checked_are_bounded_and_say_so(
+    db: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    register(db, [clock()])
+    with dashboard(db) as client:  # creates the default session
+        assert client.get("/sources/clock").status_code == 200
+
+    async def pin_gone_runs() -> None:
+        async with open_store(f"sqlite:///{db}") as store:
+            session_id = await default_session_id(store)
+            registry = SourceRegistry.over(store)
+            for run_id in (GONE_RUN, "00000000-0000-4000-8000-000000000002"):
+                await registry.add_use("clock", session_id, run_id, 1)
+            await registry.add_use("clock", OTHER_SESSION, GONE_RUN, 1)  # not this session's
+
+    run(pin_gone_runs())
+    monkeypatch.setattr(sources, "MAX_PINNED_CHECKED", 1)
+    with dashboard(db, read_only=True) as client:
+        detail = client.get("/sources/clock")
+        assert detail.status_code == 200
+        pinned = detail.text.split('id="pinned-runs"', 1)[1].split("</section>", 1)[0]
+        assert "No unfinished run of this session is pinned to it." in pinned  # runs gone
+        assert "Only 1 of the 2 runs recorded as pinned to it were checked." in pinned
+    monkeypatch.setattr(sources, "MAX_PINNED_CHECKED", 2)
+    with dashboard(db, read_only=True) as client:
+        assert 'id="uses-cut"' not in client.get("/sources/clock").text
 
 
 def test_a_damaged_registry_record_is_a_500_that_names_nothing(db: Path) -> None:
