@@ -14,6 +14,9 @@ or 404 like any unknown route):
 ``POST /definitions/{name}/{ver}/start``  start a run from the form (a deployment
                                       revision ``rN``: as ``run_deployment`` starts it)
 ``GET  /artifacts/{name}/{ver}``      a saved artifact: its schemas and its graph
+``GET  /sources``                     the registered sources the session may see
+``GET  /sources/{name}``              one of them: its tools, the deployments binding it
+                                      and the unfinished runs pinned to it (`sources`)
 ``POST /runs/{id}/resume``            answer the pending request from the form
 ``POST /runs/{id}/retry``             retry an errored pause
 ``POST /runs/{id}/cancel``            cancel (``reason``)
@@ -30,8 +33,9 @@ or 404 like any unknown route):
 
 Every POST is checked (host, origin, CSRF field) before its form is acted on. Errors are
 pages with the status they stand for: 400 bad input (the server's own message, shown
-above the form), 403 CSRF, 404 no such run or definition (including another session's
-run), 409 a run that cannot do that now, 503 the session cannot be served.
+above the form), 403 CSRF, 404 no such run, definition or source (including another
+session's run and a source the session may not see), 409 a run that cannot do that now,
+500 a damaged source registry record, 503 the session cannot be served.
 """
 
 from __future__ import annotations
@@ -57,6 +61,7 @@ from ..deploy import NotADeployedRunError
 from ..deploy.artifacts.errors import ArtifactNotFoundError
 from ..deploy.deployments.definition import DeployedDefinition, revision_of
 from ..deploy.deployments.store import DeploymentNotFoundError
+from ..deploy.registry.errors import RegistryCorruptError, SourceNotRegisteredError
 from ..deploy.runs.trace import MAX_TRACE_PAGE
 from ..tools import ToolError, WorkflowTools
 from ..tools.errors import PREFIX
@@ -67,6 +72,7 @@ from .graph import render_svg
 from .live import Wake
 from .security import CSRF_COOKIE, CSRF_FIELD, LOGIN_COOKIE, Gate, new_secret
 from .sessions import Served, SessionPool, SessionUnavailableError
+from .sources import source_detail, source_rows
 from .states import STATES, Latest, vertex_states
 from .streams import RowEvents, RunEvents, event_stream
 from .views import (
@@ -116,6 +122,13 @@ def _said(error: ToolError) -> str:
     """A tool's error as a page shows it (without the prefix that tells a model whose
     error it is)."""
     return error.message.removeprefix(PREFIX)
+
+
+def _damaged_registry(exc: RegistryCorruptError) -> _Refusal:
+    """A damaged registry record: its key names a source, maybe one this session may not
+    see, so the page says only that; the log says which."""
+    log.error("%s", exc)
+    return _Refusal(500, "the source registry cannot be read; the server's log says why")
 
 
 def _short_time(value: object) -> str:
@@ -177,6 +190,8 @@ class Dashboard:
             Route("/definitions", self._definitions),
             Route("/definitions/{name}/{version}", self._definition),
             Route("/artifacts/{name}/{version}", self._artifact),
+            Route("/sources", self._sources),
+            Route("/sources/{name}", self._source),
             Route("/events/runs", self._runs_events),
             Route("/events/runs/{run_id}", self._run_events),
             Route("/login", self._login_page, methods=["GET"]),
@@ -557,6 +572,31 @@ class Dashboard:
             "svg": None if picture is None else render_svg(picture, {}, title=f"graph of {name}"),
         }
         return self._page(request, "artifact.html", view, ctx=ctx)
+
+    async def _sources(self, request: Request) -> Response:
+        try:
+            ctx = await self._context(request)
+            rows = await source_rows(ctx.served.deploy.service)
+        except RegistryCorruptError as exc:
+            return self._refused(request, _damaged_registry(exc))
+        except _Refusal as refusal:
+            return self._refused(request, refusal)
+        return self._page(request, "sources.html", {"sources": rows}, ctx=ctx)
+
+    async def _source(self, request: Request) -> Response:
+        """One registered source; one the session may not see is 404 like an unknown name."""
+        try:
+            ctx = await self._context(request)
+            detail = await source_detail(
+                ctx.served.deploy.service, str(request.path_params["name"])
+            )
+        except SourceNotRegisteredError as exc:
+            return self._refused(request, _Refusal(404, str(exc)))
+        except RegistryCorruptError as exc:
+            return self._refused(request, _damaged_registry(exc))
+        except _Refusal as refusal:
+            return self._refused(request, refusal)
+        return self._page(request, "source.html", {"source": detail}, ctx=ctx)
 
     # -- changing runs -----------------------------------------------------------------------
 
