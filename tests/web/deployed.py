@@ -6,6 +6,7 @@ value)."""
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 from pathlib import Path
 from typing import Any, Final
 
@@ -40,7 +41,9 @@ def register(db: Path, command: str | None = None) -> None:
         async with open_store(f"sqlite:///{db}") as store:
             await SourceRegistry.over(store).put(source(command))
 
-    asyncio.run(add())
+    # in a thread of its own: some callers (the browser tests) run inside an event loop
+    with concurrent.futures.ThreadPoolExecutor(1) as pool:
+        pool.submit(asyncio.run, add()).result()
 
 
 def deployment() -> dict[str, Any]:
