@@ -70,7 +70,7 @@ def web(
 
     async def work() -> None:
         from ..httpsec import StartupError, load_tokens
-        from ..web import WebServer, WebStartupError, announce
+        from ..web import WebServer, announce
 
         try:
             tokens = load_tokens(tokens_file) if tokens_file is not None else {}
@@ -84,7 +84,7 @@ def web(
                 session=session,
             )
             await server.run(ready=lambda url: announce(url, len(tokens), read_only))
-        except (WebStartupError, StartupError) as exc:
+        except StartupError as exc:
             raise CliError(str(exc)) from None
 
     run_command(work, quiet_logs=False)
