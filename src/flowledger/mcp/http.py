@@ -17,8 +17,10 @@
 * Without tokens the server serves one session (``session`` or the database's default
   session), opened before listening - and only on a loopback address: binding any other
   address without tokens is refused before listening.
-* A POST body holding a repeated object key is answered 400 with a JSON-RPC parse error
-  naming the key's JSON pointer before the SDK (which would let the last one win) sees it.
+* A POST body holding a repeated object key, or a request whose ``id`` is not a string
+  or an integer, is answered 400 with a JSON-RPC error (`flowledger.mcp.screen`) before
+  the SDK (which would let the last key win, or take the request for a notification
+  and answer a bare 202) sees it.
 
 The endpoint is ``/mcp``. Stopping the server (SIGINT/SIGTERM, or `HttpMcpServer.stop`)
 closes the listener, then every session.
@@ -63,7 +65,7 @@ from ..workflows.records.run import is_id
 from ._session import load_app, open_served_session
 from .errors import McpStartupError
 from .leaving import leave_session
-from .screen import repeated_key_refusal
+from .screen import body_refusal
 from .server import WorkflowMcpServer
 
 __all__ = [
@@ -220,7 +222,7 @@ class HttpMcpServer:
     async def _endpoint(self, scope: Scope, receive: Receive, send: Send) -> None:
         key, refused = self._session_of(scope)
         if refused is None and scope.get("method") == "POST":
-            error = repeated_key_refusal(request_body(scope))
+            error = body_refusal(request_body(scope))
             if error is not None:
                 refused = Response(
                     error.model_dump_json(by_alias=True, exclude_unset=True),
