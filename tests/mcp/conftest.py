@@ -137,3 +137,23 @@ async def http_client(url: str, token: str | None, **options: Any) -> AsyncItera
         Client(streamable_http_client(url, http_client=http), **options) as client,
     ):
         yield client
+
+
+BAD_IDS = [
+    ("{}", "an object"),
+    ('{"n":1}', "an object"),
+    ("[]", "an array"),
+    ("[1]", "an array"),
+    ("1.5", "a number written with a fraction or an exponent"),
+    ("2.0", "a number written with a fraction or an exponent"),
+    ("1e2", "a number written with a fraction or an exponent"),
+    ("true", "a boolean"),
+    ("false", "a boolean"),
+    ("null", "null"),
+]
+
+
+def bad_id_answer(kind: str) -> dict[str, Any]:
+    """What a request whose id is ``kind`` gets: JSON-RPC 2.0's invalid request."""
+    message = f"Invalid Request: the id must be a string or an integer, not {kind}"
+    return {"jsonrpc": "2.0", "id": None, "error": {"code": -32600, "message": message}}

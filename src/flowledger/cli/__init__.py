@@ -666,7 +666,8 @@ def mcp(
     options = Options(db, app_ref, session)
 
     async def work() -> None:
-        from ..mcp import McpStartupError, serve  # imported here: only this command needs it
+        from ..httpsec import StartupError
+        from ..mcp import serve  # imported here: only this command needs it
 
         extra: dict[str, Any] = {}
         if host is not None:
@@ -685,7 +686,7 @@ def mcp(
                 allow_inline_sources=allow_inline_sources,
                 **extra,
             )
-        except McpStartupError as exc:
+        except StartupError as exc:
             raise CliError(str(exc)) from None
 
     run_command(work, quiet_logs=False)
