@@ -33,6 +33,7 @@ from ..workflows.runtime.worker import WorkerSettings
 from .artifact import artifact_app
 from .continuing import follow_left_run, print_continue_hint, refuse_payload_for_left_run
 from .demo import run_demo
+from .explain import register_explain
 from .deploy import deploy_app
 from .deploy import inspect as deploy_inspect
 from .deploy import trace as deploy_trace
@@ -119,6 +120,7 @@ app.add_typer(artifact_app, name="artifact")
 app.add_typer(source_app, name="source")
 register_web(app)
 register_prune(app)
+register_explain(app)
 app.add_typer(deploy_app, name="deploy")
 app.command("inspect", help="A deployed run: status, readiness, output, interrupt.")(deploy_inspect)
 app.command("trace", help="A range of a deployed run's trace (what each node did).")(deploy_trace)
