@@ -33,10 +33,10 @@ from ..workflows.runtime.worker import WorkerSettings
 from .artifact import artifact_app
 from .continuing import follow_left_run, print_continue_hint, refuse_payload_for_left_run
 from .demo import run_demo
-from .explain import register_explain
 from .deploy import deploy_app
 from .deploy import inspect as deploy_inspect
 from .deploy import trace as deploy_trace
+from .explain import register_explain
 from .helptext import hide_redundant_types
 from .loops import definition_loops
 from .prune import register_prune

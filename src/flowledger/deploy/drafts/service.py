@@ -12,8 +12,9 @@ immutable artifact version (children pinned by `ArtifactStore.save`). With ``dep
 first every dependency must be bound to a registered source visible to the session
 (from the capability it came from, or ``bindings``) whose last probe lists every tool
 the artifact uses from it; then the artifact is saved and a deployment (``deployment``,
-default the artifact's name) binding each dependency as ``source: NAME`` is saved and made
-live. The answer says, per dependency, the probe revision it was checked against.
+default the artifact's name) binding each dependency as ``source: NAME`` with
+``allow_tools`` the tools the artifact uses from it is saved and made live. The answer
+says, per dependency, the probe revision it was checked against.
 """
 
 from __future__ import annotations
@@ -320,8 +321,8 @@ class DraftService:
                 "name": deployment or validated.name,
                 "artifact": {"name": validated.name, "version": validated.version},
                 "sources": {
-                    dependency: {"source": merged[dependency]}
-                    for dependency in validated.artifact.dependencies
+                    dependency: {"source": merged[dependency], "allow_tools": list(declared.tools)}
+                    for dependency, declared in validated.artifact.dependencies.items()
                 },
             }
             validate_deployment(deployment_document)  # nothing is saved if it is refused
