@@ -64,7 +64,7 @@ async def measure(url: str, nodes: int, patches: int) -> dict[str, float]:
             DraftService(DeployService(WorkflowSession.build(store, SESSION, Catalog())))
         )
         name = f"bench_{uuid.uuid4().hex[:8]}"
-        created = await tools.call("draft_create", {"draft": name})
+        created = await tools.call("draft_create", {"name": name})
         revision = created["revision"]
         replaced = await tools.call(
             "draft_patch",

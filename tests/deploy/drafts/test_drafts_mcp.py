@@ -49,7 +49,7 @@ async def test_the_draft_loop_through_the_mcp_server(tmp_path: Path) -> None:
         names = {tool.name for tool in (await client.list_tools()).tools}
         assert {"draft_create", "draft_patch", "draft_publish", "explain"} <= names
 
-        created = await call("draft_create", {"draft": "hello"})
+        created = await call("draft_create", {"name": "hello"})
         assert (created["revision"], created["valid"]) == (1, True)
         broken = await call(
             "draft_patch",
@@ -100,7 +100,7 @@ async def test_the_draft_loop_through_the_mcp_server(tmp_path: Path) -> None:
         # from a capability: the registered clock's get_current_time
         clock = await call(
             "draft_create",
-            {"draft": "clock_now", "from": {"source": "clock", "tool": "get_current_time"}},
+            {"name": "clock_now", "from": {"source": "clock", "tool": "get_current_time"}},
         )
         assert clock["valid"], clock["diagnostics"]
         assert clock["bindings"] == {"clock": "clock"}
@@ -170,11 +170,11 @@ async def test_the_draft_loop_through_the_mcp_server(tmp_path: Path) -> None:
         assert "Europe/Paris" in run["output"]["text"] and "Asia/Tokyo" in run["output"]["text"]
 
         unknown_tool = await client.call_tool(
-            "draft_create", {"draft": "nope_draft", "from": {"source": "clock", "tool": "nope"}}
+            "draft_create", {"name": "nope_draft", "from": {"source": "clock", "tool": "nope"}}
         )
         assert "[capability_missing]" in error_text(unknown_tool)
         unknown_source = await client.call_tool(
-            "draft_create", {"draft": "nope_draft", "from": {"source": "ghost", "tool": "x"}}
+            "draft_create", {"name": "nope_draft", "from": {"source": "ghost", "tool": "x"}}
         )
         assert "[source_missing]" in error_text(unknown_source)
         listed = await call("draft_list", {})

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from flowledger.deploy import DeployService
-from flowledger.deploy.artifacts.errors import ArtifactNotFoundError
+from flowledger.deploy.artifacts.errors import ArtifactConflictError, ArtifactNotFoundError
 from flowledger.deploy.drafts.diagnostics import pointer_of
 from flowledger.deploy.drafts.errors import (
     DraftConflictError,
@@ -107,6 +107,19 @@ async def test_the_draft_loop(store: Store) -> None:
     assert published["artifact"]["digest"] == saved.record.digest
     assert saved.artifact.nodes["greet"].kind == "set"
     assert (await drafts.get("greeter"))["revision"] == 4  # publishing does not edit
+
+    # a draft from the saved version: the next version of the same artifact
+    again = await drafts.create("greeter_next", {"artifact": "greeter", "version": "1.0.0"})
+    assert again["origin"]["digest"] == saved.record.digest and again["valid"]
+    assert again["document"] == {**out["document"], "version": "1.0.0"}
+    changed = await drafts.patch(
+        "greeter_next", 1, [{"op": "add", "path": "/description", "value": "second"}]
+    )
+    with pytest.raises(ArtifactConflictError):  # a version is immutable
+        await drafts.publish("greeter_next", 2, "1.0.0")
+    second = await drafts.publish("greeter_next", changed["revision"], "1.0.1")
+    assert second["artifact"]["version"] == "1.0.1"
+    assert (await drafts.deploy.artifacts.get(SESSION, "greeter", "1.0.1")).artifact.description
 
 
 async def test_patch_failures_name_the_operation_and_write_nothing(store: Store) -> None:

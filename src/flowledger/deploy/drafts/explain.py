@@ -609,7 +609,7 @@ EXPLANATIONS: Final[dict[str, tuple[str, str, str]]] = {
     "draft_missing": (
         "No draft of that name in this session.",
         "Create it, or correct the name (draft_list shows them).",
-        "draft_create {draft: hello}",
+        "draft_create {name: hello}",
     ),
     "draft_exists": (
         "A draft of that name already exists.",

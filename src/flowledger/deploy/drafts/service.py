@@ -96,6 +96,8 @@ class DraftService:
                 self._sid, name, skeleton(name), origin={"kind": "skeleton"}
             )
             return _answer(draft)
+        if any(not isinstance(value, str) for value in origin.values()):
+            raise ValueError("`from` holds strings: {source, tool} or {artifact, version}")
         if set(origin) == {"source", "tool"}:
             info, probe = await self.capability(origin["source"], origin["tool"])
             dependency = identifier(origin["source"])

@@ -3,7 +3,7 @@ JSON result out, `flowledger.tools.ToolError` on any failure), like `DeployTools
 
 | tool | mutating | arguments |
 | --- | --- | --- |
-| ``draft_create`` | yes | ``draft``, ``from?`` (``{source, tool}`` or ``{artifact, version}``) |
+| ``draft_create`` | yes | ``name``, ``from?`` (``{source, tool}`` or ``{artifact, version}``) |
 | ``draft_get`` | no | ``draft`` |
 | ``draft_list`` | no | |
 | ``draft_delete`` | yes | ``draft``, ``revision?`` |
@@ -75,7 +75,7 @@ _TOOLS: Final[dict[str, tuple[str, dict[str, Any], bool]]] = {
         "schema as the workflow's input), or from a saved artifact {artifact, version}.",
         _schema(
             {
-                "draft": _DRAFT,
+                "name": _DRAFT,
                 "from": {
                     "oneOf": [
                         _schema(
@@ -89,7 +89,7 @@ _TOOLS: Final[dict[str, tuple[str, dict[str, Any], bool]]] = {
                     ]
                 },
             },
-            ("draft",),
+            ("name",),
         ),
         True,
     ),
@@ -217,7 +217,7 @@ class DraftTools:
         self.service = service
         s = service
         self._handlers: dict[str, Callable[[dict[str, Any]], Awaitable[dict[str, Any]]]] = {
-            "draft_create": lambda a: s.create(a["draft"], a.get("from")),
+            "draft_create": lambda a: s.create(a["name"], a.get("from")),
             "draft_get": lambda a: s.get(a["draft"]),
             "draft_list": lambda a: s.list(),
             "draft_delete": lambda a: s.delete(a["draft"], a.get("revision")),
