@@ -73,6 +73,13 @@ def emitted_codes() -> dict[str, str]:
                                 found.setdefault(_literal(value) or "", where)
                     if isinstance(inner, ast.Return) and _literal(inner.value):
                         found.setdefault(_literal(inner.value) or "", where)
+                    if (  # mapping.get(kind, "default_code")
+                        isinstance(inner, ast.Call)
+                        and _name(inner) == "get"
+                        and len(inner.args) == 2
+                        and _literal(inner.args[1])
+                    ):
+                        found.setdefault(_literal(inner.args[1]) or "", where)
             elif isinstance(node, ast.Return) and isinstance(node.value, ast.Tuple):
                 first = node.value.elts[0] if node.value.elts else None
                 code = _literal(first)  # store.py's (code, message) problems
@@ -100,6 +107,7 @@ def test_the_collector_finds_every_kind_of_emitter() -> None:
         "checked_against_probe",  # diagnostics.py: a constant
         "field_unknown",  # structure.py: _code's mapping
         "bad_key",  # structure.py: _code's return
+        "bad_value",  # structure.py: _code's mapping default
         "revision_conflict",  # drafts/errors.py and registry/errors.py
         "patch_test_failed",  # drafts/errors.py
     ):
