@@ -18,6 +18,7 @@ from mcp.client.stdio import StdioServerParameters
 from mcp.client.streamable_http import streamable_http_client
 
 from flowledger.deploy.deployments.tools import DEPLOY_TOOL_NAMES
+from flowledger.deploy.drafts.tools import DRAFT_TOOL_NAMES
 from flowledger.mcp import HttpMcpServer
 
 DEPLOY_READ_ONLY_NAMES = [
@@ -42,6 +43,7 @@ TOOL_NAMES = [
     "workflow_run_cancel",
     "workflow_run_history",
     *DEPLOY_TOOL_NAMES,  # the deploy layer's tools (flowledger/mcp/deploy_tools.py)
+    *DRAFT_TOOL_NAMES,  # flowledger/deploy/drafts/tools.py
     "workflow_run_fork",  # flowledger/tools/fork.py
     "workflow_run_prune",  # flowledger/mcp/prune_tool.py
 ]
@@ -51,6 +53,10 @@ READ_ONLY_NAMES = [
     "workflow_run_list",
     "workflow_run_history",
     *DEPLOY_READ_ONLY_NAMES,
+    "draft_get",
+    "draft_list",
+    "draft_validate",
+    "explain",
 ]
 REVIEW_INPUT = {"title": "Quarterly note", "document": "Sales grew 12% in Q3. Costs fell."}
 

@@ -36,6 +36,7 @@ from .demo import run_demo
 from .deploy import deploy_app
 from .deploy import inspect as deploy_inspect
 from .deploy import trace as deploy_trace
+from .explain import register_explain
 from .helptext import hide_redundant_types
 from .loops import definition_loops
 from .prune import register_prune
@@ -119,6 +120,7 @@ app.add_typer(artifact_app, name="artifact")
 app.add_typer(source_app, name="source")
 register_web(app)
 register_prune(app)
+register_explain(app)
 app.add_typer(deploy_app, name="deploy")
 app.command("inspect", help="A deployed run: status, readiness, output, interrupt.")(deploy_inspect)
 app.command("trace", help="A range of a deployed run's trace (what each node did).")(deploy_trace)

@@ -16,6 +16,8 @@ from urllib.parse import urlsplit, urlunsplit
 
 from ..deploy import DeployService
 from ..deploy.deployments.tools import combined
+from ..deploy.drafts.service import DraftService
+from ..deploy.drafts.tools import DraftTools
 from ..deploy.registry.access import SourceAccess
 from ..host import AppLoadError, load_catalog
 from ..host import open_session as open_workflow_session
@@ -68,7 +70,7 @@ class ServedSession:
     """A workflow session owned by this server, and its tools."""
 
     session: WorkflowSession
-    tools: Bundle  # the workflow_* tools, the deploy tools (deploy_tools.py), the fork tool
+    tools: Bundle  # the workflow_* tools, the deploy and draft tools, the fork tool
     executes: bool  # runs execute here (else a worker or the owner elsewhere does)
     read_only: bool = False  # serve only the reading tools
     notice: str = ""  # why it serves read-only although asked to own the session
@@ -153,6 +155,7 @@ async def open_served_session(
                     start_timeout=start_timeout,
                     access=access.read_only() if read_only else access,
                 ),
+                DraftTools(DraftService(DeployService(session, access=access))),
                 fork,
                 PruneTool(session, catalog.retention),
             ),
