@@ -17,6 +17,9 @@ from typing import Any
 
 import httpx2
 
+from flowledger.deploy.registry.store import SourceRegistry
+from flowledger.storage import open_store
+
 from ..mcp.conftest import http_client, payload, wait_status
 from .runs.app import HERE as RUNS
 from .servers import REPO
@@ -61,22 +64,30 @@ def _listening(url: str) -> bool:
     return True
 
 
-def _deployment(work: Path) -> dict[str, Any]:
-    return {
-        "format": "flowledger.deployment/v1",
-        "name": "slow_dep",
-        "artifact": {"name": "slow_write", "version": "1"},
-        "sources": {
-            "slow": {
+async def _register(db: str, work: Path) -> None:
+    """The operator registers the slow server (a client of an HTTP server names
+    registered sources only)."""
+    async with open_store(db) as store:
+        await SourceRegistry.over(store).add(
+            {
+                "format": "flowledger.source/v1",
+                "name": "slow",
                 "stdio": {
                     "command": sys.executable,
                     "args": ["-m", "tests.deploy.runs.slow_server"],
                     "env": {"SLOW_DIR": str(work)},
                     "cwd": str(REPO),
                 },
-                "allow_tools": ["append_line", "count_lines"],
             }
-        },
+        )
+
+
+def _deployment() -> dict[str, Any]:
+    return {
+        "format": "flowledger.deployment/v1",
+        "name": "slow_dep",
+        "artifact": {"name": "slow_write", "version": "1"},
+        "sources": {"slow": {"source": "slow", "allow_tools": ["append_line", "count_lines"]}},
         "drift": "block",
     }
 
@@ -89,12 +100,13 @@ async def test_a_restarted_server_adopts_the_deployed_run_a_crash_left_running(
     work.mkdir()
     port = _free_port()
     url = f"http://127.0.0.1:{port}/mcp"
+    await _register(db, work)
     with _server(db, port) as first:
         await asyncio.to_thread(wait_for, lambda: _listening(url), "the first server")
         async with http_client(url, None) as client:
             text = (RUNS / "slow_write.yaml").read_text()
             payload(await client.call_tool("artifact_save", {"document": text}))
-            payload(await client.call_tool("deployment_save", {"document": _deployment(work)}))
+            payload(await client.call_tool("deployment_save", {"document": _deployment()}))
             started = payload(
                 await client.call_tool(
                     "run_deployment",

@@ -18,6 +18,7 @@ from mcp.client.stdio import StdioServerParameters
 from mcp.client.streamable_http import streamable_http_client
 
 from flowledger.deploy.deployments.tools import DEPLOY_TOOL_NAMES
+from flowledger.deploy.drafts.tools import DRAFT_TOOL_NAMES
 from flowledger.deploy.registry.tools import CAPABILITY_TOOL_NAMES
 from flowledger.mcp import HttpMcpServer
 
@@ -43,6 +44,7 @@ TOOL_NAMES = [
     "workflow_run_cancel",
     "workflow_run_history",
     *DEPLOY_TOOL_NAMES,  # the deploy layer's tools (flowledger/mcp/deploy_tools.py)
+    *DRAFT_TOOL_NAMES,  # flowledger/deploy/drafts/tools.py
     "workflow_run_fork",  # flowledger/tools/fork.py
     "workflow_run_prune",  # flowledger/mcp/prune_tool.py
     *CAPABILITY_TOOL_NAMES,  # flowledger/deploy/registry/tools.py
@@ -53,6 +55,10 @@ READ_ONLY_NAMES = [
     "workflow_run_list",
     "workflow_run_history",
     *DEPLOY_READ_ONLY_NAMES,
+    "draft_get",
+    "draft_list",
+    "draft_validate",
+    "explain",
     "capability_list",
     "capability_inspect",
     "capability_audit",
@@ -106,10 +112,18 @@ async def http_server(
     tokens: dict[str, str] | None = None,
     read_only: bool = False,
     app: str | None = None,
+    **options: Any,
 ) -> AsyncIterator[str]:
-    """An `HttpMcpServer` on 127.0.0.1 and an ephemeral port; yields its URL."""
+    """An `HttpMcpServer` on 127.0.0.1 and an ephemeral port; yields its URL. ``options``
+    go to `HttpMcpServer` (``no_execute``, ``allow_inline_sources``)."""
     server = HttpMcpServer(
-        db, app=app, host="127.0.0.1", port=0, tokens=tokens or {}, read_only=read_only
+        db,
+        app=app,
+        host="127.0.0.1",
+        port=0,
+        tokens=tokens or {},
+        read_only=read_only,
+        **options,
     )
     ready: asyncio.Future[str] = asyncio.get_running_loop().create_future()
     task = asyncio.create_task(server.run(ready=ready.set_result))
@@ -134,3 +148,23 @@ async def http_client(url: str, token: str | None, **options: Any) -> AsyncItera
         Client(streamable_http_client(url, http_client=http), **options) as client,
     ):
         yield client
+
+
+BAD_IDS = [
+    ("{}", "an object"),
+    ('{"n":1}', "an object"),
+    ("[]", "an array"),
+    ("[1]", "an array"),
+    ("1.5", "a number written with a fraction or an exponent"),
+    ("2.0", "a number written with a fraction or an exponent"),
+    ("1e2", "a number written with a fraction or an exponent"),
+    ("true", "a boolean"),
+    ("false", "a boolean"),
+    ("null", "null"),
+]
+
+
+def bad_id_answer(kind: str) -> dict[str, Any]:
+    """What a request whose id is ``kind`` gets: JSON-RPC 2.0's invalid request."""
+    message = f"Invalid Request: the id must be a string or an integer, not {kind}"
+    return {"jsonrpc": "2.0", "id": None, "error": {"code": -32600, "message": message}}

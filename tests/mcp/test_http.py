@@ -14,9 +14,11 @@ from flowledger.mcp import HttpMcpServer, McpStartupError, session_for_token
 from flowledger.storage import open_store
 
 from .conftest import (
+    BAD_IDS,
     READ_ONLY_NAMES,
     REVIEW_INPUT,
     TOOL_NAMES,
+    bad_id_answer,
     error_text,
     http_client,
     http_server,
@@ -230,5 +232,35 @@ async def test_repeated_json_keys_are_refused_with_their_pointer(tmp_path: Path)
                 "message": "Parse error: duplicate key 'title' at /params/arguments/input/title",
             },
         }
+        async with http_client(url, None) as client:
+            assert payload(await client.call_tool("workflow_run_list", {}))["runs"] == []
+
+
+async def test_a_request_with_a_bad_id_gets_invalid_request(tmp_path: Path) -> None:
+    """Issue #25 item 9d: a request whose id is an object, array, fraction, boolean or
+    null was answered a bare 202 (the SDK took it for a notification); now it is 400
+    with JSON-RPC's invalid request and id null, and nothing ran."""
+    async with (
+        http_server(db(tmp_path)) as url,
+        httpx2.AsyncClient(timeout=30) as http,
+    ):
+        opened = await http.post(url, json=INITIALIZE, headers=ACCEPT)
+        headers = {
+            **ACCEPT,
+            "mcp-session-id": opened.headers["mcp-session-id"],
+            "mcp-protocol-version": "2025-06-18",
+        }
+        initialized = b'{"jsonrpc":"2.0","method":"notifications/initialized"}'
+        assert (await http.post(url, content=initialized, headers=headers)).status_code == 202
+        for bad, kind in BAD_IDS:
+            body = (
+                f'{{"jsonrpc":"2.0","id":{bad},"method":"tools/call","params":'
+                '{"name":"workflow_run_start","arguments":{"definition_name":"document_review",'
+                '"definition_version":"v1","input":{"title":"t","document":"d"}}}}'
+            )
+            refused = await http.post(url, content=body.encode(), headers=headers)
+            assert refused.status_code == 400, bad
+            assert refused.headers["content-type"] == "application/json"
+            assert refused.json() == bad_id_answer(kind), bad
         async with http_client(url, None) as client:
             assert payload(await client.call_tool("workflow_run_list", {}))["runs"] == []

@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from flowledger.mcp.screen import refusal
+from flowledger.mcp.screen import body_refusal, refusal
 
 
 def refused(text: str) -> tuple[int, Any, str]:
@@ -53,3 +53,49 @@ def test_messages_are_bounded() -> None:
     code, _, message = refused('{"jsonrpc":"2.0","id":1,"method":"m","params":{"' + "k" * 5000)
     assert code == -32700
     assert len(message) < 400
+
+
+@pytest.mark.parametrize(
+    ("value", "kind"),
+    [
+        ("{}", "an object"),
+        ("[]", "an array"),
+        ("0.5", "a number written with a fraction or an exponent"),
+        ("-1E3", "a number written with a fraction or an exponent"),
+        ("NaN", "a number that is not finite"),
+        ("true", "a boolean"),
+        ("null", "null"),
+    ],
+)
+def test_a_request_whose_id_is_not_a_string_or_integer_is_invalid(value: str, kind: str) -> None:
+    expected = (-32600, None, f"Invalid Request: the id must be a string or an integer, not {kind}")
+    for text in (
+        '{"jsonrpc":"2.0","id":' + value + ',"method":"tools/list"}',
+        '{"jsonrpc":"2.0","method":"notifications/initialized","id":' + value + "}",
+    ):
+        assert refused(text) == expected
+        error = body_refusal(text.encode())
+        assert error is not None
+        assert (error.error.code, error.id, error.error.message) == expected
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        '{"jsonrpc":"2.0","id":-0,"method":"ping"}',
+        '{"jsonrpc":"2.0","id":"","method":"ping"}',
+        '{"jsonrpc":"2.0","id":' + "9" * 60 + ',"method":"ping"}',
+        '{"jsonrpc":"2.0","method":"notifications/initialized"}',
+        '{"jsonrpc":"2.0","id":null,"error":{"code":-32600,"message":"m"}}',  # a response
+    ],
+)
+def test_allowed_ids_and_responses_pass_the_id_check(text: str) -> None:
+    assert refusal(text) is None
+    assert body_refusal(text.encode()) is None
+
+
+def test_body_refusal_leaves_unreadable_bodies_to_the_sdk() -> None:
+    assert body_refusal(b"{not json") is None
+    assert body_refusal(b"\xff") is None
+    duplicate = body_refusal(b'{"jsonrpc":"2.0","id":4,"method":"m","params":{"a":1,"a":2}}')
+    assert duplicate is not None and (duplicate.error.code, duplicate.id) == (-32700, 4)

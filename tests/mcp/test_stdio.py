@@ -19,10 +19,12 @@ from flowledger.workflows.records.run import owner_lease_name
 from flowledger.workflows.runtime.session import default_session_id
 
 from .conftest import (
+    BAD_IDS,
     READ_ONLY_NAMES,
     REPO,
     REVIEW_INPUT,
     TOOL_NAMES,
+    bad_id_answer,
     error_text,
     payload,
     stdio_params,
@@ -450,5 +452,27 @@ async def test_repeated_json_keys_are_refused_with_their_pointer(tmp_path: Path)
         await pipe.send(_call(3, "{}"))
         listed = await pipe.reply(3)
         assert json.loads(listed["result"]["content"][0]["text"])["runs"] == []
+    finally:
+        await _close(pipe)
+
+
+async def test_a_request_with_a_bad_id_gets_invalid_request(tmp_path: Path) -> None:
+    """Issue #25 item 9d: a request whose id is an object, array, fraction, boolean or
+    null was taken for a notification and never answered; now each one is answered
+    -32600 with id null, and the request (a run start) did nothing."""
+    pipe = await _pipe_server(tmp_path)
+    try:
+        for bad, kind in BAD_IDS:
+            start = (
+                f'{{"jsonrpc":"2.0","id":{bad},"method":"tools/call","params":'
+                '{"name":"workflow_run_start","arguments":{"definition_name":"document_review",'
+                '"definition_version":"v1","input":{"title":"t","document":"d"}}}}'
+            )
+            await pipe.send(start.encode())
+            assert await pipe.reply(None) == bad_id_answer(kind), bad
+        await pipe.send(_call(3, "{}"))
+        listed = await pipe.reply(3)
+        assert json.loads(listed["result"]["content"][0]["text"])["runs"] == []
+        assert pipe.replies == {None: [], 1: [], 3: []}
     finally:
         await _close(pipe)

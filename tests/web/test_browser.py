@@ -246,7 +246,7 @@ def _flowledger(db: Path, *args: str) -> dict[str, Any]:
 def test_a_paused_deployed_run_shows_its_pin_and_revalidates(
     browser: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from .deployed import ARTIFACT, SECRET_NAME, SECRET_VALUE, deployment
+    from .deployed import ARTIFACT, SECRET, SECRET_NAME, SECRET_VALUE, deployment, register
 
     monkeypatch.setenv(SECRET_NAME, SECRET_VALUE)  # the CLI and the server both read it
     db = tmp_path / "deployed.db"
@@ -254,6 +254,7 @@ def test_a_paused_deployed_run_shows_its_pin_and_revalidates(
     artifact.write_text(ARTIFACT)
     document = tmp_path / "deployment.json"
     document.write_text(json.dumps(deployment()))
+    register(db)
     _flowledger(db, "artifact", "save", str(artifact))
     _flowledger(db, "deploy", "set", str(document))
     started = _flowledger(db, "deploy", "run", "clock_dep", "--input", "{}")
@@ -267,7 +268,7 @@ def test_a_paused_deployed_run_shows_its_pin_and_revalidates(
             page.goto(f"{url}runs/{run_id}")
             pinned = page.inner_text("#pinned")
             assert "clock_dep" in pinned and "clock_sign_off" in pinned
-            assert SECRET_NAME in pinned and "get_current_time" in pinned
+            assert SECRET in pinned and "get_current_time" in pinned
             assert SECRET_VALUE not in page.content()
             assert "sources were not contacted" in page.inner_text("#readiness")
             page.click("#revalidate-form button[type=submit]")

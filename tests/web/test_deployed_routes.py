@@ -18,11 +18,12 @@ from flowledger.web import Dashboard, Gate, SessionPool
 
 from . import web_app
 from .conftest import BASE, csrf, start, wait_for
-from .deployed import ARTIFACT, SECRET_NAME, SECRET_VALUE, deployment
+from .deployed import ARTIFACT, SECRET, SECRET_NAME, SECRET_VALUE, deployment, register
 
 
 @contextmanager
 def served(db: Path, *, read_only: bool = False) -> Iterator[tuple[TestClient, SessionPool]]:
+    register(db)  # the operator's source, before the dashboard serves the database
     pool = SessionPool(f"sqlite:///{db}", web_app.catalog(), read_only=read_only)
     app = Dashboard(pool, Gate({}, loopback=True), read_only=read_only).asgi_app()
     with TestClient(app, base_url=BASE, follow_redirects=False) as client:
@@ -61,7 +62,7 @@ def test_a_deployed_run_shows_its_pin_readiness_and_trace(db: Path) -> None:
         assert 'id="pinned"' in text and "clock_dep" in text and "revision 1" in text
         assert "clock_sign_off" in text and "version 1" in text
         assert "mcp-server-time" in text and "WEB_TOKEN" in text  # the transport fields
-        assert SECRET_NAME in text and SECRET_VALUE not in text  # the name, never the value
+        assert SECRET in text and SECRET_VALUE not in text  # the name, never the value
         assert "get_current_time" in text  # the pinned tool
         assert 'id="readiness-status">ready<' in text and "sources were not contacted" in text
         assert 'action="/runs/' + run_id + '/revalidate"' in text

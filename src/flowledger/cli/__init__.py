@@ -37,6 +37,7 @@ from .demo import run_demo
 from .deploy import deploy_app
 from .deploy import inspect as deploy_inspect
 from .deploy import trace as deploy_trace
+from .explain import register_explain
 from .helptext import hide_redundant_types
 from .loops import definition_loops
 from .prune import register_prune
@@ -121,6 +122,7 @@ app.add_typer(source_app, name="source")
 app.add_typer(capability_app, name="capability")
 register_web(app)
 register_prune(app)
+register_explain(app)
 app.add_typer(deploy_app, name="deploy")
 app.command("inspect", help="A deployed run: status, readiness, output, interrupt.")(deploy_inspect)
 app.command("trace", help="A range of a deployed run's trace (what each node did).")(deploy_trace)
@@ -668,7 +670,8 @@ def mcp(
     options = Options(db, app_ref, session)
 
     async def work() -> None:
-        from ..mcp import McpStartupError, serve  # imported here: only this command needs it
+        from ..httpsec import StartupError
+        from ..mcp import serve  # imported here: only this command needs it
 
         extra: dict[str, Any] = {}
         if host is not None:
@@ -687,7 +690,7 @@ def mcp(
                 allow_inline_sources=allow_inline_sources,
                 **extra,
             )
-        except McpStartupError as exc:
+        except StartupError as exc:
             raise CliError(str(exc)) from None
 
     run_command(work, quiet_logs=False)

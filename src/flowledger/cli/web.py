@@ -69,9 +69,8 @@ def web(
     options = Options(db, app_ref, session)
 
     async def work() -> None:
-        from ..mcp.errors import McpStartupError
-        from ..mcp.tokens import load_tokens
-        from ..web import WebServer, WebStartupError, announce
+        from ..httpsec import StartupError, load_tokens
+        from ..web import WebServer, announce
 
         try:
             tokens = load_tokens(tokens_file) if tokens_file is not None else {}
@@ -85,7 +84,7 @@ def web(
                 session=session,
             )
             await server.run(ready=lambda url: announce(url, len(tokens), read_only))
-        except (WebStartupError, McpStartupError) as exc:
+        except StartupError as exc:
             raise CliError(str(exc)) from None
 
     run_command(work, quiet_logs=False)

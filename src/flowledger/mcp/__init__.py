@@ -1,20 +1,23 @@
-"""L4 surface: the seven ``workflow_*`` tools over MCP (official ``mcp`` SDK).
+"""L4 surface: a session's tools over MCP (official ``mcp`` SDK): the ``workflow_*`` bundle,
+the deploy tools, fork and prune.
 
 * `serve_stdio` - one session over stdin/stdout (``flowledger mcp``);
 * `serve_http` / `HttpMcpServer` - streamable HTTP with bearer tokens, one session per
   token (``flowledger mcp --http``);
-* `load_tokens` - tokens from a file or ``FLOWLEDGER_MCP_TOKENS``;
+* `load_tokens` - tokens from a file or ``FLOWLEDGER_MCP_TOKENS`` (`flowledger.httpsec`,
+  shared with the dashboard);
 * `build_server` / `WorkflowMcpServer` - the MCP server over any tool bundle.
 
-Hosts catch `McpStartupError` (its message is one line) and exit non-zero. ``python -m
+Hosts catch `flowledger.httpsec.StartupError` (`McpStartupError`, or a `TokenError`; its
+message is one line) and exit non-zero. ``python -m
 flowledger.mcp`` is the same command line as ``flowledger mcp``.
 """
 
+from ..httpsec.tokens import TOKENS_ENV, TokenError, load_tokens, parse_tokens, session_for_token
 from .errors import McpStartupError
 from .http import DEFAULT_HOST, DEFAULT_PORT, HttpMcpServer, is_loopback, serve_http
 from .server import WorkflowMcpServer, build_server
 from .stdio import serve_stdio
-from .tokens import TOKENS_ENV, TokenError, load_tokens, parse_tokens, session_for_token
 
 __all__ = [
     "DEFAULT_HOST",

@@ -8,7 +8,8 @@ import sys
 from collections.abc import Sequence
 
 from ..host import database_url
-from . import DEFAULT_HOST, DEFAULT_PORT, McpStartupError, serve
+from ..httpsec import StartupError
+from . import DEFAULT_HOST, DEFAULT_PORT, serve
 
 
 def parser() -> argparse.ArgumentParser:
@@ -51,7 +52,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 tokens_file=args.tokens_file,
             )
         )
-    except McpStartupError as exc:
+    except StartupError as exc:
         print(f"flowledger mcp: error: {exc}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:

@@ -16,6 +16,8 @@ from urllib.parse import urlsplit, urlunsplit
 
 from ..deploy import DeployService
 from ..deploy.deployments.tools import combined
+from ..deploy.drafts.service import DraftService
+from ..deploy.drafts.tools import DraftTools
 from ..deploy.registry.access import SourceAccess
 from ..deploy.registry.tools import CapabilityTools
 from ..host import AppLoadError, load_catalog
@@ -69,7 +71,7 @@ class ServedSession:
     """A workflow session owned by this server, and its tools."""
 
     session: WorkflowSession
-    tools: Bundle  # workflow_*, deploy (deploy_tools.py), fork, prune and capability_* tools
+    tools: Bundle  # workflow_*, deploy, draft, fork, prune and capability_* tools
     executes: bool  # runs execute here (else a worker or the owner elsewhere does)
     read_only: bool = False  # serve only the reading tools
     notice: str = ""  # why it serves read-only although asked to own the session
@@ -154,6 +156,7 @@ async def open_served_session(
                     start_timeout=start_timeout,
                     access=access.read_only() if read_only else access,
                 ),
+                DraftTools(DraftService(DeployService(session, access=access))),
                 fork,
                 PruneTool(session, catalog.retention),
                 CapabilityTools.over(

@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
+from ..httpsec.errors import StartupError
+
 __all__ = ["McpStartupError"]
 
 
-class McpStartupError(Exception):
+class McpStartupError(StartupError):
     """The server could not start (bad options, no catalog, the session is owned by
-    another process, a malformed token source, an unsafe bind address). ``str(error)``
-    is one line meant for the person who started the server."""
-
-    def __init__(self, message: str) -> None:
-        super().__init__(" ".join(message.split()))
+    another process, an unsafe bind address). ``str(error)`` is one line meant for the
+    person who started the server. A malformed token source is a
+    `flowledger.httpsec.TokenError`, the other `StartupError` hosts catch."""

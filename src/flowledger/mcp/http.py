@@ -1,23 +1,29 @@
 """``flowledger mcp --http``: workflow tools over MCP streamable HTTP, one session per token.
 
-* With tokens (``{token: session_id}``, see `flowledger.mcp.tokens`) every request must
+* Every request passes the shared HTTP security layer first (`flowledger.httpsec`; the
+  same one as the dashboard's): on a loopback address the ``Host`` must be loopback (421
+  otherwise: no DNS rebinding), an ``Origin`` must be this server (403), and a body over
+  1 MiB is refused with 413 before anything reads it.
+* With tokens (``{token: session_id}``, see `flowledger.httpsec.tokens`) every request must
   carry ``Authorization: Bearer <token>``; anything else is answered 401 before it
-  reaches the MCP layer. The token selects the workflow session the request is served
-  from: each session has its own `WorkflowSession` (own supervisor, owning that session's
-  lease), its own tool bundle and its own MCP server and session manager, created on the
-  first request that needs it and shut down when the server stops. MCP session IDs of
-  one workflow session are unknown to every other, so a token can neither see nor reach
-  another token's runs.
+  reaches the MCP layer. After too many failed tokens from one client address
+  (`flowledger.httpsec.throttle`; 10 a minute by default, ``failed_auth``) its requests
+  are answered 429 with ``Retry-After`` without their token being compared. The token
+  selects the workflow session the request is served from: each session has its own
+  `WorkflowSession` (own supervisor, owning that session's lease), its own tool bundle
+  and its own MCP server and session manager, created on the first request that needs
+  it and shut down when the server stops. MCP session IDs of one workflow session are
+  unknown to every other, so a token can neither see nor reach another token's runs.
 * Without tokens the server serves one session (``session`` or the database's default
   session), opened before listening - and only on a loopback address: binding any other
   address without tokens is refused before listening.
 * Every client is a *tenant* (tokens or not): the deploy tools reach only sources the
   operator registered (`SourceAccess.TENANT`), unless the operator started the server
   with ``allow_inline_sources`` (docs/sources.md).
-* On a loopback address the SDK's DNS-rebinding protection is on (Host and Origin must
-  be loopback).
-* A POST body holding a repeated object key is answered 400 with a JSON-RPC parse error
-  naming the key's JSON pointer before the SDK (which would let the last one win) sees it.
+* A POST body holding a repeated object key, or a request whose ``id`` is not a string
+  or an integer, is answered 400 with a JSON-RPC error (`flowledger.mcp.screen`) before
+  the SDK (which would let the last key win, or take the request for a notification
+  and answer a bare 202) sees it.
 
 The endpoint is ``/mcp``. Stopping the server (SIGINT/SIGTERM, or `HttpMcpServer.stop`)
 closes the listener, then every session.
@@ -25,40 +31,52 @@ closes the listener, then every session.
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
-import hashlib
-import ipaddress
 import json
 import logging
 import socket
 import sys
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
-from typing import Any, Final
+from collections.abc import AsyncIterator, Callable, Mapping
+from contextlib import asynccontextmanager
+from typing import Final
 
+import mcp_types as types
 import uvicorn
 from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
-from mcp.server.transport_security import TransportSecuritySettings
 from starlette.applications import Starlette
 from starlette.datastructures import Headers
 from starlette.responses import Response
 from starlette.routing import Route
-from starlette.types import Message, Receive, Scope, Send
+from starlette.types import ASGIApp, Receive, Scope, Send
 
 from ..deploy.registry.access import SourceAccess
+from ..httpsec import (
+    DEFAULT_BOUND,
+    DEFAULT_MAX_BODY,
+    Authenticator,
+    FailureBound,
+    Guard,
+    Refusal,
+    SessionHosts,
+    TooManyFailuresError,
+    bearer_token,
+    client_key,
+    is_loopback,
+    open_bind_refusal,
+    request_body,
+)
 from ..workflows import Catalog
 from ..workflows.records.run import is_id
 from ._session import load_app, open_served_session
 from .errors import McpStartupError
 from .leaving import leave_session
-from .screen import repeated_key_refusal
+from .screen import body_refusal
 from .server import WorkflowMcpServer
 
 __all__ = [
     "DEFAULT_HOST",
     "DEFAULT_PORT",
     "ENDPOINT",
+    "MAX_REQUEST_BODY",
     "HttpMcpServer",
     "is_loopback",
     "serve_http",
@@ -69,25 +87,9 @@ log = logging.getLogger(__name__)
 DEFAULT_HOST: Final = "127.0.0.1"
 DEFAULT_PORT: Final = 8765
 ENDPOINT: Final = "/mcp"
-MAX_REQUEST_BODY: Final = 1 << 20
-_STOP_TIMEOUT: Final = 15.0
+MAX_REQUEST_BODY: Final = DEFAULT_MAX_BODY
 _UNAUTHORIZED: Final = -32001
 _UNAVAILABLE: Final = -32002
-
-
-def is_loopback(host: str) -> bool:
-    """Whether ``host`` names only this machine (``localhost`` or a loopback address)."""
-    name = host.strip().strip("[]").lower()
-    if name == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(name).is_loopback
-    except ValueError:
-        return False
-
-
-def _digest(token: str) -> bytes:
-    return hashlib.sha256(token.encode("utf-8")).digest()
 
 
 def _json_error(status: int, code: int, message: str, **headers: str) -> Response:
@@ -100,131 +102,16 @@ def _json_error(status: int, code: int, message: str, **headers: str) -> Respons
     )
 
 
-def _bearer(scope: Scope) -> str | None:
-    """The token of the request's single ``Authorization: Bearer`` header, if any."""
-    values = Headers(scope=scope).getlist("authorization")
-    if len(values) != 1:
-        return None
-    scheme, _, token = values[0].strip().partition(" ")
-    token = token.strip()
-    if scheme.lower() != "bearer" or not token or " " in token:
-        return None
-    return token
-
-
-async def _buffered_body(receive: Receive) -> tuple[bytes, Receive]:
-    """A request's body (up to just over `MAX_REQUEST_BODY` bytes: the SDK refuses longer
-    ones) and a ``receive`` that hands the same messages to the SDK again."""
-    chunks: list[bytes] = []
-    size = 0
-    more = True
-    pending: list[Message] = []
-    while more and size <= MAX_REQUEST_BODY:
-        message = await receive()
-        pending.append(message)
-        if message["type"] != "http.request":
-            break
-        chunk = message.get("body", b"")
-        chunks.append(chunk)
-        size += len(chunk)
-        more = bool(message.get("more_body", False))
-
-    async def replay() -> Message:
-        if pending:
-            return pending.pop(0)
-        return await receive()
-
-    return b"".join(chunks), replay
-
-
-def _retrieve(future: asyncio.Future[Any]) -> None:
-    """Mark a startup failure as seen (it is reported to each request that waits)."""
-    if not future.cancelled():
-        future.exception()
-
-
-@dataclass(eq=False)
-class _SessionHost:
-    """One workflow session served over HTTP: runs in its own task, so the SDK session
-    manager's task group is entered and left by the same task."""
-
-    url: str
-    catalog: Catalog
-    session_id: str | None
-    read_only: bool
-    security: TransportSecuritySettings | None
-    no_execute: bool = False
-    access: SourceAccess = SourceAccess.TENANT
-    ready: asyncio.Future[StreamableHTTPSessionManager] = field(init=False)
-    task: asyncio.Task[None] = field(init=False)
-
-    def __post_init__(self) -> None:
-        loop = asyncio.get_running_loop()
-        self._stop = asyncio.Event()
-        self.ready = loop.create_future()
-        self.ready.add_done_callback(_retrieve)
-        self.task = loop.create_task(self._run())
-
-    @property
-    def failed(self) -> bool:
-        """It could not start, or stopped serving: a new request starts a new host."""
-        return self.task.done() or (
-            self.ready.done() and (self.ready.cancelled() or self.ready.exception() is not None)
-        )
-
-    async def _run(self) -> None:
-        try:
-            async with open_served_session(
-                self.url,
-                self.catalog,
-                self.session_id,
-                read_only=self.read_only,
-                no_execute=self.no_execute,
-                access=self.access,
-            ) as served:
-                mcp = WorkflowMcpServer(
-                    served.tools,
-                    journal=served.session.journal,
-                    session_id=served.session_id,
-                    read_only=served.read_only,
-                    executes=served.executes,
-                    notice=served.notice,
-                )
-                manager = StreamableHTTPSessionManager(
-                    app=mcp.server,
-                    security_settings=self.security,
-                    max_request_body_size=MAX_REQUEST_BODY,
-                )
-                async with manager.run():
-                    self.ready.set_result(manager)
-                    await self._stop.wait()
-                # its runs stop at their next step boundary (bounded by `stop`), saying
-                # what they leave, before the session is shut down
-                await leave_session(served.session)
-        except Exception as exc:
-            if not self.ready.done():
-                self.ready.set_exception(exc)
-            else:
-                log.error("workflow session host failed: %s", exc)
-        finally:
-            if not self.ready.done():
-                self.ready.set_exception(McpStartupError("the server is stopping"))
-
-    async def manager(self) -> StreamableHTTPSessionManager:
-        return await asyncio.shield(self.ready)
-
-    async def stop(self) -> None:
-        self._stop.set()
-        try:
-            await asyncio.wait_for(asyncio.shield(self.task), _STOP_TIMEOUT)
-        except TimeoutError:
-            self.task.cancel()
-            with contextlib.suppress(BaseException):
-                await self.task
+def _refused(scope: Scope, refusal: Refusal) -> Response:
+    """How the MCP server answers a request the security layer refused."""
+    return _json_error(refusal.status, types.INVALID_REQUEST, refusal.message)
 
 
 class HttpMcpServer:
-    """The streamable-HTTP MCP server. `run` serves until `stop` (or a signal)."""
+    """The streamable-HTTP MCP server. `run` serves until `stop` (or a signal).
+
+    ``failed_auth`` bounds failed token authentications per client address
+    (`flowledger.httpsec.FailureBound`: by default 10 per 60 s, 4096 clients kept)."""
 
     def __init__(
         self,
@@ -237,15 +124,15 @@ class HttpMcpServer:
         read_only: bool = False,
         session: str | None = None,
         no_execute: bool = False,
+        failed_auth: FailureBound = DEFAULT_BOUND,
         allow_inline_sources: bool = False,
     ) -> None:
         tokens = dict(tokens or {})
-        if not tokens and not is_loopback(host):
-            raise McpStartupError(
-                f"refusing to serve on non-loopback address {host!r} without tokens: "
-                "anyone who can reach it could run workflows; give --tokens-file or "
-                "FLOWLEDGER_MCP_TOKENS, or bind 127.0.0.1"
-            )
+        refusal = open_bind_refusal(
+            host, tokens=bool(tokens), how="--tokens-file or FLOWLEDGER_MCP_TOKENS"
+        )
+        if refusal is not None:
+            raise McpStartupError(refusal)
         if tokens and session is not None:
             raise McpStartupError(
                 "--session cannot be combined with tokens: each token names its session"
@@ -264,84 +151,97 @@ class HttpMcpServer:
         # A client of an HTTP server is a tenant, tokens or not (docs/sources.md).
         self.access = SourceAccess.TENANT_INLINE if allow_inline_sources else SourceAccess.TENANT
         self.session = session
-        self._sessions = {_digest(token): sid for token, sid in tokens.items()}
-        self._security: TransportSecuritySettings | None = None
-        if is_loopback(host):
-            self._security = TransportSecuritySettings(
-                enable_dns_rebinding_protection=True,
-                allowed_hosts=["127.0.0.1:*", "localhost:*", "[::1]:*"],
-                allowed_origins=["http://127.0.0.1:*", "http://localhost:*", "http://[::1]:*"],
-            )
+        self._auth = Authenticator(tokens, failed_auth)
         self._catalog: Catalog | None = None
-        self._hosts: dict[str | None, _SessionHost] = {}
-        self._closing = False
+        self._hosts: SessionHosts[StreamableHTTPSessionManager] = SessionHosts(
+            self._serve_session, log=log
+        )
         self._server: uvicorn.Server | None = None
         self._stop_requested = False
         self.url: str | None = None
 
     @property
     def uses_tokens(self) -> bool:
-        return bool(self._sessions)
+        return self._auth.uses_tokens
 
     # -- sessions ----------------------------------------------------------------------------
 
-    def _host(self, session_id: str | None) -> _SessionHost:
-        if self._closing or self._catalog is None:
-            raise McpStartupError("the server is stopping")
-        host = self._hosts.get(session_id)
-        if host is None or host.failed:
-            host = _SessionHost(
-                self.db_url,
-                self._catalog,
-                session_id,
-                self.read_only,
-                self._security,
-                self.no_execute,
-                self.access,
+    @asynccontextmanager
+    async def _serve_session(
+        self, session_id: str | None
+    ) -> AsyncIterator[StreamableHTTPSessionManager]:
+        """One workflow session served over HTTP (entered and left by its own task,
+        as the SDK session manager's task group needs)."""
+        if self._catalog is None:
+            raise McpStartupError("the server is not running")
+        async with open_served_session(
+            self.db_url,
+            self._catalog,
+            session_id,
+            read_only=self.read_only,
+            no_execute=self.no_execute,
+            access=self.access,
+        ) as served:
+            mcp = WorkflowMcpServer(
+                served.tools,
+                journal=served.session.journal,
+                session_id=served.session_id,
+                read_only=served.read_only,
+                executes=served.executes,
+                notice=served.notice,
             )
-            self._hosts[session_id] = host
-        return host
-
-    async def _stop_hosts(self) -> None:
-        self._closing = True
-        hosts = list(self._hosts.values())
-        self._hosts.clear()
-        await asyncio.gather(*(h.stop() for h in hosts), return_exceptions=True)
+            # Host and Origin are checked by the guard in front of every session
+            # (`asgi_app`), so the SDK's own checks stay off.
+            manager = StreamableHTTPSessionManager(
+                app=mcp.server, security_settings=None, max_request_body_size=MAX_REQUEST_BODY
+            )
+            async with manager.run():
+                yield manager
+            # its runs stop at their next step boundary (bounded by `stop`), saying
+            # what they leave, before the session is shut down
+            await leave_session(served.session)
 
     # -- the endpoint ------------------------------------------------------------------------
 
+    def _session_of(self, scope: Scope) -> tuple[str | None, Response | None]:
+        """The workflow session the request is served from, or the answer refusing it."""
+        if not self._auth.uses_tokens:
+            return self.session, None
+        token = bearer_token(Headers(scope=scope))
+        session_id = None
+        if token is not None:
+            try:
+                session_id = self._auth.authenticate(token, client_key(scope))
+            except TooManyFailuresError as exc:
+                message = f"Too many requests: {exc}"
+                return None, _json_error(429, _UNAUTHORIZED, message, **exc.headers)
+        if session_id is None:
+            challenge = 'Bearer realm="flowledger"'
+            if token is not None:
+                challenge += ', error="invalid_token"'
+            return None, _json_error(
+                401,
+                _UNAUTHORIZED,
+                "Unauthorized: send 'Authorization: Bearer <token>' with a valid token",
+                **{"WWW-Authenticate": challenge},
+            )
+        return session_id, None
+
     async def _endpoint(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if self._sessions:
-            token = _bearer(scope)
-            session_id = None if token is None else self._sessions.get(_digest(token))
-            if session_id is None:
-                challenge = 'Bearer realm="flowledger"'
-                if token is not None:
-                    challenge += ', error="invalid_token"'
-                response = _json_error(
-                    401,
-                    _UNAUTHORIZED,
-                    "Unauthorized: send 'Authorization: Bearer <token>' with a valid token",
-                    **{"WWW-Authenticate": challenge},
-                )
-                await response(scope, receive, send)
-                return
-            key: str | None = session_id
-        else:
-            key = self.session
-        if scope.get("method") == "POST":
-            body, receive = await _buffered_body(receive)
-            refused = repeated_key_refusal(body)
-            if refused is not None:
-                response = Response(
-                    refused.model_dump_json(by_alias=True, exclude_unset=True),
+        key, refused = self._session_of(scope)
+        if refused is None and scope.get("method") == "POST":
+            error = body_refusal(request_body(scope))
+            if error is not None:
+                refused = Response(
+                    error.model_dump_json(by_alias=True, exclude_unset=True),
                     status_code=400,
                     media_type="application/json",
                 )
-                await response(scope, receive, send)
-                return
+        if refused is not None:
+            await refused(scope, receive, send)
+            return
         try:
-            manager = await self._host(key).manager()
+            manager = await self._hosts.get(key)
         except Exception as exc:
             # The details (they name the session) go to the server's log only.
             log.error("cannot serve a workflow session: %s", exc)
@@ -352,9 +252,13 @@ class HttpMcpServer:
             return
         await manager.handle_request(scope, receive, send)
 
-    def asgi_app(self) -> Starlette:
+    def asgi_app(self) -> ASGIApp:
+        """``/mcp`` behind the HTTP security layer (`flowledger.httpsec.Guard`)."""
         endpoint = _Endpoint(self)
-        return Starlette(routes=[Route(ENDPOINT, endpoint=endpoint)])
+        routes = Starlette(routes=[Route(ENDPOINT, endpoint=endpoint)])
+        return Guard(
+            routes, loopback=is_loopback(self.host), respond=_refused, max_body=MAX_REQUEST_BODY
+        )
 
     # -- running -----------------------------------------------------------------------------
 
@@ -384,8 +288,8 @@ class HttpMcpServer:
         until stopped, then shut every session down."""
         self._catalog = load_app(self.app)
         try:
-            if not self._sessions:
-                await self._host(self.session).manager()  # fail before listening
+            if not self._auth.uses_tokens:
+                await self._hosts.get(self.session)  # fail before listening
             sock = self._bind()
             try:
                 config = uvicorn.Config(
@@ -412,7 +316,7 @@ class HttpMcpServer:
                 sock.close()
         finally:
             self._server = None
-            await self._stop_hosts()
+            await self._hosts.close()
 
     def stop(self) -> None:
         """Ask `run` to stop (safe before it started)."""

@@ -9,18 +9,24 @@ kinds of message first and builds the JSON-RPC error that answers them:
 * text that is not one JSON value the SDK can read (invalid UTF-8, malformed JSON,
   a repeated object key, anything its parser refuses) is ``-32700`` (parse error);
   a repeated key is named by its JSON pointer (``/params/arguments/limit``);
-* JSON that is not a JSON-RPC 2.0 message is ``-32600`` (invalid request).
+* JSON that is not a JSON-RPC 2.0 message is ``-32600`` (invalid request);
+* so is a request (a message with a ``method``) whose ``id`` is present but is not a
+  string or an integer (an object, an array, a number with a fraction or an exponent, a
+  boolean, ``null``): the SDK would take it for a notification and answer nothing
+  (over HTTP, a bare 202). JSON-RPC 2.0 answers it ``-32600`` with ``id: null``.
 
 The error carries the message's ``id`` where it can be recovered (a top-level string or
 integer ``id``, read leniently if need be, and not itself repeated), else ``null``.
 `ScreenedLines` applies this to the lines of the stdio transport. Over HTTP the SDK
-answers unreadable bodies itself; `repeated_key_refusal` is the part it lacks.
+answers unreadable bodies itself; `body_refusal` is the part it lacks (repeated keys
+and bad ids).
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
+import math
 import re
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any, Final
@@ -30,7 +36,7 @@ import pydantic
 
 from ..jsontext import DuplicateKeyError, decode_json
 
-__all__ = ["ScreenedLines", "refusal", "repeated_key_refusal"]
+__all__ = ["ScreenedLines", "body_refusal", "refusal"]
 
 #: Longest reason quoted in an error message.
 _MAX_REASON: Final = 300
@@ -106,17 +112,48 @@ def _repeated_key(exc: DuplicateKeyError, text: str) -> types.JSONRPCError:
     return _error(types.PARSE_ERROR, f"Parse error: {exc}", request_id)
 
 
-def repeated_key_refusal(body: bytes) -> types.JSONRPCError | None:
-    """The parse error that answers a UTF-8 JSON ``body`` holding a repeated object key;
-    ``None`` for any other body, readable or not."""
+def _id_kind(value: object) -> str | None:
+    """What a request's ``id`` is when JSON-RPC (as MCP restricts it) does not allow it:
+    ``None`` for a string or an integer."""
+    if isinstance(value, str) or (isinstance(value, int) and not isinstance(value, bool)):
+        return None
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "a boolean"
+    if isinstance(value, float):
+        if not math.isfinite(value):
+            return "a number that is not finite"
+        return "a number written with a fraction or an exponent"
+    if isinstance(value, list):
+        return "an array"
+    return "an object"
+
+
+def _bad_id(value: Any) -> types.JSONRPCError | None:
+    """The invalid-request error of a decoded request whose ``id`` is not allowed."""
+    if not isinstance(value, dict) or "method" not in value or "id" not in value:
+        return None
+    kind = _id_kind(value["id"])
+    if kind is None:
+        return None
+    message = f"Invalid Request: the id must be a string or an integer, not {kind}"
+    return _error(types.INVALID_REQUEST, message, None)
+
+
+def body_refusal(body: bytes) -> types.JSONRPCError | None:
+    """The error that answers a UTF-8 JSON HTTP ``body`` holding a repeated object key
+    (a parse error) or a request whose ``id`` is not allowed (an invalid request);
+    ``None`` for any other body, readable or not (the SDK answers what it cannot
+    read)."""
     try:
         text = body.decode("utf-8")
-        decode_json(text)
+        value = decode_json(text)
     except DuplicateKeyError as exc:
         return _repeated_key(exc, text)
     except (ValueError, RecursionError):
         return None
-    return None
+    return _bad_id(value)
 
 
 def refusal(text: str) -> types.JSONRPCError | None:
@@ -139,6 +176,9 @@ def refusal(text: str) -> types.JSONRPCError | None:
         )
     except RecursionError:
         return _error(types.PARSE_ERROR, "Parse error: nested too deeply", _recover_id(text))
+    bad_id = _bad_id(value)
+    if bad_id is not None:
+        return bad_id
     try:
         types.jsonrpc_message_adapter.validate_json(text, by_name=False)
     except pydantic.ValidationError as exc:

@@ -14,6 +14,9 @@ or 404 like any unknown route):
 ``POST /definitions/{name}/{ver}/start``  start a run from the form (a deployment
                                       revision ``rN``: as ``run_deployment`` starts it)
 ``GET  /artifacts/{name}/{ver}``      a saved artifact: its schemas and its graph
+``GET  /sources``                     the registered sources the session may see
+``GET  /sources/{name}``              one of them: its tools, the deployments binding it
+                                      and the unfinished runs pinned to it (`sources`)
 ``POST /runs/{id}/resume``            answer the pending request from the form
 ``POST /runs/{id}/retry``             retry an errored pause
 ``POST /runs/{id}/cancel``            cancel (``reason``)
@@ -28,10 +31,14 @@ or 404 like any unknown route):
 ``GET  /static/...``                  the CSS and the script, from the package
 ====================================  ====================================================
 
-Every POST is checked (host, origin, CSRF field) before its form is acted on. Errors are
-pages with the status they stand for: 400 bad input (the server's own message, shown
-above the form), 403 CSRF, 404 no such run or definition (including another session's
-run), 409 a run that cannot do that now, 503 the session cannot be served.
+Every request passes the HTTP security layer first (`flowledger.httpsec.Guard`: on a
+loopback address a loopback ``Host``, else 400; no cross-origin ``Origin``, else 403; a
+body of at most 1 MiB, else 413), and every POST's CSRF field is checked before its form
+is acted on. Errors are pages with the status they stand for: 400 bad input (the
+server's own message, shown above the form), 403 CSRF, 404 no such run, definition or
+source (including another session's run and a source the session may not see), 409 a
+run that cannot do that now, 429 too many failed tokens from the client (with
+``Retry-After``), 500 a damaged source registry record, 503 the session cannot be served.
 """
 
 from __future__ import annotations
@@ -52,12 +59,15 @@ from starlette.requests import Request
 from starlette.responses import HTMLResponse, RedirectResponse, Response
 from starlette.routing import BaseRoute, Mount, Route
 from starlette.staticfiles import StaticFiles
+from starlette.types import ASGIApp, Scope
 
 from ..deploy import NotADeployedRunError
 from ..deploy.artifacts.errors import ArtifactNotFoundError
 from ..deploy.deployments.definition import DeployedDefinition, revision_of
 from ..deploy.deployments.store import DeploymentNotFoundError
+from ..deploy.registry.errors import RegistryCorruptError, SourceNotRegisteredError
 from ..deploy.runs.trace import MAX_TRACE_PAGE
+from ..httpsec import DEFAULT_MAX_BODY, Guard, Refusal, TooManyFailuresError
 from ..tools import ToolError, WorkflowTools
 from ..tools.errors import PREFIX
 from ..workflows.errors import ConflictError, NotFoundError, UnknownDefinitionError
@@ -67,6 +77,7 @@ from .graph import render_svg
 from .live import Wake
 from .security import CSRF_COOKIE, CSRF_FIELD, LOGIN_COOKIE, Gate, new_secret
 from .sessions import Served, SessionPool, SessionUnavailableError
+from .sources import source_detail, source_rows
 from .states import STATES, Latest, vertex_states
 from .streams import RowEvents, RunEvents, event_stream
 from .views import (
@@ -88,7 +99,7 @@ __all__ = ["Dashboard"]
 log = logging.getLogger("flowledger.web")
 
 _HERE: Final = Path(__file__).parent
-_MAX_FORM_BYTES: Final = 1 << 20
+_MAX_FORM_BYTES: Final = DEFAULT_MAX_BODY  # the body limit; a form part may fill it
 _RESUME_DEADLINE: Final = 60.0  # only a guard against a hang: resume returns long before
 _TERMINAL: Final = frozenset({"completed", "cancelled", "failed"})
 TRACE_PAGE: Final = 20
@@ -106,16 +117,35 @@ _SECURITY_HEADERS: Final = {
 class _Refusal(Exception):
     """A request answered with an error page (or a redirect) instead of its result."""
 
-    def __init__(self, status: int, message: str, *, redirect: str = "") -> None:
+    def __init__(
+        self,
+        status: int,
+        message: str,
+        *,
+        redirect: str = "",
+        headers: Mapping[str, str] | None = None,
+    ) -> None:
         super().__init__(message)
         self.status = status
         self.redirect = redirect
+        self.headers = dict(headers or {})
+
+    @classmethod
+    def throttled(cls, exc: TooManyFailuresError) -> _Refusal:
+        return cls(429, str(exc), headers=exc.headers)
 
 
 def _said(error: ToolError) -> str:
     """A tool's error as a page shows it (without the prefix that tells a model whose
     error it is)."""
     return error.message.removeprefix(PREFIX)
+
+
+def _damaged_registry(exc: RegistryCorruptError) -> _Refusal:
+    """A damaged registry record: its key names a source, maybe one this session may not
+    see, so the page says only that; the log says which."""
+    log.error("%s", exc)
+    return _Refusal(500, "the source registry cannot be read; the server's log says why")
 
 
 def _short_time(value: object) -> str:
@@ -169,7 +199,23 @@ class Dashboard:
 
     # -- the application ---------------------------------------------------------------------
 
-    def asgi_app(self) -> Starlette:
+    def asgi_app(self) -> ASGIApp:
+        """The routes below, behind the HTTP security layer (`flowledger.httpsec.Guard`)."""
+        return Guard(
+            self._routes(),
+            loopback=self.gate.loopback,
+            respond=self._guard_refused,
+            max_body=_MAX_FORM_BYTES,
+        )
+
+    def _guard_refused(self, scope: Scope, refusal: Refusal) -> Response:
+        if refusal.check == "host":  # the dashboard's status for it, since it began
+            return self._refused(
+                Request(scope), _Refusal(400, "this dashboard answers only to a loopback host name")
+            )
+        return self._refused(Request(scope), _Refusal(refusal.status, refusal.message))
+
+    def _routes(self) -> Starlette:
         routes: list[BaseRoute] = [
             Route("/", self._home),
             Route("/runs", self._runs),
@@ -177,6 +223,8 @@ class Dashboard:
             Route("/definitions", self._definitions),
             Route("/definitions/{name}/{version}", self._definition),
             Route("/artifacts/{name}/{version}", self._artifact),
+            Route("/sources", self._sources),
+            Route("/sources/{name}", self._source),
             Route("/events/runs", self._runs_events),
             Route("/events/runs/{run_id}", self._run_events),
             Route("/login", self._login_page, methods=["GET"]),
@@ -198,11 +246,12 @@ class Dashboard:
     # -- shared steps ------------------------------------------------------------------------
 
     async def _context(self, request: Request, *, page: bool = True) -> _Ctx:
-        if not self.gate.host_allowed(request):
-            raise _Refusal(400, "this dashboard answers only to a loopback host name")
         session_id: str | None = None
         if self.gate.uses_tokens:
-            session_id = self.gate.session_of(request)
+            try:
+                session_id = self.gate.session_of(request)
+            except TooManyFailuresError as exc:
+                raise _Refusal.throttled(exc) from None
             if session_id is None:
                 if page and request.method == "GET":
                     raise _Refusal(303, "sign in", redirect="/login")
@@ -215,12 +264,8 @@ class Dashboard:
         return _Ctx(served, cookie or new_secret(), not cookie)
 
     async def _form(self, request: Request) -> dict[str, str]:
-        """The POST's form fields, once host, origin and CSRF field are checked."""
-        if not self.gate.host_allowed(request) or not self.gate.origin_allowed(request):
-            raise _Refusal(403, "cross-origin request refused")
-        length = request.headers.get("content-length")
-        if length is not None and (not length.isdigit() or int(length) > _MAX_FORM_BYTES):
-            raise _Refusal(413, "the form is too large")
+        """The POST's form fields, once the CSRF field is checked (host, origin and size
+        were checked by the guard)."""
         form = await request.form(max_files=0, max_fields=200, max_part_size=_MAX_FORM_BYTES)
         fields = {key: value for key, value in form.items() if isinstance(value, str)}
         if not Gate.csrf_matches(request, fields.get(CSRF_FIELD)):
@@ -235,12 +280,15 @@ class Dashboard:
         *,
         ctx: _Ctx | None = None,
         status: int = 200,
+        headers: Mapping[str, str] | None = None,
     ) -> Response:
         csrf = ctx.csrf if ctx is not None else request.cookies.get(CSRF_COOKIE) or new_secret()
         body = self._env.get_template(template).render(
             {**context, "csrf": csrf, "csrf_field": CSRF_FIELD, "path": request.url.path}
         )
-        response = HTMLResponse(body, status_code=status, headers=_SECURITY_HEADERS)
+        response = HTMLResponse(
+            body, status_code=status, headers={**_SECURITY_HEADERS, **(headers or {})}
+        )
         if request.cookies.get(CSRF_COOKIE) != csrf:
             self._set_cookie(request, response, CSRF_COOKIE, csrf)
         return response
@@ -253,12 +301,18 @@ class Dashboard:
         if refusal.redirect:
             return RedirectResponse(refusal.redirect, status_code=303)
         if request.url.path.startswith("/events/"):
-            return Response(str(refusal), status_code=refusal.status, media_type="text/plain")
+            return Response(
+                str(refusal),
+                status_code=refusal.status,
+                media_type="text/plain",
+                headers=refusal.headers,
+            )
         return self._page(
             request,
             "error.html",
             {"status": refusal.status, "message": str(refusal)},
             status=refusal.status,
+            headers=refusal.headers,
         )
 
     @staticmethod
@@ -558,6 +612,31 @@ class Dashboard:
         }
         return self._page(request, "artifact.html", view, ctx=ctx)
 
+    async def _sources(self, request: Request) -> Response:
+        try:
+            ctx = await self._context(request)
+            rows = await source_rows(ctx.served.deploy.service)
+        except RegistryCorruptError as exc:
+            return self._refused(request, _damaged_registry(exc))
+        except _Refusal as refusal:
+            return self._refused(request, refusal)
+        return self._page(request, "sources.html", {"sources": rows}, ctx=ctx)
+
+    async def _source(self, request: Request) -> Response:
+        """One registered source; one the session may not see is 404 like an unknown name."""
+        try:
+            ctx = await self._context(request)
+            detail = await source_detail(
+                ctx.served.deploy.service, str(request.path_params["name"])
+            )
+        except SourceNotRegisteredError as exc:
+            return self._refused(request, _Refusal(404, str(exc)))
+        except RegistryCorruptError as exc:
+            return self._refused(request, _damaged_registry(exc))
+        except _Refusal as refusal:
+            return self._refused(request, refusal)
+        return self._page(request, "source.html", {"source": detail}, ctx=ctx)
+
     # -- changing runs -----------------------------------------------------------------------
 
     async def _start(self, request: Request) -> Response:
@@ -811,8 +890,6 @@ class Dashboard:
     # -- signing in --------------------------------------------------------------------------
 
     async def _login_page(self, request: Request) -> Response:
-        if not self.gate.host_allowed(request):
-            return self._refused(request, _Refusal(400, "loopback host names only"))
         return self._page(request, "login.html", {"error": ""})
 
     async def _login(self, request: Request) -> Response:
@@ -822,7 +899,12 @@ class Dashboard:
             return self._refused(request, refusal)
         if not self.gate.uses_tokens:
             return RedirectResponse("/runs", status_code=303)
-        login = self.gate.log_in(fields.get("token", "").strip())
+        try:
+            login = self.gate.log_in(request, fields.get("token", "").strip())
+        except TooManyFailuresError as exc:
+            return self._page(
+                request, "login.html", {"error": str(exc)}, status=429, headers=exc.headers
+            )
         if login is None:
             return self._page(request, "login.html", {"error": "unknown token"}, status=401)
         response = RedirectResponse("/runs", status_code=303)

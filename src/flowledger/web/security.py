@@ -1,39 +1,42 @@
 """Who a request is, and whether it may change anything.
 
-* **Tokens.** Without tokens the dashboard serves one session and only on a loopback
-  address (`refuse_open_bind`). With tokens (the MCP tokens file format,
-  `flowledger.mcp.tokens`) every request is anonymous until it carries
+The parts the dashboard shares with the MCP server live in `flowledger.httpsec`: the
+tokens file, constant-time token comparison and the bound on failed authentications
+(`flowledger.httpsec.Authenticator`), and the Host/Origin checks and body limit every
+request passes first (`flowledger.httpsec.Guard`, applied by `Dashboard.asgi_app`). What
+is the dashboard's own:
+
+* **Sign-in.** Without tokens the dashboard serves one session and only on a loopback
+  address. With tokens every request is anonymous until it carries
   ``Authorization: Bearer <token>`` or the login cookie that ``POST /login`` sets in
   exchange for a token (``HttpOnly; SameSite=Strict``, and ``Secure`` on a request that
   came over HTTPS); the token selects the session. Login cookies are random, kept in
-  memory (a restart logs everyone out) and never contain the token.
+  memory (a restart logs everyone out) and never contain the token. A bearer token and
+  a sign-in token count against the client's failure bound (429 with ``Retry-After``
+  once over it); a login cookie does not (it is not a guess at a token).
 * **CSRF.** Every browser gets a random ``fl_csrf`` cookie (``HttpOnly;
   SameSite=Strict``); every form carries the same value, and every POST whose form field
   does not match the cookie is refused (403) before anything runs. A cross-site page
-  cannot read the cookie, so it cannot forge the field. A POST whose ``Origin`` names
-  another host is refused too.
-* **DNS rebinding.** On a loopback address the ``Host`` header must name a loopback
-  host, so a page on another name that resolves to 127.0.0.1 reaches nothing.
+  cannot read the cookie, so it cannot forge the field.
 """
 
 from __future__ import annotations
 
-import hashlib
 import hmac
-import ipaddress
 import secrets
 from collections.abc import Mapping
 from typing import Final
-from urllib.parse import urlsplit
 
 from starlette.requests import Request
+
+from ..httpsec import DEFAULT_BOUND, Authenticator, FailureBound, bearer_token, client_key
+from ..httpsec.credentials import digest
 
 __all__ = [
     "CSRF_COOKIE",
     "CSRF_FIELD",
     "LOGIN_COOKIE",
     "Gate",
-    "is_loopback",
     "new_secret",
 ]
 
@@ -46,87 +49,53 @@ def new_secret() -> str:
     return secrets.token_urlsafe(32)
 
 
-def is_loopback(host: str) -> bool:
-    """Whether ``host`` names only this machine (``localhost`` or a loopback address)."""
-    name = host.strip().strip("[]").lower()
-    if name == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(name).is_loopback
-    except ValueError:
-        return False
-
-
-def _digest(text: str) -> bytes:
-    return hashlib.sha256(text.encode("utf-8")).digest()
-
-
-def _host_name(host_header: str) -> str:
-    try:
-        return urlsplit(f"//{host_header}").hostname or ""
-    except ValueError:
-        return ""
-
-
 class Gate:
-    """The tokens of a dashboard and its logins."""
+    """The tokens of a dashboard, its failure bound and its logins.
 
-    def __init__(self, tokens: Mapping[str, str], *, loopback: bool) -> None:
-        self._tokens = {_digest(token): session for token, session in tokens.items()}
+    `session_of` and `log_in` raise `flowledger.httpsec.TooManyFailuresError` for a
+    client over its bound of failed authentications (``failed_auth``)."""
+
+    def __init__(
+        self,
+        tokens: Mapping[str, str],
+        *,
+        loopback: bool,
+        failed_auth: FailureBound = DEFAULT_BOUND,
+    ) -> None:
+        self.auth = Authenticator(tokens, failed_auth)
         self._logins: dict[bytes, str] = {}
         self.loopback = loopback
 
     @property
     def uses_tokens(self) -> bool:
-        return bool(self._tokens)
-
-    def session_of_token(self, token: str) -> str | None:
-        return self._tokens.get(_digest(token))
+        return self.auth.uses_tokens
 
     def session_of(self, request: Request) -> str | None:
         """The session the request may use (tokens), or None (not signed in)."""
-        values = request.headers.getlist("authorization")
-        if len(values) == 1:
-            scheme, _, token = values[0].strip().partition(" ")
-            if scheme.lower() == "bearer" and token.strip():
-                return self.session_of_token(token.strip())
-            return None
+        if "authorization" in request.headers:
+            token = bearer_token(request.headers)
+            if token is None:
+                return None
+            return self.auth.authenticate(token, client_key(request.scope))
         login = request.cookies.get(LOGIN_COOKIE)
         if login:
-            return self._logins.get(_digest(login))
+            # A dict lookup is fine here: a login is 256 random bits, kept as a digest.
+            return self._logins.get(digest(login))
         return None
 
-    def log_in(self, token: str) -> str | None:
+    def log_in(self, request: Request, token: str) -> str | None:
         """A new login cookie value for ``token``, or None for an unknown token."""
-        session = self.session_of_token(token)
+        session = self.auth.authenticate(token, client_key(request.scope))
         if session is None:
             return None
         login = new_secret()
-        self._logins[_digest(login)] = session
+        self._logins[digest(login)] = session
         return login
 
     def log_out(self, request: Request) -> None:
         login = request.cookies.get(LOGIN_COOKIE)
         if login:
-            self._logins.pop(_digest(login), None)
-
-    def host_allowed(self, request: Request) -> bool:
-        """On a loopback address, only loopback host names (no DNS rebinding)."""
-        if not self.loopback:
-            return True
-        return is_loopback(_host_name(request.headers.get("host", "")))
-
-    @staticmethod
-    def origin_allowed(request: Request) -> bool:
-        """A POST's ``Origin``, when sent, must be this server."""
-        origin = request.headers.get("origin")
-        if origin is None:
-            return True
-        try:
-            parts = urlsplit(origin)
-        except ValueError:
-            return False
-        return parts.netloc.lower() == request.headers.get("host", "").lower()
+            self._logins.pop(digest(login), None)
 
     @staticmethod
     def csrf_matches(request: Request, submitted: object) -> bool:

@@ -1,8 +1,9 @@
 """``flowledger web``: the dashboard served by uvicorn until stopped.
 
 Refuses, before listening, a non-loopback address without tokens (anyone who reaches it
-could run workflows), and a session it cannot serve (owned by another process: stop it,
-or serve ``--read-only`` beside it).
+could run workflows; `flowledger.httpsec.open_bind_refusal`, as the MCP server does),
+and a session it cannot serve (owned by another process: stop it, or serve
+``--read-only`` beside it).
 """
 
 from __future__ import annotations
@@ -17,8 +18,9 @@ from typing import Final
 import uvicorn
 
 from ..host import load_catalog
+from ..httpsec import DEFAULT_BOUND, FailureBound, StartupError, is_loopback, open_bind_refusal
 from .app import Dashboard
-from .security import Gate, is_loopback
+from .security import Gate
 from .sessions import SessionPool
 
 __all__ = ["DEFAULT_HOST", "DEFAULT_PORT", "WebServer", "WebStartupError"]
@@ -27,11 +29,14 @@ DEFAULT_HOST: Final = "127.0.0.1"
 DEFAULT_PORT: Final = 8000
 
 
-class WebStartupError(Exception):
-    """The dashboard cannot start; the message says why and what to do."""
+class WebStartupError(StartupError):
+    """The dashboard cannot start; the message (one line) says why and what to do."""
 
 
 class WebServer:
+    """``flowledger web``. ``failed_auth`` bounds failed token authentications per
+    client address (`flowledger.httpsec.FailureBound`: by default 10 per 60 s)."""
+
     def __init__(
         self,
         db_url: str,
@@ -42,13 +47,12 @@ class WebServer:
         tokens: Mapping[str, str] | None = None,
         read_only: bool = False,
         session: str | None = None,
+        failed_auth: FailureBound = DEFAULT_BOUND,
     ) -> None:
         tokens = dict(tokens or {})
-        if not tokens and not is_loopback(host):
-            raise WebStartupError(
-                f"refusing to serve on non-loopback address {host!r} without tokens: anyone "
-                "who can reach it could run workflows; give --tokens-file, or bind 127.0.0.1"
-            )
+        refusal = open_bind_refusal(host, tokens=bool(tokens), how="--tokens-file")
+        if refusal is not None:
+            raise WebStartupError(refusal)
         if tokens and session is not None:
             raise WebStartupError(
                 "--session cannot be combined with tokens: each token names its session"
@@ -60,6 +64,7 @@ class WebServer:
         self.tokens = tokens
         self.read_only = read_only
         self.session = session
+        self.failed_auth = failed_auth
         self.url = ""
         self._server: uvicorn.Server | None = None
         self._stop_requested = False
@@ -75,7 +80,7 @@ class WebServer:
                     raise WebStartupError(
                         f"cannot serve the workflow session: {_reason(exc)}"
                     ) from exc
-            gate = Gate(self.tokens, loopback=is_loopback(self.host))
+            gate = Gate(self.tokens, loopback=is_loopback(self.host), failed_auth=self.failed_auth)
             dashboard = Dashboard(pool, gate, read_only=self.read_only)
             sock = self._bind()
             try:

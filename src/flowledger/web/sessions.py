@@ -6,25 +6,26 @@ request. A served session is *owned* (the dashboard holds its lease and executes
 runs, including those ``flowledger start --no-execute`` writes for an owner), unless the
 dashboard is ``--read-only``: then it only reads, beside whichever process owns it.
 
-Each session lives in its own task, entered and left there, and stops at shutdown:
-runs in flight stop at their next step boundary (each one left unfinished is named on
-stderr), then the session lease is released.
+Each session lives in its own task, entered and left there (`flowledger.httpsec.hosts`,
+as the MCP server's do), and stops at shutdown: runs in flight stop at their next step
+boundary (each one left unfinished is named on stderr), then the session lease is
+released.
 """
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import logging
 import sys
-from dataclasses import dataclass, field
-from typing import Final
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
 
 from ..deploy import DeployService
 from ..deploy.deployments.tools import DeployTools
 from ..deploy.registry.access import SourceAccess
 from ..deploy.registry.tools import CapabilityTools
 from ..host import open_session
+from ..httpsec import SessionHosts
 from ..tools import ForkTools, SupervisorPort, WorkflowTools
 from ..tools.reading import ReadingControl
 from ..workflows import Catalog
@@ -34,8 +35,6 @@ from ..workflows.runtime.session import WorkflowSession
 __all__ = ["Served", "SessionPool", "SessionUnavailableError"]
 
 log = logging.getLogger("flowledger.web")
-
-_STOP_TIMEOUT: Final = 15.0
 
 
 def _say(line: str) -> None:
@@ -66,56 +65,40 @@ class Served:
         return self.session.session_id
 
 
-@dataclass(eq=False)
-class _Host:
-    url: str
-    catalog: Catalog
-    session_id: str | None
-    read_only: bool
-    ready: asyncio.Future[Served] = field(init=False)
-    task: asyncio.Task[None] = field(init=False)
+class SessionPool:
+    """The sessions of one dashboard, by session ID (None: the default session)."""
 
-    def __post_init__(self) -> None:
-        loop = asyncio.get_running_loop()
-        self._stop = asyncio.Event()
-        self.ready = loop.create_future()
-        self.ready.add_done_callback(lambda f: f.cancelled() or f.exception())
-        self.task = loop.create_task(self._run())
+    def __init__(self, url: str, catalog: Catalog, *, read_only: bool) -> None:
+        self.url = url
+        self.catalog = catalog
+        self.read_only = read_only
+        self._hosts: SessionHosts[Served] = SessionHosts(self._serve, log=log)
 
-    @property
-    def failed(self) -> bool:
-        return self.task.done() or (
-            self.ready.done() and (self.ready.cancelled() or self.ready.exception() is not None)
-        )
-
-    async def _run(self) -> None:
-        try:
-            async with open_session(
-                self.url, self.catalog, self.session_id, activate=False, read_only=self.read_only
-            ) as session:
-                # a dashboard's users are tenants, tokens or not (docs/sources.md)
-                access = SourceAccess.TENANT.read_only() if self.read_only else SourceAccess.TENANT
-                deploy = DeployService(session, access=access)
-                if self.read_only:
-                    await self._serve(session, deploy)
-                    return
+    @asynccontextmanager
+    async def _serve(self, session_id: str | None) -> AsyncIterator[Served]:
+        async with open_session(
+            self.url, self.catalog, session_id, activate=False, read_only=self.read_only
+        ) as session:
+            # a dashboard's users are tenants, tokens or not (docs/sources.md)
+            access = SourceAccess.TENANT.read_only() if self.read_only else SourceAccess.TENANT
+            deploy = DeployService(session, access=access)
+            if not self.read_only:
                 # before activation, so the supervisor adopts unfinished deployed runs
                 await deploy.serve_deployments()
                 await session.supervisor.activate()
-                try:
-                    await self._serve(session, deploy)
-                finally:
+            try:
+                yield self._served(session, deploy)
+                supervisor = session.supervisor
+                if supervisor.active:
+                    if not supervisor.idle:
+                        _say("stopping; the runs in flight stop at their next step boundary")
+                    for run in await supervisor.stop():
+                        _say(left_message(run))
+            finally:
+                if not self.read_only:
                     await session.supervisor.shutdown()
-        except Exception as exc:
-            if not self.ready.done():
-                self.ready.set_exception(exc)
-            else:
-                log.error("workflow session failed: %s", exc)
-        finally:
-            if not self.ready.done():
-                self.ready.set_exception(SessionUnavailableError("the server is stopping"))
 
-    async def _serve(self, session: WorkflowSession, deploy: DeployService) -> None:
+    def _served(self, session: WorkflowSession, deploy: DeployService) -> Served:
         control: SupervisorPort = (
             ReadingControl(session, _read_only_refusal) if self.read_only else session.supervisor
         )
@@ -131,54 +114,20 @@ class _Host:
         capabilities = CapabilityTools.over(
             session.store, session.session_id, access=deploy.sources.access, transport="web"
         )
-        self.ready.set_result(Served(session, tools, DeployTools(deploy), fork, capabilities))
-        await self._stop.wait()
-        supervisor = session.supervisor
-        if supervisor.active:
-            if not supervisor.idle:
-                _say("stopping; the runs in flight stop at their next step boundary")
-            for run in await supervisor.stop():
-                _say(left_message(run))
-
-    async def stop(self) -> None:
-        self._stop.set()
-        try:
-            await asyncio.wait_for(asyncio.shield(self.task), _STOP_TIMEOUT)
-        except TimeoutError:
-            self.task.cancel()
-            with contextlib.suppress(BaseException):
-                await self.task
-
-
-class SessionPool:
-    """The sessions of one dashboard, by session ID (None: the default session)."""
-
-    def __init__(self, url: str, catalog: Catalog, *, read_only: bool) -> None:
-        self.url = url
-        self.catalog = catalog
-        self.read_only = read_only
-        self._hosts: dict[str | None, _Host] = {}
+        return Served(session, tools, DeployTools(deploy), fork, capabilities)
 
     async def get(self, session_id: str | None) -> Served:
         """The served session; `SessionUnavailableError` when it cannot be opened (a
         later request tries again)."""
-        host = self._hosts.get(session_id)
-        if host is None or host.failed:
-            host = _Host(self.url, self.catalog, session_id, self.read_only)
-            self._hosts[session_id] = host
         try:
-            return await asyncio.shield(host.ready)
+            return await self._hosts.get(session_id)
         except Exception as exc:
             log.error("cannot serve a workflow session: %s", exc)
             raise SessionUnavailableError(str(exc)) from exc
 
     async def open_first(self, session_id: str | None) -> Served:
         """Open a session before serving, letting its failure through as it is."""
-        host = _Host(self.url, self.catalog, session_id, self.read_only)
-        self._hosts[session_id] = host
-        return await asyncio.shield(host.ready)
+        return await self._hosts.get(session_id)
 
     async def close(self) -> None:
-        hosts, self._hosts = list(self._hosts.values()), {}
-        for host in hosts:
-            await host.stop()
+        await self._hosts.close()

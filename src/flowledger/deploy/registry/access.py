@@ -98,9 +98,9 @@ class SessionSources:
     def source(self, registered: RegisteredSource, dependency: str) -> Source:
         """The concrete source of ``registered`` for this session, with the secrets it is
         granted; `CredentialMissingError` naming ``dependency`` and why otherwise."""
-        why = registered.source.missing_secret(self.session_id, self.environ)
-        if why is not None:
-            raise CredentialMissingError(dependency, registered.name, why)
+        missing = registered.source.missing_secret(self.session_id, self.environ)
+        if missing is not None:
+            raise CredentialMissingError(dependency, *missing)
         return registered.source.source(self.session_id, self.environ)
 
     async def last_probe(self, name: str) -> Probe | None:

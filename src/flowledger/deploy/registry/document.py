@@ -128,15 +128,16 @@ class ValidatedSource:
                 granted[name] = environ[variable]
         return granted
 
-    def missing_secret(self, session_id: str, environ: Mapping[str, str]) -> str | None:
-        """Why a secret cannot be resolved for ``session_id`` (a sentence), or ``None``."""
+    def missing_secret(self, session_id: str, environ: Mapping[str, str]) -> tuple[str, str] | None:
+        """A secret that cannot be resolved for ``session_id`` and why (the end of a
+        sentence), or ``None``."""
         for name in secret_names(self.document):
             declared = self.document.secrets[name]
             if declared.sessions is not None and session_id not in declared.sessions:
-                return f"secret {name} is not granted to this session"
+                return name, "which is not granted to this session"
             variable = declared.env or name
             if variable not in environ:
-                return f"secret {name} (variable {variable}) is not set in this process"
+                return name, f"whose variable {variable} is not set in this process"
         return None
 
     def source(self, session_id: str, environ: Mapping[str, str]) -> Source:

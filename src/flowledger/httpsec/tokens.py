@@ -1,7 +1,9 @@
-"""Bearer tokens of the HTTP MCP server: which token serves which workflow session.
+"""Token sources of the HTTP servers (``flowledger mcp --http`` and ``flowledger web``):
+which token serves which workflow session.
 
 A token source is a file (``--tokens-file``) or, without one, the environment variable
-``FLOWLEDGER_MCP_TOKENS``. Both use one format: entries of the form
+``FLOWLEDGER_MCP_TOKENS`` (the MCP server only; the dashboard takes a file). Both use
+one format: entries of the form
 
     <token> <session-uuid>      the token serves that session
     <token>                     the token serves its own session, ``uuid5(NAMESPACE, token)``
@@ -29,7 +31,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Final
 
-from .errors import McpStartupError
+from .errors import StartupError
 
 __all__ = [
     "MIN_TOKEN_LENGTH",
@@ -51,7 +53,7 @@ _TOKEN: Final = re.compile(r"[A-Za-z0-9\-._~+/]+=*")
 _ZERO: Final = uuid.UUID(int=0)
 
 
-class TokenError(McpStartupError, ValueError):
+class TokenError(StartupError, ValueError):
     """A token source is malformed. The message never contains a token."""
 
 

@@ -1,4 +1,5 @@
-"""Token sources of the HTTP server: file and environment, explicit and derived sessions."""
+"""Token sources of both HTTP servers: file and environment, explicit and derived
+sessions, file permissions."""
 
 from __future__ import annotations
 
@@ -7,8 +8,15 @@ from pathlib import Path
 
 import pytest
 
-from flowledger.mcp import TOKENS_ENV, McpStartupError, TokenError, load_tokens, parse_tokens
-from flowledger.mcp.tokens import session_for_token
+from flowledger import mcp
+from flowledger.httpsec import (
+    TOKENS_ENV,
+    StartupError,
+    TokenError,
+    load_tokens,
+    parse_tokens,
+    session_for_token,
+)
 
 TOKEN = "abcdefghijklmnop"  # 16 characters
 OTHER = "qrstuvwxyz012345-._~+/=="
@@ -61,7 +69,7 @@ def test_malformed_entries_never_echo_the_token(text: str, message: str) -> None
         parse_tokens(text, source="tokens file")
     assert message in str(caught.value)
     assert TOKEN not in str(caught.value)
-    assert isinstance(caught.value, McpStartupError)
+    assert isinstance(caught.value, StartupError)  # what hosts catch: one line, exit 1
 
 
 def test_same_token_same_session_twice_is_fine() -> None:
@@ -108,3 +116,13 @@ def test_a_file_only_its_owner_can_write_is_accepted(tmp_path: Path, mode: int) 
     path.write_text(f"{TOKEN}\n")
     path.chmod(mode)
     assert load_tokens(path, environ={}) == {TOKEN: session_for_token(TOKEN)}
+
+
+def test_the_mcp_package_names_the_same_functions() -> None:
+    """``flowledger.mcp`` keeps exporting the token API it always did: the shared one."""
+    assert mcp.load_tokens is load_tokens
+    assert mcp.parse_tokens is parse_tokens
+    assert mcp.session_for_token is session_for_token
+    assert mcp.TokenError is TokenError
+    assert mcp.TOKENS_ENV == TOKENS_ENV
+    assert issubclass(mcp.McpStartupError, StartupError)

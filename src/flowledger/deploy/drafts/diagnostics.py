@@ -1,0 +1,85 @@
+"""What a draft's document still needs: `diagnose` validates it as an artifact and
+answers every issue with a JSON Pointer to its place and the next actions to take.
+
+A diagnostic is an artifact issue (``place``, ``code``, ``message``, ``hint``) plus
+``pointer`` (RFC 6901, what a ``draft_patch`` operation's ``path`` names; ``""`` is the
+whole document) and ``next_actions``: concrete tool calls (``explain`` of the code, and
+a ``draft_get`` to read the current revision before patching). Messages are clipped to
+`MAX_MESSAGE_CHARS` so a stored draft stays bounded.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Any, Final
+
+from ..artifacts.errors import ROOT_PLACE, ArtifactIssue, ArtifactValidationError
+from ..artifacts.validate import validate_artifact
+
+__all__ = ["MAX_MESSAGE_CHARS", "Diagnosis", "diagnose", "diagnostic", "pointer_of"]
+
+MAX_MESSAGE_CHARS: Final = 500
+_SEGMENT: Final = re.compile(r'\.?([A-Za-z_][A-Za-z0-9_]*)|\[(\d+)\]|\["((?:[^"\\]|\\.)*)"\]')
+
+
+def pointer_of(place: str) -> str:
+    """The JSON Pointer of an artifact place (``nodes.a.cases[0].when`` ->
+    ``/nodes/a/cases/0/when``; ``$`` -> ``""``)."""
+    if place == ROOT_PLACE:
+        return ""
+    parts: list[str] = []
+    position = 0
+    while position < len(place):
+        match = _SEGMENT.match(place, position)
+        if match is None:  # not a place this module knows how to read: point at the root
+            return ""
+        name, index, quoted = match.groups()
+        if name is not None:
+            parts.append(name)
+        elif index is not None:
+            parts.append(index)
+        else:
+            parts.append(re.sub(r"\\(.)", r"\1", quoted))
+        position = match.end()
+    return "".join("/" + part.replace("~", "~0").replace("/", "~1") for part in parts)
+
+
+def _clip(text: str) -> str:
+    return text if len(text) <= MAX_MESSAGE_CHARS else text[: MAX_MESSAGE_CHARS - 3] + "..."
+
+
+def diagnostic(issue: ArtifactIssue, draft: str) -> dict[str, Any]:
+    """One issue of draft ``draft`` as a diagnostic (see the module)."""
+    return {
+        "place": issue.place,
+        "pointer": pointer_of(issue.place),
+        "code": issue.code,
+        "message": _clip(issue.message),
+        "hint": _clip(issue.hint),
+        "next_actions": [
+            {"tool": "explain", "arguments": {"code": issue.code}},
+            {"tool": "draft_get", "arguments": {"draft": draft}},
+        ],
+    }
+
+
+@dataclass(frozen=True, slots=True)
+class Diagnosis:
+    """``valid`` with the artifact's ``digest``, or the ``diagnostics`` (``truncated``
+    when validation stopped at its bound)."""
+
+    valid: bool
+    digest: str | None
+    diagnostics: tuple[dict[str, Any], ...]
+    truncated: bool = False
+
+
+def diagnose(document: Any, draft: str) -> Diagnosis:
+    try:
+        validated = validate_artifact(document)
+    except ArtifactValidationError as exc:
+        return Diagnosis(
+            False, None, tuple(diagnostic(issue, draft) for issue in exc.issues), exc.truncated
+        )
+    return Diagnosis(True, validated.digest, ())

@@ -1,0 +1,1 @@
+"""Drafts: the store, JSON Patch, focused edits, publishing, explain, the MCP loop."""
