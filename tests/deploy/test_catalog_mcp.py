@@ -15,6 +15,7 @@ from flowledger.storage import open_store
 
 from ..mcp.conftest import error_text, http_client, http_server, payload
 from .catalog_sources import clock, everything, paging
+from .test_catalog import code_of
 
 TOKEN_A = "token-a-catalog-0123456789"
 TOKEN_B = "token-b-catalog-0123456789"
@@ -73,7 +74,7 @@ async def test_tenants_find_inspect_and_try_only_their_own_capabilities(tmp_path
                 {"source": "everything", "tool": "toggle-subscriber-updates", "arguments": {}},
             )
         )
-        assert refused.endswith("[call_refused]")
+        assert code_of(refused) == "call_refused"
         summed = payload(
             await b.call_tool(
                 "capability_call",
@@ -88,7 +89,7 @@ async def test_tenants_find_inspect_and_try_only_their_own_capabilities(tmp_path
             ("capability_call", {"source": "everything", "tool": "echo", "arguments": {}}),
         ]:
             text = error_text(await b.call_tool(tool, arguments))
-            assert text.endswith("[source_missing]"), (tool, text)
+            assert code_of(text) == "source_missing", (tool, text)
         everything_tools = payload(await b.call_tool("capability_list", {"limit": 100}))
         assert all(r["source"] != "everything" for r in everything_tools["results"])
 

@@ -600,6 +600,40 @@ EXPLANATIONS: Final[dict[str, tuple[str, str, str]]] = {
         "Ask the operator to probe; use a server that may launch.",
         "flowledger source probe clock",
     ),
+    # -- the capability catalog (deploy/registry/catalog.py, calls.py, tools.py) ----------
+    "call_refused": (
+        "capability_call tries only tools the server annotates read-only, or that the "
+        "operator lists in the source's call_tools; nothing was sent.",
+        "Use a read-only tool, or ask the operator to add the tool to the source's call_tools.",
+        "call_tools: [send_message]   # in the flowledger.source/v1 document",
+    ),
+    "call_busy": (
+        "This session already has the most capability calls in flight at once (4).",
+        "Wait for one to finish, then call again; nothing was sent.",
+        "capability_audit {}   # 'started' entries without an outcome are in flight",
+    ),
+    "listing_unavailable": (
+        "The source has no tool listing to answer from: never probed successfully, and not "
+        "refreshed now (it did not answer, or this server starts no source).",
+        "Ask the operator to probe it, or ask again with refresh where the server may.",
+        "flowledger source probe clock",
+    ),
+    "audit_corrupt": (
+        "A record of the session's capability_call audit log cannot be read.",
+        "Report it to the operator: the database may be damaged.",
+        "capability_audit {cursor: '<seq of the record>'}   # the records after it",
+    ),
+    "cursor_invalid": (
+        "The cursor is not one this tool gave for this question (query, source).",
+        "Pass the next_cursor of the previous page of the same question, or no cursor.",
+        "capability_list {query: 'time', cursor: '<next_cursor of query time>'}",
+    ),
+    "cursor_stale": (
+        "A listing changed (a new revision, a tool added, changed or gone) since the cursor "
+        "was made, so its positions no longer hold.",
+        "List again without a cursor.",
+        "capability_list {query: 'time'}",
+    ),
     # -- drafts ---------------------------------------------------------------------------
     "draft_error": (
         "A draft operation failed in a way no narrower code describes.",

@@ -31,13 +31,12 @@ import json
 import time
 import uuid
 from collections.abc import Mapping
-from typing import Any, Final, NoReturn
+from typing import Any, Final, NamedTuple, NoReturn
 
 import jsonschema  # type: ignore[import-untyped, unused-ignore]
 import jsonschema.validators  # type: ignore[import-untyped, unused-ignore]
 
 from ..sources.errors import (
-    SourceError,
     SourceUnreachableError,
     ToolArgumentsError,
     ToolCallTimeoutError,
@@ -288,20 +287,26 @@ def _code(error: BaseException) -> str:
     return code if isinstance(code, str) else type(error).__name__
 
 
-def _outcome(error: BaseException) -> tuple[Outcome, str | None]:
+class _Ended(NamedTuple):
+    outcome: Outcome
+    code: str | None
+
+
+def _outcome(error: BaseException) -> _Ended:
     """The audit outcome and code of a call that raised ``error``."""
     if isinstance(error, asyncio.CancelledError):
-        return "cancelled", None
-    if isinstance(error, CallRefusedError):
-        return "refused", error.code
-    if isinstance(error, ToolArgumentsError):
-        return "invalid_arguments", error.code
-    if isinstance(error, ToolNotFoundError):
-        return "tool_missing", error.code
-    if isinstance(error, ToolCallTimeoutError):
-        return "timeout", error.code
-    if isinstance(error, SourceUnreachableError):
-        return "unreachable", error.code
-    if isinstance(error, SourceError):
-        return "failed", error.code
-    return "failed", type(error).__name__
+        return _Ended("cancelled", None)
+    for kind, outcome in _OUTCOMES:
+        if isinstance(error, kind):
+            return _Ended(outcome, _code(error))
+    return _Ended("failed", _code(error))
+
+
+# the first that applies; any other error is "failed" with its code
+_OUTCOMES: Final[tuple[tuple[type[BaseException], Outcome], ...]] = (
+    (CallRefusedError, "refused"),
+    (ToolArgumentsError, "invalid_arguments"),
+    (ToolNotFoundError, "tool_missing"),
+    (ToolCallTimeoutError, "timeout"),
+    (SourceUnreachableError, "unreachable"),
+)

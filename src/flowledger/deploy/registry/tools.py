@@ -18,9 +18,10 @@ source's ``call_tools``; audited) and, since it starts a process or opens a
 connection, a read-only server hides it. ``capability_audit`` reads the session's own
 audit log, never another session's.
 
-Errors name their ``code`` (``source_missing``, ``call_refused``, ``tool_missing``,
-``tool_arguments_invalid``, ``tool_timeout``, ``cursor_stale``, ...) at the end of
-the message; the typed error is the `ToolError`'s ``cause``.
+A failing call's message starts with its ``code`` in brackets (``[source_missing]``,
+``[call_refused]``, ``[tool_missing]``, ``[tool_arguments_invalid]``, ``[tool_timeout]``,
+``[cursor_stale]``, ...), as the draft tools' do, which ``explain`` answers; the typed
+error is the `ToolError`'s ``cause``.
 """
 
 from __future__ import annotations
@@ -199,8 +200,8 @@ class CapabilityTools:
             code = getattr(exc, "code", None)
             if isinstance(exc, CredentialMissingError):
                 code = "credential_missing"
-            suffix = f" [{code}]" if isinstance(code, str) else ""
-            raise ToolError(f"{name}: {exc}{suffix}", cause=exc) from exc
+            prefix = f"[{code}] " if isinstance(code, str) else ""
+            raise ToolError(f"{name}: {prefix}{exc}", cause=exc) from exc
 
     # -- capability_list ----------------------------------------------------------------
 
