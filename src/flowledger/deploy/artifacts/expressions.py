@@ -20,7 +20,8 @@ Evaluation is bounded (`flowledger.deploy.artifacts.budget`): each evaluation of
 template (all its expressions together) or a condition spends one `EvaluationBudget`,
 through the `BoundedInterpreter`, and its result is bounded like every value it built.
 Past a bound it stops with an `ExpressionLimitError`. Evaluation is synchronous and
-CPU-bound (up to the bounds).
+CPU-bound (up to the bounds): a server runs it off its event loop
+(`flowledger.deploy.runs.offload`).
 """
 
 from __future__ import annotations
