@@ -110,8 +110,8 @@ class Expression:
 
     def evaluate(self, scope: Mapping[str, Any], budget: EvaluationBudget | None = None) -> Any:
         """The expression's value over ``scope``, as a fresh copy that shares nothing
-        with ``scope``; `ExpressionError` (with this place) for a JMESPath type error or
-        a non-finite number; `ExpressionLimitError` past a limit of
+        with ``scope``; `ExpressionError` (with this place) for a JMESPath type error, a
+        number out of range or a non-finite one; `ExpressionLimitError` past a limit of
         the evaluation (of its ``budget``: a fresh one unless given)."""
         budget = EvaluationBudget() if budget is None else budget
         return _checked_copy(self.search(scope, budget), self.place, budget, self.source)
@@ -125,6 +125,10 @@ class Expression:
             return interpreter.visit(self.parsed.parsed, dict(scope))
         except jmespath.exceptions.JMESPathError as exc:
             raise ExpressionError(self.place, _one_line(str(exc))) from None
+        except (ArithmeticError, ValueError) as exc:  # ceil(to_number('1e999')), NaN
+            raise ExpressionError(
+                self.place, f"`{self.source}` cannot be computed: {_one_line(str(exc))}"
+            ) from None
         except LimitExceeded as exc:
             raise ExpressionLimitError(
                 self.place, exc.limit, exc.bound, exc.node, self.source
