@@ -23,7 +23,9 @@ one `EvaluationBudget`:
 
 Containers are measured member by member as they are built (`Tally`), so one is refused
 at the first member that takes it over a bound, before it holds the others; measuring
-one value stops as soon as it passes a bound, so it costs at most the bound.
+one value stops as soon as it passes a bound, so it costs at most the bound. A member
+that is the value built just before (a projection's multi-select, a function's result)
+is added with the size recorded when it was built, not walked again.
 """
 
 from __future__ import annotations
@@ -65,11 +67,14 @@ class EvaluationBudget:
     and ``to_string`` refuse before building a string over the bound). Not thread-safe:
     one evaluation, one thread."""
 
-    __slots__ = ("longest_string", "steps")
+    __slots__ = ("last", "longest_string", "steps")
 
     def __init__(self) -> None:
         self.steps = 0
         self.longest_string = 0
+        # The value built last and its (values, text): a container holding it (a
+        # projection of multi-selects, say) adds these instead of walking it again.
+        self.last: tuple[Any, int, int] | None = None
 
     def charge(self, steps: int, node: str) -> None:
         """Spend ``steps``; `LimitExceeded` past `MAX_EVALUATION_STEPS`."""
@@ -90,7 +95,7 @@ class EvaluationBudget:
         `LimitExceeded` if it is over a bound."""
         tally = Tally(self, node, values=0)
         tally.add(value)
-        return tally.values, tally.text
+        return tally.done(value)
 
     def size(self, value: Any, values_room: int, text_room: int) -> tuple[int, int]:
         """``(values, text bytes)`` of ``value``, counted as its JSON text would be; the
@@ -138,7 +143,10 @@ class Tally:
         self.charged = 0  # the steps the measuring has cost so far
 
     def add(self, item: Any, key: str | None = None) -> None:
-        if isinstance(item, list | dict):
+        last = self.budget.last
+        if last is not None and last[0] is item:  # measured when it was built
+            values, text = last[1], last[2]
+        elif isinstance(item, list | dict):
             values, text = self.budget.size(
                 item, MAX_BUILT_VALUES - self.values, MAX_VALUE_BYTES - self.text
             )
@@ -161,3 +169,9 @@ class Tally:
         due = 1 + self.values // VALUES_PER_STEP + self.text // MEASURED_BYTES_PER_STEP
         self.budget.charge(due - self.charged, self.node)
         self.charged = due
+
+    def done(self, value: Any) -> tuple[int, int]:
+        """The value is built: remember its size (`EvaluationBudget.last`) and return it
+        as ``(values, text bytes)``."""
+        self.budget.last = (value, self.values, self.text)
+        return self.values, self.text

@@ -74,6 +74,7 @@ class BoundedFunctions(jmespath.functions.Functions):
             current = expref.visit(expref.expression, element)
             tally.add(current)
             result.append(current)
+        tally.done(result)
         return result
 
     @signature({"types": ["string"]}, {"types": ["array-string"]})
@@ -107,7 +108,7 @@ class BoundedInterpreter(jmespath.visitor.TreeInterpreter):
         self._methods: dict[str, Callable[..., Any]] = {}
         super().__init__(jmespath.Options(dict_cls=dict, custom_functions=BoundedFunctions(budget)))
 
-    def visit(self, node: Any, *args: Any, **kwargs: Any) -> Any:
+    def visit(self, node: Any, value: Any) -> Any:
         # Every node of the expression comes here: count it, then dispatch as jmespath's
         # Visitor.visit does (inlined: this is the interpreter's hottest path).
         budget = self.budget
@@ -118,7 +119,7 @@ class BoundedInterpreter(jmespath.visitor.TreeInterpreter):
         method = self._methods.get(kind)
         if method is None:
             method = self._methods[kind] = getattr(self, f"visit_{kind}", self.default_visit)
-        return method(node, *args, **kwargs)
+        return method(node, value)
 
     # The builders: jmespath's loops, with each member measured before it is kept.
 
@@ -151,6 +152,7 @@ class BoundedInterpreter(jmespath.visitor.TreeInterpreter):
             if current is not None:
                 tally.add(current)
                 collected.append(current)
+        tally.done(collected)
         return collected
 
     def visit_flatten(self, node: Any, value: Any) -> list[Any] | None:
@@ -163,6 +165,7 @@ class BoundedInterpreter(jmespath.visitor.TreeInterpreter):
             for item in element if isinstance(element, list) else (element,):
                 tally.add(item)
                 merged.append(item)
+        tally.done(merged)
         return merged
 
     def visit_slice(self, node: Any, value: Any) -> Any:
@@ -180,6 +183,7 @@ class BoundedInterpreter(jmespath.visitor.TreeInterpreter):
             current = self.visit(child, value)
             tally.add(current)
             collected.append(current)
+        tally.done(collected)
         return collected
 
     def visit_multi_select_dict(self, node: Any, value: Any) -> Any:
@@ -192,4 +196,5 @@ class BoundedInterpreter(jmespath.visitor.TreeInterpreter):
             current = self.visit(child, value)
             tally.add(current, key)
             collected[key] = current
+        tally.done(collected)
         return collected
