@@ -80,6 +80,23 @@ def test_evaluation_failures_are_typed_and_placed() -> None:
         template("${ sum(input.big) }").evaluate({"input": {"big": [1e308, 1e308]}})
 
 
+@pytest.mark.parametrize(
+    ("source", "reason"),
+    [
+        ("ceil(to_number('1e999'))", "cannot convert float infinity to integer"),
+        ("floor(to_number('nan'))", "cannot convert float NaN to integer"),
+        ("floor(sum(input.big))", "cannot convert float infinity to integer"),
+    ],
+)
+def test_numbers_out_of_range_are_expression_errors(source: str, reason: str) -> None:
+    """Python's OverflowError and ValueError used to escape evaluation untyped."""
+    with pytest.raises(ExpressionError) as caught:
+        template(f"${{ {source} }}").evaluate({"input": {"big": [1e308, 1e308]}})
+    assert caught.value.place == "nodes.t.output"
+    assert caught.value.code == "expression_failed"
+    assert str(caught.value).startswith(f"nodes.t.output: `{source}` cannot be computed: {reason}")
+
+
 def test_results_are_bounded() -> None:
     many = list(range(MAX_RESULT_VALUES))
     with pytest.raises(ExpressionError, match="more than"):

@@ -31,6 +31,7 @@ from .artifacts.errors import (
     ArtifactNotFoundError,
     ArtifactValidationError,
     ExpressionError,
+    ExpressionLimitError,
 )
 from .artifacts.expressions import Expression, Template, truthy
 from .artifacts.model import (
@@ -151,6 +152,7 @@ __all__ = [
     "EndNode",
     "Expression",
     "ExpressionError",
+    "ExpressionLimitError",
     "FingerprintError",
     "HttpSource",
     "Intent",

@@ -26,6 +26,7 @@ __all__ = [
     "ArtifactNotFoundError",
     "ArtifactValidationError",
     "ExpressionError",
+    "ExpressionLimitError",
     "choices",
     "place_of",
 ]
@@ -182,15 +183,49 @@ class ArtifactCorruptError(ArtifactError):
 
 class ExpressionError(ArtifactError):
     """Evaluating a validated expression failed at run time (a type error inside a JMESPath
-    function, a non-finite number, or a result over the size bound)."""
+    function, a non-finite number; `ExpressionLimitError`: a limit of the evaluation)."""
 
-    def __init__(self, place: str, message: str) -> None:
+    def __init__(
+        self,
+        place: str,
+        message: str,
+        *,
+        code: str = "expression_failed",
+        hint: str = "check the types the expression reads; JMESPath functions refuse wrong types",
+    ) -> None:
+        super().__init__(place, code, message, hint)
+
+
+class ExpressionLimitError(ExpressionError):
+    """An evaluation was stopped at a limit (docs/deploy.md, "Limits"): ``limit`` is
+    ``steps`` (`MAX_EVALUATION_STEPS`), ``values`` (`MAX_BUILT_VALUES`; for the result,
+    `MAX_RESULT_VALUES`) or ``bytes`` (`MAX_VALUE_BYTES`), ``bound`` its value, ``node``
+    what the evaluation was at (such as ``join()``, ``a multi-select list `[...]```, or
+    ``the result``) and ``expression`` the expression's text (empty when the result of a
+    template of several expressions was over)."""
+
+    def __init__(self, place: str, limit: str, bound: int, node: str, expression: str) -> None:
+        self.limit = limit
+        self.bound = bound
+        self.node = node
+        self.expression = expression
+        what = {
+            "steps": f"the evaluation took more than {bound:,} steps",
+            "values": f"a value would hold more than {bound:,} JSON values",
+            "bytes": f"a value would hold more than {bound:,} bytes of text",
+        }.get(limit, f"the {limit} limit of {bound:,} was passed")
+        within = f" of `{_clipped(expression)}`" if expression else ""
         super().__init__(
             place,
-            "expression_failed",
-            message,
-            "check the types the expression reads; JMESPath functions refuse wrong types",
+            f"evaluation stopped at {node}{within}: {what}",
+            code="expression_limit",
+            hint="an expression may not build large values or do much work; split the work "
+            "over several nodes, or have a tool do it",
         )
+
+
+def _clipped(text: str, limit: int = 120) -> str:
+    return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
 def choices(prefix: str, names: Iterable[str]) -> str:

@@ -15,6 +15,13 @@ again after a restart gives the same value. Static checks here: syntax, the leng
 bound, function names and argument counts, expression arguments (``&expr``) only where
 a function takes one, and the root names an expression reads. What each root name's
 fields may be is checked by the artifact validation, from `Expression.references`.
+
+Evaluation is bounded (`flowledger.deploy.artifacts.budget`): each evaluation of a
+template (all its expressions together) or a condition spends one `EvaluationBudget`,
+through the `BoundedInterpreter`, and its result is bounded like every value it built.
+Past a bound it stops with an `ExpressionLimitError`. Evaluation is synchronous and
+CPU-bound (up to the bounds): a server runs it off its event loop
+(`flowledger.deploy.runs.offload`).
 """
 
 from __future__ import annotations
@@ -27,11 +34,12 @@ from typing import Any, Final, cast
 
 import jmespath
 import jmespath.exceptions
-import jmespath.functions
 import jmespath.parser
 
-from .errors import ArtifactIssue, ExpressionError, place_of
-from .limits import MAX_EXPRESSION_CHARS, MAX_RESULT_VALUES
+from .budget import EvaluationBudget, LimitExceeded, text_bytes
+from .errors import ArtifactIssue, ExpressionError, ExpressionLimitError, place_of
+from .interpreter import BoundedFunctions, BoundedInterpreter
+from .limits import MAX_EXPRESSION_CHARS, MAX_RESULT_VALUES, MAX_VALUE_BYTES
 
 __all__ = [
     "SCOPE_NAMES",
@@ -46,8 +54,7 @@ __all__ = [
 SCOPE_NAMES: Final = ("input", "state", "result", "resume")
 
 _WHOLE: Final = re.compile(r"\$\{(.*)\}", re.DOTALL)
-_FUNCTIONS: Final[Mapping[str, Any]] = jmespath.functions.Functions().FUNCTION_TABLE
-_OPTIONS: Final = jmespath.Options(dict_cls=dict)
+_FUNCTIONS: Final[Mapping[str, Any]] = BoundedFunctions.FUNCTION_TABLE
 # How each AST node type evaluates its children: against the value the node itself is
 # evaluated against ("same"), or against something derived from it ("other").
 _FIRST_SAME: Final = frozenset(
@@ -101,19 +108,31 @@ class Expression:
     parsed: jmespath.parser.ParsedResult
     references: tuple[tuple[str, ...], ...]
 
-    def evaluate(self, scope: Mapping[str, Any]) -> Any:
+    def evaluate(self, scope: Mapping[str, Any], budget: EvaluationBudget | None = None) -> Any:
         """The expression's value over ``scope``, as a fresh copy that shares nothing
         with ``scope``; `ExpressionError` (with this place) for a JMESPath type error, a
-        non-finite number, or a result of more than `MAX_RESULT_VALUES` JSON values."""
-        return _checked_copy(self.search(scope), self.place)
+        number out of range or a non-finite one; `ExpressionLimitError` past a limit of
+        the evaluation (of its ``budget``: a fresh one unless given)."""
+        budget = EvaluationBudget() if budget is None else budget
+        return _checked_copy(self.search(scope, budget), self.place, budget, self.source)
 
-    def search(self, scope: Mapping[str, Any]) -> Any:
-        """The raw JMESPath value, which may share parts with ``scope`` (no bound, no
-        copy: `evaluate` is the safe form)."""
+    def search(self, scope: Mapping[str, Any], budget: EvaluationBudget | None = None) -> Any:
+        """The raw JMESPath value, which may share parts with ``scope``, spending
+        ``budget`` (a fresh one unless given). The result itself is neither copied nor
+        bounded (only what the evaluation built is): `evaluate` is the safe form."""
+        interpreter = BoundedInterpreter(EvaluationBudget() if budget is None else budget)
         try:
-            return self.parsed.search(dict(scope), options=_OPTIONS)
+            return interpreter.visit(self.parsed.parsed, dict(scope))
         except jmespath.exceptions.JMESPathError as exc:
             raise ExpressionError(self.place, _one_line(str(exc))) from None
+        except (ArithmeticError, ValueError) as exc:  # ceil(to_number('1e999')), NaN
+            raise ExpressionError(
+                self.place, f"`{self.source}` cannot be computed: {_one_line(str(exc))}"
+            ) from None
+        except LimitExceeded as exc:
+            raise ExpressionLimitError(
+                self.place, exc.limit, exc.bound, exc.node, self.source
+            ) from None
 
 
 @dataclass(frozen=True, slots=True, eq=False)
@@ -128,19 +147,22 @@ class Template:
     def is_literal(self) -> bool:
         return not self.expressions
 
-    def evaluate(self, scope: Mapping[str, Any]) -> Any:
-        """The template's value: every expression evaluated over ``scope``; a fresh copy,
-        literals included (see `Expression.evaluate` for the failures)."""
-        return _checked_copy(_evaluate(self.tree, scope), self.place)
+    def evaluate(self, scope: Mapping[str, Any], budget: EvaluationBudget | None = None) -> Any:
+        """The template's value: every expression evaluated over ``scope``, all spending
+        one ``budget`` (a fresh one unless given); a fresh copy, literals included (see
+        `Expression.evaluate` for the failures)."""
+        budget = EvaluationBudget() if budget is None else budget
+        source = self.tree.source if isinstance(self.tree, Expression) else ""
+        return _checked_copy(_evaluate(self.tree, scope, budget), self.place, budget, source)
 
 
-def _evaluate(tree: Any, scope: Mapping[str, Any]) -> Any:
+def _evaluate(tree: Any, scope: Mapping[str, Any], budget: EvaluationBudget) -> Any:
     if isinstance(tree, Expression):
-        return tree.search(scope)  # the template copies (and bounds) the whole value once
+        return tree.search(scope, budget)  # the template copies and bounds the whole once
     if isinstance(tree, _Object):
-        return {key: _evaluate(item, scope) for key, item in tree.items.items()}
+        return {key: _evaluate(item, scope, budget) for key, item in tree.items.items()}
     if isinstance(tree, _Array):
-        return [_evaluate(item, scope) for item in tree.items]
+        return [_evaluate(item, scope, budget) for item in tree.items]
     return tree  # a literal: JSON scalars, or containers without expressions
 
 
@@ -154,40 +176,54 @@ class _Array:
     items: list[Any]
 
 
-def _checked_copy(value: Any, place: str) -> Any:
+def _checked_copy(value: Any, place: str, budget: EvaluationBudget, source: str) -> Any:
     """A structural copy of a JSON result (so no result ever aliases the scope it was
-    read from), refusing non-finite numbers and more than `MAX_RESULT_VALUES` values.
-    Iterative: a result may nest as deep as the expression that built it."""
-    count = 0
+    read from), refusing non-finite numbers, and more than `MAX_RESULT_VALUES` values or
+    `MAX_VALUE_BYTES` bytes of text (`ExpressionLimitError` at "the result"); the copy is
+    charged to ``budget``. Iterative: a result may nest as deep as the expression that
+    built it."""
+    count = text = 0
+
+    def over(limit: str, bound: int) -> ExpressionLimitError:
+        return ExpressionLimitError(place, limit, bound, "the result", source)
 
     def leaf(item: Any) -> Any:
-        nonlocal count
+        nonlocal count, text
         count += 1
         if count > MAX_RESULT_VALUES:
-            raise ExpressionError(place, f"the result has more than {MAX_RESULT_VALUES} values")
-        if isinstance(item, float) and not math.isfinite(item):
+            raise over("values", MAX_RESULT_VALUES)
+        if isinstance(item, str):
+            text += text_bytes(item)
+            if text > MAX_VALUE_BYTES:
+                raise over("bytes", MAX_VALUE_BYTES)
+        elif isinstance(item, float) and not math.isfinite(item):
             raise ExpressionError(place, f"the result holds {item}, which JSON cannot represent")
-        if isinstance(item, dict):
+        elif isinstance(item, dict):
             return {}
-        if isinstance(item, list):
+        elif isinstance(item, list):
             return []
         return item
 
     root = leaf(value)
     pending: list[tuple[Any, Any]] = [(value, root)]
     while pending:
-        source, target = pending.pop()
-        if isinstance(source, dict):
-            for key, item in source.items():
+        original, target = pending.pop()
+        if isinstance(original, dict):
+            for key, item in original.items():
+                text += text_bytes(key)
                 target[key] = copied = leaf(item)
                 if isinstance(copied, dict | list):
                     pending.append((item, copied))
-        elif isinstance(source, list):
-            for item in source:
+        elif isinstance(original, list):
+            for item in original:
                 copied = leaf(item)
                 target.append(copied)
                 if isinstance(copied, dict | list):
                     pending.append((item, copied))
+    try:
+        budget.charge_size(count, text, "the result")
+    except LimitExceeded as exc:
+        raise over(exc.limit, exc.bound) from None
     return root
 
 

@@ -36,10 +36,13 @@ end nodes), ``w__return`` (continues the parent after child ``w`` ended), and
   (``{outcome, output}``). An interrupt inside the child pauses the run like any other.
 * ``end``: validates its output against the artifact's output schema.
 
-Every node execution appends a `RunTrace` entry. Tool nodes call through the run's
-`SourcePool` (one session per source while a segment of the run executes, closed when it
-pauses or stops, opened again on resume), validate their arguments against the tool's
-input schema first, and keep a `ToolIntents` record around the call.
+Templates and conditions are evaluated under the evaluation limits (docs/deploy.md,
+"Limits") and off the event loop (`off_loop`), so one run's heavy expression does not
+hold up the server's other sessions. Every node execution appends a `RunTrace` entry.
+Tool nodes call through the run's `SourcePool` (one session per source while a segment
+of the run executes, closed when it pauses or stops, opened again on resume), validate
+their arguments against the tool's input schema first, and keep a `ToolIntents` record
+around the call.
 """
 
 from __future__ import annotations
@@ -67,7 +70,7 @@ from ...workflows.authoring.definition import (
     WorkflowResult,
 )
 from ...workflows.authoring.metadata import MAX_LABEL_BYTES, Metadata, VertexMetadata, bound_text
-from ..artifacts.expressions import truthy
+from ..artifacts.expressions import Expression, Template, truthy
 from ..artifacts.model import (
     EndNode,
     InterruptNode,
@@ -94,6 +97,7 @@ from .errors import (
     ToolResultTooLargeError,
 )
 from .intents import MAX_RESULT_BYTES, ToolIntents
+from .offload import off_loop
 from .trace import RunTrace, TraceEntry, preview, trace_error
 
 __all__ = [
@@ -465,18 +469,24 @@ class _Compiler:
 
         return wrap
 
-    def _assign(
+    async def _assign(
         self, scope: _Scope, node_id: str, fields: Sequence[str], view: Mapping[str, Any]
     ) -> Update:
         templates = scope.validated.templates
-        return {
-            scope.key(name): templates[f"nodes.{node_id}.assign.{name}"].evaluate(view)
-            for name in fields
-        }
+        assigned = [
+            (scope.key(name), templates[f"nodes.{node_id}.assign.{name}"]) for name in fields
+        ]
+
+        def evaluate() -> Update:
+            return {key: template.evaluate(view) for key, template in assigned}
+
+        if all(template.is_literal for _, template in assigned):
+            return evaluate()  # copies of literals, bounded by the artifact's size
+        return await off_loop(evaluate)
 
     def _set(self, scope: _Scope, node_id: str, node: SetNode) -> Any:
         async def body(state: dict[str, Any], note: _Note) -> Update:
-            return self._assign(scope, node_id, list(node.assign), scope.view(state))
+            return await self._assign(scope, node_id, list(node.assign), scope.view(state))
 
         return body
 
@@ -485,8 +495,8 @@ class _Compiler:
 
         async def body(state: dict[str, Any], note: _Note) -> Update:
             view = scope.view(state)
-            answer = flow.interrupt(request.evaluate(view))
-            return self._assign(scope, node_id, list(node.assign), {**view, "resume": answer})
+            answer = flow.interrupt(await _evaluated(request, view))
+            return await self._assign(scope, node_id, list(node.assign), {**view, "resume": answer})
 
         return body
 
@@ -503,7 +513,7 @@ class _Compiler:
         async def body(state: dict[str, Any], note: _Note) -> Update:
             runtime = _runtime()
             view = scope.view(state)
-            arguments = arguments_template.evaluate(view)
+            arguments = await _evaluated(arguments_template, view)
             if not isinstance(arguments, dict):
                 raise ToolArgumentsError(
                     node.dependency,
@@ -533,7 +543,7 @@ class _Compiler:
             if tool.repeatable:  # calling again after a crash is allowed: nothing to record
                 result = await session.call_tool(node.tool, arguments, timeout=node.timeout)
                 _raise_for_error(name, node, result)
-                return self._tool_result(scope, node_id, node, view, result, note)
+                return await self._tool_result(scope, node_id, node, view, result, note)
             intent = await runtime.intents.get(run, key)
             if intent is not None and intent.state == "done" and intent.result is not None:
                 result = _stored_result(intent.result)
@@ -560,11 +570,11 @@ class _Compiler:
                 await runtime.intents.record(
                     run, key, "done", node=name, tool=node.tool, result=data
                 )
-            return self._tool_result(scope, node_id, node, view, result, note)
+            return await self._tool_result(scope, node_id, node, view, result, note)
 
         return body
 
-    def _tool_result(
+    async def _tool_result(
         self,
         scope: _Scope,
         node_id: str,
@@ -585,7 +595,9 @@ class _Compiler:
             "text": result.text,
         }
         note.result = preview(scope_result["structured"] or scope_result["text"])
-        return self._assign(scope, node_id, list(node.assign), {**view, "result": scope_result})
+        return await self._assign(
+            scope, node_id, list(node.assign), {**view, "result": scope_result}
+        )
 
     def _switch(self, scope: _Scope, node_id: str, node: SwitchNode, traced: Any) -> None:
         vertex = scope.vertex(node_id)
@@ -600,7 +612,7 @@ class _Compiler:
 
         async def body(state: dict[str, Any], note: _Note) -> Update:
             view = scope.view(state)
-            chosen = next((target for cond, target in cases if truthy(cond.evaluate(view))), None)
+            chosen = await off_loop(_first_true, cases, view)
             target = node.default if chosen is None else chosen
             note.result = preview({"next": target})
             update: Update = {route_key: target}
@@ -637,7 +649,7 @@ class _Compiler:
         name = scope.keys + node_id
 
         async def body(state: dict[str, Any], note: _Note) -> Update:
-            document = input_template.evaluate(scope.view(state))
+            document = await _evaluated(input_template, scope.view(state))
             _check_schema(name, input_schema, document, f"the input of child {node.workflow}")
             note.arguments = preview(document)
             update = child.initial()
@@ -659,7 +671,7 @@ class _Compiler:
                 "outcome": state.get(child.key(OUTCOME)),
                 "output": state.get(child.key(OUTPUT)),
             }
-            return self._assign(
+            return await self._assign(
                 scope, node_id, list(node.assign), {**scope.view(state), "result": result}
             )
 
@@ -672,7 +684,7 @@ class _Compiler:
         name = scope.keys + node_id
 
         async def body(state: dict[str, Any], note: _Note) -> Update:
-            output = output_template.evaluate(scope.view(state))
+            output = await _evaluated(output_template, scope.view(state))
             _check_schema(name, output_schema, output, "the output")
             note.result = preview({"outcome": node.outcome, "output": output})
             return {scope.key(OUTCOME): node.outcome, scope.key(OUTPUT): output}
@@ -697,6 +709,19 @@ class _Compiler:
             for gate in gates:
                 state[gate.marker(gate.branch)] = False
         return state
+
+
+async def _evaluated(template: Template, view: Mapping[str, Any]) -> Any:
+    """``template`` over ``view``: off the event loop (`off_loop`), unless it is a literal
+    (a copy bounded by the artifact's size)."""
+    if template.is_literal:
+        return template.evaluate(view)
+    return await off_loop(template.evaluate, view)
+
+
+def _first_true(cases: Sequence[tuple[Expression, str]], view: Mapping[str, Any]) -> str | None:
+    """The target of the first case whose condition is true over ``view``, or ``None``."""
+    return next((target for cond, target in cases if truthy(cond.evaluate(view))), None)
 
 
 async def _nothing(state: dict[str, Any]) -> Update:
