@@ -365,6 +365,7 @@ def test_refusals_are_one_line_errors_and_write_nothing(sqlite_db: str, tmp_path
         (("probe", "clock", "--stdio", "a"), "not both"),
         (("probe", "--stdio", "a", "--db", "sqlite:///x.db"), "--db goes with"),
         (("show", "clock", "--revision", "0"), "--revision"),
+        (("migrate", "--session", "nope"), "not a lowercase UUID"),
     ],
 )
 def test_bad_options_are_usage_errors(args: tuple[str, ...], fragment: str, tmp_path: Path) -> None:
@@ -388,6 +389,7 @@ def test_source_commands_have_help() -> None:
         "disable",
         "remove",
         "probe",
+        "migrate",
     ):
         assert command in done.stdout
     added = CliRunner().invoke(app, ["source", "add", "--help"], env={"COLUMNS": "200"})

@@ -12,7 +12,7 @@ command's stderr. ``source probe NAME`` probes a registered source instead and r
 the probe in the registry (``source_registry.py``).
 
 The registry's commands (``add``, ``set``, ``list``, ``show``, ``enable``, ``disable``,
-``remove``) are in ``source_registry.py``.
+``remove``) are in ``source_registry.py``, ``migrate`` in ``source_migrate.py``.
 """
 
 from __future__ import annotations
@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from .runtime import CliError, DbOption, emit_json, run_command, stdout_console
+from .source_migrate import migrate
 from .source_registry import (
     add,
     disable,
@@ -55,6 +56,7 @@ source_app.command("show")(show)
 source_app.command("enable")(enable)
 source_app.command("disable")(disable)
 source_app.command("remove")(remove)
+source_app.command("migrate")(migrate)
 
 StdioOption = Annotated[
     str | None,

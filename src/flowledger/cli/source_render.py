@@ -15,6 +15,7 @@ from rich.text import Text
 from .render import format_time, status_text
 
 __all__ = [
+    "render_migration",
     "render_probe",
     "render_saved",
     "render_source",
@@ -255,3 +256,76 @@ def render_source(console: Console, result: Mapping[str, Any]) -> None:
             "" if run.get("revision") is None else str(run["revision"]),
         )
     console.print(table)
+
+
+def render_migration(console: Console, report: Mapping[str, Any]) -> None:
+    """``source migrate``: the sources registered and the deployments rebound."""
+    dry = bool(report.get("dry_run"))
+    sources: Sequence[Mapping[str, Any]] = report.get("sources", [])
+    deployments: Sequence[Mapping[str, Any]] = report.get("deployments", [])
+    if not deployments:
+        console.print(
+            f"nothing to migrate: no live deployment of the {report.get('sessions', 0)} "
+            "session(s) looked at binds a source inline"
+        )
+        return
+    verbs = (
+        {"added": "would register", "changed": "would widen", "unchanged": "would reuse"}
+        if dry
+        else {"added": "registered", "changed": "widened", "unchanged": "reused"}
+    )
+    for source in sources:
+        revision = source.get("revision")
+        line = Text.assemble(
+            (f"{verbs[str(source['action'])]} source ", "green" if not dry else "dim"),
+            (str(source["name"]), "bold"),
+            "" if revision is None else f" revision {revision}",
+            (f"  visible to {len(source['sessions'])} session(s)", "dim"),
+            (
+                "; used by "
+                + ", ".join(
+                    sorted({f"{u['deployment']}.{u['dependency']}" for u in source["uses"]})
+                ),
+                "dim",
+            ),
+        )
+        console.print(line, soft_wrap=True)
+        if not source.get("enabled", True):
+            console.print(
+                f"  source {source['name']} is disabled: runs of the deployments bound to it "
+                f"are unrunnable until `flowledger source enable {source['name']}`",
+                style="yellow",
+            )
+    for item in deployments:
+        bindings = ", ".join(f"{dep} -> {name}" for dep, name in item["bindings"].items())
+        where = f"deployment {item['name']} (session {item['session_id']})"
+        if item.get("skipped"):
+            console.print(
+                Text.assemble(("skipped ", "yellow"), f"{where}: {item['skipped']}"),
+                soft_wrap=True,
+            )
+            continue
+        target = (
+            "a new revision"
+            if item.get("to_revision") is None
+            else f"revision {item['to_revision']}"
+        )
+        console.print(
+            Text.assemble(
+                ("would rebind " if dry else "rebound ", "dim" if dry else "green"),
+                where,
+                f": revision {item['from_revision']} -> {target}: {bindings}",
+            ),
+            soft_wrap=True,
+        )
+        unfinished: Sequence[str] = item.get("unfinished_runs", [])
+        if unfinished:
+            shown = ", ".join(unfinished[:5]) + (" ..." if len(unfinished) > 5 else "")
+            console.print(
+                f"  {len(unfinished)} unfinished run(s) keep the inline sources they were "
+                f"pinned to (a pin never changes): {shown}",
+                style="dim",
+                soft_wrap=True,
+            )
+    if dry:
+        console.print("dry run: nothing was written", style="dim")
