@@ -65,6 +65,7 @@ from .runtime import (
     stdout_console,
 )
 from .source import source_app
+from .sources_file import SourcesOption
 from .watch import Watch, load_pause
 from .web import register_web
 from .worker import run_worker
@@ -652,6 +653,7 @@ def mcp(
             "can then run commands on this host). Off: only registered sources.",
         ),
     ] = False,
+    sources: SourcesOption = None,
     db: DbOption = None,
     app_ref: AppOption = None,
     session: SessionOption = None,
@@ -688,6 +690,7 @@ def mcp(
                 http=http,
                 tokens_file=tokens_file,
                 allow_inline_sources=allow_inline_sources,
+                sources=sources,
                 **extra,
             )
         except StartupError as exc:
@@ -776,6 +779,7 @@ def worker(
             "older versions, which workers cannot find otherwise).",
         ),
     ] = False,
+    sources: SourcesOption = None,
 ) -> None:
     options = Options(db, app_ref, None)
     if retention is None and (retention_status is not None or retention_every is not None):
@@ -797,7 +801,7 @@ def worker(
             runs_per_session=runs_per_session,
             retention=policy,
         )
-        await run_worker(options, settings, rebuild_index=rebuild_index)
+        await run_worker(options, settings, rebuild_index=rebuild_index, sources=sources)
 
     run_command(work, quiet_logs=False)
 

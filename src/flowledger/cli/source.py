@@ -1,13 +1,18 @@
-"""``flowledger source probe``: what an MCP server offers, with each tool's fingerprints.
+"""``flowledger source``: MCP capability sources and the operator's source registry.
 
-It connects once (stdio: launches the command; HTTP: opens a session), lists every tool
-and disconnects. On a terminal it prints a table (tool, the server's read-only and
-idempotent hints, the first 12 hex digits of the contract and full fingerprints); with
-``--json`` the whole listing: the source's identity (environment and header *names*
-only), the server's self-description, and per tool its schemas, annotations and both
-fingerprints in full, ready to copy into an artifact's ``dependencies``. A source that
-cannot be reached is one ``error:`` line and exit code 1. A stdio server's own stderr
-passes through to this command's stderr.
+``source probe --stdio/--url`` connects once to a server given on the command line
+(stdio: launches the command; HTTP: opens a session), lists every tool and disconnects.
+On a terminal it prints a table (tool, the server's read-only and idempotent hints, the
+first 12 hex digits of the contract and full fingerprints); with ``--json`` the whole
+listing: the source's identity (environment and header *names* only), the server's
+self-description, and per tool its schemas, annotations and both fingerprints in full,
+ready to copy into an artifact's ``dependencies``. A source that cannot be reached is
+one ``error:`` line and exit code 1. A stdio server's own stderr passes through to this
+command's stderr. ``source probe NAME`` probes a registered source instead and records
+the probe in the registry (``source_registry.py``).
+
+The registry's commands (``add``, ``set``, ``list``, ``show``, ``enable``, ``disable``,
+``remove``) are in ``source_registry.py``, ``migrate`` in ``source_migrate.py``.
 """
 
 from __future__ import annotations
@@ -17,10 +22,20 @@ import shlex
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
-from rich.table import Table
-from rich.text import Text
 
-from .runtime import CliError, emit_json, run_command, stdout_console
+from .runtime import CliError, DbOption, emit_json, run_command, stdout_console
+from .source_migrate import migrate
+from .source_registry import (
+    add,
+    disable,
+    enable,
+    list_sources,
+    probe_registered,
+    remove,
+    set_source,
+    show,
+)
+from .source_render import render_probe
 
 if TYPE_CHECKING:
     from ..deploy import Source
@@ -31,8 +46,17 @@ if TYPE_CHECKING:
 __all__ = ["probe", "source_app"]
 
 source_app = typer.Typer(
-    help="MCP capability sources: see what a server offers.", no_args_is_help=True
+    help="MCP capability sources: the operator's registry, and what a server offers.",
+    no_args_is_help=True,
 )
+source_app.command("add")(add)
+source_app.command("set")(set_source)
+source_app.command("list")(list_sources)
+source_app.command("show")(show)
+source_app.command("enable")(enable)
+source_app.command("disable")(disable)
+source_app.command("remove")(remove)
+source_app.command("migrate")(migrate)
 
 StdioOption = Annotated[
     str | None,
@@ -93,18 +117,50 @@ JsonOption = Annotated[
 
 @source_app.command("probe")
 def probe(
+    name: Annotated[
+        str | None,
+        typer.Argument(
+            metavar="NAME",
+            help="A registered source: probe its current revision and record the probe.",
+            show_default=False,
+        ),
+    ] = None,
     stdio: StdioOption = None,
     url: UrlOption = None,
     header: HeaderOption = None,
     env: EnvOption = None,
     cwd: CwdOption = None,
     timeout: TimeoutOption = 30.0,
+    db: DbOption = None,
     json_output: JsonOption = False,
 ) -> None:
     """List a server's tools with their hints and fingerprints (for writing an
-    artifact's dependencies)."""
+    artifact's dependencies): a registered source (NAME), or one given by --stdio or
+    --url."""
+    if name is not None:
+        given = [
+            option
+            for option, value in (
+                ("--stdio", stdio),
+                ("--url", url),
+                ("--header", header),
+                ("--env", env),
+                ("--cwd", cwd),
+            )
+            if value
+        ]
+        if given:
+            raise typer.BadParameter(
+                f"NAME probes a registered source, {', '.join(given)} a server given here: "
+                "not both",
+                param_hint=given[0],
+            )
+        probe_registered(name, db, timeout, json_output)
+        return
+    if db is not None:
+        raise typer.BadParameter("--db goes with a registered source's NAME", param_hint="--db")
+
     from ..deploy import SourceError
-    from ..deploy.sources.fingerprint import short
     from ..deploy.sources.session import probe as probe_source
 
     source = _source(stdio, url, header or [], env or [], cwd)
@@ -114,45 +170,11 @@ def probe(
             server, tools = await probe_source(source, seconds=timeout)
         except SourceError as exc:
             raise CliError(str(exc)) from None
+        listing = [tool.to_json() for tool in tools]
         if json_output:
-            emit_json(
-                {
-                    "source": source.identity(),
-                    "server": server.to_json(),
-                    "tools": [tool.to_json() for tool in tools],
-                }
-            )
+            emit_json({"source": source.identity(), "server": server.to_json(), "tools": listing})
             return
-        console = stdout_console()
-        name = " ".join(part for part in (server.name, server.version) if part) or "(unnamed)"
-        console.print(
-            Text.assemble(
-                ("server ", "dim"),
-                (name, "bold"),
-                ("  protocol ", "dim"),
-                server.protocol_version,
-                ("  source ", "dim"),
-                source.label,
-            ),
-            soft_wrap=True,
-        )
-        table = Table(show_edge=False, pad_edge=False, box=None, header_style="bold")
-        for column in ("tool", "read-only", "idempotent", "contract", "full"):
-            table.add_column(column, no_wrap=True)
-        for tool in tools:
-            table.add_row(
-                tool.name,
-                "yes" if tool.read_only else "no",
-                "yes" if tool.idempotent else "no",
-                short(tool.contract_fingerprint),
-                short(tool.full_fingerprint),
-            )
-        console.print(table)
-        count = f"{len(tools)} tool" + ("" if len(tools) == 1 else "s")
-        console.print(
-            f"{count}; fingerprints: the first 12 hex digits of sha256 (--json shows them whole)",
-            style="dim",
-        )
+        render_probe(stdout_console(), server.to_json(), listing, source.label)
 
     run_command(work)
 

@@ -7,6 +7,7 @@ from typing import Annotated
 import typer
 
 from .runtime import CliError, Options, run_command
+from .sources_file import SourcesOption, reconcile_sources
 
 __all__ = ["register_web"]
 
@@ -64,6 +65,7 @@ def web(
             show_default=False,
         ),
     ] = None,
+    sources: SourcesOption = None,
 ) -> None:
     """Serve the web dashboard: runs, their graphs and activity live, pauses to answer."""
     options = Options(db, app_ref, session)
@@ -74,6 +76,8 @@ def web(
 
         try:
             tokens = load_tokens(tokens_file) if tokens_file is not None else {}
+            if sources is not None:
+                await reconcile_sources(options.url, sources)
             server = WebServer(
                 options.url,
                 app=app_ref,

@@ -22,6 +22,7 @@ from ..storage import open_store
 from ..workflows.runtime.session import WorkflowSession
 from ..workflows.runtime.worker import Worker, WorkerSettings, reindex
 from .runtime import Options
+from .sources_file import reconcile_sources
 
 __all__ = ["run_worker"]
 
@@ -48,9 +49,13 @@ async def _register_deployed(session: WorkflowSession) -> None:
     await DeployService(session).serve_deployments()
 
 
-async def run_worker(options: Options, settings: WorkerSettings, *, rebuild_index: bool) -> None:
+async def run_worker(
+    options: Options, settings: WorkerSettings, *, rebuild_index: bool, sources: str | None = None
+) -> None:
     _configure_logging()
     catalog = load_catalog(options.app)
+    if sources is not None:
+        await reconcile_sources(options.url, sources)
     async with open_store(options.url) as store:
         if rebuild_index:
             added = await reindex(store)

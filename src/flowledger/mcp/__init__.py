@@ -17,6 +17,7 @@ from ..httpsec.tokens import TOKENS_ENV, TokenError, load_tokens, parse_tokens, 
 from .errors import McpStartupError
 from .http import DEFAULT_HOST, DEFAULT_PORT, HttpMcpServer, is_loopback, serve_http
 from .server import WorkflowMcpServer, build_server
+from .sources_file import reconcile_sources_file
 from .stdio import serve_stdio
 
 __all__ = [
@@ -50,10 +51,12 @@ async def serve(
     port: int = DEFAULT_PORT,
     tokens_file: str | None = None,
     allow_inline_sources: bool = False,
+    sources: str | None = None,
 ) -> None:
     """What ``flowledger mcp`` does with its options: stdio, or (``http``) streamable HTTP
     with the tokens of ``tokens_file`` or ``$FLOWLEDGER_MCP_TOKENS``. With ``no_execute`` the
-    server is a front door: it never owns a session, and workers execute the runs."""
+    server is a front door: it never owns a session, and workers execute the runs.
+    ``sources``: a sources file (or directory) reconciled into the registry first."""
     if not http:
         if tokens_file is not None:
             raise McpStartupError("--tokens-file needs --http")
@@ -61,11 +64,14 @@ async def serve(
             raise McpStartupError(
                 "--allow-inline-sources needs --http (a stdio server is the operator's own)"
             )
+    tokens = load_tokens(tokens_file) if http else {}  # refused before anything is written
+    if sources is not None:
+        await reconcile_sources_file(db_url, sources)
+    if not http:
         await serve_stdio(
             db_url, app=app, session=session, read_only=read_only, no_execute=no_execute
         )
         return
-    tokens = load_tokens(tokens_file)
     await serve_http(
         db_url,
         app=app,

@@ -33,6 +33,11 @@ def parser() -> argparse.ArgumentParser:
         "--tokens-file",
         help="bearer tokens, one 'token [session-uuid]' a line (default: $FLOWLEDGER_MCP_TOKENS)",
     )
+    p.add_argument(
+        "--sources",
+        metavar="FILE",
+        help="a sources file (or directory) reconciled into the source registry first",
+    )
     return p
 
 
@@ -50,6 +55,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 host=args.host,
                 port=args.port,
                 tokens_file=args.tokens_file,
+                sources=args.sources,
             )
         )
     except StartupError as exc:

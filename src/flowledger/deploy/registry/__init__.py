@@ -8,6 +8,8 @@
 * `access`: the trust model: `SourceAccess` (operator, tenant, read-only) and
   `SessionSources` (the registry as one session sees it);
 * `errors`: the typed errors (``source_missing``, ``source_disabled``, ...);
+* `reconcile`: a sources file (or directory) put into the registry, what ``--sources
+  FILE`` of ``flowledger mcp|web|worker`` does at start;
 * the capability catalog (docs/sources.md, "Capability catalog"): `catalog` (listings
   cached as probes, refreshed when due, searched), `ranking` (the ranked full-text
   index), `examples` (example arguments from an input schema), `calls` (trying a
