@@ -29,14 +29,11 @@ first (unknown fields refused), naming the field.
 from __future__ import annotations
 
 import builtins
-import copy
-import json
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any, Final, Protocol
 
-import jsonschema  # type: ignore[import-untyped, unused-ignore]
-
 from ...tools import ToolError, ToolInfo
+from ...tools.table import TableTools
 from ...workflows.errors import NotFoundError
 from ..artifacts.errors import ArtifactError, ArtifactValidationError
 from ..runs.trace import MAX_TRACE_PAGE
@@ -193,12 +190,15 @@ class Bundle(Protocol):
     ) -> dict[str, Any]: ...
 
 
-class DeployTools:
+class DeployTools(TableTools):
     """The tools of one `DeployService`."""
+
+    table = _TOOLS
+    expected = _EXPECTED
 
     def __init__(self, service: DeployService) -> None:
         self.service = service
-        self._handlers: dict[str, Callable[[dict[str, Any]], Awaitable[dict[str, Any]]]] = {
+        self.handlers = {
             "run_deployment": lambda a: service.run_deployment(
                 a["deployment"],
                 a["input"],
@@ -228,48 +228,11 @@ class DeployTools:
             "deployment_show": lambda a: service.deployment_show(a["name"], a.get("revision")),
         }
 
-    def infos(self) -> builtins.list[ToolInfo]:
-        return [
-            ToolInfo(name, description, copy.deepcopy(schema), mutating)
-            for name, (description, schema, mutating) in _TOOLS.items()
-        ]
-
-    async def call(
-        self, name: str, arguments: Mapping[str, Any] | str | bytes | None
-    ) -> dict[str, Any]:
-        if name not in _TOOLS:
-            raise ToolError(f"unknown tool {name[:64]!r}")
-        document = _arguments(name, arguments)
-        try:
-            return await self._handlers[name](document)
-        except ToolError:
-            raise
-        except ArtifactValidationError as exc:
+    def failure(self, name: str, exc: Exception) -> ToolError:
+        if isinstance(exc, ArtifactValidationError):
             issues = "; ".join(str(issue) for issue in exc.issues[:10])
-            raise ToolError(f"{name}: {exc.args[0].split(':', 1)[0]}: {issues}", cause=exc) from exc
-        except _EXPECTED as exc:
-            raise ToolError(f"{name}: {exc}", cause=exc) from exc
-
-
-def _arguments(name: str, arguments: Mapping[str, Any] | str | bytes | None) -> dict[str, Any]:
-    if arguments is None:
-        document: Any = {}
-    elif isinstance(arguments, str | bytes):
-        try:
-            document = json.loads(arguments)
-        except ValueError as exc:
-            raise ToolError(f"{name}: the arguments are not JSON ({exc})") from None
-    else:
-        document = dict(arguments)
-    errors = sorted(
-        jsonschema.Draft202012Validator(_TOOLS[name][1]).iter_errors(document),
-        key=lambda e: list(e.absolute_path),
-    )
-    if errors:
-        first = errors[0]
-        raise ToolError(f"{name}: invalid arguments at {first.json_path}: {first.message}")
-    result: dict[str, Any] = document
-    return result
+            return ToolError(f"{name}: {exc.args[0].split(':', 1)[0]}: {issues}", cause=exc)
+        return ToolError(f"{name}: {exc}", cause=exc)
 
 
 class _Combined:

@@ -26,15 +26,10 @@ error's code in brackets (``[revision_conflict] ...``), so a model can ``explain
 
 from __future__ import annotations
 
-import builtins
-import copy
-import json
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Mapping
 from typing import Any, Final
 
-import jsonschema  # type: ignore[import-untyped, unused-ignore]
-
-from ...tools import ToolError, ToolInfo
+from ...tools.table import TableTools
 from ...workflows.authoring.metadata import VERSION_PATTERN
 from ..artifacts.errors import ArtifactError
 from ..sources.errors import SourceError
@@ -210,13 +205,16 @@ async def _explain(arguments: Mapping[str, Any]) -> dict[str, Any]:
     return explain(arguments["code"])
 
 
-class DraftTools:
+class DraftTools(TableTools):
     """The tools of one `DraftService`."""
+
+    table = _TOOLS
+    expected = _EXPECTED
 
     def __init__(self, service: DraftService) -> None:
         self.service = service
         s = service
-        self._handlers: dict[str, Callable[[dict[str, Any]], Awaitable[dict[str, Any]]]] = {
+        self.handlers = {
             "draft_create": lambda a: s.create(a["name"], a.get("from")),
             "draft_get": lambda a: s.get(a["draft"]),
             "draft_list": lambda a: s.list(),
@@ -255,47 +253,3 @@ class DraftTools:
             ),
             "explain": _explain,
         }
-
-    def infos(self) -> builtins.list[ToolInfo]:
-        return [
-            ToolInfo(name, description, copy.deepcopy(schema), mutating)
-            for name, (description, schema, mutating) in _TOOLS.items()
-        ]
-
-    async def call(
-        self, name: str, arguments: Mapping[str, Any] | str | bytes | None
-    ) -> dict[str, Any]:
-        if name not in _TOOLS:
-            raise ToolError(f"unknown tool {name[:64]!r}")
-        document = _arguments(name, arguments)
-        try:
-            return await self._handlers[name](document)
-        except ToolError:
-            raise
-        except _EXPECTED as exc:
-            code = getattr(exc, "code", None)
-            prefix = f"[{code}] " if isinstance(code, str) else ""
-            raise ToolError(f"{name}: {prefix}{exc}", cause=exc) from exc
-
-
-def _arguments(name: str, arguments: Mapping[str, Any] | str | bytes | None) -> dict[str, Any]:
-    """The arguments as a JSON object valid against the tool's schema (`ToolError`
-    naming the first wrong field otherwise)."""
-    if arguments is None:
-        document: Any = {}
-    elif isinstance(arguments, str | bytes):
-        try:
-            document = json.loads(arguments)
-        except ValueError as exc:
-            raise ToolError(f"{name}: the arguments are not JSON ({exc})") from None
-    else:
-        document = dict(arguments)
-    errors = sorted(
-        jsonschema.Draft202012Validator(_TOOLS[name][1]).iter_errors(document),
-        key=lambda e: list(e.absolute_path),
-    )
-    if errors:
-        first = errors[0]
-        raise ToolError(f"{name}: invalid arguments at {first.json_path}: {first.message[:300]}")
-    result: dict[str, Any] = document
-    return result

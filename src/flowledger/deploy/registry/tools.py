@@ -28,16 +28,14 @@ from __future__ import annotations
 
 import base64
 import builtins
-import copy
 import hashlib
 import json
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Sequence
 from typing import Any, Final
 
-import jsonschema  # type: ignore[import-untyped, unused-ignore]
-
 from ... import storage
-from ...tools import ToolError, ToolInfo
+from ...tools import ToolError
+from ...tools.table import TableTools
 from ..sources.errors import SourceError, ToolNotFoundError, clip
 from .access import SessionSources, SourceAccess
 from .audit import MAX_AUDIT_PAGE, CallAudit
@@ -129,9 +127,6 @@ _TOOLS: Final[dict[str, tuple[str, dict[str, Any], bool]]] = {
     ),
 }
 CAPABILITY_TOOL_NAMES: Final = tuple(_TOOLS)
-_VALIDATORS: Final = {
-    name: jsonschema.Draft202012Validator(schema) for name, (_, schema, _) in _TOOLS.items()
-}
 
 
 class CursorError(ValueError):
@@ -142,8 +137,11 @@ class CursorError(ValueError):
         self.code = code
 
 
-class CapabilityTools:
+class CapabilityTools(TableTools):
     """The capability tools of one session (see the module)."""
+
+    table = _TOOLS
+    expected = (SourceError, CredentialMissingError, CursorError, ValueError)
 
     def __init__(
         self,
@@ -157,7 +155,7 @@ class CapabilityTools:
         self.audit = audit
         self.catalog = catalog if catalog is not None else CapabilityCatalog()
         self.trial = trial if trial is not None else ToolTrial(sources, self.catalog, audit)
-        self._handlers: dict[str, Callable[[dict[str, Any]], Awaitable[dict[str, Any]]]] = {
+        self.handlers = {
             "capability_list": self._list,
             "capability_inspect": self._inspect,
             "capability_call": self._call,
@@ -180,28 +178,10 @@ class CapabilityTools:
             sources, CallAudit(store.ledger, session_id, transport), catalog=catalog_for(store)
         )
 
-    def infos(self) -> builtins.list[ToolInfo]:
-        return [
-            ToolInfo(name, description, copy.deepcopy(schema), mutating)
-            for name, (description, schema, mutating) in _TOOLS.items()
-        ]
-
-    async def call(
-        self, name: str, arguments: Mapping[str, Any] | str | bytes | None
-    ) -> dict[str, Any]:
-        if name not in _TOOLS:
-            raise ToolError(f"unknown tool {name[:64]!r}")
-        document = _arguments(name, arguments)
-        try:
-            return await self._handlers[name](document)
-        except ToolError:
-            raise
-        except (SourceError, CredentialMissingError, CursorError, ValueError) as exc:
-            code = getattr(exc, "code", None)
-            if isinstance(exc, CredentialMissingError):
-                code = "credential_missing"
-            prefix = f"[{code}] " if isinstance(code, str) else ""
-            raise ToolError(f"{name}: {prefix}{exc}", cause=exc) from exc
+    def failure(self, name: str, exc: Exception) -> ToolError:
+        if isinstance(exc, CredentialMissingError):
+            return ToolError(f"{name}: [credential_missing] {exc}", cause=exc)
+        return super().failure(name, exc)
 
     # -- capability_list ----------------------------------------------------------------
 
@@ -360,21 +340,3 @@ def _read_cursor(cursor: Any, scope: str, generation: str) -> int:
             "cursor_stale",
         )
     return offset
-
-
-def _arguments(name: str, arguments: Mapping[str, Any] | str | bytes | None) -> dict[str, Any]:
-    if arguments is None:
-        document: Any = {}
-    elif isinstance(arguments, str | bytes):
-        try:
-            document = json.loads(arguments)
-        except ValueError as exc:
-            raise ToolError(f"{name}: the arguments are not JSON ({exc})") from None
-    else:
-        document = dict(arguments)
-    errors = sorted(_VALIDATORS[name].iter_errors(document), key=lambda e: list(e.absolute_path))
-    if errors:
-        first = errors[0]
-        raise ToolError(f"{name}: invalid arguments at {first.json_path}: {first.message}")
-    result: dict[str, Any] = document
-    return result
