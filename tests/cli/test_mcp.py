@@ -7,6 +7,7 @@ import os
 import subprocess
 import sys
 
+from ..mcp.conftest import READ_ONLY_NAMES
 from .conftest import Cli, assert_one_line_error
 
 
@@ -46,21 +47,7 @@ def test_stdio_read_only_lists_only_reading_tools(cli: Cli) -> None:
     assert done.returncode == 0, done.stderr
     replies = {m.get("id"): m for m in map(json.loads, done.stdout.splitlines()) if "id" in m}
     names = {tool["name"] for tool in replies[2]["result"]["tools"]}
-    assert names == {
-        "workflow_definition_list",
-        "workflow_run_get",
-        "workflow_run_list",
-        "workflow_run_history",
-        # the deploy layer's reading tools
-        "inspect_run",
-        "validate_run",
-        "read_run_trace",
-        "artifact_validate",
-        "artifact_list",
-        "artifact_show",
-        "deployment_list",
-        "deployment_show",
-    }
+    assert names == set(READ_ONLY_NAMES)  # the reading tools of every bundle
     assert "Traceback" not in done.stderr
 
 
