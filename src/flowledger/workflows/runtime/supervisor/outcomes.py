@@ -21,6 +21,7 @@ from ...errors import AdoptionError
 from ...records.pending import PauseKind, describe_pause, requests
 from ...records.run import Run, RunStatus
 from .failures import GRAPH_CHANGED, definite, failure_summary
+from .misses import confirm_checkpoints_missing
 from .publication import reconcile_activities
 from .writes import OwnershipLost, transition
 
@@ -58,6 +59,8 @@ async def checkpoint_read_error(
         return
     if not definite(error):
         raise AdoptionError(run.id, op, error) from error
+    if isinstance(error, flow.CheckpointNotFoundError):
+        await confirm_checkpoints_missing(sup, run)
     await fail_definite(sup, definition, run, failure_summary(error))
 
 
