@@ -23,6 +23,7 @@ import sqlite3
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -68,6 +69,19 @@ class Runs:
         assert CORRUPT in lines[0], lines[0]
         assert "Traceback" not in stderr
         return lines[0]
+
+    def check_names(self, index: str, kind: str, name: str, run: Run) -> dict[str, Any]:
+        """`flowledger check` (a child process) exits 1 and names the damaged index, the
+        value whose entry it lost, and the run that value belongs to."""
+        result = self.cli.process("check", "--json", "--db", self.cli.db)
+        assert result.returncode == 1, result.stderr
+        report: dict[str, Any] = json.loads(result.stdout)
+        assert any(index in problem for problem in report["database"]["problems"])
+        assert {"kind": kind, "name": name} in report["database"]["rows"]
+        lost = [d for d in report["damage"] if (d["place"], d["name"]) == (kind, name)]
+        assert lost and all(run.id in d["runs"] for d in lost), report["damage"]
+        assert run.id in report["runs"]
+        return report
 
 
 async def _runs(url: str, ids: list[str]) -> list[Run]:
@@ -129,6 +143,9 @@ def test_history_of_a_completed_run_is_corrupt_not_empty(runs: Runs) -> None:
     runs.fails_corrupt("history", runs.completed.id)
     runs.fails_corrupt("history", runs.completed.id, "--json", child=False)
     assert runs.bytes.dump() == before
+    runs.check_names(
+        "sqlite_autoindex_ledger_logs_1", "log", _journal(runs.completed), runs.completed
+    )
 
 
 def test_get_of_a_paused_run_without_its_pause_request_is_corrupt(runs: Runs) -> None:
@@ -140,6 +157,13 @@ def test_get_of_a_paused_run_without_its_pause_request_is_corrupt(runs: Runs) ->
     runs.fails_corrupt("runs", "show", runs.paused.id)
     runs.fails_corrupt("runs", "show", runs.paused.id, "--json", child=False)
     assert runs.bytes.dump() == before
+    report = runs.check_names("sqlite_autoindex_kv_1", "kv", pending, runs.paused)
+    assert {
+        "place": "kv",
+        "name": pending,
+        "problem": "the run is interrupted, but what it waits for is not stored",
+        "runs": [runs.paused.id],
+    } in report["damage"]
 
 
 def test_resume_over_a_damaged_checkpoint_index_writes_nothing(runs: Runs) -> None:
@@ -153,6 +177,9 @@ def test_resume_over_a_damaged_checkpoint_index_writes_nothing(runs: Runs) -> No
     runs.fails_corrupt("resume", runs.paused.id, "--payload", APPROVE, "--json", child=False)
     runs.fails_corrupt("runs", "show", runs.paused.id, child=False)
     assert runs.bytes.dump() == before
+    runs.check_names(
+        "sqlite_autoindex_ledger_logs_1", "log", runs.paused.ledger_locator, runs.paused
+    )
 
     with sqlite3.connect(runs.path) as db:  # the operator's repair
         db.execute("REINDEX")
@@ -168,8 +195,9 @@ def test_resume_over_a_damaged_checkpoint_index_writes_nothing(runs: Runs) -> No
     assert kinds[-1] == "run_completed" and "run_failed" not in kinds
 
 
-def _flipped_last(text: str) -> str:
-    return text[:-1] + chr(ord(text[-1]) ^ 0x01)
+def _other_last(text: str) -> str:
+    """``text`` with its last character another hex digit (a run ID stays a run ID)."""
+    return text[:-1] + ("1" if text[-1] == "0" else "0")
 
 
 def test_a_damaged_run_record_key_reads_corrupt_everywhere(runs: Runs) -> None:
@@ -184,6 +212,13 @@ def test_a_damaged_run_record_key_reads_corrupt_everywhere(runs: Runs) -> None:
     for args in (("runs", "show", run.id), ("history", run.id), ("runs", "list")):
         runs.fails_corrupt(*args)
     assert runs.bytes.dump() == before
+    report = runs.check_names("sqlite_autoindex_kv_1", "kv", key, run)
+    assert {
+        "place": "run",
+        "name": run.id,
+        "problem": "the run's activity journal exists, but its run record is not found",
+        "runs": [run.id],
+    } in report["damage"]
 
     async def python_api() -> None:
         async with open_session(
@@ -210,10 +245,21 @@ def test_a_renamed_run_record_key_reads_corrupt_everywhere(runs: Runs) -> None:
     run = runs.completed
     key = f"sessions/{run.session_id}/workflows/runs/{run.id}"
     with sqlite3.connect(runs.path) as db:
-        db.execute("UPDATE kv SET key = ? WHERE key = ?", (_flipped_last(key), key))
+        db.execute("UPDATE kv SET key = ? WHERE key = ?", (_other_last(key), key))
     for args in (("runs", "show", run.id), ("history", run.id), ("runs", "list")):
         runs.fails_corrupt(*args, child=False)
     assert runs.bytes.problems() == []  # the engine sees nothing wrong: only flowledger can
+    checked = runs.cli.process("check", "--json", "--db", runs.cli.db)
+    assert checked.returncode == 1
+    report = json.loads(checked.stdout)
+    assert report["database"]["ok"]
+    assert {
+        "place": "kv",
+        "name": _other_last(key),
+        "problem": "it does not match its stored checksum",
+        "runs": [_other_last(run.id)],
+    } in report["damage"]
+    assert run.id in report["runs"]
 
 
 async def test_a_pending_run_whose_input_lookup_misses_is_not_failed(tmp_path: Path) -> None:

@@ -123,6 +123,7 @@ async def test_a_flipped_index_byte_is_a_miss_the_store_does_not_confirm(
     assert report.method == "sqlite integrity_check"
     assert not report.ok and any(INDEXES[kind] in problem for problem in report.problems)
     assert report.problems == tuple(SqliteBytes(path).problems())
+    assert report.rows == ((kind, NAMES[kind]),)  # the value whose index entry is damaged
 
 
 async def test_a_log_row_without_records_in_an_intact_file_is_empty(tmp_path: Path) -> None:

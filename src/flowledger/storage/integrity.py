@@ -40,12 +40,16 @@ class EngineCheck:
     ``problems`` are the engine's own messages (empty when clean, at most the limit the
     check was given); ``complete`` is False when the engine could check only part of what
     it holds (PostgreSQL without the amcheck extension), and ``note`` then says what to
-    do about it."""
+    do about it. ``rows`` names the stored values a problem is about, where the engine
+    identifies the row (SQLite's ``row N missing from index ...``)."""
 
     method: str
     problems: tuple[str, ...] = ()
     complete: bool = True
     note: str = ""
+    # The stored values the problems name, where the engine says which row: (kind, name)
+    # with kind ``kv``, ``blob``, ``log`` or ``attachment`` (a hex digest).
+    rows: tuple[tuple[str, str], ...] = ()
 
     @property
     def ok(self) -> bool:
@@ -58,6 +62,7 @@ class EngineCheck:
             "complete": self.complete,
             "problems": list(self.problems),
             "note": self.note,
+            "rows": [{"kind": kind, "name": name} for kind, name in self.rows],
         }
 
 

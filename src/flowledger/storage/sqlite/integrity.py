@@ -16,6 +16,7 @@ Both run on the store's connection like any read (`worker`), on the caller's thr
 
 from __future__ import annotations
 
+import re
 import sqlite3
 from typing import Final
 
@@ -37,6 +38,31 @@ _TABLES: Final[dict[str, tuple[str, str, str]]] = {
 # The codes SQLite gives a damaged file (the primary code is the low byte).
 _DAMAGED: Final = frozenset({sqlite3.SQLITE_CORRUPT, sqlite3.SQLITE_NOTADB})
 _ANY_RECORD: Final = "SELECT 1 FROM ledger_records WHERE key BETWEEN ? AND ? LIMIT 1"
+_INDEX_NAMED: Final = re.compile(r"(?:missing from|entries in|entry in) index (\S+)")
+_TABLE_OF_INDEX: Final = "SELECT tbl_name FROM sqlite_schema WHERE type = 'index' AND name = ?"
+# table -> (kind, every row's id and name by a scan, the lookup by name that uses the index)
+_LOOKUPS: Final[dict[str, tuple[str, str, str]]] = {
+    "kv": (
+        "kv",
+        "SELECT rowid, key FROM kv NOT INDEXED",
+        "SELECT rowid FROM kv WHERE key = ?",
+    ),
+    "blobs": (
+        "blob",
+        "SELECT rowid, key FROM blobs NOT INDEXED",
+        "SELECT rowid FROM blobs WHERE key = ?",
+    ),
+    "ledger_logs": (
+        "log",
+        "SELECT id, name FROM ledger_logs NOT INDEXED",
+        "SELECT id FROM ledger_logs WHERE name = ?",
+    ),
+    "attachments": (
+        "attachment",
+        "SELECT rowid, digest FROM attachments NOT INDEXED",
+        "SELECT rowid FROM attachments WHERE digest = ?",
+    ),
+}
 
 
 def _problems(conn: sqlite3.Connection, table: str | None, limit: int) -> list[str]:
@@ -90,11 +116,38 @@ def _confirm_absent(db: Database, kind: Kind, name: str) -> None:
 def _check(db: Database, limit: int) -> EngineCheck:
     try:
         problems = _problems(db.conn, None, limit)
+        rows = _rows(db.conn, problems, limit)
     except sqlite3.DatabaseError as exc:
         if not _damaged(exc):
             raise
-        problems = [f"the database file is damaged: {exc}"]
-    return EngineCheck("sqlite integrity_check", tuple(problems))
+        problems, rows = [f"the database file is damaged: {exc}"], []
+    return EngineCheck("sqlite integrity_check", tuple(problems), rows=tuple(rows))
+
+
+def _rows(conn: sqlite3.Connection, problems: list[str], limit: int) -> list[tuple[str, str]]:
+    """The values the problems are about, for the indexes they name (``row N missing from
+    index I``, ``wrong # of entries in index I``; N counts rows, it is no rowid): each row
+    of the index's table, read by a scan, whose lookup through the index does not find
+    that very row."""
+    tables: list[str] = []
+    for problem in problems:
+        match = _INDEX_NAMED.search(problem)
+        if match is None:
+            continue
+        table = conn.execute(_TABLE_OF_INDEX, (match[1],)).fetchone()
+        if table is not None and str(table[0]) in _LOOKUPS and str(table[0]) not in tables:
+            tables.append(str(table[0]))
+    found: list[tuple[str, str]] = []
+    for table in tables:
+        kind, scan, lookup = _LOOKUPS[table]
+        for rowid, name in conn.execute(scan).fetchall():
+            hit = conn.execute(lookup, (name,)).fetchone()
+            if hit is None or hit[0] != rowid:
+                shown = bytes(name).hex() if isinstance(name, bytes) else str(name)
+                found.append((kind, shown))
+                if len(found) >= limit:
+                    return found
+    return found
 
 
 class SQLiteIntegrity:
