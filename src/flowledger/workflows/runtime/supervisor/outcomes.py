@@ -99,7 +99,7 @@ async def apply_result(
             item.kind is PauseKind.ERROR for item in pending.vertices
         ):
             pending = replace(pending, failed=True)
-            status, summary = RunStatus.FAILED, f"workflow failed: {pending.error_line()}"
+            status, summary = RunStatus.FAILED, f"workflow failed: {pending.error_summary()}"
         if sup.pending is not None and not sup._ownership_lost():
             await sup.pending.put(sup._session_id, run.id, pending)
     if status is not RunStatus.FAILED:
