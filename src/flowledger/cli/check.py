@@ -14,7 +14,6 @@ from typing import Annotated
 
 import typer
 from rich.console import Console
-from rich.table import Table
 from rich.text import Text
 
 from ..deploy.audit import audit_store
@@ -45,14 +44,18 @@ def render_report(console: Console, url: str, report: AuditReport) -> None:
     if report.ok:
         console.print(Text("no damage found", style="bold green"))
         return
-    table = Table(show_edge=False)
-    table.add_column("where")
-    table.add_column("name", overflow="fold")
-    table.add_column("problem", overflow="fold")
-    table.add_column("runs", overflow="fold")
+    # One block per damage, not a table: keys and log names are long, and a table folds
+    # them mid-word at any width.
     for item in report.damage:
-        table.add_row(item.place, item.name, item.problem, "\n".join(item.runs))
-    console.print(table)
+        console.print(
+            Text.assemble((f"{item.place:<10} ", "bold red"), (item.name, "bold")),
+            soft_wrap=True,
+        )
+        console.print(Text(f"{'':<10} {item.problem}"), soft_wrap=True)
+        if item.runs:
+            console.print(
+                Text(f"{'':<10} runs: {', '.join(item.runs)}", style="dim"), soft_wrap=True
+            )
     more = f" (and {report.more} more not listed)" if report.more else ""
     runs = ", ".join(report.runs) if report.runs else "none named"
     console.print(

@@ -2,21 +2,25 @@
 bound to the value's place): every KV value, every blob, every record of every ledger log
 (and that each log's sequence numbers run 1..tip without a gap).
 
-Values are listed through the store's own listings (`KV.keys`, `Blobs.list`,
-`Ledger.names`), read one at a time (a log in pages), and never kept. A damaged value is
-a `Findings` entry naming its key, or its log and sequence number; a page of records that
-fails is read again one record at a time, so each damaged record is named.
+Values are listed through the store's own listings (`KV.keys_page` a page at a time,
+`Blobs.list`, `Ledger.names`), read one at a time (a log in pages), and never kept. A
+damaged value is a `Findings` entry naming its key, or its log and sequence number; a
+page of records that fails is read again one record at a time, so each damaged record is
+named.
 """
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator
 from typing import Final
 
 from ...storage import (
+    KV,
     MAX_READ_LIMIT,
     BlobNotFoundError,
     CorruptDataError,
     KeyNotFoundError,
+    PagedKV,
     Store,
 )
 from .findings import Findings
@@ -33,8 +37,24 @@ async def scan_values(store: Store, findings: Findings) -> None:
     await _logs(store, findings)
 
 
+async def _kv_keys(kv: KV) -> AsyncIterator[str]:
+    """Every key, a page at a time where the store pages (every bundled backend)."""
+    if not isinstance(kv, PagedKV):
+        for key in await kv.keys(""):
+            yield key
+        return
+    start = ""
+    while True:
+        page = await kv.keys_page("", start=start, limit=_PAGE)
+        for key in page:
+            yield key
+        if len(page) < _PAGE:
+            return
+        start = page[-1]
+
+
 async def _kv(store: Store, findings: Findings) -> None:
-    for key in await store.kv.keys(""):
+    async for key in _kv_keys(store.kv):
         findings.checked["kv values"] += 1
         try:
             await store.kv.get(key)
