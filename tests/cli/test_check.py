@@ -172,3 +172,31 @@ def test_postgres_without_amcheck_checks_the_records_and_says_so(cli: Cli) -> No
         code, report = check(cli, url)
     assert code == 1
     assert _damage(report, "kv", key)["runs"] == [review]
+
+
+def test_a_finished_run_whose_journal_lost_its_last_records_is_named(cli: Cli) -> None:
+    """A lost *last* journal record moves the log's tip back with it, so no read can tell
+    it from one never written; but a completed run whose activities were all published
+    must end with `run_completed`, and `check` says it does not."""
+    run_id = cli.start_review()
+    assert cli("resume", run_id, "--payload", '{"approved": true}').exit_code == 0
+    path = Path(cli.db.removeprefix("sqlite:///"))
+    with sqlite3.connect(path) as db:
+        (journal,) = db.execute(
+            "SELECT name FROM ledger_logs WHERE name LIKE ?", (f"%/workflows/activity/{run_id}",)
+        ).fetchone()
+    assert check(cli)[0] == 0
+    surgery = SqliteBytes(path)
+    tip = len(
+        json.loads(cli.process("history", run_id, "--json", "--db", cli.db).stdout)["entries"]
+    )
+    surgery.delete_record(journal, tip)
+    code, report = check(cli)
+    assert code == 1
+    assert _damage(report, "log", journal) == {
+        "place": "log",
+        "name": journal,
+        "problem": "the run is completed and its activities were all published, but its "
+        "journal does not end with run_completed",
+        "runs": [run_id],
+    }

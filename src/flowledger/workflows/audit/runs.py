@@ -8,8 +8,10 @@ checkpoint revision), its whole activity journal (every record decoded, in order
 pending record (an interrupted run must have one) and its resume and cancel requests.
 Records that contradict each other are damage even when each one reads: checkpoints
 missing while the record says the run has some, a journal with nothing while the run's
-activity cursor says activities were published, and a journal (whose first record reads
-as this run's) whose run record is missing (no prune deleting it: no tombstone).
+activity cursor says activities were published, a finished run whose activities were all
+published and whose journal does not end with its ending (its last records lost), and a
+journal (whose first record reads as this run's) whose run record is missing (no prune
+deleting it: no tombstone).
 
 What is legitimately absent is not damage: a pending run has no checkpoints yet, and a
 run failed *because* its input or checkpoints were missing has none (its summary says so).
@@ -21,6 +23,7 @@ from typing import Final
 
 from ... import flow
 from ...storage import CorruptDataError, Store
+from ..activities.activity import ActivityKind
 from ..activities.journal import ActivityJournal, journal_name
 from ..errors import CorruptRecordError, NotFoundError
 from ..records.inputs import InputStore
@@ -38,6 +41,12 @@ _NO_CHECKPOINTS: Final = frozenset(
     {"workflow checkpoint missing", "workflow fork checkpoint missing", *_NO_INPUT}
 )
 _MAX_WHY: Final = 200
+# What the journal of a finished run whose activities were all published ends with.
+_ENDINGS: Final = {
+    RunStatus.COMPLETED: ActivityKind.RUN_COMPLETED,
+    RunStatus.CANCELLED: ActivityKind.RUN_CANCELLED,
+    RunStatus.FAILED: ActivityKind.RUN_FAILED,
+}
 _FAMILIES: Final = ("activity", "activity-generation", "activity-rebuilt")
 
 
@@ -189,12 +198,24 @@ class _RunChecks:
         except CorruptRecordError as exc:
             self._findings.add("log", exc.key, f"activity journal: {why(exc)}", run.id)
             return
+        name = journal_name(self._session_id, run.id)
         if run.activity_cursor > 0 and not records:
             self._findings.add(
                 "log",
-                journal_name(self._session_id, run.id),
+                name,
                 f"the run's activities up to revision {run.activity_cursor - 1} were "
                 "published, but its journal holds none",
+                run.id,
+            )
+            return
+        ending = _ENDINGS.get(run.status)
+        published_all = run.activity_cursor > run.checkpoint_revision
+        if ending is not None and published_all and records and records[-1].activity.kind != ending:
+            self._findings.add(
+                "log",
+                name,
+                f"the run is {run.status} and its activities were all published, but "
+                f"its journal does not end with {ending}",
                 run.id,
             )
 
