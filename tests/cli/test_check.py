@@ -200,3 +200,28 @@ def test_a_finished_run_whose_journal_lost_its_last_records_is_named(cli: Cli) -
         "journal does not end with run_completed",
         "runs": [run_id],
     }
+
+
+def test_a_stored_name_damaged_into_no_valid_name_is_named(cli: Cli) -> None:
+    """A flipped byte can turn a stored key or log name into no valid name at all (``a``
+    into a backquote): the check used to stop there with `invalid storage name`; it names
+    the damage and goes on."""
+    run_id = cli.start_review()
+    path = Path(cli.db.removeprefix("sqlite:///"))
+    bad = run_id[:-1] + "`"
+    with sqlite3.connect(path) as db:
+        (pending,) = db.execute(
+            "SELECT key FROM kv WHERE key LIKE ?", (f"%/workflows/pending/{run_id}",)
+        ).fetchone()
+        (journal,) = db.execute(
+            "SELECT name FROM ledger_logs WHERE name LIKE ?", (f"%/workflows/activity/{run_id}",)
+        ).fetchone()
+        db.execute("UPDATE kv SET key = ? WHERE key = ?", (pending[:-1] + "`", pending))
+        db.execute("UPDATE ledger_logs SET name = ? WHERE name = ?", (journal[:-1] + "`", journal))
+    code, report = check(cli)
+    assert code == 1
+    problem = "its stored name is no valid name (a damaged byte)"
+    assert _damage(report, "kv", pending[:-1] + "`")["problem"] == problem
+    assert _damage(report, "log", journal[:-1] + "`")["problem"] == problem
+    assert _damage(report, "kv", pending)["runs"] == [run_id]  # the paused run lost its question
+    assert bad not in report["runs"]

@@ -74,7 +74,7 @@ class Runs:
         """`flowledger check` (a child process) exits 1 and names the damaged index, the
         value whose entry it lost, and the run that value belongs to."""
         result = self.cli.process("check", "--json", "--db", self.cli.db)
-        assert result.returncode == 1, result.stderr
+        assert result.returncode == 1 and result.stdout, result.stderr
         report: dict[str, Any] = json.loads(result.stdout)
         assert any(index in problem for problem in report["database"]["problems"])
         assert {"kind": kind, "name": name} in report["database"]["rows"]

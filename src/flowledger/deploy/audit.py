@@ -35,6 +35,9 @@ from .runs.trace import MAX_TRACE_PAGE, RunTrace
 __all__ = ["audit_store"]
 
 _PROBE: Final = "flowledger-check"  # any key: reading one intent decodes the run's whole log
+# A listed key or log name that is no valid one: a byte of it was damaged where it is stored.
+_BAD_KEY: Final = "a key under it has no valid artifact or deployment name (a damaged byte)"
+_BAD_LOG: Final = "its stored name is no valid name (a damaged byte)"
 
 
 async def audit_store(store: storage.Store, *, limit: int = 100) -> AuditReport:
@@ -71,6 +74,9 @@ async def _artifacts_and_deployments(store: storage.Store, findings: Findings) -
         except ArtifactError as exc:
             findings.add("kv", *_split(str(exc).removeprefix("stored artifact ")))
             records = []
+        except ValueError:  # a listed key whose name or version is no valid one
+            findings.add("kv", f"sessions/{session_id}/deploy/artifacts", _BAD_KEY)
+            records = []
         for record in records:
             findings.checked["artifacts"] += 1
             try:
@@ -82,9 +88,17 @@ async def _artifacts_and_deployments(store: storage.Store, findings: Findings) -
         except DeploymentCorruptError as exc:
             findings.add("kv", *_split(str(exc)))
             listed = []
+        except ValueError:
+            findings.add("kv", f"sessions/{session_id}/deploy/deployments", _BAD_KEY)
+            listed = []
         for entry in listed:
             name = str(entry["name"])
-            for revision in await deployments.revisions(session_id, name):
+            try:
+                revisions = await deployments.revisions(session_id, name)
+            except DeploymentCorruptError as exc:
+                findings.add("kv", *_split(str(exc)))
+                continue
+            for revision in revisions:
                 findings.checked["deployment revisions"] += 1
                 try:
                     await deployments.get(session_id, name, revision)
@@ -105,6 +119,9 @@ async def _deployed_runs(store: storage.Store, findings: Findings) -> None:
             pin = await pins.read(graph_run_id)
         except (PinCorruptError, storage.CorruptDataError) as exc:
             findings.add("log", name, _reason(exc))
+            continue
+        except storage.InvalidNameError:
+            findings.add("log", name, _BAD_LOG)
             continue
         if pin is None:
             continue
@@ -133,6 +150,8 @@ async def _deployed_runs(store: storage.Store, findings: Findings) -> None:
                     break
         except storage.CorruptDataError as exc:
             findings.add("log", name, _reason(exc))
+        except storage.InvalidNameError:
+            findings.add("log", name, _BAD_LOG)
     intents = ToolIntents(store.ledger)
     for name in await store.ledger.names("deploy/intents/"):
         findings.checked["tool intent logs"] += 1
@@ -140,6 +159,8 @@ async def _deployed_runs(store: storage.Store, findings: Findings) -> None:
             await intents.get(name.rsplit("/", 1)[1], _PROBE)
         except storage.CorruptDataError as exc:
             findings.add("log", name, _reason(exc))
+        except storage.InvalidNameError:
+            findings.add("log", name, _BAD_LOG)
 
 
 def _reason(error: BaseException) -> str:

@@ -19,6 +19,7 @@ from ...storage import (
     MAX_READ_LIMIT,
     BlobNotFoundError,
     CorruptDataError,
+    InvalidNameError,
     KeyNotFoundError,
     PagedKV,
     Store,
@@ -28,6 +29,9 @@ from .findings import Findings
 __all__ = ["scan_values"]
 
 _PAGE: Final = min(1000, MAX_READ_LIMIT)
+# A listed name that is no valid name: a byte of it was damaged where it is stored (a
+# lookup by it is refused before it reaches the database).
+_BAD_NAME: Final = "its stored name is no valid name (a damaged byte)"
 _PER_LOG: Final = 20  # damaged records named per log; more are counted in one entry
 
 
@@ -62,6 +66,8 @@ async def _kv(store: Store, findings: Findings) -> None:
             findings.add("kv", key, exc.reason)
         except KeyNotFoundError:
             findings.add("kv", key, "listed, but not found when read")
+        except InvalidNameError:
+            findings.add("kv", key, _BAD_NAME)
 
 
 async def _blobs(store: Store, findings: Findings) -> None:
@@ -73,12 +79,18 @@ async def _blobs(store: Store, findings: Findings) -> None:
             findings.add("blob", key, exc.reason)
         except BlobNotFoundError:
             findings.add("blob", key, "listed, but not found when read")
+        except InvalidNameError:
+            findings.add("blob", key, _BAD_NAME)
 
 
 async def _logs(store: Store, findings: Findings) -> None:
     for name in await store.ledger.names(""):
         findings.checked["logs"] += 1
-        tip = await store.ledger.tip(name)
+        try:
+            tip = await store.ledger.tip(name)
+        except InvalidNameError:
+            findings.add("log", name, _BAD_NAME)
+            continue
         if tip == 0:
             findings.add("log", name, "listed, but holds no record")
             continue
