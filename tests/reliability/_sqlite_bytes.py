@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import sqlite3
 from pathlib import Path
 
@@ -87,6 +88,52 @@ class SqliteBytes:
     def digests(self) -> list[str]:
         with self._connect() as db:
             return [bytes(r[0]).hex() for r in db.execute("SELECT digest FROM attachments")]
+
+    def flip_in_index(self, index: str, needle: str) -> int:
+        """Flip the low bit of the last byte of ``needle`` where it is stored in a page of
+        the b-tree ``index`` (an index's name in ``sqlite_schema``, found with ``dbstat``),
+        straight in the file, as a bad sector would: the table keeps the row, the index
+        entry names another key, so a lookup of ``needle`` misses. Returns the page
+        number. Every connection to the file must be closed (the write-ahead log is
+        checkpointed into the file first, so the page on disk is the current one)."""
+        with contextlib.closing(self._connect()) as db:
+            db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+            size = int(db.execute("PRAGMA page_size").fetchone()[0])
+            pages = [
+                int(row[0])
+                for row in db.execute("SELECT pageno FROM dbstat WHERE name = ?", (index,))
+            ]
+        assert pages, f"no pages of {index}"
+        target = needle.encode()
+        with open(self.path, "r+b") as file:
+            for page in pages:
+                file.seek((page - 1) * size)
+                found = file.read(size).find(target)
+                if found < 0:
+                    continue
+                offset = (page - 1) * size + found + len(target) - 1
+                file.seek(offset)
+                byte = file.read(1)[0]
+                file.seek(offset)
+                file.write(bytes([byte ^ 0x01]))
+                return page
+        raise AssertionError(f"{needle!r} is in no page of {index}")
+
+    def problems(self) -> list[str]:
+        """``PRAGMA integrity_check``: ``[]`` when the file is intact."""
+        with contextlib.closing(self._connect()) as db:
+            found = [str(row[0]) for row in db.execute("PRAGMA integrity_check")]
+        return [] if found == ["ok"] else found
+
+    def dump(self) -> dict[str, list[tuple[object, ...]]]:
+        """Every row of flowledger's data tables (not the leases an owner takes), read by
+        table scans: what "nothing was written" is compared with."""
+        tables = ("kv", "blobs", "ledger_logs", "ledger_records", "attachments")
+        with contextlib.closing(self._connect()) as db:
+            return {
+                table: sorted(db.execute(f"SELECT * FROM {table} NOT INDEXED").fetchall())
+                for table in tables
+            }
 
 
 def flip(data: bytes, position: int, mask: int = 0x01) -> bytes:

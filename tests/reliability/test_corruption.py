@@ -208,6 +208,30 @@ async def test_corrupt_checkpoint_record_fails_the_run_instead_of_resuming(db: D
     assert await db.store.ledger.tip(log) == tip
 
 
+async def test_a_dropped_checkpoint_log_fails_a_paused_run_once(db: Db) -> None:
+    """A paused run whose checkpoint log is really gone (dropped; the file intact, so the
+    store confirms the miss): resume fails it "workflow checkpoint missing" with one
+    `run_failed`. Every later reconciliation of the failed run (here a new owner's) used to
+    publish one more `run_failed`, one revision further; it publishes nothing now."""
+    run = await interrupted_asker(db)
+    await db.supervisor.shutdown()
+    supervisor = db.session.supervisor(integrity=db.store.integrity)
+    await supervisor.activate()
+    try:
+        assert await supervisor.wait_idle() is None
+        assert await db.store.ledger.drop([run.ledger_locator]) == 1
+        after = await supervisor.resume(run.id, b'{"increment": 3}')
+        assert after is not None
+        assert_bounded_failure(after, "workflow checkpoint missing")
+        assert (await db.session.kinds(run.id)).count("run_failed") == 1
+    finally:
+        await supervisor.shutdown()
+    db = await restart(db)
+    again = await db.session.registry.get(db.session.session_id, run.id)
+    assert again.activity_cursor == after.activity_cursor
+    assert (await db.session.kinds(run.id)).count("run_failed") == 1
+
+
 async def test_checkpoints_copied_from_another_sessions_run_are_detected(db: Db) -> None:
     """Intact checkpoint rows (bytes and checksum) of run X of session A copied over those
     of run Y of session B - a hand edit, a bad merge of two databases - are corrupt where

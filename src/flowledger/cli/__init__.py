@@ -32,6 +32,7 @@ from ..workflows.retention.pruning import RetentionPolicy
 from ..workflows.runtime.worker import WorkerSettings
 from .artifact import artifact_app
 from .capability import capability_app
+from .check import register_check
 from .continuing import follow_left_run, print_continue_hint, refuse_payload_for_left_run
 from .demo import run_demo
 from .deploy import deploy_app
@@ -124,6 +125,7 @@ app.add_typer(capability_app, name="capability")
 register_web(app)
 register_prune(app)
 register_explain(app)
+register_check(app)
 app.add_typer(deploy_app, name="deploy")
 app.command("inspect", help="A deployed run: status, readiness, output, interrupt.")(deploy_inspect)
 app.command("trace", help="A range of a deployed run's trace (what each node did).")(deploy_trace)

@@ -17,6 +17,9 @@
 
 * `backfill_refs` registers the attachment references of a store written before the
   ledger recorded them (checkpoints and pins), so it can be swept (docs/storage.md).
+* `audit_store` checks a whole database for damage - the engine's check, every value's
+  checksum, every run's records and the deploy records - and says which runs it touches
+  (`flowledger check`, docs/reliability.md).
 
 This layer imports only storage, flow and workflows; it is transport neutral.
 """
@@ -53,6 +56,7 @@ from .artifacts.model import (
 from .artifacts.schema import artifact_json_schema
 from .artifacts.store import ArtifactRecord, ArtifactStore, ChildPin, Referrer, StoredArtifact
 from .artifacts.validate import ValidatedArtifact, load_artifact, validate_artifact
+from .audit import audit_store
 from .deployments.definition import DeployedDefinition, PinMissingError, deployed_definition
 from .deployments.document import (
     DEPLOYMENT_FORMAT,
@@ -206,6 +210,7 @@ __all__ = [
     "WorkflowNode",
     "artifact_json_schema",
     "artifact_outcome",
+    "audit_store",
     "backfill_refs",
     "check_pinned",
     "check_start",

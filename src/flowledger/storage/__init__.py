@@ -27,6 +27,7 @@ from .errors import (
     ValueTooLargeError,
 )
 from .fence import Fence, FenceArg, current_fence, fence_arg, fencing
+from .integrity import EngineCheck, Integrity, Unchecked
 from .kv import KV, Entry, PagedKV
 from .lease import Lease, Leaser, LeaseStatus, LostReason
 from .ledger import Ledger, LedgerUsage, Record, SweepReport, digest_of
@@ -60,10 +61,12 @@ __all__ = [
     "Blobs",
     "ConflictError",
     "CorruptDataError",
+    "EngineCheck",
     "Entry",
     "Fence",
     "FenceArg",
     "FencedWriteError",
+    "Integrity",
     "InvalidNameError",
     "InvalidValueError",
     "KeyNotFoundError",
@@ -87,6 +90,7 @@ __all__ = [
     "StoreOpenError",
     "StoreOpener",
     "SweepReport",
+    "Unchecked",
     "UnsupportedURLError",
     "ValueTooLargeError",
     "current_fence",

@@ -37,13 +37,16 @@ class SchemaVersionError(StorageError):
 
 
 class CorruptDataError(StorageError):
-    """A stored value failed its checksum: the bytes on disk are not the bytes written.
-    Nothing is returned and nothing is changed; ``what`` names the value (its key, or
-    its log and sequence number), never its contents."""
+    """A stored value failed its checksum: the bytes on disk are not the bytes written;
+    or (``reason`` says which) the database's own structures are damaged where a value
+    was looked up, so a miss cannot be trusted (`integrity`). Nothing is returned and
+    nothing is changed; ``what`` names the value (its key, or its log and sequence
+    number), never its contents."""
 
-    def __init__(self, what: str) -> None:
+    def __init__(self, what: str, reason: str = "it does not match its stored checksum") -> None:
         self.what = what
-        super().__init__(f"{what} is corrupt: it does not match its stored checksum")
+        self.reason = reason
+        super().__init__(f"{what} is corrupt: {reason}")
 
 
 class StoreNotFoundError(StorageError, LookupError):

@@ -25,6 +25,7 @@ from typing import Any
 from urllib.parse import unquote, urlsplit
 
 from .blobs import Blobs
+from .integrity import Integrity, Unchecked
 from .kv import KV
 from .lease import Leaser
 from .ledger import Ledger
@@ -77,6 +78,9 @@ class Store:
     ledger: Ledger
     leases: Leaser
     read_only: bool = False  # opened for reading only: nothing may be written
+    # What the backend can say about its own structures (`integrity`); a store put
+    # together from primitives by hand trusts every miss.
+    integrity: Integrity = field(default_factory=Unchecked)
     _close_backend: Callable[[], Awaitable[None]] = field(default=_nothing, repr=False)
     _closed: bool = field(default=False, repr=False)
 
@@ -155,7 +159,13 @@ async def _connect(url: str, *, read_only: bool = False) -> Store:
             MemoryLedger(gate, backend),
             leases,
         )
-        return Store(url, *primitives, read_only=read_only, _close_backend=gate.close)
+        return Store(
+            url,
+            *primitives,
+            read_only=read_only,
+            integrity=Unchecked("none (an in-process memory store)"),
+            _close_backend=gate.close,
+        )
     if scheme == "sqlite":
         from .sqlite import connect_sqlite
 

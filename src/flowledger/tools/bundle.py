@@ -26,12 +26,13 @@ from flowledger.workflows.authoring.definition import Definition
 from flowledger.workflows.authoring.metadata import Metadata
 from flowledger.workflows.errors import (
     ConflictError,
+    CorruptRecordError,
     InvalidInputError,
     ResumeBlockedError,
     UnknownDefinitionError,
 )
 from flowledger.workflows.records.inputs import canonical_json
-from flowledger.workflows.records.pending import Pending
+from flowledger.workflows.records.pending import Pending, pending_key
 from flowledger.workflows.records.registry import RunPage
 from flowledger.workflows.records.run import (
     DEFAULT_RUN_PAGE_SIZE,
@@ -41,7 +42,7 @@ from flowledger.workflows.records.run import (
     RunStatus,
 )
 from flowledger.workflows.runtime.ownership import OwnerReader, owner_reader
-from flowledger.workflows.runtime.resumption import assess, prepare_resume
+from flowledger.workflows.runtime.resumption import assess_stored, prepare_resume
 from flowledger.workflows.runtime.session import WorkflowSession
 
 from .arguments import ArgumentField, canonical_uuid, decode_arguments, new_uuid, parse_id
@@ -713,13 +714,19 @@ class WorkflowTools:
         except UnknownDefinitionError:
             definition = None
         try:
-            readiness = await assess(definition, run)
+            readiness = await assess_stored(definition, run)
             pending = None
             if self._pending is not None and run.status in (
                 RunStatus.INTERRUPTED,
                 RunStatus.FAILED,
             ):
                 pending = await self._pending.get(self._session_id, run.id)
+                if pending is None and run.status is RunStatus.INTERRUPTED:
+                    # The owner stores it before it records the pause: gone, it is damage.
+                    raise CorruptRecordError(
+                        pending_key(self._session_id, run.id),
+                        "the run is interrupted, but what it waits for is not stored",
+                    )
         except Exception as exc:
             raise translate(exc, action=action, run_id=run.id) from exc
         result["resume_readiness"] = readiness.to_json()

@@ -198,7 +198,11 @@ def translate(
     elif isinstance(error, HistoryCursorError):
         message = f"{action}: {error}"  # public IDs and a revision only
     elif isinstance(error, CorruptRecordError):
-        message = f"{action}: a stored record of {subject} is corrupt"
+        # Nothing of the record is shown; the operator's `flowledger check` says what.
+        message = (
+            f"{action}: a stored record of {subject} is corrupt "
+            "(the database is damaged; `flowledger check` reports where)"
+        )
     elif isinstance(error, AdoptionError | ReconciliationError):
         message = f"{action}: {subject}: {error.op} failed"
     elif isinstance(error, SupervisorClosedError | SessionOwnedError | ShutdownTimeoutError) or (

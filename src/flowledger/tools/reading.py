@@ -36,13 +36,14 @@ class ReadingControl:
         after_event_id: str | None = None,
         limit: int = 0,
     ) -> HistoryPage:
-        await self._session.registry.get(self._session.session_id, run_id)
+        run = await self._session.registry.get(self._session.session_id, run_id)
         return await self._session.journal.page(
             self._session.session_id,
             run_id,
             after_revision=after_revision,
             after_event_id=after_event_id,
             limit=limit,
+            activity_cursor=run.activity_cursor,
         )
 
     async def start(self, run_id: str) -> StartTicketPort:

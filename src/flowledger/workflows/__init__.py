@@ -8,9 +8,9 @@ restart, resume, cancel); the `ActivityJournal` keeps the bounded, safe activity
 
 The parts are sub-packages, each depending only on those before it: `authoring` (how a
 workflow is described), `records` (a session's durable run state), `activities` (the
-activity history), `retention` (removing finished runs) and `runtime` (what owns a session
-and executes its runs); `errors` holds the errors of all of them. This package re-exports
-their public names.
+activity history), `audit` (checking the stored records for damage), `retention`
+(removing finished runs) and `runtime` (what owns a session and executes its runs);
+`errors` holds the errors of all of them. This package re-exports their public names.
 """
 
 from .activities import (

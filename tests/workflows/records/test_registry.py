@@ -14,6 +14,7 @@ import pytest
 
 from flowledger import storage
 from flowledger.storage import Entry, Store, open_store, validate_name
+from flowledger.workflows.activities.journal import ActivityJournal, journal_name
 from flowledger.workflows.errors import ConflictError, CorruptRecordError, NotFoundError
 from flowledger.workflows.records.inputs import InputStore, canonical_json
 from flowledger.workflows.records.registry import RunPage, RunRegistry, order_prefix
@@ -24,6 +25,7 @@ from flowledger.workflows.records.run import (
     RunStatus,
     encode_run,
     input_key,
+    pruning_key,
     run_key,
     runs_prefix,
 )
@@ -670,3 +672,23 @@ async def test_artifact_namespace_survives_and_defaults(registry: RunRegistry) -
     defaulted = await registry.create(make_run(run_id=rid(2)))
     assert (defaulted.artifact_session_id, defaulted.artifact_run_id) == (SID, rid(2))
     assert (await registry.get(SID, rid(2))).artifact_run_id == rid(2)
+
+
+async def test_a_missing_record_whose_run_left_its_journal_is_corrupt(store: Store) -> None:
+    """With a witness (the run's activity journal, written only after its record), a
+    record not found is `CorruptRecordError`; being pruned (its tombstone written first),
+    or without a witness, it is not found."""
+    journal = ActivityJournal(store.ledger)
+    registry = RunRegistry(store.kv, witness=journal.has_records)
+    run = await registry.create(make_run())
+    await store.ledger.append(journal_name(SID, run.id), [b"{}"], expected=0)
+    await store.kv.delete(run_key(SID, run.id))
+    with pytest.raises(CorruptRecordError, match="activity journal"):
+        await registry.get(SID, run.id)
+    with pytest.raises(NotFoundError):
+        await RunRegistry(store.kv).get(SID, run.id)
+    with pytest.raises(NotFoundError):  # another run, no journal
+        await registry.get(SID, rid(2))
+    await store.kv.put(pruning_key(SID, run.id), b"", expected=0)
+    with pytest.raises(NotFoundError):
+        await registry.get(SID, run.id)

@@ -2,12 +2,14 @@
 (docs/storage.md). Its semantics are the memory oracle's (the conformance suite compares
 them); each module documents its part: `url` (URLs and options), `database` (the pool,
 transactions, fences, lost acknowledgements, pooling, checksums), `queries` (the
-statements), `kv`, `blobs`, `ledger`, `collection` (references, sweep, drop, space),
-`leases` and `schema` (versions and migrations).
+statements), `integrity` (confirming a miss, amcheck), `kv`, `blobs`, `ledger`,
+`collection` (references, sweep, drop, space), `leases` and `schema` (versions and
+migrations).
 """
 
 from .blobs import PostgresBlobs
 from .connect import connect_postgres
+from .integrity import PostgresIntegrity
 from .kv import PostgresKV
 from .leases import PostgresLeaseBackend
 from .ledger import PostgresLedger
@@ -17,6 +19,7 @@ from .url import PostgresSettings, parse_postgres_url
 __all__ = [
     "SCHEMA_VERSION",
     "PostgresBlobs",
+    "PostgresIntegrity",
     "PostgresKV",
     "PostgresLeaseBackend",
     "PostgresLedger",

@@ -6,6 +6,7 @@ from ..lease import Leaser
 from ..store import Store
 from .blobs import PostgresBlobs
 from .database import Database
+from .integrity import PostgresIntegrity
 from .kv import PostgresKV
 from .leases import PostgresLeaseBackend
 from .ledger import PostgresLedger
@@ -25,5 +26,6 @@ async def connect_postgres(url: str) -> Store:
         PostgresBlobs(db),
         PostgresLedger(db),
         Leaser(PostgresLeaseBackend(db)),
+        integrity=PostgresIntegrity(db),
         _close_backend=db.close,
     )

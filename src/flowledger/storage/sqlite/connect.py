@@ -6,6 +6,7 @@ from ..lease import Leaser
 from ..store import Store
 from .blobs import SQLiteBlobs
 from .database import Database
+from .integrity import SQLiteIntegrity
 from .kv import SQLiteKV
 from .leases import SQLiteLeaseBackend
 from .ledger import SQLiteLedger
@@ -33,5 +34,6 @@ async def connect_sqlite(url: str, *, read_only: bool = False) -> Store:
         SQLiteLedger(worker),
         Leaser(SQLiteLeaseBackend(worker)),
         read_only=read_only,
+        integrity=SQLiteIntegrity(worker),
         _close_backend=worker.close,
     )

@@ -452,6 +452,14 @@ class ActivityJournal:
 
     # -- reading --------------------------------------------------------------------------
 
+    async def has_records(self, session_id: str, run_id: str) -> bool:
+        """Whether the run's journal holds anything (any generation): a run record's
+        witness (`records.registry.RunWitness`), since only a run's owner writes it,
+        after the run record exists, and a prune deletes it before the run's tombstone."""
+        if await self.generation(session_id, run_id) > 0:
+            return True
+        return await self._ledger.tip(journal_name(session_id, run_id)) > 0
+
     async def position(self, session_id: str, run_id: str) -> int:
         """How many activities of the run are stored: a position for `read_after`."""
         return await self._ledger.tip(await self._current(session_id, run_id))
@@ -489,15 +497,27 @@ class ActivityJournal:
         after_revision: int = 0,
         after_event_id: str | None = None,
         limit: int = 0,
+        activity_cursor: int = 0,
     ) -> HistoryPage:
         """Exactly ``page_history(await records(...), ...)``, reading O(log n + page) records:
         a binary search finds the first record at or after ``after_revision``, then the
         journal is read forward only as far as the page needs, plus one record to know
         whether more remain. Skipping to an ``after_event_id`` inside one revision reads
-        that revision up to the cursor event."""
+        that revision up to the cursor event.
+
+        ``activity_cursor`` is the run record's: its activities below that revision were
+        published (revision 0's ``run_started`` among them). A journal with no record then
+        contradicts the run record - the log was lost, or a damaged index misses it - and
+        is a `CorruptRecordError`, never an empty history."""
         limit, cursor = check_page_args(after_revision, after_event_id, limit)
         name = await self._current(session_id, run_id)
         tip = await self._ledger.tip(name)
+        if tip == 0 and activity_cursor > 0:
+            raise CorruptRecordError(
+                name,
+                f"the run's activities up to revision {activity_cursor - 1} were published, "
+                "but its journal holds none",
+            )
         builder = PageBuilder(after_revision, cursor, limit)
         seq = await self._first_at_or_after(name, session_id, run_id, tip, after_revision)
         after = seq - 1

@@ -107,12 +107,16 @@ class Pending:
     def first(self) -> PausedVertex:
         return self.vertices[0]
 
-    def error_line(self) -> str:
-        """``label: Type: message`` of the first errored vertex, or ``""``."""
+    def error_summary(self) -> str:
+        """``label: Type`` of the first errored vertex (``routing`` for a halt), or ``""``:
+        what a run's status summary may say of its error. Never the message: a tool's or
+        an exception's text can echo its input (tool arguments hold user data), and the
+        summary is shown in run listings and to every reader of the run; the message
+        stays in this owner-only record (``workflow_run_get``'s ``error``)."""
         for item in self.vertices:
             if item.kind is PauseKind.ERROR:
                 where = item.label or item.vertex or "routing"
-                return f"{where}: {item.error_type}: {item.error_message}".rstrip(": ")
+                return f"{where}: {item.error_type}".rstrip(": ")
         return ""
 
     def to_json(self) -> dict[str, Any]:

@@ -26,6 +26,7 @@ import bisect
 import dataclasses
 import hashlib
 import logging
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Final
@@ -49,9 +50,15 @@ from .run import (
 )
 from .unfinished import UnfinishedIndex
 
-__all__ = ["RunPage", "RunRegistry", "order_prefix"]
+__all__ = ["RunPage", "RunRegistry", "RunWitness", "order_prefix"]
 
 log = logging.getLogger(__name__)
+
+
+#: ``witness(session_id, run_id)``: whether the run left a record that only ever comes
+#: after its run record was created (its activity journal). A run record not found whose
+#: run left one is damage, not absence (`RunRegistry.get`).
+RunWitness = Callable[[str, str], Awaitable[bool]]
 
 
 @dataclass(frozen=True)
@@ -164,16 +171,24 @@ class RunRegistry:
     run's entry before the record, and a compare-and-swap that makes a run completed or
     cancelled deletes it afterwards (a failed delete is only logged; workers remove stale
     entries). A failed run keeps its entry: its owner removes it once the run's
-    activities are published (`UnfinishedIndex`).
+    activities are published (`UnfinishedIndex`). With a ``witness`` (`RunWitness`), a
+    record not found of a run that left its journal is corrupt, not absent (`get`).
     """
 
-    def __init__(self, kv: storage.KV, *, index: UnfinishedIndex | None = None) -> None:
+    def __init__(
+        self,
+        kv: storage.KV,
+        *,
+        index: UnfinishedIndex | None = None,
+        witness: RunWitness | None = None,
+    ) -> None:
         if not isinstance(kv, storage.KV):
             raise TypeError("RunRegistry requires a storage.KV")
         if index is not None and not isinstance(index, UnfinishedIndex):
             raise TypeError("RunRegistry index must be an UnfinishedIndex")
         self._kv = kv
         self._index = index
+        self._witness = witness
 
     @property
     def index(self) -> UnfinishedIndex | None:
@@ -262,13 +277,14 @@ class RunRegistry:
         `ValueError` for a missing/malformed ID; `NotFoundError` (kind ``run``)
         if this session has no such run, so another session's run is not
         found; `CorruptRecordError` if the value fails its storage checksum or
-        `decode_run`, or names another session or run than its key.
+        `decode_run`, or names another session or run than its key, and (with a
+        witness) if it is not found although the run left its activity journal.
         """
         key = run_key(session_id, run_id)
         try:
             entry = await self._kv.get(key)
         except storage.KeyNotFoundError:
-            raise NotFoundError("run", session_id, run_id=run_id) from None
+            entry = await self._after_miss(session_id, run_id, key)
         except storage.CorruptDataError as exc:
             raise CorruptRecordError(key, exc) from exc
         except Exception as exc:
@@ -278,6 +294,35 @@ class RunRegistry:
         if run.session_id != session_id or run.id != run_id:
             raise CorruptRecordError(key, "record identity does not match its key")
         return dataclasses.replace(run, revision=entry.revision)
+
+    async def _after_miss(self, session_id: str, run_id: str, key: str) -> storage.Entry:
+        """The run record was not found: `NotFoundError`, unless the run left a witness
+        (`RunWitness`: its activity journal, written only after its record) and no prune
+        is deleting it (its tombstone, read first: a prune deletes the record after writing
+        the tombstone and the journal before removing it). Then the record was there and
+        is lost, or a damaged index misses it: `CorruptRecordError`, as `list` says of
+        a record whose key was damaged. A record that turns up on a second look (created
+        meanwhile) is returned."""
+        witness = self._witness
+        if witness is None or await self._being_pruned(session_id, run_id):
+            raise NotFoundError("run", session_id, run_id=run_id)
+        if not await witness(session_id, run_id):
+            raise NotFoundError("run", session_id, run_id=run_id)
+        try:
+            return await self._kv.get(key)
+        except storage.KeyNotFoundError:
+            raise CorruptRecordError(
+                key, "the run record is not found, but the run's activity journal is"
+            ) from None
+
+    async def _being_pruned(self, session_id: str, run_id: str) -> bool:
+        try:
+            await self._kv.get(pruning_key(session_id, run_id))
+        except storage.KeyNotFoundError:
+            return False
+        except storage.CorruptDataError:
+            return True  # a tombstone is there, damaged or not
+        return True
 
     async def compare_and_swap(self, expected_revision: int, next: Run) -> Run:
         """Replace the stored run at ``expected_revision`` with ``next``; return it re-revised.

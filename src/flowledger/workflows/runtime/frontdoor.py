@@ -309,13 +309,14 @@ class FrontDoor:
         limit: int = 0,
     ) -> HistoryPage:
         """A page of the run's published activity history (no ownership needed)."""
-        await self.registry.get(self._session_id, run_id)  # NotFoundError if foreign
+        run = await self.registry.get(self._session_id, run_id)  # NotFoundError if foreign
         return await self.journal.page(
             self._session_id,
             run_id,
             after_revision=after_revision,
             after_event_id=after_event_id,
             limit=limit,
+            activity_cursor=run.activity_cursor,
         )
 
 

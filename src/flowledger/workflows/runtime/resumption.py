@@ -12,18 +12,28 @@ rules hold everywhere:
    ``resume``); an *error* pause takes none (resuming retries the failed step), and a
    payload sent to one is refused rather than silently dropped.
 
-`assess` computes a run's readiness for readers (`workflow_run_get`, `runs show`).
+`assess` computes a run's readiness; `assess_stored` is what readers (`workflow_run_get`,
+`runs show`) use: for them an interrupted run whose checkpoints are not found is a
+damaged store (`CorruptRecordError`), never a readiness - the run record says where it
+paused.
 """
 
 from __future__ import annotations
 
+from ... import flow
 from ..authoring.definition import Definition, ValidatedResume
 from ..authoring.readiness import DEFINITION_MISSING, Diagnostic, ResumeReadiness
-from ..errors import InvalidInputError, ResumeBlockedError
+from ..errors import CorruptRecordError, InvalidInputError, ResumeBlockedError
 from ..records.pending import PauseKind, pause_kind, requests
 from ..records.run import Run, RunStatus
 
-__all__ = ["NO_PAYLOAD_FOR_ERROR", "PAYLOAD_REQUIRED", "assess", "prepare_resume"]
+__all__ = [
+    "NO_PAYLOAD_FOR_ERROR",
+    "PAYLOAD_REQUIRED",
+    "assess",
+    "assess_stored",
+    "prepare_resume",
+]
 
 PAYLOAD_REQUIRED = (
     "this run waits for a payload: send one that matches its definition's resume schema"
@@ -41,6 +51,19 @@ async def assess(definition: Definition | None, run: Run) -> ResumeReadiness:
     if definition is None:
         return ResumeReadiness.of([_missing(run)])
     return ResumeReadiness.of(await definition.check_resume(run.graph_run_id))
+
+
+async def assess_stored(definition: Definition | None, run: Run) -> ResumeReadiness:
+    """`assess` for a reader: an interrupted run whose checkpoints are not found
+    contradicts its own record (a lost log, or a damaged index that misses it), so it is
+    `CorruptRecordError`. A resume still sees the miss itself (`assess`): the supervisor
+    confirms it with the store before it fails the run on the strength of it."""
+    try:
+        return await assess(definition, run)
+    except flow.CheckpointNotFoundError as exc:
+        raise CorruptRecordError(
+            run.ledger_locator, "the run is interrupted, but its checkpoints were not found"
+        ) from exc
 
 
 def _missing(run: Run) -> Diagnostic:

@@ -86,9 +86,11 @@ class WorkflowSession:
         every run of the session."""
         checkpoints = flow.LedgerCheckpointStore(store.ledger)
         bound = catalog.bound(checkpoints)
-        registry = RunRegistry(store.kv, index=UnfinishedIndex(store.kv))
-        inputs = InputStore(store.blobs, claims=InputClaims(store.kv, store.blobs, store.leases))
         journal = ActivityJournal(store.ledger)
+        registry = RunRegistry(
+            store.kv, index=UnfinishedIndex(store.kv), witness=journal.has_records
+        )
+        inputs = InputStore(store.blobs, claims=InputClaims(store.kv, store.blobs, store.leases))
         requests = RunRequests(store.kv)
         pending = PendingStore(store.kv)
         supervisor = Supervisor(
@@ -104,6 +106,7 @@ class WorkflowSession:
             poll_interval=poll_interval,
             adopt_from_index=adopt_from_index,
             pending=pending,
+            integrity=store.integrity,
         )
         return cls(
             store,

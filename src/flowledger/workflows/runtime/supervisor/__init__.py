@@ -6,7 +6,8 @@ path a run takes through it is a module of its own: `start` and `seeding` (a new
 `polling` (requests from front doors), `history` (reading, and repairing a damaged
 journal). They share `workers` (background workers, per-run locks, the lease's fence),
 `writes` (record transitions), `publication` (activities before status), `outcomes` (what
-a segment ended with) and `failures` (what fails a run and what only blocks it).
+a segment ended with), `failures` (what fails a run and what only blocks it) and `misses`
+(a miss confirmed with the store before anything is written on the strength of it).
 """
 
 from .owner import Supervisor

@@ -12,7 +12,8 @@ a failed run stays indexed until its activities are published for that reason.
 
 A fork (`records.forks`) is a pending run whose seed was written when it was made:
 adoption continues it from that checkpoint, never starts it from its input (and one whose
-seed is missing fails, "workflow fork checkpoint missing").
+seed is missing fails, "workflow fork checkpoint missing"). Every such verdict that rests
+on checkpoints not being found is confirmed with the store first (`misses`).
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from ...authoring.definition import Definition, WorkflowResult
 from ...errors import AdoptionError, NotFoundError, UnknownDefinitionError
 from ...records.run import Run, RunStatus
 from .cancel import cancel_locked
+from .misses import confirm_checkpoints_missing
 from .outcomes import (
     adoption_blocked,
     apply_result,
@@ -125,9 +127,12 @@ async def reconcile(
         return
     if status is RunStatus.PENDING or (not history and start_cut_short(run)):
         if not history and run.forked_from is not None:
+            await confirm_checkpoints_missing(sup, run)
             await fail_definite(sup, definition, run, "workflow fork checkpoint missing")
             return
         if not history:
+            if status is not RunStatus.PENDING:  # a seed may have been written: look again
+                await confirm_checkpoints_missing(sup, run)
             sup._auto_started.add(run.id)
             await start_with_seed(sup, controller, definition, run, None)
             return
@@ -150,6 +155,7 @@ async def adopt_with_history(
     history: Sequence[flow.RunRecord],
 ) -> None:
     if not history:
+        await confirm_checkpoints_missing(sup, run)
         await fail_definite(sup, definition, run, "workflow checkpoint missing")
         return
     try:

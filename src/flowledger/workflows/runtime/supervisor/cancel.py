@@ -16,6 +16,7 @@ from ...authoring.definition import Definition
 from ...authoring.metadata import bound_summary
 from ...errors import AdoptionError, ConflictError, NotFoundError
 from ...records.run import Run, RunStatus
+from .misses import confirm_checkpoints_missing
 from .outcomes import apply_result, checkpoint_read_error
 from .workers import controller_for, forget_if_idle
 from .writes import OwnershipLost, stamp, transition
@@ -54,11 +55,14 @@ async def never_seeded(sup: Supervisor, definition: Definition, run: Run) -> boo
     ):
         return False
     try:
-        return not await definition.history(run.graph_run_id)
+        seeded = bool(await definition.history(run.graph_run_id))
     except flow.CheckpointNotFoundError:
-        return True
+        seeded = False
     except Exception:
         return False  # Flow's own cancellation decides
+    if not seeded:
+        await confirm_checkpoints_missing(sup, run)  # a seed not found may be there
+    return not seeded
 
 
 async def cancel_locked(

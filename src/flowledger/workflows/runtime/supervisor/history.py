@@ -33,13 +33,14 @@ async def read_history(
     publication finds it damaged)."""
     if sup._state == "closed":
         raise SupervisorClosedError()
-    await sup.registry.get(sup._session_id, run_id)  # NotFoundError if foreign
+    run = await sup.registry.get(sup._session_id, run_id)  # NotFoundError if foreign
     if not isinstance(sup.publisher, ActivityJournal):
         raise RuntimeError("history needs the activity journal as publisher")
     options: dict[str, Any] = {
         "after_revision": after_revision,
         "after_event_id": after_event_id,
         "limit": limit,
+        "activity_cursor": run.activity_cursor,
     }
     try:
         return await sup.publisher.page(sup._session_id, run_id, **options)

@@ -21,6 +21,7 @@ from ...errors import AdoptionError
 from ...records.pending import PauseKind, describe_pause, requests
 from ...records.run import Run, RunStatus
 from .failures import GRAPH_CHANGED, definite, failure_summary
+from .misses import confirm_checkpoints_missing
 from .publication import reconcile_activities
 from .writes import OwnershipLost, transition
 
@@ -58,6 +59,8 @@ async def checkpoint_read_error(
         return
     if not definite(error):
         raise AdoptionError(run.id, op, error) from error
+    if isinstance(error, flow.CheckpointNotFoundError):
+        await confirm_checkpoints_missing(sup, run)
     await fail_definite(sup, definition, run, failure_summary(error))
 
 
@@ -96,7 +99,7 @@ async def apply_result(
             item.kind is PauseKind.ERROR for item in pending.vertices
         ):
             pending = replace(pending, failed=True)
-            status, summary = RunStatus.FAILED, f"workflow failed: {pending.error_line()}"
+            status, summary = RunStatus.FAILED, f"workflow failed: {pending.error_summary()}"
         if sup.pending is not None and not sup._ownership_lost():
             await sup.pending.put(sup._session_id, run.id, pending)
     if status is not RunStatus.FAILED:

@@ -17,7 +17,7 @@ from collections.abc import AsyncIterator, Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING, Protocol
 
-from ...activities.activity import ProjectedActivity, Projector
+from ...activities.activity import ActivityKind, ProjectedActivity, Projector
 from ...activities.journal import ActivityJournal
 from ...activities.projection import PROJECTION_PAGE, HistoryReadError, checkpoint_pages
 from ...authoring.definition import Definition
@@ -106,6 +106,8 @@ async def reconcile_pages(sup: Supervisor, definition: Definition, run: Run) -> 
         # still records its failure, at the first revision not yet published.
         if run.status is not RunStatus.FAILED or not definite(exc.cause):
             raise projection_error(run, exc) from exc.cause
+        if await failure_published(sup, run):
+            return run  # its run_failed is the journal's last record: said once is enough
         failure_revision = run.activity_cursor
         try:
             projector = Projector(
@@ -132,6 +134,24 @@ async def reconcile_pages(sup: Supervisor, definition: Definition, run: Run) -> 
     if not finished and failure_revision is None and run.activity_cursor == projector.revision:
         sup._projections.keep(definition, run.id, projector)
     return run
+
+
+async def failure_published(sup: Supervisor, run: Run) -> bool:
+    """The journal already ends with the run's ``run_failed``. A failed run whose
+    checkpoints cannot be read records its failure at the first revision not yet published,
+    which moves the cursor on; without this, every later reconciliation of the run (the
+    next poll, another owner) published one more ``run_failed`` one revision further."""
+    journal = sup.publisher
+    if not isinstance(journal, ActivityJournal):
+        return False
+    try:
+        position = await journal.position(sup._session_id, run.id)
+        if position == 0:
+            return False
+        last = await journal.read_after(sup._session_id, run.id, position - 1, limit=1)
+    except Exception as exc:
+        raise ReconciliationError(run.id, "read published activities", exc) from exc
+    return bool(last) and last[-1].activity.kind == ActivityKind.RUN_FAILED
 
 
 async def publish(

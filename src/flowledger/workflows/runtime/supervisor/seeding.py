@@ -22,6 +22,7 @@ from ...errors import (
     NotFoundError,
 )
 from ...records.run import Run, RunStatus
+from .misses import confirm_input_missing
 from .outcomes import apply_result, fail_definite
 from .publication import reconcile_activities
 from .workers import Controller, execute
@@ -70,7 +71,10 @@ async def start_with_seed(
 ) -> Run | None:
     try:
         raw = await sup.inputs.get_for_start(sup._session_id, run.input, created_at=run.created_at)
-    except (NotFoundError, CorruptRecordError):
+    except NotFoundError:
+        await confirm_input_missing(sup, run)
+        return await fail_definite(sup, definition, run, "workflow input unavailable")
+    except CorruptRecordError:
         return await fail_definite(sup, definition, run, "workflow input unavailable")
     except Exception as exc:
         # Possibly transient (DESIGN §11.4): leave the run pending for a later attempt.
