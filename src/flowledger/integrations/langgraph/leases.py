@@ -1,0 +1,127 @@
+"""`ThreadLeases`: one writer per thread (the saver's ``single_writer`` option), and
+`AdminLease`: one rewrite (prune, delete, copy) of a thread at a time.
+
+With ``single_writer``, a saver writes a thread only while it holds the thread's lease
+(``<prefix>/leases/<t>``): its first write takes it, writes keep it (it renews itself
+every ``ttl / 3``), and it is given back after ``idle`` seconds without a write (or by
+`release`, or when the saver closes), so another process can take the thread over
+between runs. Every append carries the lease's fence, checked by the store in the
+append's own transaction, so a write after the lease ended (the process stalled past its
+TTL and another took the thread) is refused, never stored. A second process writing the
+thread while the lease is held gets `ThreadLeaseHeldError`; the saver also appends only
+at the tip it last saw of the log, so a process that took the lease over after another
+wrote the thread gets `ThreadConflictError` rather than forking the history from a stale
+read.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
+from typing import Final
+
+from ...storage import Fence, Lease, LeaseHeldError, Store, validate_name
+from .errors import ThreadBusyError, ThreadLeaseHeldError
+from .names import lease_name, segment
+
+__all__ = ["AdminLease", "ThreadLeases"]
+
+_ADMIN_TTL: Final = 30.0
+_ADMIN_WAIT: Final = 60.0
+
+
+@dataclass
+class _Held:
+    lease: Lease
+    users: int = 0
+    last_used: float = field(default_factory=time.monotonic)
+    idler: asyncio.Task[None] | None = None
+
+
+class ThreadLeases:
+    def __init__(self, store: Store, prefix: str, *, ttl: float, idle: float) -> None:
+        self.store = store
+        self.prefix = prefix
+        self.ttl = ttl
+        self.idle = idle
+        self._held: dict[str, _Held] = {}
+
+    @contextlib.asynccontextmanager
+    async def hold(self, thread_id: str) -> AsyncIterator[Fence]:
+        """The fence of this saver's lease of the thread (taken if needed) for one write."""
+        held = self._held.get(thread_id)
+        if held is None or held.lease.lost:
+            try:
+                lease = await self.store.leases.acquire(
+                    lease_name(self.prefix, thread_id), ttl=self.ttl
+                )
+            except LeaseHeldError:
+                raise ThreadLeaseHeldError(thread_id) from None
+            held = self._held.get(thread_id)  # another task of this saver may have won
+            if held is not None and not held.lease.lost:
+                await lease.release()
+            else:
+                held = _Held(lease)
+                self._held[thread_id] = held
+                held.idler = asyncio.get_running_loop().create_task(self._idle(thread_id, held))
+        held.users += 1
+        try:
+            yield held.lease.fence
+        finally:
+            held.users -= 1
+            held.last_used = time.monotonic()
+
+    def holds(self, thread_id: str) -> bool:
+        held = self._held.get(thread_id)
+        return held is not None and not held.lease.lost
+
+    async def _idle(self, thread_id: str, held: _Held) -> None:
+        while not held.lease.lost:
+            wait = held.last_used + self.idle - time.monotonic()
+            if held.users == 0 and wait <= 0:
+                break
+            await asyncio.sleep(max(wait, self.idle / 10))
+        if self._held.get(thread_id) is held:
+            del self._held[thread_id]
+        await held.lease.release()
+
+    async def release(self, thread_id: str) -> None:
+        held = self._held.pop(thread_id, None)
+        if held is not None:
+            if held.idler is not None and held.idler is not asyncio.current_task():
+                held.idler.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await held.idler
+            await held.lease.release()
+
+    async def close(self) -> None:
+        for thread_id in list(self._held):
+            await self.release(thread_id)
+
+
+class AdminLease:
+    """Serialises the rewrites of one thread across processes (waiting up to a minute)."""
+
+    def __init__(self, store: Store, prefix: str) -> None:
+        self.store = store
+        self.prefix = prefix
+
+    @contextlib.asynccontextmanager
+    async def hold(self, thread_id: str) -> AsyncIterator[Lease]:
+        name = validate_name(f"{self.prefix}/admin/{segment(thread_id)}")
+        deadline = time.monotonic() + _ADMIN_WAIT
+        while True:
+            try:
+                lease = await self.store.leases.acquire(name, ttl=_ADMIN_TTL)
+                break
+            except LeaseHeldError:
+                if time.monotonic() > deadline:
+                    raise ThreadBusyError(thread_id) from None
+                await asyncio.sleep(0.05)
+        try:
+            yield lease
+        finally:
+            await lease.release()
