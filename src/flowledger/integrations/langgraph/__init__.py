@@ -25,10 +25,12 @@ from .errors import (
     UnserializableValueError,
     UnsupportedSerializationError,
 )
+from .retention import STATUSES, ThreadPruneReport, ThreadRetention
 from .saver import FlowledgerSaver, SaverOpener
 from .serde import JsonSerializer
 
 __all__ = [
+    "STATUSES",
     "CorruptCheckpointError",
     "FlowledgerSaver",
     "InvalidConfigError",
@@ -42,6 +44,8 @@ __all__ = [
     "ThreadExistsError",
     "ThreadLeaseHeldError",
     "ThreadLeaseLostError",
+    "ThreadPruneReport",
+    "ThreadRetention",
     "UnknownTypeError",
     "UnserializableValueError",
     "UnsupportedSerializationError",

@@ -28,6 +28,7 @@ import asyncio
 import builtins
 import functools
 from collections.abc import AsyncIterator, Collection, Iterator, Sequence
+from datetime import datetime
 from types import TracebackType
 from typing import Any, Final, TypeVar
 
@@ -49,6 +50,7 @@ from .logs import LogStore, ThreadLog
 from .names import DEFAULT_PREFIX, check_prefix
 from .reading import Reader
 from .records import CheckpointRecord
+from .retention import ThreadPruneReport, ThreadRetention, run_retention
 from .rewrite import Rewriter
 from .serde import JsonSerializer
 from .values import Encoder
@@ -379,6 +381,22 @@ class FlowledgerSaver(BaseCheckpointSaver[int]):
                 await self.rewriter.keep_latest(thread_id, 1)
         if thread_ids:
             await self.rewriter.sweep()
+
+    async def aprune_threads(
+        self, policy: ThreadRetention, *, dry_run: bool = False, now: datetime | None = None
+    ) -> ThreadPruneReport:
+        """One retention pass over every thread of the store (`retention`)."""
+        return await self.bridge.run(
+            functools.partial(run_retention, self.rewriter, policy, dry_run=dry_run, now=now)
+        )
+
+    def prune_threads(
+        self, policy: ThreadRetention, *, dry_run: bool = False, now: datetime | None = None
+    ) -> ThreadPruneReport:
+        return self.bridge.call(
+            functools.partial(run_retention, self.rewriter, policy, dry_run=dry_run, now=now),
+            "prune_threads",
+        )
 
     async def arelease_thread(self, thread_id: str) -> None:
         """Give back this saver's lease of a thread now (``single_writer``)."""
