@@ -153,3 +153,33 @@ async def test_a_cold_saver_reads_a_long_chain(tmp_path: Any) -> None:
         assert found is not None and found.checkpoint["channel_values"]["log"] == items
         middle = [h async for h in cold.alist(config, limit=151)][-1]
         assert middle.checkpoint["channel_values"]["log"] == items[:150]
+
+
+async def test_a_message_changed_in_place_is_stored_again() -> None:
+    """Elements are remembered by identity between checkpoints (not serialised again);
+    one changed in place (LangGraph does not forbid it) must not come back stale."""
+    config = {"configurable": {"thread_id": "t", "checkpoint_ns": ""}}
+    first, second = HumanMessage(content="first", id="m1"), AIMessage(content="second", id="m2")
+    async with open_store("memory://") as store:
+        saver = FlowledgerSaver(store)
+        current = await saver.aput(
+            config, checkpoint({"messages": [first, second]}, {"messages": 1}), {}, {"messages": 1}
+        )
+        first.content = "first, edited in place"
+        second.additional_kwargs["note"] = "added in place"
+        third = AIMessage(content="third", id="m3")
+        await saver.aput(
+            current,
+            checkpoint({"messages": [first, second, third]}, {"messages": 2}),
+            {},
+            {"messages": 2},
+        )
+        found = await FlowledgerSaver(store).aget_tuple(config)
+        assert found is not None
+        stored = found.checkpoint["channel_values"]["messages"]
+        assert [m.content for m in stored] == ["first, edited in place", "second", "third"]
+        assert stored[1].additional_kwargs == {"note": "added in place"}
+        old = await FlowledgerSaver(store).aget_tuple(current)
+        assert old is not None and [
+            m.content for m in old.checkpoint["channel_values"]["messages"]
+        ] == ["first", "second"]

@@ -65,3 +65,15 @@ def test_a_saver_needs_the_loop_of_its_store() -> None:
     store = asyncio.run(opened())
     with pytest.raises(SaverUsageError, match="from_url"):
         FlowledgerSaver(store)
+
+
+def test_a_synchronous_call_from_a_thread_that_runs_another_loop(tmp_path: Path) -> None:
+    """As in a notebook: ``graph.get_state`` called where an event loop already runs."""
+    with FlowledgerSaver.from_url(f"sqlite:///{tmp_path / 's.db'}") as saver:
+        saver.put(CONFIG, checkpoint(3), {"source": "input", "step": -1}, {"items": 4})
+
+        async def inside_a_running_loop() -> Any:
+            return saver.get_tuple(CONFIG)
+
+        found = asyncio.run(inside_a_running_loop())
+        assert found is not None and found.checkpoint["channel_values"] == {"items": [0, 1, 2]}

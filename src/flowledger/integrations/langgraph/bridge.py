@@ -2,17 +2,23 @@
 
 A flowledger store may be bound to the loop that opened it (PostgreSQL is), and the
 saver's caches and per-log locks are plain asyncio objects, so all of its work runs on
-the home loop:
+the home loop. A home loop is one of two kinds:
 
-* an ``a...`` method awaited on the home loop runs directly;
-* awaited on another loop (another thread's ``asyncio.run``), it is handed to the home
-  loop and awaited there (`asyncio.run_coroutine_threadsafe`);
-* a synchronous method (``graph.invoke`` calls them) hands its coroutine to the home loop
-  and blocks until it is done; called *on* the home loop it would wait for itself
-  forever, so it raises `SaverUsageError` instead (as LangGraph's async savers do).
+* **borrowed** (`here`): the running loop of ``async with FlowledgerSaver.from_url(...)``
+  or of ``FlowledgerSaver(store)``. An ``a...`` method awaited on it runs directly;
+  awaited on another loop it is handed over (`asyncio.run_coroutine_threadsafe`); a
+  synchronous method called from another thread hands its coroutine over and blocks.
+* **driven** (`driven`): a private loop for ``with FlowledgerSaver.from_url(...)`` in
+  synchronous code. It runs only inside calls: a synchronous method runs its coroutine on
+  it *in the calling thread* (``run_until_complete``, one caller at a time), so a
+  ``graph.invoke`` step costs no hand-over between threads. An ``a...`` method awaited on
+  another loop runs in a worker thread that drives it. Background work of the store (a
+  pool's upkeep) advances whenever a call drives the loop; the single-writer leases,
+  which must renew on time, live on a loop of their own (`start`).
 
-`LoopBridge.start` runs a home loop on a daemon thread of its own, for savers opened
-from synchronous code (``with FlowledgerSaver.from_url(...) as saver:``).
+A synchronous method called *on* the home loop (from a coroutine running on it) would wait
+for itself forever, so it raises `SaverUsageError` instead (as LangGraph's async savers
+do).
 """
 
 from __future__ import annotations
@@ -20,7 +26,7 @@ from __future__ import annotations
 import asyncio
 import threading
 from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Iterator
-from typing import Any, TypeVar, cast
+from typing import Any, TypeVar
 
 from .errors import SaverUsageError
 
@@ -30,9 +36,17 @@ T = TypeVar("T")
 
 
 class LoopBridge:
-    def __init__(self, loop: asyncio.AbstractEventLoop, thread: threading.Thread | None = None):
+    def __init__(
+        self,
+        loop: asyncio.AbstractEventLoop,
+        thread: threading.Thread | None = None,
+        *,
+        driven: bool = False,
+    ):
         self.loop = loop
+        self.driven = driven
         self._thread = thread
+        self._turn = threading.Lock()  # one driver of a driven loop at a time
 
     @classmethod
     def here(cls) -> LoopBridge:
@@ -40,8 +54,13 @@ class LoopBridge:
         return cls(asyncio.get_running_loop())
 
     @classmethod
+    def driven_loop(cls) -> LoopBridge:
+        """A private home loop, driven by the calls themselves."""
+        return cls(asyncio.new_event_loop(), driven=True)
+
+    @classmethod
     def start(cls) -> LoopBridge:
-        """A new home loop on a daemon thread (stopped by `stop`)."""
+        """A new home loop running on a daemon thread (stopped by `stop`)."""
         loop = asyncio.new_event_loop()
         ready = threading.Event()
 
@@ -55,10 +74,6 @@ class LoopBridge:
         ready.wait()
         return cls(loop, thread)
 
-    @property
-    def owns_thread(self) -> bool:
-        return self._thread is not None
-
     def on_home(self) -> bool:
         try:
             return asyncio.get_running_loop() is self.loop
@@ -69,6 +84,8 @@ class LoopBridge:
         """Await ``make()`` on the home loop, from any loop."""
         if self.on_home():
             return await make()
+        if self.driven:
+            return await asyncio.to_thread(self._drive, make)
         future = asyncio.run_coroutine_threadsafe(_wrap(make), self.loop)
         return await asyncio.wrap_future(future)
 
@@ -81,7 +98,33 @@ class LoopBridge:
             )
         if self.loop.is_closed():
             raise SaverUsageError(f"{what}: the saver is closed")
-        return asyncio.run_coroutine_threadsafe(_wrap(make), self.loop).result()
+        if not self.driven:
+            return asyncio.run_coroutine_threadsafe(_wrap(make), self.loop).result()
+        if _loop_running_here():
+            # This thread runs another event loop, which a driven loop cannot run inside:
+            # drive it from a worker thread instead.
+            box: list[Any] = []
+
+            def drive() -> None:
+                try:
+                    box.append((True, self._drive(make)))
+                except BaseException as exc:
+                    box.append((False, exc))
+
+            worker = threading.Thread(target=drive, name="flowledger-langgraph-call")
+            worker.start()
+            worker.join()
+            ok, value = box[0]
+            if not ok:
+                raise value
+            return value  # type: ignore[no-any-return]
+        return self._drive(make)
+
+    def _drive(self, make: Callable[[], Awaitable[T]]) -> T:
+        with self._turn:
+            if self.loop.is_closed():
+                raise SaverUsageError("the saver is closed")
+            return self.loop.run_until_complete(_wrap(make))
 
     async def iterate(self, make: Callable[[], AsyncIterator[T]]) -> AsyncIterator[T]:
         """Items of ``make()`` (an async iterator that runs on the home loop), from any loop."""
@@ -92,13 +135,12 @@ class LoopBridge:
         iterator = make()
         try:
             while True:
-                future = asyncio.run_coroutine_threadsafe(_next(iterator), self.loop)
-                done, item = await asyncio.wrap_future(future)  # type: ignore[arg-type]
+                done, item = await self.run(lambda: _next(iterator))
                 if done:
                     return
                 yield item
         finally:
-            await asyncio.wrap_future(asyncio.run_coroutine_threadsafe(_close(iterator), self.loop))
+            await self.run(lambda: _close(iterator))
 
     def iterate_sync(self, make: Callable[[], AsyncIterator[T]], what: str) -> Iterator[T]:
         if self.on_home():
@@ -109,16 +151,22 @@ class LoopBridge:
         iterator = make()
         try:
             while True:
-                done, item = asyncio.run_coroutine_threadsafe(_next(iterator), self.loop).result()
+                done, item = self.call(lambda: _next(iterator), what)
                 if done:
                     return
-                yield cast(T, item)
+                yield item
         finally:
             if not self.loop.is_closed():
-                asyncio.run_coroutine_threadsafe(_close(iterator), self.loop).result()
+                self.call(lambda: _close(iterator), what)
 
     def stop(self) -> None:
-        """Stop a loop `start` made (after the saver closed); a borrowed loop is left alone."""
+        """Stop a loop this bridge made (after the saver closed); a borrowed one stays."""
+        if self.driven:
+            with self._turn:
+                if not self.loop.is_closed():
+                    self.loop.run_until_complete(self.loop.shutdown_asyncgens())
+                    self.loop.close()
+            return
         if self._thread is None:
             return
         self.loop.call_soon_threadsafe(self.loop.stop)
@@ -126,11 +174,19 @@ class LoopBridge:
         self.loop.close()
 
 
+def _loop_running_here() -> bool:
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return False
+    return True
+
+
 async def _wrap(make: Callable[[], Awaitable[T]]) -> T:
     return await make()
 
 
-async def _next(iterator: AsyncIterator[T]) -> tuple[bool, T | None]:
+async def _next(iterator: AsyncIterator[Any]) -> tuple[bool, Any]:
     try:
         return False, await iterator.__anext__()
     except StopAsyncIteration:

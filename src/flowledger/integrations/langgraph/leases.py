@@ -18,12 +18,15 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
+import threading
 import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from typing import Final
 
 from ...storage import Fence, Lease, LeaseHeldError, Store, validate_name
+from .bridge import LoopBridge
 from .errors import ThreadBusyError, ThreadLeaseHeldError
 from .names import lease_name, segment
 
@@ -42,54 +45,89 @@ class _Held:
 
 
 class ThreadLeases:
-    def __init__(self, store: Store, prefix: str, *, ttl: float, idle: float) -> None:
+    """The single-writer leases a saver holds. They live on ``home`` (a loop that runs
+    all the time, so they renew on time); writes on another loop take a held lease's
+    fence without a hand-over, the counts guarded by a thread lock."""
+
+    def __init__(
+        self, store: Store, prefix: str, *, ttl: float, idle: float, home: LoopBridge
+    ) -> None:
         self.store = store
         self.prefix = prefix
         self.ttl = ttl
         self.idle = idle
+        self.home = home
         self._held: dict[str, _Held] = {}
+        self._guard = threading.Lock()
+        self._taking: dict[str, asyncio.Lock] = {}
 
     @contextlib.asynccontextmanager
     async def hold(self, thread_id: str) -> AsyncIterator[Fence]:
         """The fence of this saver's lease of the thread (taken if needed) for one write."""
-        held = self._held.get(thread_id)
-        if held is None or held.lease.lost:
+        held = self._use(thread_id)
+        if held is None:
+            held = await self.home.run(functools.partial(self._take, thread_id))
+        try:
+            yield held.lease.fence
+        finally:
+            with self._guard:
+                held.users -= 1
+                held.last_used = time.monotonic()
+
+    def _use(self, thread_id: str) -> _Held | None:
+        with self._guard:
+            held = self._held.get(thread_id)
+            if held is None or held.lease.lost:
+                return None
+            held.users += 1
+            return held
+
+    async def _take(self, thread_id: str) -> _Held:
+        """On the home loop: the held lease of the thread, or a new grant."""
+        lock = self._taking.setdefault(thread_id, asyncio.Lock())
+        async with lock:
+            held = self._use(thread_id)
+            if held is not None:
+                return held
             try:
                 lease = await self.store.leases.acquire(
                     lease_name(self.prefix, thread_id), ttl=self.ttl
                 )
             except LeaseHeldError:
                 raise ThreadLeaseHeldError(thread_id) from None
-            held = self._held.get(thread_id)  # another task of this saver may have won
-            if held is not None and not held.lease.lost:
-                await lease.release()
-            else:
-                held = _Held(lease)
+            held = _Held(lease, users=1)
+            with self._guard:
                 self._held[thread_id] = held
-                held.idler = asyncio.get_running_loop().create_task(self._idle(thread_id, held))
-        held.users += 1
-        try:
-            yield held.lease.fence
-        finally:
-            held.users -= 1
-            held.last_used = time.monotonic()
+            held.idler = asyncio.get_running_loop().create_task(self._idle(thread_id, held))
+            return held
 
     def holds(self, thread_id: str) -> bool:
-        held = self._held.get(thread_id)
-        return held is not None and not held.lease.lost
+        with self._guard:
+            held = self._held.get(thread_id)
+            return held is not None and not held.lease.lost
 
     async def _idle(self, thread_id: str, held: _Held) -> None:
         while not held.lease.lost:
-            wait = held.last_used + self.idle - time.monotonic()
-            if held.users == 0 and wait <= 0:
-                break
+            with self._guard:
+                wait = held.last_used + self.idle - time.monotonic()
+                busy = held.users > 0
+                if not busy and wait <= 0:
+                    if self._held.get(thread_id) is held:
+                        del self._held[thread_id]
+                    break
             await asyncio.sleep(max(wait, self.idle / 10))
-        if self._held.get(thread_id) is held:
-            del self._held[thread_id]
+        with self._guard:
+            if self._held.get(thread_id) is held:
+                del self._held[thread_id]
         await held.lease.release()
 
     async def release(self, thread_id: str) -> None:
-        held = self._held.pop(thread_id, None)
+        """Give the thread's lease back now."""
+        await self.home.run(functools.partial(self._release, thread_id))
+
+    async def _release(self, thread_id: str) -> None:
+        with self._guard:
+            held = self._held.pop(thread_id, None)
         if held is not None:
             if held.idler is not None and held.idler is not asyncio.current_task():
                 held.idler.cancel()

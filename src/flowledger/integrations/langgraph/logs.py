@@ -53,6 +53,7 @@ from .records import (
     Seal,
     WritesRecord,
     parse_record,
+    trusted_record,
 )
 from .values import Encoded, check_blob
 
@@ -483,9 +484,10 @@ class LogStore:
         if len(sent) > MAX_ATTACHMENTS_PER_APPEND or len(refs) > MAX_REFS_PER_APPEND:
             await self._carry(log, sent, refs, fence)
             return False
-        payloads = [dumps_record(doc) for doc in docs]
+        docs = list(docs)
         if log.tip == 0:
-            payloads.insert(0, dumps_record(self.header(log)))
+            docs.insert(0, self.header(log))
+        payloads = [dumps_record(doc) for doc in docs]
         while True:
             try:
                 await self.ledger.append(
@@ -501,7 +503,7 @@ class LogStore:
                 self.blob_cache.forget(gone.digest)
                 refs.remove(gone.digest)
                 sent[gone.digest] = data
-        self._committed(log, payloads, encoded.needed, sent)
+        self._committed(log, docs, payloads, encoded.needed, sent)
         return True
 
     def _plan(self, log: ThreadLog, encoded: Encoded) -> tuple[dict[str, bytes], list[str]]:
@@ -524,24 +526,26 @@ class LogStore:
         while items or refs:
             chunk, items = dict(items[:limit]), items[limit:]
             named, refs = refs[:limit], refs[limit:]
-            payloads = [dumps_record({"carry": 1})]
+            docs: list[dict[str, Any]] = [{"carry": 1}]
             if log.tip == 0:
-                payloads.insert(0, dumps_record(self.header(log)))
+                docs.insert(0, self.header(log))
+            payloads = [dumps_record(doc) for doc in docs]
             await self.ledger.append(
                 log.name, payloads, expected=log.tip, attachments=chunk, refs=named, fence=fence
             )
-            self._committed(log, payloads, set(chunk) | set(named), chunk)
+            self._committed(log, docs, payloads, set(chunk) | set(named), chunk)
 
     def _committed(
         self,
         log: ThreadLog,
+        docs: list[dict[str, Any]],
         payloads: list[bytes],
         needed: Iterable[str],
         sent: Mapping[str, bytes],
     ) -> None:
         first = log.tip + 1
-        for offset, payload in enumerate(payloads):
-            record = parse_record(first + offset, payload, f"log {log.name}")
+        for offset, (doc, payload) in enumerate(zip(docs, payloads, strict=True)):
+            record = trusted_record(first + offset, len(payload), doc)
             self.records.remember((log.name, record.seq), record)
             if log.low > log.tip:  # nothing indexed yet: the index starts here
                 log.low = record.seq

@@ -52,6 +52,7 @@ __all__ = [
     "is_digest",
     "is_list_entry",
     "parse_record",
+    "trusted_record",
 ]
 
 FORMAT: Final = 1
@@ -222,6 +223,36 @@ def entry_digests(value: Any) -> Iterator[str]:
             if isinstance(items, list):
                 for item in items:
                     yield from entry_digests(item)
+
+
+def trusted_record(seq: int, size: int, doc: dict[str, Any]) -> Record:
+    """A record this saver just built and appended (its JSON is what `parse_record`
+    would accept: not checked again)."""
+    if "c" in doc:
+        return CheckpointRecord(
+            seq=seq,
+            size=size,
+            id=doc["c"],
+            parent=doc.get("p"),
+            ts=doc["ts"],
+            v=doc["v"],
+            metadata=doc["m"],
+            versions=doc["cv"],
+            seen=doc["vs"],
+            updated=doc.get("u"),
+            extra=doc.get("x", {}),
+            values=doc["vals"],
+            top=doc.get("top"),
+            doc=doc,
+        )
+    if "w" in doc:
+        writes = [(idx, channel, value) for idx, channel, value in doc["ws"]]
+        return WritesRecord(seq, size, doc["w"], doc["t"], doc["tp"], writes, doc)
+    if "lg" in doc:
+        return Header(seq, size, doc["thread"], doc["ns"], doc["gen"])
+    if "seal" in doc:
+        return Seal(seq, size, doc["seal"])
+    return Carrier(seq, size)
 
 
 def parse_record(seq: int, payload: bytes, where: str) -> Record:

@@ -80,6 +80,7 @@ class FlowledgerSaver(BaseCheckpointSaver[int]):
         lease_idle: float = 5.0,
         prefix: str = DEFAULT_PREFIX,
         bridge: LoopBridge | None = None,
+        leases_on: tuple[Store, LoopBridge] | None = None,
     ) -> None:
         super().__init__(serde=serde if serde is not None else JsonSerializer())
         if not isinstance(store, Store):
@@ -99,8 +100,11 @@ class FlowledgerSaver(BaseCheckpointSaver[int]):
         self.single_writer = single_writer
         self.bridge = bridge
         self.logs = LogStore(store, self.prefix)
+        # The leases renew on a loop that always runs: the home loop, unless it is driven
+        # by the calls (`bridge`), when `from_url` gives them a loop (and store) of their own.
+        lease_store, lease_home = leases_on if leases_on is not None else (store, bridge)
         self.leases = (
-            ThreadLeases(store, self.prefix, ttl=lease_ttl, idle=lease_idle)
+            ThreadLeases(lease_store, self.prefix, ttl=lease_ttl, idle=lease_idle, home=lease_home)
             if single_writer
             else None
         )
@@ -429,18 +433,24 @@ def _ids(items: Sequence[str]) -> list[str]:
 
 
 class SaverOpener:
-    """What `FlowledgerSaver.from_url` returns: ``with`` it (synchronous code: the saver
-    runs on a home loop of its own) or ``async with`` it (on the running loop)."""
+    """What `FlowledgerSaver.from_url` returns: ``with`` it (synchronous code: the saver's
+    loop is driven by its calls, in the calling thread) or ``async with`` it (on the
+    running loop)."""
 
     def __init__(self, url: str, options: dict[str, Any]) -> None:
         self.url = url
         self.options = options
         self.saver: FlowledgerSaver | None = None
+        self._keeper: LoopBridge | None = None
+        self._keeper_store: Store | None = None
 
-    async def _open(self, bridge: LoopBridge) -> FlowledgerSaver:
+    async def _open(self, bridge: LoopBridge, keeper: LoopBridge | None = None) -> FlowledgerSaver:
         store = await open_store(self.url)
         try:
-            saver = FlowledgerSaver(store, bridge=bridge, **self.options)
+            leases_on = None
+            if keeper is not None:
+                leases_on = (self._keeper_store or store, keeper)
+            saver = FlowledgerSaver(store, bridge=bridge, leases_on=leases_on, **self.options)
         except BaseException:
             await store.close()
             raise
@@ -448,10 +458,19 @@ class SaverOpener:
         return saver
 
     def __enter__(self) -> FlowledgerSaver:
-        bridge = LoopBridge.start()
+        bridge = LoopBridge.driven_loop()
         try:
-            self.saver = asyncio.run_coroutine_threadsafe(self._open(bridge), bridge.loop).result()
+            if self.options.get("single_writer"):
+                # Leases must renew between calls: they get a running loop of their own,
+                # with a store of its own where the store is bound to its loop (PostgreSQL).
+                self._keeper = LoopBridge.start()
+                if self.url.startswith(("postgres://", "postgresql://")):
+                    self._keeper_store = asyncio.run_coroutine_threadsafe(
+                        _opened(self.url), self._keeper.loop
+                    ).result()
+            self.saver = bridge.call(functools.partial(self._open, bridge, self._keeper), "open")
         except BaseException:
+            self._stop_keeper()
             bridge.stop()
             raise
         return self.saver
@@ -466,7 +485,15 @@ class SaverOpener:
             try:
                 self.saver.close()
             finally:
+                self._stop_keeper()
                 self.saver.bridge.stop()
+
+    def _stop_keeper(self) -> None:
+        if self._keeper is None:
+            return
+        if self._keeper_store is not None:
+            asyncio.run_coroutine_threadsafe(self._keeper_store.close(), self._keeper.loop).result()
+        self._keeper.stop()
 
     async def __aenter__(self) -> FlowledgerSaver:
         self.saver = await self._open(LoopBridge.here())
@@ -480,3 +507,7 @@ class SaverOpener:
     ) -> None:
         if self.saver is not None:
             await self.saver.aclose()
+
+
+async def _opened(url: str) -> Store:
+    return await open_store(url)

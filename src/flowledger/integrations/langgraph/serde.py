@@ -62,7 +62,7 @@ from .errors import (
     UnsupportedSerializationError,
 )
 
-__all__ = ["JSON_TYPE", "TAG", "JsonSerializer", "class_path", "is_pickle_type"]
+__all__ = ["JSON_TYPE", "TAG", "JsonSerializer", "class_path", "is_pickle_type", "is_plain"]
 
 JSON_TYPE: Final = "json"
 TAG: Final = "__fl__"
@@ -204,7 +204,7 @@ class JsonSerializer:
             raise _Unencodable(kind.__name__, f"nested deeper than {_MAX_DEPTH} levels")
         if kind is float:
             return obj if math.isfinite(obj) else {TAG: "float", "v": repr(obj)}
-        if (kind is list or kind is dict) and _is_plain(obj):
+        if (kind is list or kind is dict) and is_plain(obj):
             return obj
         if kind is list:
             out = []
@@ -442,7 +442,7 @@ def _bytes(value: Any) -> bytes:
     return base64.b64decode(value, validate=True)
 
 
-def _is_plain(root: list[Any] | dict[str, Any]) -> bool:
+def is_plain(root: list[Any] | dict[str, Any]) -> bool:
     """Whether ``root`` is JSON data as it stands: lists, dicts with string keys other than
     the reserved one, strings, ints, finite floats, booleans and None."""
     stack: list[Any] = [root]

@@ -20,10 +20,12 @@ from __future__ import annotations
 
 import base64
 import binascii
+from collections import OrderedDict
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Final
 
+import pydantic
 from langgraph.checkpoint.serde.base import SerializerProtocol
 
 from ...storage import digest_of
@@ -49,6 +51,7 @@ __all__ = [
     "scalar_digests",
 ]
 
+_SEEN: Final = 16_384  # list elements remembered by identity (see `Encoder`)
 INLINE_TEXT: Final = 64  # JSON text this short stays in its record
 INLINE_BYTES: Final = 48  # so do raw bytes this short (as base64)
 _RAW_TYPES: Final = frozenset({"null", "bytes", "bytearray"})
@@ -81,10 +84,18 @@ class Encoded:
 
 
 class Encoder:
-    """Python values to stored value forms, through a serde."""
+    """Python values to stored value forms, through a serde.
+
+    List elements are remembered by identity with their stored form (the last `_SEEN`
+    of them): the next checkpoint of a growing list holds the same objects, and
+    serialising every one of them again would cost each step as much as the whole list.
+    A remembered string (immutable) is reused as it is; a remembered pydantic model
+    (LangChain's messages) only while ``model_dump()`` still equals what it was when it
+    was stored, so a message changed in place is stored again, never stale."""
 
     def __init__(self, serde: SerializerProtocol) -> None:
         self.serde = serde
+        self._seen: OrderedDict[int, tuple[Any, Any, Any, tuple[str, bytes] | None]] = OrderedDict()
 
     def scalar(self, value: Any, where: str, out: Encoded) -> Any:
         try:
@@ -113,7 +124,35 @@ class Encoder:
         return {"t": type_tag, "d": out.attach(data)}
 
     def elements(self, values: list[Any], where: str, out: Encoded) -> list[Any]:
-        return [self.scalar(item, f"{where}[{index}]", out) for index, item in enumerate(values)]
+        """The stored forms of a list's elements. The attachments they need are in
+        ``out.blobs``; naming them (``out.needed``) is the list's stored form's business
+        (`lists`): a delta names only the elements it adds."""
+        entries = []
+        seen = self._seen
+        blobs = out.blobs
+        for index, item in enumerate(values):
+            known = seen.get(id(item))
+            if (
+                known is not None
+                and known[0] is item
+                and (known[1] is None or item.model_dump() == known[1])
+            ):
+                entries.append(known[2])
+                if known[3] is not None:
+                    blobs[known[3][0]] = known[3][1]
+                continue
+            entry = self.scalar(item, f"{where}[{index}]", out)
+            entries.append(entry)
+            if type(item) is str or isinstance(item, pydantic.BaseModel):
+                digest = entry if isinstance(entry, str) else None
+                if isinstance(entry, dict) and "d" in entry:
+                    digest = entry["d"]
+                stored = (digest, blobs[digest]) if digest is not None else None
+                dump = item.model_dump() if isinstance(item, pydantic.BaseModel) else None
+                seen[id(item)] = (item, dump, entry, stored)
+                if len(seen) > _SEEN:
+                    seen.popitem(last=False)
+        return entries
 
 
 def scalar_digests(entries: Iterable[Any]) -> set[str]:

@@ -34,7 +34,8 @@ from .errors import (
 from .leases import ThreadLeases
 from .lists import build, reuse, whole
 from .logs import Chan, CpState, ListNode, LogStore, ThreadLog
-from .serde import JsonSerializer
+from .reading import copy_json
+from .serde import JsonSerializer, is_plain
 from .values import Encoded, Encoder, scalar_digests
 
 __all__ = ["Built", "Writer", "config_ids", "plain_metadata"]
@@ -75,6 +76,9 @@ def plain_metadata(config: RunnableConfig, metadata: Mapping[str, Any]) -> dict[
     """The metadata LangGraph's savers store (config keys merged in), as plain JSON."""
     merged: dict[str, Any] = dict(get_checkpoint_metadata(config, metadata))  # type: ignore[arg-type]
     merged.pop("writes", None)
+    if is_plain(merged):
+        copied: dict[str, Any] = copy_json(merged)
+        return copied
     try:
         plain = json.loads(json.dumps(merged, allow_nan=False))
     except (TypeError, ValueError) as exc:
