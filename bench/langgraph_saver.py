@@ -263,6 +263,13 @@ def spawn(job: dict[str, Any]) -> dict[str, Any]:
     return result
 
 
+def _setting(values: list[Any]) -> str:
+    if len(values) == 1:
+        return f"synchronous_commit={values[0]}"
+    names = {0: "OFF", 1: "NORMAL", 2: "FULL", 3: "EXTRA"}
+    return f"synchronous={names.get(values[0], values[0])} journal_mode={values[1]}"
+
+
 Samples = dict[tuple[str, str, str, str], list[float]]  # (backend, system, workload, metric)
 
 
@@ -300,9 +307,7 @@ def measure(
                 samples.setdefault((*key, "us"), []).append(out["seconds"] / n * 1e6)
                 samples.setdefault((*key, "cpu"), []).append(out["cpu"] / n * 1e6)
                 samples.setdefault((*key, "bytes"), []).append(grown / n)
-                settings.setdefault(f"{backend}/{system}", set()).add(
-                    " ".join(map(str, out["settings"]))
-                )
+                settings.setdefault(f"{backend}/{system}", set()).add(_setting(out["settings"]))
                 if workload == "chat":
                     sizes = [out["empty"]] + [size for _, size in out["marks"]]
                     steps = [b - a for a, b in itertools.pairwise(sizes)]
