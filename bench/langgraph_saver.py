@@ -14,8 +14,9 @@ Workloads:
 
 a) loop - one vertex routing to itself N times (state ``{count, payload}``, a 1 KiB payload
    that never changes): µs and database bytes per step;
-b) chat - a conversation of T turns: each turn adds a question and the bot's answer to a
-   ``MessagesState`` (``add_messages``), so the message list grows every turn: µs and bytes
+b) chat - a conversation of T turns: each turn adds a question (~20 words) and the bot's
+   answer (~70 words) to a ``MessagesState`` (``add_messages``), so the message list grows
+   every turn: µs and bytes
    per turn, the database's total size, its growth per 100 turns, and the growth of the
    last 100 turns over the first 100 (1.0: linear; a store that writes the whole list each
    step grows with the square of the conversation).
@@ -58,12 +59,117 @@ KIB = 1024
 LOOP_N, QUICK_LOOP_N = 1000, 20
 CHAT_TURNS, QUICK_CHAT_TURNS = 500, 20
 MARK = 100  # the chat's size is taken every MARK turns (QUICK: every 5)
-QUESTION = "Could you explain, with an example, how this part of the system behaves? "
-ANSWER = (
-    "Certainly. Here is what happens, step by step, with the details that matter for your "
-    "case, and an example you can adapt: first the request is read and checked, then the "
-    "state is updated and saved, and finally the answer is composed from what was found. "
-)
+# Message text is drawn from a fixed vocabulary by a seeded generator: it varies like
+# prose, so a database that compresses text (PostgreSQL's TOAST) compresses it as it
+# would a real conversation, not 100 copies of one sentence.
+WORDS = [
+    "the",
+    "a",
+    "of",
+    "to",
+    "and",
+    "in",
+    "is",
+    "it",
+    "that",
+    "for",
+    "on",
+    "with",
+    "as",
+    "was",
+    "this",
+    "be",
+    "by",
+    "are",
+    "from",
+    "at",
+    "or",
+    "an",
+    "have",
+    "not",
+    "but",
+    "what",
+    "all",
+    "were",
+    "when",
+    "we",
+    "there",
+    "can",
+    "more",
+    "if",
+    "out",
+    "so",
+    "about",
+    "which",
+    "their",
+    "time",
+    "would",
+    "up",
+    "other",
+    "into",
+    "has",
+    "its",
+    "two",
+    "than",
+    "then",
+    "first",
+    "some",
+    "could",
+    "them",
+    "these",
+    "may",
+    "people",
+    "only",
+    "new",
+    "state",
+    "graph",
+    "node",
+    "step",
+    "tool",
+    "call",
+    "message",
+    "answer",
+    "question",
+    "result",
+    "error",
+    "value",
+    "thread",
+    "store",
+    "check",
+    "model",
+    "agent",
+    "reply",
+    "request",
+    "order",
+    "report",
+    "update",
+    "change",
+    "system",
+    "user",
+    "data",
+    "because",
+    "while",
+    "after",
+    "before",
+    "under",
+    "over",
+    "between",
+    "through",
+    "during",
+    "without",
+    "within",
+    "along",
+]
+QUESTION_WORDS, ANSWER_WORDS = 20, 70
+
+
+def text(turn: int, role: str, words: int) -> str:
+    import random
+
+    pick = random.Random(f"{role}-{turn}")
+    return " ".join(pick.choice(WORDS) for _ in range(words))
+
+
 SIZE_SQL = (
     "SELECT coalesce(sum(pg_total_relation_size(c.oid)), 0) FROM pg_class c "
     "JOIN pg_namespace n ON n.oid = c.relnamespace WHERE c.relkind IN ('r', 'm') "
@@ -112,7 +218,7 @@ def chat_graph(saver: Any) -> Any:
 
     def bot(state: MessagesState) -> dict[str, Any]:
         turn = len(state["messages"]) // 2
-        return {"messages": [AIMessage(content=f"({turn}) {ANSWER}")]}
+        return {"messages": [AIMessage(content=text(turn, "answer", ANSWER_WORDS))]}
 
     builder = StateGraph(MessagesState)
     builder.add_node("bot", bot)
@@ -186,7 +292,7 @@ def worker(job: dict[str, Any]) -> dict[str, Any]:
             every = job["mark"]
             started, cpu = time.perf_counter(), time.process_time()
             for turn in range(n):
-                question = HumanMessage(content=f"[{turn}] {QUESTION}")
+                question = HumanMessage(content=text(turn, "question", QUESTION_WORDS))
                 out = graph.invoke({"messages": [question]}, config, durability="sync")
                 if (turn + 1) % every == 0:
                     stopped = time.perf_counter()

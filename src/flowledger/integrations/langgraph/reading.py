@@ -21,7 +21,7 @@ from .lists import resolve, whole_elements
 from .logs import Chan, CpState, ListNode, LogStore, ThreadLog
 from .records import CheckpointRecord, WritesRecord, is_list_entry
 from .serde import JsonSerializer
-from .values import load_scalar, scalar_digests
+from .values import Encoder, load_scalar, scalar_digests
 
 __all__ = ["Reader", "copy_json", "matches"]
 
@@ -50,9 +50,12 @@ def matches(metadata: Mapping[str, Any], wanted: Mapping[str, Any] | None) -> bo
 
 
 class Reader:
-    def __init__(self, logs: LogStore, serde: SerializerProtocol) -> None:
+    def __init__(
+        self, logs: LogStore, serde: SerializerProtocol, encoder: Encoder | None = None
+    ) -> None:
         self.logs = logs
         self.serde = serde
+        self.encoder = encoder  # told the list elements a read returns (`Encoder.remember`)
         self.extras = JsonSerializer()  # other checkpoint keys are LangGraph's own types
 
     async def find(self, log: ThreadLog, checkpoint_id: str) -> int | None:
@@ -88,7 +91,11 @@ class Reader:
         for channel, chan in chans.items():
             at = f"{where} channel {channel!r}"
             if chan.node is not None:
-                values[channel] = self._elements(chan.node.elements, blobs, at)
+                items = self._elements(chan.node.elements, blobs, at)
+                if self.encoder is not None:
+                    for item, entry in zip(items, chan.node.elements, strict=True):
+                        self.encoder.remember(item, entry, blobs)
+                values[channel] = items
             else:
                 values[channel] = load_scalar(self.serde, chan.entry, blobs, at)
         return values, chans

@@ -108,8 +108,9 @@ class FlowledgerSaver(BaseCheckpointSaver[int]):
             if single_writer
             else None
         )
-        self.reader = Reader(self.logs, self.serde)
-        self.writer = Writer(self.logs, Encoder(self.serde), self.leases)
+        encoder = Encoder(self.serde)
+        self.reader = Reader(self.logs, self.serde, encoder)
+        self.writer = Writer(self.logs, encoder, self.leases)
         self.rewriter = Rewriter(self.logs, self.reader, AdminLease(store, self.prefix))
         self._owns_store = False
         self._closed = False

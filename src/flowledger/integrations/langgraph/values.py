@@ -90,8 +90,10 @@ class Encoder:
     of them): the next checkpoint of a growing list holds the same objects, and
     serialising every one of them again would cost each step as much as the whole list.
     A remembered string (immutable) is reused as it is; a remembered pydantic model
-    (LangChain's messages) only while ``model_dump()`` still equals what it was when it
-    was stored, so a message changed in place is stored again, never stale."""
+    (LangChain's messages) only while its fields still equal a ``model_dump()`` taken when
+    it was stored or read (an independent copy: nested containers included), so a message
+    changed in place is stored again, never stale. Elements a read returns are
+    remembered too (`remember`): the next checkpoint holds them."""
 
     def __init__(self, serde: SerializerProtocol) -> None:
         self.serde = serde
@@ -135,7 +137,7 @@ class Encoder:
             if (
                 known is not None
                 and known[0] is item
-                and (known[1] is None or item.model_dump() == known[1])
+                and (known[1] is None or item.__dict__ == known[1])
             ):
                 entries.append(known[2])
                 if known[3] is not None:
@@ -143,16 +145,33 @@ class Encoder:
                 continue
             entry = self.scalar(item, f"{where}[{index}]", out)
             entries.append(entry)
-            if type(item) is str or isinstance(item, pydantic.BaseModel):
-                digest = entry if isinstance(entry, str) else None
-                if isinstance(entry, dict) and "d" in entry:
-                    digest = entry["d"]
-                stored = (digest, blobs[digest]) if digest is not None else None
-                dump = item.model_dump() if isinstance(item, pydantic.BaseModel) else None
-                seen[id(item)] = (item, dump, entry, stored)
-                if len(seen) > _SEEN:
-                    seen.popitem(last=False)
+            self.remember(item, entry, blobs)
         return entries
+
+    def remember(self, item: Any, entry: Any, blobs: Mapping[str, bytes]) -> None:
+        """Remember an element and its stored form (a string or a pydantic model)."""
+        if type(item) is str:
+            dump = None
+        elif isinstance(item, pydantic.BaseModel):
+            dump = item.model_dump()
+        else:
+            return
+        if type(entry) is str:
+            data = blobs.get(entry)
+            if data is None:
+                return  # without its bytes it could not be sent again
+            stored: tuple[str, bytes] | None = (entry, data)
+        elif type(entry) is dict and "d" in entry:
+            data = blobs.get(entry["d"])
+            if data is None:
+                return
+            stored = (entry["d"], data)
+        else:
+            stored = None
+        seen = self._seen
+        seen[id(item)] = (item, dump, entry, stored)
+        if len(seen) > _SEEN:
+            seen.popitem(last=False)
 
 
 def scalar_digests(entries: Iterable[Any]) -> set[str]:
