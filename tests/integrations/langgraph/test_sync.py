@@ -77,3 +77,37 @@ def test_a_synchronous_call_from_a_thread_that_runs_another_loop(tmp_path: Path)
 
         found = asyncio.run(inside_a_running_loop())
         assert found is not None and found.checkpoint["channel_values"] == {"items": [0, 1, 2]}
+
+
+async def test_writes_and_the_next_checkpoint_share_one_commit(tmp_path: Path) -> None:
+    """LangGraph does not wait for a task's writes before it saves the step's checkpoint:
+    when both are under way together they are one append (one transaction)."""
+    async with open_store(f"sqlite:///{tmp_path / 's.db'}") as store:
+        saver = FlowledgerSaver(store)
+        first = await saver.aput(
+            CONFIG, checkpoint(1), {"source": "input", "step": -1}, {"items": 2}
+        )
+        appends: list[int] = []
+        append = store.ledger.append
+
+        async def counted(name: str, records: Any, **options: Any) -> int:
+            appends.append(len(records))
+            return await append(name, records, **options)
+
+        store.ledger.append = counted  # type: ignore[method-assign]
+        await asyncio.gather(
+            saver.aput_writes(first, [("items", [5])], "task-1"),
+            saver.aput_writes(first, [("items", [6])], "task-2"),
+            saver.aput(first, checkpoint(2), {"source": "loop", "step": 0}, {"items": 3}),
+        )
+        assert appends == [3]
+        await saver.aput_writes(first, [("items", [7])], "task-3")  # alone: after a short wait
+        assert appends == [3, 1]
+        before = await saver.aget_tuple(first)
+        assert before is not None and [w[0] for w in before.pending_writes or []] == [
+            "task-1",
+            "task-2",
+            "task-3",
+        ]
+        latest = await saver.aget_tuple(CONFIG)
+        assert latest is not None and latest.checkpoint["channel_values"] == {"items": [0, 1]}

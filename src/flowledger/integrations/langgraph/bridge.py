@@ -8,10 +8,12 @@ the home loop. A home loop is one of two kinds:
   or of ``FlowledgerSaver(store)``. An ``a...`` method awaited on it runs directly;
   awaited on another loop it is handed over (`asyncio.run_coroutine_threadsafe`); a
   synchronous method called from another thread hands its coroutine over and blocks.
-* **driven** (`driven`): a private loop for ``with FlowledgerSaver.from_url(...)`` in
-  synchronous code. It runs only inside calls: a synchronous method runs its coroutine on
-  it *in the calling thread* (``run_until_complete``, one caller at a time), so a
-  ``graph.invoke`` step costs no hand-over between threads. An ``a...`` method awaited on
+* **driven** (`driven_loop`): a private loop for ``with FlowledgerSaver.from_url(...)``
+  in synchronous code. It runs only inside calls: a synchronous method runs its
+  coroutine on it *in the calling thread* (``run_until_complete``), so a ``graph.invoke``
+  step costs no hand-over between threads. A call made while another thread drives the
+  loop hands its coroutine to that loop and waits (`_drive`), so concurrent calls run
+  together there. An ``a...`` method awaited on
   another loop runs in a worker thread that drives it. Background work of the store (a
   pool's upkeep) advances whenever a call drives the loop; the single-writer leases,
   which must renew on time, live on a loop of their own (`start`).
@@ -24,6 +26,7 @@ do).
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import threading
 from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Iterator
 from typing import Any, TypeVar
@@ -46,7 +49,11 @@ class LoopBridge:
         self.loop = loop
         self.driven = driven
         self._thread = thread
-        self._turn = threading.Lock()  # one driver of a driven loop at a time
+        self._turn = threading.Lock()  # held by the thread that drives a driven loop
+        self._mutex = threading.Lock()  # guards the host role and the count of guests
+        self._hosting = False
+        self._guests = 0
+        self._no_guests: asyncio.Event | None = None
 
     @classmethod
     def here(cls) -> LoopBridge:
@@ -121,10 +128,70 @@ class LoopBridge:
         return self._drive(make)
 
     def _drive(self, make: Callable[[], Awaitable[T]]) -> T:
-        with self._turn:
+        """Run ``make()`` on the driven loop from this thread. The first caller drives
+        the loop (the *host*); a caller arriving meanwhile is a *guest*: its coroutine is
+        handed to the loop the host drives, and runs alongside the host's (so the saver
+        may, say, commit both in one transaction), and the host keeps driving until every
+        guest is done."""
+        with self._mutex:
             if self.loop.is_closed():
                 raise SaverUsageError("the saver is closed")
-            return self.loop.run_until_complete(_wrap(make))
+            host = not self._hosting
+            if host:
+                self._hosting = True
+            else:
+                self._guests += 1
+                done: concurrent.futures.Future[T] = concurrent.futures.Future()
+                self.loop.call_soon_threadsafe(self._admit, make, done)
+        if not host:
+            return done.result()
+        with self._turn:
+            if self.loop.is_closed():  # stopped while this thread waited for its turn
+                with self._mutex:
+                    self._hosting = False
+                raise SaverUsageError("the saver is closed")
+            try:
+                return self.loop.run_until_complete(_wrap(make))
+            finally:
+                self._serve_guests()
+
+    def _admit(self, make: Callable[[], Awaitable[T]], done: concurrent.futures.Future[T]) -> None:
+        """On the loop: run a guest's coroutine, and tell its thread the outcome."""
+        task = self.loop.create_task(_wrap(make))
+
+        def finish(task: asyncio.Task[T]) -> None:
+            if task.cancelled():
+                done.cancel()
+            elif task.exception() is not None:
+                done.set_exception(task.exception())
+            else:
+                done.set_result(task.result())
+            with self._mutex:
+                self._guests -= 1
+                idle = self._guests == 0
+            if idle and self._no_guests is not None:
+                self._no_guests.set()
+
+        task.add_done_callback(finish)
+
+    def _serve_guests(self) -> None:
+        """Host: drive the loop until no guest is left, then give up the host role."""
+        while True:
+            with self._mutex:
+                if self._guests == 0:
+                    self._hosting = False
+                    return
+            self.loop.run_until_complete(self._guests_done())
+
+    async def _guests_done(self) -> None:
+        if self._no_guests is None:
+            self._no_guests = asyncio.Event()
+        while True:
+            with self._mutex:
+                if self._guests == 0:
+                    return
+                self._no_guests.clear()
+            await self._no_guests.wait()
 
     async def iterate(self, make: Callable[[], AsyncIterator[T]]) -> AsyncIterator[T]:
         """Items of ``make()`` (an async iterator that runs on the home loop), from any loop."""
@@ -162,7 +229,7 @@ class LoopBridge:
     def stop(self) -> None:
         """Stop a loop this bridge made (after the saver closed); a borrowed one stays."""
         if self.driven:
-            with self._turn:
+            with self._turn:  # no call drives it now
                 if not self.loop.is_closed():
                     self.loop.run_until_complete(self.loop.shutdown_asyncgens())
                     self.loop.close()

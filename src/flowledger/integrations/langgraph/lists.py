@@ -59,7 +59,7 @@ def whole(elements: list[Any], seq: int, out: Encoded) -> tuple[dict[str, Any], 
     node = ListNode(seq, seq, tuple(elements))
     if len(elements) <= INLINE_LIST:
         return {"l": list(elements)}, node
-    digest = out.attach(dumps_record(elements))  # type: ignore[arg-type]
+    digest = out.attach(dumps_record(elements))
     return {"l": digest, "n": len(elements)}, node
 
 

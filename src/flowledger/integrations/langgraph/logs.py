@@ -119,8 +119,15 @@ class CpState:
     chans: dict[str, Chan]
 
 
-def dumps_record(doc: dict[str, Any]) -> bytes:
-    return json.dumps(doc, separators=(",", ":"), ensure_ascii=False).encode()
+_RECORDS_JSON: Final = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False)
+
+
+def dumps_record(doc: Any) -> bytes:
+    """A record's JSON (compact, UTF-8)."""
+    try:
+        return _RECORDS_JSON.encode(doc).encode()
+    except UnicodeEncodeError:  # a lone surrogate in a name: escaped text still parses
+        return json.dumps(doc, separators=(",", ":")).encode()
 
 
 class ThreadLog:

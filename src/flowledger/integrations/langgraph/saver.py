@@ -54,7 +54,7 @@ from .retention import ThreadPruneReport, ThreadRetention, run_retention
 from .rewrite import Rewriter
 from .serde import JsonSerializer
 from .values import Encoder
-from .writing import Writer, config_ids
+from .writing import Place, Writer, config_ids
 
 __all__ = ["FlowledgerSaver", "SaverOpener"]
 
@@ -278,8 +278,8 @@ class FlowledgerSaver(BaseCheckpointSaver[int]):
         values = parts_values(checkpoint)
         versions = dict(new_versions or {})
 
-        def build(log: ThreadLog) -> Any:
-            return self.writer.checkpoint_doc(log, parts, parent_id, values, versions)
+        def build(log: ThreadLog, at: Place) -> Any:
+            return self.writer.checkpoint_doc(log, at, parts, parent_id, values, versions)
 
         log, state = await self.writer.commit(thread_id, checkpoint_ns, build)
         log.cps.remember(parts["c"], state)
@@ -327,10 +327,10 @@ class FlowledgerSaver(BaseCheckpointSaver[int]):
         if not writes:
             return
 
-        def build(log: ThreadLog) -> Any:
+        def build(log: ThreadLog, at: Place) -> Any:
             return self.writer.writes_doc(checkpoint_id, writes, task_id, task_path, log)
 
-        await self.writer.commit(thread_id, checkpoint_ns, build)
+        await self.writer.commit(thread_id, checkpoint_ns, build, gather=True)
 
     # -- deleting, copying, pruning ------------------------------------------------------------
 

@@ -167,6 +167,18 @@ class JsonSerializer:
 
     def dumps(self, obj: Any) -> bytes:
         """``obj`` as JSON bytes; `UnserializableValueError` names what has no JSON form."""
+        kind = type(obj)  # the scalars a step writes most, without the encoder's set-up
+        if obj is None:
+            return b"null"
+        if kind is bool:
+            return b"true" if obj else b"false"
+        if kind is int:
+            return str(obj).encode()
+        if kind is str:
+            try:
+                return _encode_text(obj).encode()
+            except UnicodeEncodeError:
+                return _encode_ascii(obj).encode()
         try:
             tree = self.encode(obj)
         except _Unencodable as exc:
@@ -362,6 +374,8 @@ class JsonSerializer:
 
 _TIMES: Final = (dt.datetime, dt.date, dt.time)
 _COMPACT: Final = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+_encode_text: Final = json.encoder.encode_basestring
+_encode_ascii: Final = json.encoder.encode_basestring_ascii
 _ASCII: Final = json.JSONEncoder(separators=(",", ":"), allow_nan=False)
 
 

@@ -8,7 +8,9 @@ the serde (`values`). A record is built for the tip it will be appended at; when
 moved, it is built again.
 
 `Writer.commit` appends under the namespace's lock (one append at a time per log in a
-saver). When another writer appended first (`LedgerConflictError`), the saver catches up
+saver); records of one namespace that are ready together share one append, and a task's
+writes wait up to `GATHER` for the step's checkpoint to share theirs. When another writer
+appended first (`LedgerConflictError`), the saver catches up
 and builds again; with ``single_writer`` that is `ThreadConflictError` instead (the
 thread changed since this saver read it), unless all that changed is that a rewrite
 sealed the log (the thread moved to its next generation, unchanged).
@@ -18,8 +20,9 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import Awaitable, Callable, Mapping, Sequence
-from typing import Any
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Final, NamedTuple
 
 from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import WRITES_IDX_MAP, get_checkpoint_metadata
@@ -38,7 +41,7 @@ from .reading import copy_json
 from .serde import JsonSerializer, is_plain
 from .values import Encoded, Encoder, scalar_digests
 
-__all__ = ["Built", "Writer", "config_ids", "plain_metadata"]
+__all__ = ["GATHER", "Built", "Place", "Writer", "config_ids", "plain_metadata"]
 
 _STANDARD = frozenset(
     {"v", "id", "ts", "channel_values", "channel_versions", "versions_seen", "updated_channels"}
@@ -47,6 +50,25 @@ _MAX_TRIES = 1000
 
 Built = tuple[list[dict[str, Any]], Encoded, Any]
 """Records to append, what they need stored, and what to remember once appended."""
+
+GATHER: Final = 0.002  # seconds a task's writes wait for more records to share their commit
+
+
+class Place(NamedTuple):
+    """Where records being built will go: the sequence of the first, and the log's
+    greatest checkpoint id (and its sequence) before them."""
+
+    seq: int
+    latest: tuple[str, int] | None
+
+
+_Item = tuple[Callable[[ThreadLog, Place], Built], "asyncio.Future[tuple[ThreadLog, Any]]"]
+
+
+@dataclass
+class _Batch:
+    items: list[_Item]
+    ready: asyncio.Event
 
 
 def config_ids(config: object, *, need_checkpoint: bool = False) -> tuple[str, str, str | None]:
@@ -88,7 +110,16 @@ def plain_metadata(config: RunnableConfig, metadata: Mapping[str, Any]) -> dict[
     return plain
 
 
+_VERSION_TYPES: Final = frozenset({str, int, float})
+
+
 def _check_versions(where: str, versions: object) -> dict[str, Any]:
+    if (
+        type(versions) is dict
+        and all(type(v) in _VERSION_TYPES for v in versions.values())
+        and all(type(k) is str for k in versions)
+    ):
+        return dict(versions)  # the usual case (a copy: the caller may change its own)
     if not isinstance(versions, Mapping):
         raise InvalidConfigError(where, "not a mapping")
     for key, value in versions.items():
@@ -113,6 +144,8 @@ class Writer:
         self.leases = leases
         self.extras = JsonSerializer()
         self._locks: dict[tuple[str, str], asyncio.Lock] = {}
+        self._gathering: dict[tuple[str, str], _Batch] = {}
+        self._running: set[asyncio.Future[None]] = set()
 
     # -- building ----------------------------------------------------------------------------
 
@@ -174,12 +207,13 @@ class Writer:
     def checkpoint_doc(
         self,
         log: ThreadLog,
+        at: Place,
         parts: Mapping[str, Any],
         parent_id: str | None,
         values: Mapping[str, Any],
         new_versions: Mapping[str, Any],
     ) -> Built:
-        seq = self.logs.first_seq(log)
+        seq = at.seq
         base = log.cps.get(parent_id) if parent_id else None
         if base is None and log.cps:
             base = next(reversed(log.cps.values()))  # any earlier list of the log will do
@@ -218,8 +252,8 @@ class Writer:
         if parent_id is not None:
             doc["p"] = parent_id
         doc["vals"] = stored
-        if log.latest is not None and log.latest[0] > parts["c"]:
-            doc["top"] = log.latest[1]
+        if at.latest is not None and at.latest[0] > parts["c"]:
+            doc["top"] = at.latest[1]
         return [doc], out, CpState(chans)
 
     def writes_doc(
@@ -261,31 +295,90 @@ class Writer:
         self,
         thread_id: str,
         checkpoint_ns: str,
-        build_for: Callable[[ThreadLog], Built],
+        build_for: Callable[[ThreadLog, Place], Built],
         *,
-        before: Callable[[ThreadLog], Awaitable[None]] | None = None,
+        gather: bool = False,
     ) -> tuple[ThreadLog, Any]:
         """Build and append records to the namespace's current log (see the module docs);
-        return the log and what the build gave to remember."""
-        async with self.lock(thread_id, checkpoint_ns):
-            if self.leases is None:
-                return await self._commit(thread_id, checkpoint_ns, build_for, None)
-            async with self.leases.hold(thread_id) as fence:
-                return await self._commit(thread_id, checkpoint_ns, build_for, fence)
+        return the log and what the build gave to remember.
 
-    async def _commit(
-        self,
-        thread_id: str,
-        checkpoint_ns: str,
-        build_for: Callable[[ThreadLog], Built],
-        fence: Fence | None,
-    ) -> tuple[ThreadLog, Any]:
+        Records of one namespace that are ready together go in one append (one
+        transaction). With ``gather`` (writes: LangGraph does not wait for them) the
+        records wait up to `GATHER` seconds for more to join: the checkpoint a step
+        writes right after its tasks' writes then commits with them, in one transaction
+        instead of two. A checkpoint never waits: it joins a gathering batch (and ends
+        its wait) or is appended at once."""
+        key = (thread_id, checkpoint_ns)
+        future: asyncio.Future[tuple[ThreadLog, Any]] = asyncio.get_running_loop().create_future()
+        waiting = self._gathering.get(key)
+        if waiting is not None:
+            waiting.items.append((build_for, future))
+            if not gather:
+                waiting.ready.set()
+            return await future
+        batch = _Batch([(build_for, future)], asyncio.Event())
+        if gather:
+            self._gathering[key] = batch
+            try:
+                await asyncio.wait_for(batch.ready.wait(), GATHER)
+            except TimeoutError:
+                pass
+            finally:
+                del self._gathering[key]
+        # The batch runs in a task of its own: a caller that is cancelled does not take
+        # the others' records with it.
+        runner = asyncio.ensure_future(self._run(thread_id, checkpoint_ns, batch.items))
+        self._running.add(runner)
+        runner.add_done_callback(self._running.discard)
+        return await future
+
+    async def _run(self, thread_id: str, checkpoint_ns: str, items: list[_Item]) -> None:
+        try:
+            async with self.lock(thread_id, checkpoint_ns):
+                if self.leases is None:
+                    await self._append_batch(thread_id, checkpoint_ns, items, None)
+                else:
+                    async with self.leases.hold(thread_id) as fence:
+                        await self._append_batch(thread_id, checkpoint_ns, items, fence)
+        except BaseException as exc:
+            for _, future in items:
+                if not future.done():
+                    future.set_exception(exc)
+            if not isinstance(exc, Exception):
+                raise
+
+    async def _append_batch(
+        self, thread_id: str, checkpoint_ns: str, items: list[_Item], fence: Fence | None
+    ) -> None:
         log = await self.logs.log(thread_id, checkpoint_ns)
         for _ in range(_MAX_TRIES):
-            docs, out, keep = build_for(log)
+            docs: list[dict[str, Any]] = []
+            out = Encoded()
+            built: list[tuple[asyncio.Future[tuple[ThreadLog, Any]], Any]] = []
+            at = Place(self.logs.first_seq(log), log.latest)
+            for build_for, future in items:
+                if future.done():
+                    continue
+                try:
+                    mine, needs, keep = build_for(log, at)
+                except Exception as exc:  # this caller's bad input: the others go on
+                    future.set_exception(exc)
+                    continue
+                for doc in mine:
+                    if "c" in doc and "top" not in doc:
+                        at = Place(at.seq, (doc["c"], at.seq))
+                    at = Place(at.seq + 1, at.latest)
+                docs.extend(mine)
+                out.blobs.update(needs.blobs)
+                out.needed.update(needs.needed)
+                built.append((future, keep))
+            if not built:
+                return
             try:
                 if await self.logs.append(log, docs, out, fence=fence):
-                    return log, keep
+                    for future, keep in built:
+                        future.set_result((log, keep))
+                    return
             except LedgerConflictError:
                 log = await self._caught_up(log)
             except FencedWriteError as exc:
