@@ -5,8 +5,8 @@ asynchronous, with ``delete_thread``, ``delete_for_runs``, ``copy_thread`` and
 ``prune``) over ``open_store(url)``: SQLite, PostgreSQL or memory. It stores what
 changed (values as content-addressed attachments, lists by what was added), JSON only
 (`JsonSerializer`; a pickle is refused), optionally one writer per thread
-(``single_writer=True``), and applies retention to threads (`ThreadRetention`,
-`prune_threads`). Needs the ``langgraph`` extra: ``pip install 'flowledger[langgraph]'``.
+(``single_writer=True``), and applies retention to threads (`ThreadRetention`, the
+saver's ``aprune_threads``). Needs the ``langgraph`` extra: ``pip install 'flowledger[langgraph]'``.
 See docs/langgraph.md.
 """
 

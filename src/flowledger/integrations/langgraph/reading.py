@@ -93,8 +93,7 @@ class Reader:
             if chan.node is not None:
                 items = self._elements(chan.node.elements, blobs, at)
                 if self.encoder is not None:
-                    for item, entry in zip(items, chan.node.elements, strict=True):
-                        self.encoder.remember(item, entry, blobs)
+                    self.encoder.remember((log.name, channel), items, chan.node.elements, blobs)
                 values[channel] = items
             else:
                 values[channel] = load_scalar(self.serde, chan.entry, blobs, at)

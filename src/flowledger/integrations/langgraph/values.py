@@ -51,7 +51,7 @@ __all__ = [
     "scalar_digests",
 ]
 
-_SEEN: Final = 16_384  # list elements remembered by identity (see `Encoder`)
+_SLOTS: Final = 512  # (log, channel) lists whose elements are remembered (see `Encoder`)
 INLINE_TEXT: Final = 64  # JSON text this short stays in its record
 INLINE_BYTES: Final = 48  # so do raw bytes this short (as base64)
 _RAW_TYPES: Final = frozenset({"null", "bytes", "bytearray"})
@@ -86,18 +86,19 @@ class Encoded:
 class Encoder:
     """Python values to stored value forms, through a serde.
 
-    List elements are remembered by identity with their stored form (the last `_SEEN`
-    of them): the next checkpoint of a growing list holds the same objects, and
-    serialising every one of them again would cost each step as much as the whole list.
+    The elements of the list a channel last held (as stored, or as a read returned them)
+    are remembered by identity with their stored forms, one *slot* per log and channel
+    (the last `_SLOTS` of them): the next checkpoint of a growing list holds the same
+    objects, and serialising every one of them again would cost each step as much as the
+    whole list. Only the current list of a slot is kept, so old lists are not kept alive.
     A remembered string (immutable) is reused as it is; a remembered pydantic model
     (LangChain's messages) only while its fields still equal a ``model_dump()`` taken when
     it was stored or read (an independent copy: nested containers included), so a message
-    changed in place is stored again, never stale. Elements a read returns are
-    remembered too (`remember`): the next checkpoint holds them."""
+    changed in place is stored again, never stale."""
 
     def __init__(self, serde: SerializerProtocol) -> None:
         self.serde = serde
-        self._seen: OrderedDict[int, tuple[Any, Any, Any, tuple[str, bytes] | None]] = OrderedDict()
+        self._slots: OrderedDict[tuple[str, str], dict[int, _Known]] = OrderedDict()
 
     def scalar(self, value: Any, where: str, out: Encoded) -> Any:
         try:
@@ -125,53 +126,82 @@ class Encoder:
             return {"t": type_tag, "b": base64.b64encode(data).decode()}
         return {"t": type_tag, "d": out.attach(data)}
 
-    def elements(self, values: list[Any], where: str, out: Encoded) -> list[Any]:
-        """The stored forms of a list's elements. The attachments they need are in
+    def elements(
+        self,
+        values: list[Any],
+        where: str,
+        out: Encoded,
+        slot: tuple[str, str] | None = None,
+    ) -> list[Any]:
+        """The stored forms of a list's elements (``slot``: the log and channel whose
+        list this is, see the class documentation). The attachments they need are in
         ``out.blobs``; naming them (``out.needed``) is the list's stored form's business
         (`lists`): a delta names only the elements it adds."""
         entries = []
-        seen = self._seen
         blobs = out.blobs
+        known = self._slots.get(slot) if slot is not None else None
+        current: dict[int, _Known] = {}
         for index, item in enumerate(values):
-            known = seen.get(id(item))
-            if (
-                known is not None
-                and known[0] is item
-                and (known[1] is None or item.__dict__ == known[1])
-            ):
-                entries.append(known[2])
-                if known[3] is not None:
-                    blobs[known[3][0]] = known[3][1]
+            hit = known.get(id(item)) if known is not None else None
+            if hit is not None and hit[0] is item and (hit[1] is None or item.__dict__ == hit[1]):
+                entries.append(hit[2])
+                if hit[3] is not None:
+                    blobs[hit[3][0]] = hit[3][1]
+                current[id(item)] = hit
                 continue
             entry = self.scalar(item, f"{where}[{index}]", out)
             entries.append(entry)
-            self.remember(item, entry, blobs)
+            if slot is not None:
+                fresh = _known(item, entry, blobs)
+                if fresh is not None:
+                    current[id(item)] = fresh
+        if slot is not None:
+            self._keep(slot, current)
         return entries
 
-    def remember(self, item: Any, entry: Any, blobs: Mapping[str, bytes]) -> None:
-        """Remember an element and its stored form (a string or a pydantic model)."""
-        if type(item) is str:
-            dump = None
-        elif isinstance(item, pydantic.BaseModel):
-            dump = item.model_dump()
-        else:
-            return
-        if type(entry) is str:
-            data = blobs.get(entry)
-            if data is None:
-                return  # without its bytes it could not be sent again
-            stored: tuple[str, bytes] | None = (entry, data)
-        elif type(entry) is dict and "d" in entry:
-            data = blobs.get(entry["d"])
-            if data is None:
-                return
-            stored = (entry["d"], data)
-        else:
-            stored = None
-        seen = self._seen
-        seen[id(item)] = (item, dump, entry, stored)
-        if len(seen) > _SEEN:
-            seen.popitem(last=False)
+    def remember(
+        self,
+        slot: tuple[str, str],
+        items: list[Any],
+        entries: Iterable[Any],
+        blobs: Mapping[str, bytes],
+    ) -> None:
+        """Remember the list a read returned as the slot's current list."""
+        current: dict[int, _Known] = {}
+        for item, entry in zip(items, entries, strict=True):
+            known = _known(item, entry, blobs)
+            if known is not None:
+                current[id(item)] = known
+        self._keep(slot, current)
+
+    def _keep(self, slot: tuple[str, str], current: dict[int, _Known]) -> None:
+        self._slots[slot] = current
+        self._slots.move_to_end(slot)
+        while len(self._slots) > _SLOTS:
+            self._slots.popitem(last=False)
+
+
+_Known = tuple[Any, Any, Any, tuple[str, bytes] | None]
+"""An element remembered: the object, its fields' copy (None for a string), its stored
+form, and its attachment (digest, bytes) if it has one."""
+
+
+def _known(item: Any, entry: Any, blobs: Mapping[str, bytes]) -> _Known | None:
+    if type(item) is str:
+        dump = None
+    elif isinstance(item, pydantic.BaseModel):
+        dump = item.model_dump()
+    else:
+        return None
+    digest = entry if type(entry) is str else None
+    if type(entry) is dict and "d" in entry:
+        digest = entry["d"]
+    if digest is None:
+        return (item, dump, entry, None)
+    data = blobs.get(digest)
+    if data is None:
+        return None  # without its bytes it could not be sent again
+    return (item, dump, entry, (digest, data))
 
 
 def scalar_digests(entries: Iterable[Any]) -> set[str]:

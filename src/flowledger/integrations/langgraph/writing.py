@@ -242,7 +242,9 @@ class Writer:
                     entry = before.entry
                     out.needed.update(scalar_digests([entry]))
             elif type(value) is list:
-                elements = self.encoder.elements(value, f"{where} {channel!r}", out)
+                elements = self.encoder.elements(
+                    value, f"{where} {channel!r}", out, slot=(log.name, channel)
+                )
                 entry, node = build(elements, before.node if before else None, seq, log, out)
             else:
                 entry = self.encoder.scalar(value, f"{where} {channel!r}", out)
