@@ -183,3 +183,26 @@ async def test_delete_for_runs_removes_only_those_runs(store_url: str) -> None:
         assert left[0].checkpoint["channel_values"] == checkpoint(6)[0]["channel_values"]
         assert [h async for h in cold.alist(config("b"))] == []
         assert await cold.aget_tuple(first) is None
+
+
+async def test_any_thread_id_and_namespace(store_url: str) -> None:
+    """Thread ids and namespaces are any text: the plain ones name logs as they are, the
+    others encoded (long ones hashed, the true id in the log's header)."""
+    ids = ["plain-id", "Mixed Case / slash", "ünïcödé ✓", "x" * 300, ""]
+    async with open_store(store_url) as store:
+        saver = FlowledgerSaver(store)
+        for thread_id in ids:
+            for ns in ("", "tools:3f2a|inner:9", "n" * 250):
+                await grow(saver, config(thread_id, ns), 2)
+        cold = FlowledgerSaver(store)
+        everything = [h async for h in cold.alist(None)]
+        assert len(everything) == len(ids) * 3 * 2
+        assert {h.config["configurable"]["thread_id"] for h in everything} == set(ids)
+        for thread_id in ids:
+            namespaces = {
+                h.config["configurable"]["checkpoint_ns"]
+                async for h in cold.alist({"configurable": {"thread_id": thread_id}})
+            }
+            assert namespaces == {"", "tools:3f2a|inner:9", "n" * 250}
+        await cold.adelete_thread("x" * 300)
+        assert len([h async for h in cold.alist(None)]) == (len(ids) - 1) * 3 * 2
