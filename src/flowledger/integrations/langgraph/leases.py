@@ -101,11 +101,6 @@ class ThreadLeases:
             held.idler = asyncio.get_running_loop().create_task(self._idle(thread_id, held))
             return held
 
-    def holds(self, thread_id: str) -> bool:
-        with self._guard:
-            held = self._held.get(thread_id)
-            return held is not None and not held.lease.lost
-
     async def _idle(self, thread_id: str, held: _Held) -> None:
         while not held.lease.lost:
             with self._guard:

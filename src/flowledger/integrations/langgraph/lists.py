@@ -26,7 +26,7 @@ list.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from typing import Any, Final
 
 from .errors import CorruptCheckpointError
@@ -44,6 +44,7 @@ __all__ = [
     "resolve",
     "reuse",
     "whole",
+    "whole_elements",
 ]
 
 INLINE_LIST: Final = 16
@@ -173,10 +174,3 @@ async def resolve(
         if len(elements) != step["n"]:
             raise CorruptCheckpointError(where, f"record {step_seq} names {step['n']} elements")
     return ListNode(defined, first, tuple(elements))
-
-
-def element_digests(nodes: Iterable[ListNode]) -> set[str]:
-    found: set[str] = set()
-    for node in nodes:
-        found.update(scalar_digests(node.elements))
-    return found

@@ -58,6 +58,7 @@ from .records import (
 from .values import Encoded, check_blob
 
 __all__ = [
+    "PAGE",
     "Chan",
     "CpState",
     "ListNode",

@@ -18,7 +18,7 @@ from langgraph.checkpoint.serde.base import SerializerProtocol
 
 from .errors import CorruptCheckpointError, SaverError
 from .lists import resolve, whole_elements
-from .logs import Chan, CpState, ListNode, LogStore, ThreadLog
+from .logs import Chan, CpState, LogStore, ThreadLog
 from .records import CheckpointRecord, WritesRecord, is_list_entry
 from .serde import JsonSerializer
 from .values import Encoder, load_scalar, scalar_digests
@@ -235,8 +235,3 @@ class Reader:
             if limit is not None and count >= limit:
                 return
             yield await self.tuple_of(log, record, None)
-
-
-def node_of(chans: Mapping[str, Chan], channel: str) -> ListNode | None:
-    chan = chans.get(channel)
-    return chan.node if chan is not None else None

@@ -48,6 +48,8 @@ __all__ = [
     "Record",
     "Seal",
     "WritesRecord",
+    "check_scalar",
+    "check_value",
     "entry_digests",
     "is_digest",
     "is_list_entry",
