@@ -35,6 +35,12 @@
 # project's interpreter too:
 #
 #   bash bench/run.sh scale [--quick] [--postgres postgresql://postgres@127.0.0.1:5432/test]
+#
+# "langgraph" runs bench/langgraph_saver.py (LangGraph graphs on SqliteSaver / PostgresSaver
+# and on FlowledgerSaver, side by side) with the project's interpreter, whose dev extra
+# has LangGraph and both of its savers:
+#
+#   bash bench/run.sh langgraph [--quick] [--reps N] [--out docs/benchmarks.md]
 set -euo pipefail
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -43,6 +49,11 @@ if [ "${1:-}" = "deploy-runs" ]; then
     shift
     cd "$root"
     exec "${FLOWLEDGER_PYTHON:-$root/.venv/bin/python}" "$here/deploy_runs.py" "$@"
+fi
+if [ "${1:-}" = "langgraph" ]; then
+    shift
+    cd "$root"
+    exec "${FLOWLEDGER_PYTHON:-$root/.venv/bin/python}" "$here/langgraph_saver.py" "$@"
 fi
 if [ "${1:-}" = "scale" ]; then
     shift

@@ -1,0 +1,266 @@
+"""`LoopBridge`: every call of the saver runs on one event loop, its *home*.
+
+A flowledger store may be bound to the loop that opened it (PostgreSQL is), and the
+saver's caches and per-log locks are plain asyncio objects, so all of its work runs on
+the home loop. A home loop is one of two kinds:
+
+* **borrowed** (`here`): the running loop of ``async with FlowledgerSaver.from_url(...)``
+  or of ``FlowledgerSaver(store)``. An ``a...`` method awaited on it runs directly;
+  awaited on another loop it is handed over (`asyncio.run_coroutine_threadsafe`); a
+  synchronous method called from another thread hands its coroutine over and blocks.
+* **driven** (`driven_loop`): a private loop for ``with FlowledgerSaver.from_url(...)``
+  in synchronous code. It runs only inside calls: a synchronous method runs its
+  coroutine on it *in the calling thread* (``run_until_complete``), so a ``graph.invoke``
+  step costs no hand-over between threads. A call made while another thread drives the
+  loop hands its coroutine to that loop and waits (`_drive`), so concurrent calls run
+  together there. An ``a...`` method awaited on
+  another loop runs in a worker thread that drives it. Background work of the store (a
+  pool's upkeep) advances whenever a call drives the loop; the single-writer leases,
+  which must renew on time, live on a loop of their own (`start`).
+
+A synchronous method called *on* the home loop (from a coroutine running on it) would wait
+for itself forever, so it raises `SaverUsageError` instead (as LangGraph's async savers
+do).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import threading
+from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Iterator
+from typing import Any, TypeVar
+
+from .errors import SaverUsageError
+
+__all__ = ["LoopBridge"]
+
+T = TypeVar("T")
+
+
+class LoopBridge:
+    def __init__(
+        self,
+        loop: asyncio.AbstractEventLoop,
+        thread: threading.Thread | None = None,
+        *,
+        driven: bool = False,
+    ):
+        self.loop = loop
+        self.driven = driven
+        self._thread = thread
+        self._turn = threading.Lock()  # held by the thread that drives a driven loop
+        self._mutex = threading.Lock()  # guards the host role and the count of guests
+        self._hosting = False
+        self._guests = 0
+        self._no_guests: asyncio.Event | None = None
+
+    @classmethod
+    def here(cls) -> LoopBridge:
+        """The running loop as home (called from a coroutine)."""
+        return cls(asyncio.get_running_loop())
+
+    @classmethod
+    def driven_loop(cls) -> LoopBridge:
+        """A private home loop, driven by the calls themselves."""
+        return cls(asyncio.new_event_loop(), driven=True)
+
+    @classmethod
+    def start(cls) -> LoopBridge:
+        """A new home loop running on a daemon thread (stopped by `stop`)."""
+        loop = asyncio.new_event_loop()
+        ready = threading.Event()
+
+        def run() -> None:
+            asyncio.set_event_loop(loop)
+            loop.call_soon(ready.set)
+            loop.run_forever()
+
+        thread = threading.Thread(target=run, name="flowledger-langgraph", daemon=True)
+        thread.start()
+        ready.wait()
+        return cls(loop, thread)
+
+    def on_home(self) -> bool:
+        try:
+            return asyncio.get_running_loop() is self.loop
+        except RuntimeError:
+            return False
+
+    async def run(self, make: Callable[[], Awaitable[T]]) -> T:
+        """Await ``make()`` on the home loop, from any loop."""
+        if self.on_home():
+            return await make()
+        if self.driven:
+            return await asyncio.to_thread(self._drive, make)
+        future = asyncio.run_coroutine_threadsafe(_wrap(make), self.loop)
+        return await asyncio.wrap_future(future)
+
+    def call(self, make: Callable[[], Awaitable[T]], what: str) -> T:
+        """Run ``make()`` on the home loop and wait for it, from synchronous code."""
+        if self.on_home():
+            raise SaverUsageError(
+                f"{what} is synchronous and was called on the event loop that runs the saver; "
+                f"await a{what} instead (or call {what} from another thread)"
+            )
+        if self.loop.is_closed():
+            raise SaverUsageError(f"{what}: the saver is closed")
+        if not self.driven:
+            return asyncio.run_coroutine_threadsafe(_wrap(make), self.loop).result()
+        if _loop_running_here():
+            # This thread runs another event loop, which a driven loop cannot run inside:
+            # drive it from a worker thread instead.
+            box: list[Any] = []
+
+            def drive() -> None:
+                try:
+                    box.append((True, self._drive(make)))
+                except BaseException as exc:
+                    box.append((False, exc))
+
+            worker = threading.Thread(target=drive, name="flowledger-langgraph-call")
+            worker.start()
+            worker.join()
+            ok, value = box[0]
+            if not ok:
+                raise value
+            return value  # type: ignore[no-any-return]
+        return self._drive(make)
+
+    def _drive(self, make: Callable[[], Awaitable[T]]) -> T:
+        """Run ``make()`` on the driven loop from this thread. The first caller drives
+        the loop (the *host*); a caller arriving meanwhile is a *guest*: its coroutine is
+        handed to the loop the host drives, and runs alongside the host's (so the saver
+        may, say, commit both in one transaction), and the host keeps driving until every
+        guest is done."""
+        with self._mutex:
+            if self.loop.is_closed():
+                raise SaverUsageError("the saver is closed")
+            host = not self._hosting
+            if host:
+                self._hosting = True
+            else:
+                self._guests += 1
+                done: concurrent.futures.Future[T] = concurrent.futures.Future()
+                self.loop.call_soon_threadsafe(self._admit, make, done)
+        if not host:
+            return done.result()
+        with self._turn:
+            if self.loop.is_closed():  # stopped while this thread waited for its turn
+                with self._mutex:
+                    self._hosting = False
+                raise SaverUsageError("the saver is closed")
+            try:
+                return self.loop.run_until_complete(_wrap(make))
+            finally:
+                self._serve_guests()
+
+    def _admit(self, make: Callable[[], Awaitable[T]], done: concurrent.futures.Future[T]) -> None:
+        """On the loop: run a guest's coroutine, and tell its thread the outcome."""
+        task = self.loop.create_task(_wrap(make))
+
+        def finish(task: asyncio.Task[T]) -> None:
+            if task.cancelled():
+                done.cancel()
+            elif task.exception() is not None:
+                done.set_exception(task.exception())
+            else:
+                done.set_result(task.result())
+            with self._mutex:
+                self._guests -= 1
+                idle = self._guests == 0
+            if idle and self._no_guests is not None:
+                self._no_guests.set()
+
+        task.add_done_callback(finish)
+
+    def _serve_guests(self) -> None:
+        """Host: drive the loop until no guest is left, then give up the host role."""
+        while True:
+            with self._mutex:
+                if self._guests == 0:
+                    self._hosting = False
+                    return
+            self.loop.run_until_complete(self._guests_done())
+
+    async def _guests_done(self) -> None:
+        if self._no_guests is None:
+            self._no_guests = asyncio.Event()
+        while True:
+            with self._mutex:
+                if self._guests == 0:
+                    return
+                self._no_guests.clear()
+            await self._no_guests.wait()
+
+    async def iterate(self, make: Callable[[], AsyncIterator[T]]) -> AsyncIterator[T]:
+        """Items of ``make()`` (an async iterator that runs on the home loop), from any loop."""
+        if self.on_home():
+            async for item in make():
+                yield item
+            return
+        iterator = make()
+        try:
+            while True:
+                done, item = await self.run(lambda: _next(iterator))
+                if done:
+                    return
+                yield item
+        finally:
+            await self.run(lambda: _close(iterator))
+
+    def iterate_sync(self, make: Callable[[], AsyncIterator[T]], what: str) -> Iterator[T]:
+        if self.on_home():
+            raise SaverUsageError(
+                f"{what} is synchronous and was called on the event loop that runs the saver; "
+                f"use a{what} instead"
+            )
+        iterator = make()
+        try:
+            while True:
+                done, item = self.call(lambda: _next(iterator), what)
+                if done:
+                    return
+                yield item
+        finally:
+            if not self.loop.is_closed():
+                self.call(lambda: _close(iterator), what)
+
+    def stop(self) -> None:
+        """Stop a loop this bridge made (after the saver closed); a borrowed one stays."""
+        if self.driven:
+            with self._turn:  # no call drives it now
+                if not self.loop.is_closed():
+                    self.loop.run_until_complete(self.loop.shutdown_asyncgens())
+                    self.loop.close()
+            return
+        if self._thread is None:
+            return
+        self.loop.call_soon_threadsafe(self.loop.stop)
+        self._thread.join()
+        self.loop.close()
+
+
+def _loop_running_here() -> bool:
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return False
+    return True
+
+
+async def _wrap(make: Callable[[], Awaitable[T]]) -> T:
+    return await make()
+
+
+async def _next(iterator: AsyncIterator[Any]) -> tuple[bool, Any]:
+    try:
+        return False, await iterator.__anext__()
+    except StopAsyncIteration:
+        return True, None
+
+
+async def _close(iterator: AsyncIterator[Any]) -> None:
+    close: Callable[[], Coroutine[Any, Any, None]] | None = getattr(iterator, "aclose", None)
+    if close is not None:
+        await close()

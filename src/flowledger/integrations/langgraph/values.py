@@ -1,0 +1,254 @@
+"""Values in and out of their stored forms (`records` documents them).
+
+Every value goes through LangGraph's serializer protocol (``serde.dumps_typed`` /
+``serde.loads_typed``): the saver's serde, by default flowledger's `JsonSerializer`. The
+formats kept are JSON (``json``, or ``json+<cipher>`` from LangGraph's
+``EncryptedSerializer`` around a JSON serde) and the raw ``null`` / ``bytes`` /
+``bytearray`` forms. A serde that produces anything else (``msgpack``, ``pickle``) is
+refused when writing (`UnsupportedSerializationError`, nothing written), and a stored
+value of another format is never handed to the serde: a pickle is a
+`PickleRefusedError`, anything else an `UnsupportedSerializationError`.
+
+JSON text up to `INLINE_TEXT` bytes stays in its record; longer text is an attachment
+named by its SHA-256, stored once however many records, threads or namespaces name it.
+A Python list is stored element by element (`Encoder.elements`), so an element that
+recurs (the same message in a write and in the channel after it, in every later
+checkpoint of a growing list) is one attachment.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+from collections import OrderedDict
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, Final
+
+import pydantic
+from langgraph.checkpoint.serde.base import SerializerProtocol
+
+from ...storage import digest_of
+from .errors import (
+    CorruptCheckpointError,
+    PickleRefusedError,
+    SaverError,
+    UnknownTypeError,
+    UnserializableValueError,
+    UnsupportedSerializationError,
+)
+from .records import is_digest
+from .serde import JSON_TYPE, is_pickle_type
+
+__all__ = [
+    "INLINE_BYTES",
+    "INLINE_TEXT",
+    "Encoded",
+    "Encoder",
+    "check_blob",
+    "check_type",
+    "load_scalar",
+    "scalar_digests",
+]
+
+_SLOTS: Final = 512  # (log, channel) lists whose elements are remembered (see `Encoder`)
+INLINE_TEXT: Final = 64  # JSON text this short stays in its record
+INLINE_BYTES: Final = 48  # so do raw bytes this short (as base64)
+_RAW_TYPES: Final = frozenset({"null", "bytes", "bytearray"})
+
+
+def check_type(type_tag: object, where: str, *, writing: bool) -> str:
+    """``type_tag`` if it is a JSON-based format; the typed refusal otherwise."""
+    if not isinstance(type_tag, str):
+        raise CorruptCheckpointError(where, f"type tag {type_tag!r} is not text")
+    if type_tag == JSON_TYPE or type_tag.startswith(JSON_TYPE + "+") or type_tag in _RAW_TYPES:
+        return type_tag
+    if is_pickle_type(type_tag) and not writing:
+        raise PickleRefusedError(where, type_tag)
+    raise UnsupportedSerializationError(where, type_tag)
+
+
+@dataclass
+class Encoded:
+    """What records being built need besides their JSON: the attachments they introduce
+    (digest -> bytes) and every digest they need stored."""
+
+    blobs: dict[str, bytes] = field(default_factory=dict)
+    needed: set[str] = field(default_factory=set)
+
+    def attach(self, data: bytes) -> str:
+        digest = digest_of(data)
+        self.blobs[digest] = data
+        self.needed.add(digest)
+        return digest
+
+
+class Encoder:
+    """Python values to stored value forms, through a serde.
+
+    The elements of the list a channel last held (as stored, or as a read returned them)
+    are remembered by identity with their stored forms, one *slot* per log and channel
+    (the last `_SLOTS` of them): the next checkpoint of a growing list holds the same
+    objects, and serialising every one of them again would cost each step as much as the
+    whole list. Only the current list of a slot is kept, so old lists are not kept alive.
+    A remembered string (immutable) is reused as it is; a remembered pydantic model
+    (LangChain's messages) only while its fields still equal a ``model_dump()`` taken when
+    it was stored or read (an independent copy: nested containers included), so a message
+    changed in place is stored again, never stale."""
+
+    def __init__(self, serde: SerializerProtocol) -> None:
+        self.serde = serde
+        self._slots: OrderedDict[tuple[str, str], dict[int, _Known]] = OrderedDict()
+
+    def scalar(self, value: Any, where: str, out: Encoded) -> Any:
+        try:
+            type_tag, data = self.serde.dumps_typed(value)
+        except UnserializableValueError as exc:
+            inner = "" if exc.where == "the value" else exc.where
+            raise UnserializableValueError(f"{where}{inner}", exc.type_name) from None
+        except SaverError:
+            raise
+        except Exception as exc:  # a foreign serde's own failure
+            raise UnserializableValueError(where, type(value).__name__, str(exc)) from exc
+        type_tag = check_type(type_tag, where, writing=True)
+        if not isinstance(data, bytes | bytearray):
+            raise UnserializableValueError(
+                where, type(value).__name__, "the serde returned no bytes"
+            )
+        data = bytes(data)
+        if type_tag == JSON_TYPE:
+            try:
+                text = data.decode()
+            except UnicodeDecodeError:
+                raise UnsupportedSerializationError(where, "json (not UTF-8)") from None
+            return [text] if len(data) <= INLINE_TEXT else out.attach(data)
+        if len(data) <= INLINE_BYTES:
+            return {"t": type_tag, "b": base64.b64encode(data).decode()}
+        return {"t": type_tag, "d": out.attach(data)}
+
+    def elements(
+        self,
+        values: list[Any],
+        where: str,
+        out: Encoded,
+        slot: tuple[str, str] | None = None,
+    ) -> list[Any]:
+        """The stored forms of a list's elements (``slot``: the log and channel whose
+        list this is, see the class documentation). The attachments they need are in
+        ``out.blobs``; naming them (``out.needed``) is the list's stored form's business
+        (`lists`): a delta names only the elements it adds."""
+        entries = []
+        blobs = out.blobs
+        known = self._slots.get(slot) if slot is not None else None
+        current: dict[int, _Known] = {}
+        for index, item in enumerate(values):
+            hit = known.get(id(item)) if known is not None else None
+            if hit is not None and hit[0] is item and (hit[1] is None or item.__dict__ == hit[1]):
+                entries.append(hit[2])
+                if hit[3] is not None:
+                    blobs[hit[3][0]] = hit[3][1]
+                current[id(item)] = hit
+                continue
+            entry = self.scalar(item, f"{where}[{index}]", out)
+            entries.append(entry)
+            if slot is not None:
+                fresh = _known(item, entry, blobs)
+                if fresh is not None:
+                    current[id(item)] = fresh
+        if slot is not None:
+            self._keep(slot, current)
+        return entries
+
+    def remember(
+        self,
+        slot: tuple[str, str],
+        items: list[Any],
+        entries: Iterable[Any],
+        blobs: Mapping[str, bytes],
+    ) -> None:
+        """Remember the list a read returned as the slot's current list."""
+        current: dict[int, _Known] = {}
+        for item, entry in zip(items, entries, strict=True):
+            known = _known(item, entry, blobs)
+            if known is not None:
+                current[id(item)] = known
+        self._keep(slot, current)
+
+    def _keep(self, slot: tuple[str, str], current: dict[int, _Known]) -> None:
+        self._slots[slot] = current
+        self._slots.move_to_end(slot)
+        while len(self._slots) > _SLOTS:
+            self._slots.popitem(last=False)
+
+
+_Known = tuple[Any, Any, Any, tuple[str, bytes] | None]
+"""An element remembered: the object, its fields' copy (None for a string), its stored
+form, and its attachment (digest, bytes) if it has one."""
+
+
+def _known(item: Any, entry: Any, blobs: Mapping[str, bytes]) -> _Known | None:
+    if type(item) is str:
+        dump = None
+    elif isinstance(item, pydantic.BaseModel):
+        dump = item.model_dump()
+    else:
+        return None
+    digest = entry if type(entry) is str else None
+    if type(entry) is dict and "d" in entry:
+        digest = entry["d"]
+    if digest is None:
+        return (item, dump, entry, None)
+    data = blobs.get(digest)
+    if data is None:
+        return None  # without its bytes it could not be sent again
+    return (item, dump, entry, (digest, data))
+
+
+def scalar_digests(entries: Iterable[Any]) -> set[str]:
+    """The attachment digests of scalar value forms."""
+    found: set[str] = set()
+    for entry in entries:
+        if isinstance(entry, str):
+            found.add(entry)
+        elif isinstance(entry, dict) and "d" in entry:
+            found.add(entry["d"])
+    return found
+
+
+def load_scalar(
+    serde: SerializerProtocol, entry: Any, blobs: Mapping[str, bytes], where: str
+) -> Any:
+    """The value of a scalar stored form (its attachment, if any, in ``blobs``)."""
+    if isinstance(entry, str):
+        type_tag, data = JSON_TYPE, blobs[entry]
+    elif isinstance(entry, list):
+        type_tag, data = JSON_TYPE, entry[0].encode()
+    else:
+        type_tag = check_type(entry["t"], where, writing=False)
+        if "d" in entry:
+            data = blobs[entry["d"]]
+        else:
+            try:
+                data = base64.b64decode(entry["b"], validate=True)
+            except (binascii.Error, ValueError) as exc:
+                raise CorruptCheckpointError(where, f"bad base64 ({exc})") from None
+    try:
+        return serde.loads_typed((type_tag, data))
+    except UnknownTypeError as exc:
+        raise UnknownTypeError(where, exc.class_path, exc.reason) from None
+    except CorruptCheckpointError as exc:
+        raise CorruptCheckpointError(where, exc.reason) from None
+    except PickleRefusedError:
+        raise PickleRefusedError(where, type_tag) from None
+    except UnsupportedSerializationError:
+        raise UnsupportedSerializationError(where, type_tag) from None
+    except SaverError:
+        raise
+    except Exception as exc:  # a foreign serde's own failure (a wrong key, ...)
+        raise CorruptCheckpointError(where, f"{type(exc).__name__}: {exc}") from exc
+
+
+def check_blob(digest: str, data: bytes, where: str) -> bytes:
+    if not is_digest(digest) or digest_of(data) != digest:
+        raise CorruptCheckpointError(where, f"attachment {digest} does not match its digest")
+    return data
