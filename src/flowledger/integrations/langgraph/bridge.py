@@ -13,10 +13,12 @@ the home loop. A home loop is one of two kinds:
   coroutine on it *in the calling thread* (``run_until_complete``), so a ``graph.invoke``
   step costs no hand-over between threads. A call made while another thread drives the
   loop hands its coroutine to that loop and waits (`_drive`), so concurrent calls run
-  together there. An ``a...`` method awaited on
-  another loop runs in a worker thread that drives it. Background work of the store (a
-  pool's upkeep) advances whenever a call drives the loop; the single-writer leases,
-  which must renew on time, live on a loop of their own (`start`).
+  together there; a call that may wait for company (``defer``: a task's writes) is left
+  for the next thread that drives the loop (the step's checkpoint's), for a moment. An
+  ``a...`` method awaited on another loop runs in a worker thread that drives it.
+  Background work of the store (a pool's upkeep) advances whenever a call drives the
+  loop; the single-writer leases, which must renew on time, live on a loop of their own
+  (`start`).
 
 A synchronous method called *on* the home loop (from a coroutine running on it) would wait
 for itself forever, so it raises `SaverUsageError` instead (as LangGraph's async savers
