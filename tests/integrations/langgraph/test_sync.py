@@ -111,3 +111,36 @@ async def test_writes_and_the_next_checkpoint_share_one_commit(tmp_path: Path) -
         ]
         latest = await saver.aget_tuple(CONFIG)
         assert latest is not None and latest.checkpoint["channel_values"] == {"items": [0, 1]}
+
+
+def test_a_synchronous_write_left_waiting_is_driven_by_the_next_call(tmp_path: Path) -> None:
+    """graph.invoke saves a task's writes and the step's checkpoint from two executor
+    threads: the writes wait for the checkpoint's thread, which commits both at once."""
+    import functools
+    import threading
+    import time
+
+    with FlowledgerSaver.from_url(f"sqlite:///{tmp_path / 's.db'}") as saver:
+        first = saver.put(CONFIG, checkpoint(1), {"source": "input", "step": -1}, {"items": 2})
+        appends: list[int] = []
+        append = saver.store.ledger.append
+
+        async def counted(name: str, records: Any, **options: Any) -> int:
+            appends.append(len(records))
+            return await append(name, records, **options)
+
+        saver.store.ledger.append = counted  # type: ignore[method-assign]
+        write = functools.partial(saver._put_writes, first, [("items", [5])], "task-1", "")
+        # a wait long enough to catch a hang only: the put below ends it
+        writer = threading.Thread(
+            target=saver.bridge.call, args=(write, "put_writes"), kwargs={"defer": 60}
+        )
+        writer.start()
+        while not saver.bridge._waiting:  # the write is waiting for a driver
+            time.sleep(0.001)
+        saver.put(first, checkpoint(2), {"source": "loop", "step": 0}, {"items": 3})
+        writer.join(60)
+        assert not writer.is_alive()
+        assert appends == [2]  # one transaction for both
+        found = saver.get_tuple(first)
+        assert found is not None and found.pending_writes == [("task-1", "items", [5])]

@@ -13,10 +13,12 @@ the home loop. A home loop is one of two kinds:
   coroutine on it *in the calling thread* (``run_until_complete``), so a ``graph.invoke``
   step costs no hand-over between threads. A call made while another thread drives the
   loop hands its coroutine to that loop and waits (`_drive`), so concurrent calls run
-  together there. An ``a...`` method awaited on
-  another loop runs in a worker thread that drives it. Background work of the store (a
-  pool's upkeep) advances whenever a call drives the loop; the single-writer leases,
-  which must renew on time, live on a loop of their own (`start`).
+  together there; a call that may wait for company (``defer``: a task's writes) is left
+  for the next thread that drives the loop (the step's checkpoint's), for a moment. An
+  ``a...`` method awaited on another loop runs in a worker thread that drives it.
+  Background work of the store (a pool's upkeep) advances whenever a call drives the
+  loop; the single-writer leases, which must renew on time, live on a loop of their own
+  (`start`).
 
 A synchronous method called *on* the home loop (from a coroutine running on it) would wait
 for itself forever, so it raises `SaverUsageError` instead (as LangGraph's async savers
@@ -53,6 +55,9 @@ class LoopBridge:
         self._mutex = threading.Lock()  # guards the host role and the count of guests
         self._hosting = False
         self._guests = 0
+        self._waiting: list[
+            tuple[Callable[[], Awaitable[Any]], concurrent.futures.Future[Any]]
+        ] = []
         self._no_guests: asyncio.Event | None = None
 
     @classmethod
@@ -96,8 +101,14 @@ class LoopBridge:
         future = asyncio.run_coroutine_threadsafe(_wrap(make), self.loop)
         return await asyncio.wrap_future(future)
 
-    def call(self, make: Callable[[], Awaitable[T]], what: str) -> T:
-        """Run ``make()`` on the home loop and wait for it, from synchronous code."""
+    def call(self, make: Callable[[], Awaitable[T]], what: str, *, defer: float = 0.0) -> T:
+        """Run ``make()`` on the home loop and wait for it, from synchronous code.
+
+        ``defer`` (seconds; a driven loop only) is for work that may wait for company (a
+        task's writes, which the step's checkpoint will join): when no thread drives the
+        loop, the call is left for the next thread that does, for up to ``defer``, instead
+        of driving it itself, so the thread on LangGraph's critical path (the
+        checkpoint's) drives both and no thread hands work over to another."""
         if self.on_home():
             raise SaverUsageError(
                 f"{what} is synchronous and was called on the event loop that runs the saver; "
@@ -125,7 +136,35 @@ class LoopBridge:
             if not ok:
                 raise value
             return value  # type: ignore[no-any-return]
+        if defer > 0:
+            return self._deferred(make, defer)
         return self._drive(make)
+
+    def _deferred(self, make: Callable[[], Awaitable[T]], wait: float) -> T:
+        done: concurrent.futures.Future[T] = concurrent.futures.Future()
+        item = (make, done)
+        with self._mutex:
+            if self.loop.is_closed():
+                raise SaverUsageError("the saver is closed")
+            queued = not self._hosting
+            if queued:
+                self._waiting.append(item)
+            else:  # a thread drives the loop now: join it at once
+                self._guests += 1
+                self.loop.call_soon_threadsafe(self._admit, make, done)
+        if not queued:
+            return done.result()
+        try:
+            return done.result(timeout=wait)
+        except concurrent.futures.TimeoutError:
+            pass
+        with self._mutex:
+            mine = item in self._waiting
+            if mine:
+                self._waiting.remove(item)
+        if mine:  # nobody came: drive it here
+            return self._drive(make)
+        return done.result()  # a thread that came drives it
 
     def _drive(self, make: Callable[[], Awaitable[T]]) -> T:
         """Run ``make()`` on the driven loop from this thread. The first caller drives
@@ -139,6 +178,8 @@ class LoopBridge:
             host = not self._hosting
             if host:
                 self._hosting = True
+                waiting, self._waiting = self._waiting, []
+                self._guests += len(waiting)
             else:
                 self._guests += 1
                 done: concurrent.futures.Future[T] = concurrent.futures.Future()
@@ -149,7 +190,13 @@ class LoopBridge:
             if self.loop.is_closed():  # stopped while this thread waited for its turn
                 with self._mutex:
                     self._hosting = False
+                for _, left in waiting:
+                    left.set_exception(SaverUsageError("the saver is closed"))
                 raise SaverUsageError("the saver is closed")
+            # Calls left for a driver start first (their tasks are created before this
+            # call's own), so this call finds their work under way and can join it.
+            for waiting_make, waiting_done in waiting:
+                self._admit(waiting_make, waiting_done)
             try:
                 return self.loop.run_until_complete(_wrap(make))
             finally:

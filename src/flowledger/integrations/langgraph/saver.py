@@ -54,7 +54,7 @@ from .retention import ThreadPruneReport, ThreadRetention, run_retention
 from .rewrite import Rewriter
 from .serde import JsonSerializer
 from .values import Encoder
-from .writing import Place, Writer, config_ids
+from .writing import GATHER, Place, Writer, config_ids
 
 __all__ = ["FlowledgerSaver", "SaverOpener"]
 
@@ -310,7 +310,9 @@ class FlowledgerSaver(BaseCheckpointSaver[int]):
         task_path: str = "",
     ) -> None:
         self.bridge.call(
-            functools.partial(self._put_writes, config, writes, task_id, task_path), "put_writes"
+            functools.partial(self._put_writes, config, writes, task_id, task_path),
+            "put_writes",
+            defer=GATHER,
         )
 
     async def _put_writes(
