@@ -7,7 +7,7 @@ the node sets of each parallel node's branches (`ValidatedArtifact.branches`).
 from __future__ import annotations
 
 from .errors import ArtifactIssue, choices, place_of
-from .model import Artifact, EndNode, Node, ParallelNode, SwitchNode
+from .model import Artifact, EndNode, ForeachNode, Node, ParallelNode, SwitchNode
 
 __all__ = ["check_graph", "targets"]
 
@@ -244,4 +244,6 @@ class _Graph:
             assign = getattr(current, "assign", None)
             if isinstance(assign, dict):
                 fields.update(assign)
+            if isinstance(current, ForeachNode):
+                fields.add(current.into)
         return fields
