@@ -28,7 +28,7 @@ from typing import Any
 import jsonschema  # type: ignore[import-untyped, unused-ignore]
 import jsonschema.validators  # type: ignore[import-untyped, unused-ignore]
 
-from ..artifacts.model import ToolNode
+from ..artifacts.model import ForeachNode, ForeachToolBody, ToolNode
 from ..artifacts.validated import ValidatedArtifact
 from ..registry.store import RegisteredSource
 from ..sources.errors import SourceError
@@ -66,12 +66,18 @@ class CallSite:
 
 
 def call_sites(closure: Sequence[ValidatedArtifact]) -> list[CallSite]:
-    return [
-        CallSite(f"{validated.name}.nodes.{node_id}", node.dependency, node.tool, node.arguments)
-        for validated in closure
-        for node_id, node in validated.artifact.nodes.items()
-        if isinstance(node, ToolNode)
-    ]
+    """Every tool call of the closure: tool nodes, and foreach nodes whose body calls a
+    tool (per item)."""
+    sites: list[CallSite] = []
+    for validated in closure:
+        for node_id, node in validated.artifact.nodes.items():
+            place = f"{validated.name}.nodes.{node_id}"
+            if isinstance(node, ToolNode):
+                sites.append(CallSite(place, node.dependency, node.tool, node.arguments))
+            elif isinstance(node, ForeachNode) and isinstance(node.body, ForeachToolBody):
+                body = node.body
+                sites.append(CallSite(f"{place}.body", body.dependency, body.tool, body.arguments))
+    return sites
 
 
 def _is_expression(value: Any) -> bool:

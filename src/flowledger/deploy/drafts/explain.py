@@ -189,7 +189,8 @@ EXPLANATIONS: Final[dict[str, tuple[str, str, str]]] = {
         "set: {assign: {part: '${ ... }'}} then use state.part",
     ),
     "not_an_expression": (
-        "A condition (a switch case's `when`) is not one whole `${ ... }` expression.",
+        "A condition (a switch case's `when`) or a foreach's `items` is not one whole "
+        "`${ ... }` expression.",
         "Write the condition as one expression.",
         "when: '${ state.approved }'",
     ),
@@ -234,6 +235,18 @@ EXPLANATIONS: Final[dict[str, tuple[str, str, str]]] = {
         "A dependency lists a tool no node calls; deployments would check and pin it anyway.",
         "Remove it from `tools`, or add a node calling it.",
         "dependencies: {clock: {tools: [get_current_time]}}",
+    ),
+    "foreach_concurrency": (
+        "A foreach's `max_concurrency` is over the limit (16), or is set on a serial "
+        "foreach (which runs one item at a time).",
+        "Use 1 to 16 with `mode: concurrent`; leave it out for `mode: serial`.",
+        "mode: concurrent\nmax_concurrency: 8",
+    ),
+    "foreach_into": (
+        "A foreach's `into` field has a reducer other than `replace`; the foreach writes "
+        "the whole list of results into it once.",
+        "Declare the field with `reduce: replace` (the default), or collect into another.",
+        "state: {results: {}}\n# node: into: results",
     ),
     "unknown_child": (
         "A workflow node runs an artifact not listed in `children`.",
@@ -556,6 +569,20 @@ EXPLANATIONS: Final[dict[str, tuple[str, str, str]]] = {
         "A non-idempotent tool may have run before a crash; it is never called twice.",
         "Check the tool's effect by hand, then start a new run.",
         "inspect_run {run_id: ...}",
+    ),
+    "foreach_items": (
+        "A foreach's `items` gave no array, or more elements than the limit (1000 per "
+        "visit); no item was run.",
+        "Make `items` give an array; split a longer list (a foreach over chunks, each "
+        "chunk a child run) or filter it first.",
+        "items: '${ input.orders[?status == `open`] }'",
+    ),
+    "foreach_item_failed": (
+        "An item of a foreach with `on_item_error: fail` failed; the message names the "
+        "item's index and its error's code.",
+        "Fix the item or the body, or choose `on_item_error: skip` (leave failed items "
+        "out) or `collect` (keep every item's {ok, result} or {ok: false, error}).",
+        "on_item_error: collect",
     ),
     "node_failed": (
         "A node failed while running (its message says why).",
