@@ -99,21 +99,26 @@ def value_foreach(**fields: Any) -> dict[str, Any]:
 
 @pytest.mark.parametrize("mode", ["serial", "concurrent"])
 async def test_a_value_body_maps_the_list_in_item_order(tmp_path: Path, mode: str) -> None:
-    """Results land in item order whatever the mode; serial takes a super-step (one
-    checkpoint) per item, concurrent one per ``max_concurrency`` items; the per-item
-    state keys are cleared when the node is done; an empty list gives ``[]``."""
+    """Results land in item order whatever the mode, across the 32-record chunks the
+    records are kept in (70 items; batches of 3 straddle chunk boundaries); serial takes
+    a super-step (one checkpoint) per item, concurrent one per ``max_concurrency``
+    items; the bookkeeping keys are cleared when the node is done; an empty list gives
+    ``[]``."""
     extra = {"max_concurrency": 3} if mode == "concurrent" else {}
     document = artifact({"first": value_foreach(mode=mode, **extra)})
-    xs = [-1, 2, -3, 4, -5, 6, -7]
+    xs = [i if i % 2 else -i for i in range(70)]
     got, state, entries = await run_once(f"sqlite:///{tmp_path / 'v.db'}", document, xs)
     assert got["run_status"] == "completed", got
     assert state["$output"]["out"] == [{"i": i, "abs": abs(x)} for i, x in enumerate(xs)]
     steps = [e for e in entries if e.node == "first"]
-    assert len(steps) == (7 if mode == "serial" else 3)
+    assert len(steps) == (70 if mode == "serial" else 24)
     assert all(e.kind == "foreach" and e.status == "ok" for e in steps)
-    assert json.loads(steps[-1].result) == {"items": [6, 7]}
+    assert json.loads(steps[-1].result) == {"items": [69, 70]}
     each = {key: value for key, value in state.items() if key.startswith("$each/")}
-    assert each and all(value is None for value in each.values()), each
+    assert set(each) == {"$each/first/items", "$each/first/next"} | {
+        f"$each/first/{chunk}" for chunk in range(3)
+    }
+    assert all(value is None for value in each.values()), each
     got, state, _ = await run_once(f"sqlite:///{tmp_path / 'e.db'}", document, [])
     assert state["$output"]["out"] == []
 

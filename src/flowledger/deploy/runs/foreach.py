@@ -15,9 +15,12 @@ scope (``V`` is the vertex id; none of them can collide with a state field):
 * ``$each/V/items``: the list, evaluated once on entry (``null`` when no visit is under
   way: the next execution starts a new visit and evaluates ``items`` again);
 * ``$each/V/next``: how many items are done (the next batch starts there);
-* ``$each/V/<i>``: item ``i``'s record, ``{"ok": true, "result": r}`` or ``{"ok":
-  false, "error": {"code", "message"}}``. Each is its own state key, so a checkpoint
-  writes only the batch's records (bytes grow with the batch, not with the list).
+* ``$each/V/<c>``: the records of items ``c * 32`` to ``c * 32 + 31`` (a *chunk*, in
+  item order), each ``{"ok": true, "result": r}`` or ``{"ok": false, "error": {"code",
+  "message"}}``. A step rewrites only the chunks its batch touched, so a checkpoint's
+  bytes grow with a chunk, not with the list; and the state holds at most 32 chunk keys
+  per foreach, not a key per item (the flow engine decodes every field of a checkpoint
+  it reads, so a key per item made each step cost more than the last).
 
 When the last batch is done, the same execution writes ``into`` (see `collected`) and
 sets all those keys to ``null``, and the vertex continues at ``next``.
@@ -63,6 +66,7 @@ __all__ = ["ITEM_ERRORS", "ForeachStep", "ItemCall", "collected", "item_key_suff
 # The failures of one item that `on_item_error` decides about; any other fails the run.
 ITEM_ERRORS: Final = (ToolErrorResult, ToolArgumentsError, ToolResultTooLargeError, ExpressionError)
 _MESSAGE_CHARS: Final = 300
+CHUNK: Final = 32  # item records per state key
 
 Update = dict[str, Any]
 # A tool body's call for one item: (arguments, index) -> the item's result. It raises
@@ -106,8 +110,8 @@ class ForeachStep:
     def next_key(self) -> str:
         return f"$each/{self.vertex}/next"
 
-    def item_key(self, index: int) -> str:
-        return f"$each/{self.vertex}/{index}"
+    def chunk_key(self, chunk: int) -> str:
+        return f"$each/{self.vertex}/{chunk}"
 
     def running(self, state: Mapping[str, Any]) -> bool:
         """Whether the visit goes on (the vertex runs again) after the committed step."""
@@ -150,14 +154,24 @@ class ForeachStep:
                 raise ForeachItemError(
                     self.name, f"item {index} failed ({error['code']}): {error['message']}"
                 )
-            update[self.item_key(index)] = record
+            key = self.chunk_key(index // CHUNK)
+            if key not in update:  # the chunk so far (a new visit's first records start it)
+                update[key] = [] if index % CHUNK == 0 else list(state.get(key) or ())
+            update[key].append(record)
         done = batch.stop
         if done < len(items):
             update[self.next_key] = done
             return update, batch
-        records = [update.get(self.item_key(i)) or state[self.item_key(i)] for i in range(done)]
+        chunks = range((done + CHUNK - 1) // CHUNK)
+        records = [
+            record
+            for chunk in chunks
+            for record in update.get(self.chunk_key(chunk))
+            or state.get(self.chunk_key(chunk))
+            or ()
+        ]
         update[self.into] = collected(records, self.node.on_item_error)
-        update.update({self.item_key(i): None for i in range(done)})
+        update.update({self.chunk_key(chunk): None for chunk in chunks})
         update.update(self.initial())
         return update, batch
 
