@@ -15,7 +15,9 @@ times per mode:
   16 items).
 
 For comparison, in the same process and repetitions: a chain of ``--chain`` `set` nodes
-(one super-step each, the cheapest node there is), per node.
+(one super-step each, the cheapest node there is) given the same input (the list of
+``--items`` objects, so each step carries the same state), per node: the difference to
+the serial foreach's time per item is what a foreach item costs beyond a super-step.
 
 Printed as a Markdown table: median and (min-max) of the repetitions. Nothing here is a
 test.
@@ -163,8 +165,10 @@ async def main() -> None:
     node_bytes: list[float] = []
     for rep in range(options.reps):
         chain = chain_artifact(options.chain)
-        _, empty, _ = await one_run(folder / f"empty-{rep}.db", "", 0, chain_artifact(1))
-        wall, size, _ = await one_run(folder / f"chain-{rep}.db", "", 0, chain)
+        _, empty, _ = await one_run(
+            folder / f"empty-{rep}.db", "", options.items, chain_artifact(1)
+        )
+        wall, size, _ = await one_run(folder / f"chain-{rep}.db", "", options.items, chain)
         node_ms.append(wall * 1000 / options.chain)
         node_bytes.append((size - empty) / (options.chain - 1))
     rows.append(
