@@ -125,8 +125,8 @@ EXPLANATIONS: Final[dict[str, tuple[str, str, str]]] = {
     ),
     "bad_kind": (
         "A node's `kind` is missing or not one of tool, set, switch, parallel, interrupt, "
-        "workflow, end.",
-        "Give the node one of the kinds.",
+        "workflow, foreach, end (a foreach body's: tool, value).",
+        "Give the node (or the body) one of the kinds.",
         "greet: {kind: set, assign: {text: '${ input.name }'}, next: done}",
     ),
     "bad_name": (
