@@ -190,6 +190,17 @@ async def test_item_error_policies_of_a_tool_body(tmp_path: Path, monkeypatch: A
     assert got["run_status"] == "failed"
     assert got["error"]["type"] == "ForeachItemError"
     assert "item 1 failed (tool_error)" in got["error"]["message"]
+    # A tool that is not idempotent (its calls keep intents per item): same policies.
+    append = {**body, "tool": "append_item"}
+    counted = artifact(
+        {"first": {**value_foreach(on_item_error="collect", mode="concurrent"), "body": append}},
+        dependencies={"items": {"tools": ["append_item"]}},
+    )
+    url = f"sqlite:///{tmp_path / 'n.db'}"
+    got, state, _ = await run_once(url, counted, ["x", "bad3", "y"], sources)
+    assert got["run_status"] == "completed", got
+    assert [m["ok"] for m in state["$output"]["out"]] == [True, False, True]
+    assert sorted((tmp_path / "lines").read_text().splitlines()) == ["bad3", "x", "y"]
 
 
 async def test_a_foreach_inside_a_parallel_branch_reaches_the_join_when_done(
