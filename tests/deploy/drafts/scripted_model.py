@@ -149,7 +149,9 @@ class ScriptedModel:
             self.revision = answer["revision"]
         return answer
 
-    def complete(self, name: str, arguments: Mapping[str, Any], known: Mapping[str, Any]) -> dict:
+    def complete(
+        self, name: str, arguments: Mapping[str, Any], known: Mapping[str, Any]
+    ) -> dict[str, Any]:
         """``arguments`` with every required property of tool ``name``'s input schema it
         lacks taken from ``known`` (the revision always the current one)."""
         schema = self.tools[name].input_schema
@@ -186,7 +188,11 @@ class ScriptedModel:
             assert actions, f"a diagnostic without next actions: {diagnostic}"
             pointer = diagnostic["pointer"].split("/")
             subject = pointer[2] if len(pointer) > 2 and pointer[1] == "nodes" else None
-            known = {"draft": self.goal.draft, "to": subject, "from": before.get(subject or "")}
+            known = {"draft": self.goal.draft}
+            if subject is not None:  # the node the diagnostic is about, and what leads to it
+                known["to"] = subject
+                if subject in before:
+                    known["from"] = before[subject]
             edit = next(
                 (
                     action
