@@ -65,6 +65,11 @@ def make_drafts(db: Path) -> dict[str, Any]:
                         "value": {"kind": "set", "label": SCRIPT, "next": "nowhere"},
                     },
                     {"op": "add", "path": "/description", "value": SCRIPT},
+                    {
+                        "op": "add",
+                        "path": "/nodes/long",
+                        "value": {"kind": "end", "label": "L" * 5000},
+                    },
                 ],
             )
             mine = await bob.create("mine")
@@ -107,6 +112,10 @@ def test_the_drafts_pages_show_a_sessions_drafts_escaped_and_read_only(tmp_path:
         start = broken["document"]["start"]
         assert f'data-source="{start}" data-target="bad&lt;i&gt;"' in text  # its edge
         assert 'data-target="nowhere"' not in text  # a reference to nothing is not drawn
+        assert (
+            "L" * 63 + "…</text>" in text
+            and "L" * 65 not in text.split("<svg")[1].split("</svg>")[0]
+        )
         shown = re.findall(r'<li class="diagnostic" data-code="([a-z_]+)">', text)
         assert shown == [d["code"] for d in broken["diagnostics"]]
         for diagnostic in broken["diagnostics"]:

@@ -4,7 +4,8 @@ A draft may be invalid (that is what drafts are for), so its picture is drawn fr
 document as it is, not from a compiled definition: every node that is a JSON object
 becomes a vertex, and every ``next``, ``branches`` entry (edges) and switch ``cases`` /
 ``default`` (routes) naming another node becomes an arrow; references to nothing are left
-out (a diagnostic names them). A vertex some diagnostic points into is ``failed``.
+out (a diagnostic names them). A vertex some diagnostic points into is ``failed``; a box
+shows at most `MAX_LABEL_CHARS` characters of its label.
 Documents with more than `MAX_DRAWN_NODES` nodes are not drawn.
 
 A diagnostic's next actions are shown as the concrete tool calls a model would make:
@@ -29,6 +30,7 @@ from .graph import GraphShape, Picture, layout
 
 __all__ = [
     "MAX_DRAWN_NODES",
+    "MAX_LABEL_CHARS",
     "DraftDetail",
     "DraftRow",
     "NextAction",
@@ -39,6 +41,7 @@ __all__ = [
 ]
 
 MAX_DRAWN_NODES: Final = MAX_NODES  # a valid artifact has at most this many
+MAX_LABEL_CHARS: Final = 64  # a valid artifact's labels are at most 64 bytes
 
 
 @dataclass(frozen=True)
@@ -135,6 +138,11 @@ def _shown(item: Mapping[str, Any]) -> Shown:
     )
 
 
+def _clip(label: str) -> str:
+    # an invalid draft's label (or node id) may be any length: a box stays readable
+    return label if len(label) <= MAX_LABEL_CHARS else label[: MAX_LABEL_CHARS - 1] + "…"
+
+
 def draft_shape(document: Any) -> GraphShape | None:
     """The picture's shape of ``document`` as it is (see the module); None when it has no
     node to draw or more than `MAX_DRAWN_NODES`."""
@@ -149,7 +157,10 @@ def draft_shape(document: Any) -> GraphShape | None:
     if not drawn:
         return None
     vertices = tuple(
-        (node_id, label if isinstance(label := node.get("label"), str) and label else node_id)
+        (
+            node_id,
+            _clip(label if isinstance(label := node.get("label"), str) and label else node_id),
+        )
         for node_id, node in drawn.items()
     )
     edges: list[tuple[str, str]] = []
