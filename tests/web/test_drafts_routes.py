@@ -16,7 +16,7 @@ from flowledger.workflows import Catalog
 from flowledger.workflows.runtime.session import WorkflowSession
 
 from .conftest import csrf, dashboard
-from .registered import SCRIPT, clock, listing_probe, register, run
+from .registered import SCRIPT, clock, launcher, listing_probe, register, run
 
 ALICE: Final = "11111111-1111-4111-8111-111111111111"
 BOB: Final = "22222222-2222-4222-8222-222222222222"
@@ -37,11 +37,20 @@ def as_(session: str) -> dict[str, str]:
     return {"authorization": f"Bearer {token}"}
 
 
-def make_drafts(db: Path) -> dict[str, Any]:
-    """Alice's drafts: ``fresh`` (a valid skeleton) and ``broken`` (from the clock's
+def make_drafts(db: Path, marker: Path) -> dict[str, Any]:
+    """Alice's drafts: ``fresh`` (a valid skeleton), ``broken`` (from the clock's
     capability, then patched into an invalid state with markup everywhere a tenant can
-    type); Bob's ``mine``. Answers the drafts as the service answered them."""
-    register(db, [clock()], recorded={"clock": listing_probe(1, [TIME_TOOL])})
+    type) and ``launch`` (from a capability of a source that, if anything started it,
+    would create ``marker``); Bob's ``mine``. Answers the drafts as the service answered
+    them. Every probe is recorded: nothing is started."""
+    register(
+        db,
+        [clock(), launcher(marker)],
+        recorded={
+            "clock": listing_probe(1, [TIME_TOOL]),
+            "launcher": listing_probe(1, [TIME_TOOL]),
+        },
+    )
 
     async def make() -> dict[str, Any]:
         async with open_store(f"sqlite:///{db}") as store:
@@ -73,6 +82,7 @@ def make_drafts(db: Path) -> dict[str, Any]:
                 ],
             )
             mine = await bob.create("mine")
+            await alice.create("launch", {"source": "launcher", "tool": "get_current_time"})
             return {"fresh": fresh, "broken": broken, "mine": mine}
 
     return run(make())
@@ -80,7 +90,8 @@ def make_drafts(db: Path) -> dict[str, Any]:
 
 def test_the_drafts_pages_show_a_sessions_drafts_escaped_and_read_only(tmp_path: Path) -> None:
     db = tmp_path / "drafts.db"
-    made = make_drafts(db)
+    marker = tmp_path / "launched"
+    made = make_drafts(db, marker)
     broken = made["broken"]
     assert not broken["valid"] and broken["diagnostics"], broken
     with dashboard(db, tokens=TOKENS) as client:
@@ -91,7 +102,7 @@ def test_the_drafts_pages_show_a_sessions_drafts_escaped_and_read_only(tmp_path:
         assert listing.status_code == 200, listing.text
         assert '<a href="/drafts" aria-current="page">Drafts</a>' in listing.text
         rows = dict(re.findall(r'<tr data-draft="([a-z_]+)">(.*?)</tr>', listing.text, re.S))
-        assert sorted(rows) == ["broken", "fresh"]  # never Bob's
+        assert sorted(rows) == ["broken", "fresh", "launch"]  # never Bob's
         assert "mine" not in listing.text.split("<main>")[1]
         assert '"draft-valid">valid<' in rows["fresh"] and "skeleton" in rows["fresh"]
         issues = len(broken["diagnostics"])
@@ -147,6 +158,14 @@ def test_the_drafts_pages_show_a_sessions_drafts_escaped_and_read_only(tmp_path:
                 assert refused.status_code == 405, path
         again = client.get("/drafts/broken", headers=as_(ALICE)).text
         assert f"revision {broken['revision']}</h1>" in again
+        launch = client.get("/drafts/launch", headers=as_(ALICE))
+        assert launch.status_code == 200 and 'href="/sources/launcher"' in launch.text
+    # a read-only dashboard shows the same pages
+    with dashboard(db, tokens=TOKENS, read_only=True) as reader:
+        page = reader.get("/drafts/broken", headers=as_(ALICE))
+        assert page.status_code == 200 and 'data-code="' in page.text
+        assert reader.get("/drafts/mine", headers=as_(ALICE)).status_code == 404
+    assert not marker.exists()  # no page started the source a draft is bound to
 
 
 def test_a_draft_without_nodes_to_draw_says_so(tmp_path: Path) -> None:
