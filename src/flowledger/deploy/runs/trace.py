@@ -16,8 +16,10 @@ another entry (one per execution), so a trace is a log of executions, not of com
 steps. The trace is debug data of the owning session: it never enters activity history
 or run listings.
 
-`read` returns a ranged slice, ``start`` (0-based) and ``limit`` (1..`MAX_TRACE_PAGE`),
-with the total count.
+`read` returns a ranged slice, ``start`` and ``limit`` (1..`MAX_TRACE_PAGE`), with the
+total count. One base throughout: an entry's ``seq`` is its 0-based position in the
+trace (the ledger's record number minus one), so the page read with ``start`` N begins
+with the entry whose ``seq`` is N, and the next page starts at the last ``seq`` + 1.
 """
 
 from __future__ import annotations
@@ -79,7 +81,7 @@ class TraceEntry:
     result: str = ""
     error_type: str = ""
     error_message: str = ""
-    seq: int = field(default=0, compare=False)
+    seq: int = field(default=0, compare=False)  # 0-based position in the trace
 
     def to_json(self) -> dict[str, Any]:
         document: dict[str, Any] = {
@@ -154,7 +156,7 @@ def _decode(record: storage.Record) -> TraceEntry:
         result=str(doc.get("result", "")),
         error_type=str(error.get("type", "")),
         error_message=str(error.get("message", "")),
-        seq=record.seq,
+        seq=record.seq - 1,  # ledger records count from 1; `start` counts from 0
     )
 
 

@@ -28,7 +28,6 @@ import contextlib
 import json
 import logging
 import os
-import sys
 from collections.abc import AsyncIterator, Iterator, Mapping
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
@@ -64,6 +63,7 @@ from .errors import (
 )
 from .fingerprint import FingerprintError
 from .spec import Source, StdioSource
+from .stderr import prefixed_stderr, server_name
 from .tool_info import ToolInfo
 
 __all__ = [
@@ -141,7 +141,8 @@ class SourceSession:
 
     ``connect_timeout`` bounds `open`; ``call_timeout`` is the default bound of one call
     and of one listing. ``errlog`` receives a stdio server's stderr (default: this
-    process's stderr; a stream without a file descriptor means the null device)."""
+    process's stderr, each line prefixed with ``[NAME] ``, the server's program name; a
+    stream without a file descriptor means the null device)."""
 
     def __init__(
         self,
@@ -275,6 +276,17 @@ class SourceSession:
             self._client = None
 
     @contextlib.asynccontextmanager
+    async def _stderr(self, source: StdioSource) -> AsyncIterator[TextIO]:
+        """The server's stderr: ``errlog`` when given, else this process's stderr with
+        each line prefixed by the server's name (`flowledger.deploy.sources.stderr`)."""
+        if self._errlog is None:
+            async with prefixed_stderr(server_name(source.command, source.args)) as stream:
+                yield stream
+            return
+        with _file_backed(self._errlog) as stream:
+            yield stream
+
+    @contextlib.asynccontextmanager
     async def _connection(self) -> AsyncIterator[Client]:
         source = self._source
         options: dict[str, Any] = {
@@ -289,8 +301,7 @@ class SourceSession:
                 env=dict(source.env) or None,
                 cwd=source.cwd,
             )
-            errlog = self._errlog if self._errlog is not None else sys.stderr
-            with _file_backed(errlog) as stderr:
+            async with self._stderr(source) as stderr:
                 transport = _watched(stdio_client(params, errlog=stderr), self._ended)
                 async with Client(transport, **options) as client:
                     yield client
