@@ -1,0 +1,567 @@
+"""A draft checked against the catalog: what its tool nodes call, with what, and what
+they read back, compared with the registered sources' last probes.
+
+`check_contracts` takes a draft whose artifact checks passed (a `ValidatedArtifact`),
+the draft's bindings (dependency -> registered source) and a reader of a source's last
+successful probe (which enforces what the session may see), and answers
+`ContractCheck`: diagnostics in the shape of `flowledger.deploy.drafts.diagnostics`,
+each with the next actions that fix it, and the capabilities the draft uses with their
+contract fingerprints. It reads stored probes only: nothing is started or contacted.
+
+The checks, each placed where the model would edit:
+
+1. each dependency is bound (``binding_missing``) to a source the session sees
+   (``source_missing``) with a successful probe (``probe_missing``), at
+   ``dependencies.<d>``; each tool a node calls is listed by that probe
+   (``capability_missing``, at ``nodes.<n>.tool``);
+2. the literal members of a node's ``arguments`` validate against the tool's input
+   schema (``argument_invalid``, at ``nodes.<n>.arguments.<a>``; members that are
+   expressions are known only at run time and count as present), and every required
+   argument is given (``argument_missing``, at ``nodes.<n>.arguments``, naming it);
+3. an argument that is one plain path expression whose type can be traced (an
+   ``input`` property typed by ``input_schema``; a ``state`` field by its reducer and
+   the types of everything assigned to it; ``result.structured.<path>`` by the tool's
+   output schema; ``result.text``; ``resume.<path>`` by the node's ``resume_schema``)
+   fits the ``type`` the argument's schema declares (``argument_type``). Conservative:
+   reported only when no traced type fits (an optional input may be null; a ``number``
+   may be integral, so it is not reported against ``integer``);
+4. every ``result.structured.<path>`` a tool node's ``assign`` reads is declared by the
+   tool's output schema, when it declares one (``result_path_unknown``, at the
+   expression). A level is taken as declaring its members when it has ``properties``
+   and neither ``patternProperties`` nor a schema for ``additionalProperties``.
+   (``result`` is in scope only in a tool or workflow node's ``assign``.)
+5. ``recorded`` (the capabilities recorded by an earlier check) against the probes
+   now: a tool of the same dependency and source whose contract fingerprint differs is
+   ``contract_changed``, naming source, tool, old and new fingerprint.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Final
+
+import jsonschema  # type: ignore[import-untyped, unused-ignore]
+
+from ..artifacts.errors import ArtifactIssue, choices, place_of
+from ..artifacts.expressions import Expression
+from ..artifacts.model import Artifact, InterruptNode, ToolNode
+from ..artifacts.validated import ValidatedArtifact
+from ..registry.store import Probe
+from ..sources.errors import SourceError
+from ..sources.tool_info import ToolInfo
+from .diagnostics import action, diagnostic
+from .errors import ProbeMissingError
+
+__all__ = [
+    "ARGUMENT_INVALID",
+    "ARGUMENT_MISSING",
+    "ARGUMENT_TYPE",
+    "CONTRACT_CHANGED",
+    "RESULT_PATH_UNKNOWN",
+    "ContractCheck",
+    "ProbeReader",
+    "check_contracts",
+]
+
+ARGUMENT_INVALID: Final = "argument_invalid"
+ARGUMENT_MISSING: Final = "argument_missing"
+ARGUMENT_TYPE: Final = "argument_type"
+RESULT_PATH_UNKNOWN: Final = "result_path_unknown"
+CONTRACT_CHANGED: Final = "contract_changed"
+
+#: A source's last successful probe as the session may see it; raises `SourceError`
+#: (``source_missing``, ...) or `ProbeMissingError`.
+ProbeReader = Callable[[str], Awaitable[Probe]]
+
+_JSON_TYPES: Final = frozenset(
+    {"string", "number", "integer", "boolean", "object", "array", "null"}
+)
+_REDUCED: Final = {"append": "array", "merge": "object", "sum": "number"}
+_MAX_SHOWN: Final = 20
+
+
+@dataclass(frozen=True, slots=True)
+class ContractCheck:
+    """The diagnostics of the checks, and the capabilities used (each
+    ``{dependency, source, probe_revision, tool, contract_fingerprint}``, by dependency
+    and tool)."""
+
+    diagnostics: tuple[dict[str, Any], ...] = ()
+    capabilities: tuple[dict[str, Any], ...] = ()
+
+
+@dataclass
+class _Checker:
+    validated: ValidatedArtifact
+    draft: str
+    revision: int
+    diagnostics: list[dict[str, Any]] = field(default_factory=list)
+
+    @property
+    def artifact(self) -> Artifact:
+        return self.validated.artifact
+
+    def add(
+        self,
+        place: str,
+        code: str,
+        message: str,
+        hint: str,
+        actions: Sequence[dict[str, Any]] = (),
+    ) -> None:
+        issue = ArtifactIssue(place, code, message, hint)
+        self.diagnostics.append(diagnostic(issue, self.draft, actions))
+
+    def patch(self, *operations: dict[str, Any]) -> dict[str, Any]:
+        return action(
+            "draft_patch", draft=self.draft, revision=self.revision, operations=list(operations)
+        )
+
+    # -- 2: literal arguments -----------------------------------------------------------
+
+    def derived(self, name: str) -> str | None:
+        """The expression a same-named state field or input property gives for argument
+        ``name`` (state first, as draft_add_tool maps them)."""
+        if name in self.artifact.state:
+            return f"${{ state.{name} }}"
+        properties = self.artifact.input_schema.get("properties")
+        if isinstance(properties, dict) and name in properties:
+            return f"${{ input.{name} }}"
+        return None
+
+    def arguments(self, node_id: str, node: ToolNode, info: ToolInfo, source: str) -> None:
+        if not isinstance(node.arguments, dict):
+            return  # one expression giving the whole object: known at run time only
+        base = ("nodes", node_id, "arguments")
+        inspect = action("capability_inspect", source=source, tool=info.name)
+        schema = dict(info.input_schema)
+        try:
+            cls = jsonschema.validators.validator_for(
+                schema, default=jsonschema.Draft202012Validator
+            )
+            validator = cls(schema)
+            validator.check_schema(schema)
+        except jsonschema.exceptions.SchemaError:
+            return  # the source's own fault; the deployment check reports it
+        given = node.arguments
+        dynamic = {key for key, value in given.items() if _holds_expression(value)}
+        literal = {key: value for key, value in given.items() if key not in dynamic}
+        pointer = f"/nodes/{_escape(node_id)}/arguments"
+        for error in sorted(validator.iter_errors(literal), key=lambda e: list(e.absolute_path)):
+            path = list(error.absolute_path)
+            if not path and error.validator == "required":
+                for name in error.validator_value:
+                    if not isinstance(name, str) or name in given:
+                        continue
+                    expression = self.derived(name)
+                    fix = (
+                        [
+                            self.patch(
+                                {
+                                    "op": "add",
+                                    "path": f"{pointer}/{_escape(name)}",
+                                    "value": expression,
+                                }
+                            )
+                        ]
+                        if expression is not None
+                        else []
+                    )
+                    self.add(
+                        place_of(*base),
+                        ARGUMENT_MISSING,
+                        f"{info.name} of source {source!r} requires argument {name!r}",
+                        f"add arguments.{name} (capability_inspect shows its schema)",
+                        [*fix, inspect],
+                    )
+                continue
+            if not path and error.validator == "additionalProperties":
+                declared = schema.get("properties")
+                known = declared if isinstance(declared, dict) else {}
+                for name in literal:
+                    if name not in known:
+                        self.add(
+                            place_of(*base, name),
+                            ARGUMENT_INVALID,
+                            f"{info.name} of source {source!r} takes no argument {name!r}",
+                            choices("remove it; its arguments", known),
+                            [
+                                self.patch({"op": "remove", "path": f"{pointer}/{_escape(name)}"}),
+                                inspect,
+                            ],
+                        )
+                continue
+            if path and path[0] in dynamic:
+                continue
+            name = str(path[0]) if path else None
+            expression = self.derived(name) if name is not None else None
+            fix = (
+                [
+                    self.patch(
+                        {"op": "replace", "path": f"{pointer}/{_escape(name)}", "value": expression}
+                    )
+                ]
+                if name is not None and expression is not None
+                else []
+            )
+            self.add(
+                place_of(*base, *path),
+                ARGUMENT_INVALID,
+                f"{info.name} of source {source!r}: {error.json_path.replace('$', 'arguments', 1)}"
+                f": {error.message}",
+                "give a value the tool's input schema accepts (capability_inspect shows it)",
+                [*fix, inspect],
+            )
+
+    # -- 3: traced types ----------------------------------------------------------------
+
+    def argument_types(
+        self, node_id: str, node: ToolNode, info: ToolInfo, source: str, tracer: _Tracer
+    ) -> None:
+        if not isinstance(node.arguments, dict):
+            return
+        properties = info.input_schema.get("properties")
+        template = self.validated.templates.get(place_of("nodes", node_id, "arguments"))
+        if not isinstance(properties, Mapping) or template is None:
+            return
+        for expression in template.expressions:
+            name = expression.place.rsplit(".", 1)[-1]
+            if expression.place != place_of("nodes", node_id, "arguments", name):
+                continue  # nested inside a member: its type is not the member's
+            wanted = _declared_types(properties.get(name))
+            if wanted is None:
+                continue
+            traced = tracer.expression(expression, node_id)
+            if traced is None or any(_fits(kind, wanted) for kind in traced):
+                continue
+            self.add(
+                expression.place,
+                ARGUMENT_TYPE,
+                f"`{expression.source}` is {_either(traced)}, but {info.name} of source "
+                f"{source!r} takes {_either(wanted)} as {name!r}",
+                "read a field of the type the tool takes, or convert it (to_string(...), "
+                "to_number(...))",
+                [action("capability_inspect", source=source, tool=info.name)],
+            )
+
+    # -- 4: result paths ----------------------------------------------------------------
+
+    def result_paths(self, node_id: str, node: ToolNode, info: ToolInfo, source: str) -> None:
+        output = info.output_schema
+        if output is None:
+            return
+        for field_name in node.assign:
+            template = self.validated.templates.get(
+                place_of("nodes", node_id, "assign", field_name)
+            )
+            for expression in template.expressions if template is not None else ():
+                for chain in expression.references:
+                    if chain[:2] != ("result", "structured"):
+                        continue
+                    missing = _undeclared(output, chain[2:])
+                    if missing is None:
+                        continue
+                    at, declared = missing
+                    path = ".".join(("structured", *chain[2 : 2 + at + 1]))
+                    self.add(
+                        expression.place,
+                        RESULT_PATH_UNKNOWN,
+                        f"{info.name} of source {source!r} declares no `result.{path}` in its "
+                        "output schema",
+                        choices("read a declared field; there", declared),
+                        [action("capability_inspect", source=source, tool=info.name)],
+                    )
+
+
+class _Tracer:
+    """The JSON types an expression can have, where they can be told (``None``: not)."""
+
+    def __init__(self, validated: ValidatedArtifact, tools: Mapping[str, ToolInfo]) -> None:
+        self.validated = validated
+        self.tools = tools
+        self.visiting: set[str] = set()
+
+    def expression(self, expression: Expression, node_id: str) -> frozenset[str] | None:
+        chain = _plain_path(expression)
+        if chain is None:
+            return None
+        artifact = self.validated.artifact
+        root, rest = chain[0], chain[1:]
+        if root == "input":
+            return _schema_types(artifact.input_schema, rest, required=True)
+        if root == "state":
+            return self.state(rest[0]) if len(rest) == 1 else None
+        node = artifact.nodes.get(node_id)
+        if root == "resume" and isinstance(node, InterruptNode):
+            return _schema_types(node.resume_schema, rest, required=True)
+        if root == "result" and isinstance(node, ToolNode):
+            if rest == ("text",):
+                return frozenset({"string"})
+            if rest == ("content",):
+                return frozenset({"array"})
+            info = self.tools.get(node_id)
+            if rest[:1] == ("structured",) and info is not None and info.output_schema:
+                return _schema_types(info.output_schema, rest[1:], required=True)
+        return None
+
+    def state(self, name: str) -> frozenset[str] | None:
+        """Every type state field ``name`` can hold: its reducer's, or its initial value's
+        and each assigned value's (``None`` when one of them cannot be told)."""
+        spec = self.validated.artifact.state.get(name)
+        if spec is None or name in self.visiting:
+            return None
+        if spec.reduce in _REDUCED:
+            return frozenset({_REDUCED[spec.reduce]})
+        self.visiting.add(name)
+        try:
+            kinds = {_literal_type(spec.initial)}
+            for node_id, node in self.validated.artifact.nodes.items():
+                if name not in getattr(node, "assign", {}):
+                    continue
+                template = self.validated.templates.get(place_of("nodes", node_id, "assign", name))
+                if template is None:
+                    return None
+                if template.is_literal:
+                    kinds.add(_literal_type(node.assign[name]))  # type: ignore[union-attr]
+                    continue
+                value = node.assign[name]  # type: ignore[union-attr]
+                if isinstance(value, dict):
+                    kinds.add("object")
+                    continue
+                if isinstance(value, list):
+                    kinds.add("array")
+                    continue
+                traced = (
+                    self.expression(template.expressions[0], node_id)
+                    if len(template.expressions) == 1
+                    else None
+                )
+                if traced is None:
+                    return None
+                kinds |= traced
+            return frozenset(kinds)
+        finally:
+            self.visiting.discard(name)
+
+
+def _escape(segment: str) -> str:
+    return segment.replace("~", "~0").replace("/", "~1")
+
+
+def _holds_expression(value: Any) -> bool:
+    if isinstance(value, str):
+        return "${" in value
+    if isinstance(value, dict):
+        return any(_holds_expression(item) for item in value.values())
+    if isinstance(value, list):
+        return any(_holds_expression(item) for item in value)
+    return False
+
+
+def _plain_path(expression: Expression) -> tuple[str, ...] | None:
+    """``("input", "city")`` for ``input.city``: an expression that only reads fields."""
+    node: Any = expression.parsed.parsed
+    if isinstance(node, dict) and node.get("type") == "field":
+        return (str(node.get("value")),)
+    chain: list[str] = []
+    while isinstance(node, dict) and node.get("type") == "subexpression":
+        children = node.get("children", [])
+        if len(children) != 2 or not isinstance(children[1], dict):
+            return None
+        if children[1].get("type") != "field":
+            return None
+        chain.insert(0, str(children[1].get("value")))
+        node = children[0]
+    if not (isinstance(node, dict) and node.get("type") == "field") or not chain:
+        return None
+    return (str(node.get("value")), *chain)
+
+
+def _literal_type(value: Any) -> str:
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "boolean"
+    if isinstance(value, int):
+        return "integer"
+    if isinstance(value, float):
+        return "number"
+    if isinstance(value, str):
+        return "string"
+    return "array" if isinstance(value, list) else "object"
+
+
+def _declared_types(schema: Any) -> frozenset[str] | None:
+    """The ``type`` keyword of a schema, when it says one (``None`` otherwise)."""
+    if not isinstance(schema, Mapping):
+        return None
+    declared = schema.get("type")
+    if isinstance(declared, str):
+        declared = [declared]
+    if not isinstance(declared, list) or not declared:
+        return None
+    kinds = frozenset(item for item in declared if isinstance(item, str))
+    return kinds if kinds and kinds <= _JSON_TYPES else None
+
+
+def _schema_types(schema: Any, path: Sequence[str], *, required: bool) -> frozenset[str] | None:
+    """The types a value read at ``path`` below ``schema`` can have (a property that is
+    not required may be missing: null)."""
+    current = schema
+    for name in path:
+        properties = current.get("properties") if isinstance(current, Mapping) else None
+        if not isinstance(properties, Mapping) or name not in properties:
+            return None
+        needed = current.get("required")
+        required = required and isinstance(needed, list) and name in needed
+        current = properties[name]
+    kinds = _declared_types(current)
+    if kinds is None:
+        return None
+    return kinds if required else kinds | {"null"}
+
+
+def _fits(kind: str, wanted: frozenset[str]) -> bool:
+    # "number" may be integral, so it may fit "integer": not a definite mismatch
+    return (
+        kind in wanted
+        or (kind == "integer" and "number" in wanted)
+        or (kind == "number" and "integer" in wanted)
+    )
+
+
+def _either(kinds: Iterable[str]) -> str:
+    return " or ".join(sorted(kinds))
+
+
+def _undeclared(schema: Mapping[str, Any], path: Sequence[str]) -> tuple[int, list[str]] | None:
+    """The index in ``path`` of the first name ``schema`` does not declare, with the
+    names it declares there (``None``: every name is declared, or cannot be told)."""
+    current: Any = schema
+    for index, name in enumerate(path):
+        if not isinstance(current, Mapping):
+            return None
+        properties = current.get("properties")
+        if (
+            not isinstance(properties, Mapping)
+            or "patternProperties" in current
+            or isinstance(current.get("additionalProperties"), Mapping)
+        ):
+            return None
+        if name not in properties:
+            return index, sorted(properties)
+        current = properties[name]
+    return None
+
+
+async def check_contracts(
+    validated: ValidatedArtifact,
+    bindings: Mapping[str, str],
+    read_probe: ProbeReader,
+    *,
+    draft: str,
+    revision: int,
+    recorded: Sequence[Mapping[str, Any]] = (),
+) -> ContractCheck:
+    """See the module. ``revision`` is the draft revision the next actions patch."""
+    checker = _Checker(validated, draft, revision)
+    artifact = validated.artifact
+    probes: dict[str, tuple[str, Probe]] = {}
+    for dependency, declared in sorted(artifact.dependencies.items()):
+        place = place_of("dependencies", dependency)
+        look = action("capability_list", query=declared.tools[0])
+        source = bindings.get(dependency)
+        if source is None:
+            checker.add(
+                place,
+                "binding_missing",
+                f"dependency {dependency!r} is bound to no registered source, so its tools "
+                "cannot be checked",
+                "find a source with capability_list and add the step with draft_add_tool "
+                "{source}, or give bindings: {" + dependency + ": SOURCE} to draft_validate "
+                "and draft_publish",
+                [look],
+            )
+            continue
+        try:
+            probes[dependency] = (source, await read_probe(source))
+        except (SourceError, ProbeMissingError) as exc:  # source_missing, probe_missing
+            checker.add(place, exc.code, str(exc), "bind a registered, probed source", [look])
+    used: dict[tuple[str, str], ToolInfo] = {}
+    tools: dict[str, ToolInfo] = {}
+    for node_id, node in sorted(artifact.nodes.items()):
+        if not isinstance(node, ToolNode) or node.dependency not in probes:
+            continue
+        source, probe = probes[node.dependency]
+        info = next((tool for tool in probe.tools if tool.name == node.tool), None)
+        if info is None:
+            listed = [tool.name for tool in probe.tools]
+            checker.add(
+                place_of("nodes", node_id, "tool"),
+                "capability_missing",
+                f"source {source!r} does not list tool {node.tool!r} (its probe of revision "
+                f"{probe.revision})",
+                choices("use a tool it lists", listed[:_MAX_SHOWN]),
+                [action("capability_list", query=node.tool)],
+            )
+            continue
+        used[(node.dependency, info.name)] = info
+        tools[node_id] = info
+    for node_id, info in tools.items():
+        node = artifact.nodes[node_id]
+        assert isinstance(node, ToolNode)
+        source = probes[node.dependency][0]
+        checker.arguments(node_id, node, info, source)
+        checker.result_paths(node_id, node, info, source)
+    tracer = _Tracer(validated, tools)
+    for node_id, info in tools.items():
+        node = artifact.nodes[node_id]
+        assert isinstance(node, ToolNode)
+        checker.argument_types(node_id, node, info, probes[node.dependency][0], tracer)
+    capabilities = tuple(
+        {
+            "dependency": dependency,
+            "source": probes[dependency][0],
+            "probe_revision": probes[dependency][1].revision,
+            "tool": tool,
+            "contract_fingerprint": info.contract_fingerprint,
+        }
+        for (dependency, tool), info in sorted(used.items())
+    )
+    _changed(checker, capabilities, recorded)
+    return ContractCheck(tuple(checker.diagnostics), capabilities)
+
+
+def _changed(
+    checker: _Checker,
+    capabilities: Sequence[Mapping[str, Any]],
+    recorded: Sequence[Mapping[str, Any]],
+) -> None:
+    before = {
+        (item.get("dependency"), item.get("source"), item.get("tool")): item for item in recorded
+    }
+    for now in capabilities:
+        earlier = before.get((now["dependency"], now["source"], now["tool"]))
+        if earlier is None or earlier.get("contract_fingerprint") == now["contract_fingerprint"]:
+            continue
+        callers = sorted(
+            node_id
+            for node_id, node in checker.artifact.nodes.items()
+            if isinstance(node, ToolNode)
+            and (node.dependency, node.tool) == (now["dependency"], now["tool"])
+        )
+        checker.add(
+            place_of("nodes", callers[0], "tool") if callers else place_of("dependencies"),
+            CONTRACT_CHANGED,
+            f"tool {now['tool']!r} of source {now['source']!r} changed its contract since the "
+            f"draft was checked: {earlier.get('contract_fingerprint')} (probe revision "
+            f"{earlier.get('probe_revision')}) -> {now['contract_fingerprint']} (probe revision "
+            f"{now['probe_revision']})",
+            "read the new contract; an edit (even an empty draft_patch) checks the draft "
+            "against it and records it",
+            [
+                checker.patch(),
+                action("capability_inspect", source=now["source"], tool=now["tool"]),
+            ],
+        )
