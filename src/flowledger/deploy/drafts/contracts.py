@@ -148,7 +148,13 @@ class _Checker:
         dynamic = {key for key, value in given.items() if _holds_expression(value)}
         literal = {key: value for key, value in given.items() if key not in dynamic}
         pointer = f"/nodes/{_escape(node_id)}/arguments"
-        for error in sorted(validator.iter_errors(literal), key=lambda e: list(e.absolute_path)):
+        reported: set[tuple[Any, ...]] = set()
+        # by argument, a wrong type first: it says more than the enum or bound it also breaks
+        ordered = sorted(
+            validator.iter_errors(literal),
+            key=lambda e: ([str(p) for p in e.absolute_path], e.validator != "type"),
+        )
+        for error in ordered:
             path = list(error.absolute_path)
             if not path and error.validator == "required":
                 for name in error.validator_value:
@@ -192,8 +198,9 @@ class _Checker:
                             ],
                         )
                 continue
-            if path and path[0] in dynamic:
+            if (path and path[0] in dynamic) or tuple(path) in reported:
                 continue
+            reported.add(tuple(path))  # one diagnostic per argument (type and enum, ...)
             name = str(path[0]) if path else None
             expression = self.derived(name) if name is not None else None
             fix = (
@@ -361,21 +368,19 @@ def _holds_expression(value: Any) -> bool:
 
 def _plain_path(expression: Expression) -> tuple[str, ...] | None:
     """``("input", "city")`` for ``input.city``: an expression that only reads fields."""
-    node: Any = expression.parsed.parsed
-    if isinstance(node, dict) and node.get("type") == "field":
-        return (str(node.get("value")),)
     chain: list[str] = []
-    while isinstance(node, dict) and node.get("type") == "subexpression":
-        children = node.get("children", [])
-        if len(children) != 2 or not isinstance(children[1], dict):
+    pending: list[Any] = [expression.parsed.parsed]
+    while pending:  # a subexpression's children, in order, nested or flat
+        node = pending.pop(0)
+        if not isinstance(node, dict):
             return None
-        if children[1].get("type") != "field":
+        if node.get("type") == "field":
+            chain.append(str(node.get("value")))
+        elif node.get("type") == "subexpression":
+            pending[:0] = list(node.get("children", []))
+        else:
             return None
-        chain.insert(0, str(children[1].get("value")))
-        node = children[0]
-    if not (isinstance(node, dict) and node.get("type") == "field") or not chain:
-        return None
-    return (str(node.get("value")), *chain)
+    return tuple(chain) if chain else None
 
 
 def _literal_type(value: Any) -> str:
