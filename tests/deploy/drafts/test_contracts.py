@@ -13,9 +13,14 @@ from typing import Any
 
 from mcp import Client
 
+from flowledger.deploy import DeployService
+from flowledger.deploy.drafts.record import timestamp
+from flowledger.deploy.drafts.service import DraftService
 from flowledger.deploy.registry.store import Probe, SourceRegistry
 from flowledger.deploy.sources.tool_info import ToolInfo
 from flowledger.storage import open_store
+from flowledger.workflows import Catalog
+from flowledger.workflows.runtime.session import WorkflowSession
 
 from ...mcp.conftest import error_text, payload, stdio_params
 from ..catalog_sources import clock, everything
@@ -296,3 +301,67 @@ async def test_contract_checks_through_the_mcp_server(tmp_path: Path) -> None:
             "draft_contract",
         ):
             assert (await call("explain", {"code": code}))["fix"]
+
+
+CLOSED_TOOL = {
+    "name": "label",
+    "inputSchema": {
+        "type": "object",
+        "properties": {"text": {"type": "string"}, "count": {"type": "integer"}},
+        "required": ["text"],
+        "additionalProperties": False,
+    },
+}
+
+
+async def test_a_closed_input_schema_names_arguments_it_does_not_take() -> None:
+    """Through the Python API, with a source whose recorded probe has a closed input
+    schema: an unknown argument is argument_invalid at it, literal or expression, with
+    the draft_patch removing it; an integer-typed argument reading a string input is
+    argument_type; an argument computed by a function is not traced (not reported)."""
+    async with open_store("memory://") as store:
+        registry = SourceRegistry.over(store)
+        await registry.add(
+            {"format": "flowledger.source/v1", "name": "labels", "stdio": {"command": "true"}}
+        )
+        probe = Probe(1, timestamp(), True, None, None, (ToolInfo.from_entry(CLOSED_TOOL),))
+        await registry.record_probe("labels", probe)
+        session = WorkflowSession.build(store, "0b7e3c1a-5d2f-4e6a-9b8c-1d2e3f4a5b6c", Catalog())
+        drafts = DraftService(DeployService(session))
+        made = await drafts.create("labelled", {"source": "labels", "tool": "label"})
+        assert made["valid"], made["diagnostics"]
+        node = "/nodes/label/arguments"
+        edited = await drafts.patch(
+            "labelled",
+            1,
+            [
+                {"op": "add", "path": f"{node}/size", "value": 3},
+                {"op": "add", "path": f"{node}/colour", "value": "${ input.text }"},
+                {"op": "add", "path": f"{node}/count", "value": "${ input.text }"},
+            ],
+        )
+        found = {(d["code"], d["place"]): d for d in edited["diagnostics"]}
+        assert set(found) == {
+            ("argument_invalid", "nodes.label.arguments.size"),
+            ("argument_invalid", "nodes.label.arguments.colour"),
+            ("argument_type", "nodes.label.arguments.count"),
+        }
+        size = found[("argument_invalid", "nodes.label.arguments.size")]
+        assert "takes no argument 'size'" in size["message"] and "count, text" in size["hint"]
+        assert size["next_actions"][0]["arguments"]["operations"] == [
+            {"op": "remove", "path": f"{node}/size"}
+        ]
+        assert (
+            "is string, but label of source 'labels' takes integer"
+            in (found[("argument_type", "nodes.label.arguments.count")]["message"])
+        )
+        nested = await drafts.patch(
+            "labelled",
+            2,
+            [
+                {"op": "remove", "path": f"{node}/size"},
+                {"op": "remove", "path": f"{node}/colour"},
+                {"op": "replace", "path": f"{node}/count", "value": "${ length(input.text) }"},
+            ],
+        )
+        assert nested["valid"], nested["diagnostics"]

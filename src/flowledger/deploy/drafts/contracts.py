@@ -52,6 +52,7 @@ from ..sources.errors import SourceError
 from ..sources.tool_info import ToolInfo
 from .diagnostics import action, diagnostic
 from .errors import ProbeMissingError
+from .skeleton import input_reference
 
 __all__ = [
     "ARGUMENT_INVALID",
@@ -79,6 +80,8 @@ _JSON_TYPES: Final = frozenset(
 )
 _REDUCED: Final = {"append": "array", "merge": "object", "sum": "number"}
 _MAX_SHOWN: Final = 20
+_MAX_VALIDATORS: Final = 256
+_VALIDATORS: dict[str, Any] = {}  # full fingerprint -> validator (None: invalid schema)
 
 
 @dataclass(frozen=True, slots=True)
@@ -124,10 +127,10 @@ class _Checker:
         """The expression a same-named state field or input property gives for argument
         ``name`` (state first, as draft_add_tool maps them)."""
         if name in self.artifact.state:
-            return f"${{ state.{name} }}"
+            return input_reference("state", name)
         properties = self.artifact.input_schema.get("properties")
         if isinstance(properties, dict) and name in properties:
-            return f"${{ input.{name} }}"
+            return input_reference("input", name)
         return None
 
     def arguments(self, node_id: str, node: ToolNode, info: ToolInfo, source: str) -> None:
@@ -136,13 +139,8 @@ class _Checker:
         base = ("nodes", node_id, "arguments")
         inspect = action("capability_inspect", source=source, tool=info.name)
         schema = dict(info.input_schema)
-        try:
-            cls = jsonschema.validators.validator_for(
-                schema, default=jsonschema.Draft202012Validator
-            )
-            validator = cls(schema)
-            validator.check_schema(schema)
-        except jsonschema.exceptions.SchemaError:
+        validator = _validator(info)
+        if validator is None:
             return  # the source's own fault; the deployment check reports it
         given = node.arguments
         dynamic = {key for key, value in given.items() if _holds_expression(value)}
@@ -183,21 +181,7 @@ class _Checker:
                     )
                 continue
             if not path and error.validator == "additionalProperties":
-                declared = schema.get("properties")
-                known = declared if isinstance(declared, dict) else {}
-                for name in literal:
-                    if name not in known:
-                        self.add(
-                            place_of(*base, name),
-                            ARGUMENT_INVALID,
-                            f"{info.name} of source {source!r} takes no argument {name!r}",
-                            choices("remove it; its arguments", known),
-                            [
-                                self.patch({"op": "remove", "path": f"{pointer}/{_escape(name)}"}),
-                                inspect,
-                            ],
-                        )
-                continue
+                continue  # below, for every argument (an expression is no more accepted)
             if (path and path[0] in dynamic) or tuple(path) in reported:
                 continue
             reported.add(tuple(path))  # one diagnostic per argument (type and enum, ...)
@@ -220,6 +204,21 @@ class _Checker:
                 "give a value the tool's input schema accepts (capability_inspect shows it)",
                 [*fix, inspect],
             )
+        declared = schema.get("properties")
+        known = declared if isinstance(declared, dict) else {}
+        if schema.get("additionalProperties") is False and "patternProperties" not in schema:
+            for name in given:
+                if name not in known:
+                    self.add(
+                        place_of(*base, name),
+                        ARGUMENT_INVALID,
+                        f"{info.name} of source {source!r} takes no argument {name!r}",
+                        choices("remove it; its arguments", known),
+                        [
+                            self.patch({"op": "remove", "path": f"{pointer}/{_escape(name)}"}),
+                            inspect,
+                        ],
+                    )
 
     # -- 3: traced types ----------------------------------------------------------------
 
@@ -232,12 +231,12 @@ class _Checker:
         template = self.validated.templates.get(place_of("nodes", node_id, "arguments"))
         if not isinstance(properties, Mapping) or template is None:
             return
-        for expression in template.expressions:
-            name = expression.place.rsplit(".", 1)[-1]
-            if expression.place != place_of("nodes", node_id, "arguments", name):
-                continue  # nested inside a member: its type is not the member's
+        # a member that is one expression (one nested inside a member is not its type)
+        by_place = {expression.place: expression for expression in template.expressions}
+        for name in node.arguments:
+            expression = by_place.get(place_of("nodes", node_id, "arguments", name))
             wanted = _declared_types(properties.get(name))
-            if wanted is None:
+            if expression is None or wanted is None:
                 continue
             traced = tracer.expression(expression, node_id)
             if traced is None or any(_fits(kind, wanted) for kind in traced):
@@ -350,6 +349,26 @@ class _Tracer:
             return frozenset(kinds)
         finally:
             self.visiting.discard(name)
+
+
+def _validator(info: ToolInfo) -> Any:
+    """A validator of ``info``'s input schema (``None``: the schema is invalid), compiled
+    once per listing entry: checking a schema costs far more than using it, and every
+    edit checks every node."""
+    key = info.full_fingerprint
+    if key in _VALIDATORS:
+        return _VALIDATORS[key]
+    schema = dict(info.input_schema)
+    cls = jsonschema.validators.validator_for(schema, default=jsonschema.Draft202012Validator)
+    try:
+        cls.check_schema(schema)
+        validator = cls(schema)
+    except jsonschema.exceptions.SchemaError:
+        validator = None
+    if len(_VALIDATORS) >= _MAX_VALIDATORS:
+        del _VALIDATORS[next(iter(_VALIDATORS))]  # the oldest
+    _VALIDATORS[key] = validator
+    return validator
 
 
 def _escape(segment: str) -> str:
