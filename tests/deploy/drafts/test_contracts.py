@@ -303,6 +303,14 @@ async def test_contract_checks_through_the_mcp_server(tmp_path: Path) -> None:
             assert (await call("explain", {"code": code}))["fix"]
 
 
+REMOTE_TOOL = {  # a $ref out of the schema: never fetched (nothing listens on port 9)
+    "name": "remote",
+    "inputSchema": {
+        "type": "object",
+        "properties": {"a": {"$ref": "http://127.0.0.1:9/a.json"}},
+        "required": ["a"],
+    },
+}
 CLOSED_TOOL = {
     "name": "label",
     "inputSchema": {
@@ -318,13 +326,16 @@ async def test_a_closed_input_schema_names_arguments_it_does_not_take() -> None:
     """Through the Python API, with a source whose recorded probe has a closed input
     schema: an unknown argument is argument_invalid at it, literal or expression, with
     the draft_patch removing it; an integer-typed argument reading a string input is
-    argument_type; an argument computed by a function is not traced (not reported)."""
+    argument_type; an argument computed by a function is not traced (not reported). A
+    schema whose $ref points out of it checks required arguments, fetches nothing, and
+    leaves the given ones to the source."""
     async with open_store("memory://") as store:
         registry = SourceRegistry.over(store)
         await registry.add(
             {"format": "flowledger.source/v1", "name": "labels", "stdio": {"command": "true"}}
         )
-        probe = Probe(1, timestamp(), True, None, None, (ToolInfo.from_entry(CLOSED_TOOL),))
+        tools = (ToolInfo.from_entry(CLOSED_TOOL), ToolInfo.from_entry(REMOTE_TOOL))
+        probe = Probe(1, timestamp(), True, None, None, tools)
         await registry.record_probe("labels", probe)
         session = WorkflowSession.build(store, "0b7e3c1a-5d2f-4e6a-9b8c-1d2e3f4a5b6c", Catalog())
         drafts = DraftService(DeployService(session))
@@ -365,3 +376,15 @@ async def test_a_closed_input_schema_names_arguments_it_does_not_take() -> None:
             ],
         )
         assert nested["valid"], nested["diagnostics"]
+        remote = await drafts.add_tool(
+            "labelled", nested["revision"], "labels", "remote", after="label"
+        )
+        assert [(d["code"], d["place"]) for d in remote["diagnostics"]] == [
+            ("argument_missing", "nodes.remote.arguments")
+        ]
+        given = await drafts.patch(
+            "labelled",
+            remote["revision"],
+            [{"op": "add", "path": "/nodes/remote/arguments/a", "value": 1}],
+        )
+        assert given["valid"], given["diagnostics"]

@@ -37,11 +37,13 @@ The checks, each placed where the model would edit:
 
 from __future__ import annotations
 
+import json
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final
 
 import jsonschema  # type: ignore[import-untyped, unused-ignore]
+import referencing.exceptions  # jsonschema's own dependency: its $ref resolution errors
 
 from ..artifacts.errors import ArtifactIssue, choices, place_of
 from ..artifacts.expressions import Expression
@@ -82,6 +84,9 @@ _REDUCED: Final = {"append": "array", "merge": "object", "sum": "number"}
 _MAX_SHOWN: Final = 20
 _MAX_VALIDATORS: Final = 256
 _VALIDATORS: dict[str, Any] = {}  # full fingerprint -> validator (None: invalid schema)
+_MAX_REMEMBERED: Final = 4096
+_MAX_REMEMBERED_CHARS: Final = 4096
+_ERRORS: dict[tuple[str, str], tuple[_Error, ...] | None] = {}
 
 
 @dataclass(frozen=True, slots=True)
@@ -139,21 +144,16 @@ class _Checker:
         base = ("nodes", node_id, "arguments")
         inspect = action("capability_inspect", source=source, tool=info.name)
         schema = dict(info.input_schema)
-        validator = _validator(info)
-        if validator is None:
-            return  # the source's own fault; the deployment check reports it
         given = node.arguments
         dynamic = {key for key, value in given.items() if _holds_expression(value)}
         literal = {key: value for key, value in given.items() if key not in dynamic}
+        errors = _errors(info, literal)
+        if errors is None:
+            return  # the source's own fault; the deployment check reports it
         pointer = f"/nodes/{_escape(node_id)}/arguments"
         reported: set[tuple[Any, ...]] = set()
-        # by argument, a wrong type first: it says more than the enum or bound it also breaks
-        ordered = sorted(
-            validator.iter_errors(literal),
-            key=lambda e: ([str(p) for p in e.absolute_path], e.validator != "type"),
-        )
-        for error in ordered:
-            path = list(error.absolute_path)
+        for error in errors:
+            path = list(error.path)
             if not path and error.validator == "required":
                 for name in error.validator_value:
                     if not isinstance(name, str) or name in given:
@@ -349,6 +349,54 @@ class _Tracer:
             return frozenset(kinds)
         finally:
             self.visiting.discard(name)
+
+
+@dataclass(frozen=True, slots=True)
+class _Error:
+    """What the checks read of a `jsonschema` validation error."""
+
+    path: tuple[str | int, ...]
+    validator: str
+    validator_value: Any
+    message: str
+    json_path: str
+
+
+def _errors(info: ToolInfo, literal: Mapping[str, Any]) -> tuple[_Error, ...] | None:
+    """``literal`` validated against ``info``'s input schema, by argument, a wrong type
+    first (it says more than the enum or bound it also breaks); ``None``: the schema is
+    invalid. Remembered per listing entry and arguments: an edit changes one node, and
+    every edit checks every node."""
+    key = (info.full_fingerprint, json.dumps(literal, sort_keys=True, separators=(",", ":")))
+    if key in _ERRORS:
+        return _ERRORS[key]
+    validator = _validator(info)
+    found: tuple[_Error, ...] | None = None
+    if validator is not None:
+        try:
+            ordered = sorted(
+                validator.iter_errors(dict(literal)),
+                key=lambda e: ([str(p) for p in e.absolute_path], e.validator != "type"),
+            )
+        except referencing.exceptions.Unresolvable:
+            # a $ref the schema does not hold: nothing is fetched, the arguments are not
+            # checked here (the source checks them when called)
+            return None
+        found = tuple(
+            _Error(
+                tuple(error.absolute_path),
+                str(error.validator),
+                error.validator_value,
+                error.message,
+                error.json_path,
+            )
+            for error in ordered
+        )
+    if len(key[1]) <= _MAX_REMEMBERED_CHARS:  # bounded memory: 4096 keys of 4 KiB at most
+        if len(_ERRORS) >= _MAX_REMEMBERED:
+            del _ERRORS[next(iter(_ERRORS))]  # the oldest
+        _ERRORS[key] = found
+    return found
 
 
 def _validator(info: ToolInfo) -> Any:
