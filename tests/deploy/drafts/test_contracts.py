@@ -139,10 +139,11 @@ async def test_contract_checks_through_the_mcp_server(tmp_path: Path) -> None:
         fixed = await call(fix["tool"], fix["arguments"])
         assert fixed["valid"] and fixed["revision"] == 3, fixed["diagnostics"]
 
-        # a required argument missing: named, placed at the arguments, the add derived
+        # a required argument missing: named, placed where it goes, the add derived
         missing = await patch(3, {"op": "remove", "path": f"/nodes/{NODE}/arguments/location"})
         found = by_code(missing, "argument_missing")
-        assert found["place"] == f"nodes.{NODE}.arguments"
+        assert found["place"] == f"nodes.{NODE}.arguments.location"
+        assert found["pointer"] == f"/nodes/{NODE}/arguments/location"
         assert "'location'" in found["message"]
         assert found["next_actions"][0]["arguments"]["operations"] == [
             {
@@ -380,7 +381,7 @@ async def test_a_closed_input_schema_names_arguments_it_does_not_take() -> None:
             "labelled", nested["revision"], "labels", "remote", after="label"
         )
         assert [(d["code"], d["place"]) for d in remote["diagnostics"]] == [
-            ("argument_missing", "nodes.remote.arguments")
+            ("argument_missing", "nodes.remote.arguments.a")
         ]
         given = await drafts.patch(
             "labelled",

@@ -17,7 +17,8 @@ The checks, each placed where the model would edit:
 2. the literal members of a node's ``arguments`` validate against the tool's input
    schema (``argument_invalid``, at ``nodes.<n>.arguments.<a>``; members that are
    expressions are known only at run time and count as present), and every required
-   argument is given (``argument_missing``, at ``nodes.<n>.arguments``, naming it);
+   argument is given (``argument_missing``, at ``nodes.<n>.arguments.<a>``, where the
+   patch adding it goes);
 3. an argument that is one plain path expression whose type can be traced (an
    ``input`` property typed by ``input_schema``; a ``state`` field by its reducer and
    the types of everything assigned to it; ``result.structured.<path>`` by the tool's
@@ -173,7 +174,7 @@ class _Checker:
                         else []
                     )
                     self.add(
-                        place_of(*base),
+                        place_of(*base, name),  # where it goes: the pointer the add names
                         ARGUMENT_MISSING,
                         f"{info.name} of source {source!r} requires argument {name!r}",
                         f"add arguments.{name} (capability_inspect shows its schema)",
