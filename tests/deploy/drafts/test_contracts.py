@@ -329,7 +329,8 @@ async def test_a_closed_input_schema_names_arguments_it_does_not_take() -> None:
     the draft_patch removing it; an integer-typed argument reading a string input is
     argument_type; an argument computed by a function is not traced (not reported). A
     schema whose $ref points out of it checks required arguments, fetches nothing, and
-    leaves the given ones to the source."""
+    leaves the given ones to the source. A source the operator disabled is
+    source_disabled."""
     async with open_store("memory://") as store:
         registry = SourceRegistry.over(store)
         await registry.add(
@@ -389,3 +390,12 @@ async def test_a_closed_input_schema_names_arguments_it_does_not_take() -> None:
             [{"op": "add", "path": "/nodes/remote/arguments/a", "value": 1}],
         )
         assert given["valid"], given["diagnostics"]
+        await registry.disable("labels")
+        disabled = await drafts.validate("labelled")
+        assert [(d["code"], d["place"]) for d in disabled["diagnostics"]] == [
+            ("source_disabled", "dependencies.labels")
+        ]
+        assert disabled["diagnostics"][0]["next_actions"][0] == {
+            "tool": "capability_list",
+            "arguments": {"query": "label"},
+        }

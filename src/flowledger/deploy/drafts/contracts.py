@@ -11,7 +11,8 @@ contract fingerprints. It reads stored probes only: nothing is started or contac
 The checks, each placed where the model would edit:
 
 1. each dependency is bound (``binding_missing``) to a source the session sees
-   (``source_missing``) with a successful probe (``probe_missing``), at
+   (``source_missing``), enabled (``source_disabled``), with a successful probe
+   (``probe_missing``), at
    ``dependencies.<d>``; each tool a node calls is listed by that probe
    (``capability_missing``, at ``nodes.<n>.tool``);
 2. the literal members of a node's ``arguments`` validate against the tool's input

@@ -76,7 +76,11 @@ class DraftService:
     # -- capabilities -----------------------------------------------------------------
 
     async def _probe(self, source: str) -> Probe:
-        probe = await self.deploy.sources.last_probe(source)  # source_missing if not visible
+        """The last successful probe of ``source``, which the session must see
+        (``source_missing``) and the operator must not have disabled (``source_disabled``:
+        a deployment could not use it)."""
+        await self.deploy.sources.enabled(source)
+        probe = await self.deploy.sources.last_probe(source)
         if probe is None:
             raise ProbeMissingError(source, "was never probed")
         if not probe.ok:
