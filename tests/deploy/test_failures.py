@@ -287,3 +287,63 @@ async def test_a_killed_owner_never_makes_more_calls_than_the_trace_records(
     assert trace[-1].failure == "outcome_unknown" and trace[-1].status == "routed"
     if held == 2:  # the first attempt's failure came from the killed owner
         assert trace[0].attempt == 1 and trace[0].failure == "tool_error"
+
+
+# -- deployments: the table where annotations are known --------------------------------------
+
+
+async def test_a_deployment_refuses_retries_the_table_forbids_unless_declared_idempotent(
+    tmp_path: Path, flaky: Path
+) -> None:
+    """Retrying ``outcome_unknown`` of ``append`` (no annotations) makes the start
+    ``unrunnable`` with ``retry_not_allowed`` placed at the node, nothing started; the
+    deployment's ``idempotent: [append]`` allows it, and the run retries the call whose
+    server exited after reading it (the pin keeps the declaration)."""
+    from flowledger.deploy import DeployService
+
+    from .test_deployed_runs import SESSION as DEPLOY_SESSION
+    from .test_deployed_runs import codes, service
+
+    document = one_call(retry={"attempts": 2, "on": ["outcome_unknown"], "backoff": {"initial": 0}})
+    binding: dict[str, Any] = {
+        "stdio": {
+            "command": sys.executable,
+            "args": ["-m", "tests.deploy.runs.flaky_server"],
+            "env": {"FLAKY_DIR": str(flaky)},
+            "cwd": str(REPO),
+        },
+        "allow_tools": ["append"],
+    }
+    deployment = {
+        "format": "flowledger.deployment/v1",
+        "name": "flaky_dep",
+        "artifact": {"name": "flaky_call", "version": "1"},
+        "sources": {"flaky": binding},
+    }
+    (flaky / "exit-at").write_text("1")
+    async with service(f"sqlite:///{tmp_path / 'dep.db'}") as (deploy, _):
+        assert isinstance(deploy, DeployService)
+        await deploy.artifacts.save(DEPLOY_SESSION, document)
+        await deploy.deployment_save(deployment)
+        refused = await deploy.run_deployment("flaky_dep", {"text": "x"})
+        assert refused["status"] == "unrunnable", refused
+        assert codes(refused) == [("retry_not_allowed", "error")]
+        [diagnostic] = refused["diagnostics"]
+        assert diagnostic["message"].startswith("flaky_call.nodes.call.retry.on: outcome_unknown")
+        assert "idempotent" in diagnostic["hint"]
+        assert lines(flaky / "calls") == []
+        binding["idempotent"] = ["append"]
+        await deploy.deployment_save(deployment)
+        done = await deploy.run_deployment("flaky_dep", {"text": "y"})
+    assert done["status"] == "completed", done
+    assert done["outcome"] == "done"
+    assert lines(flaky / "calls") == ["y", "y"]  # the unknown first call, then the retry
+    binding["idempotent"] = ["other"]
+    from flowledger.deploy import validate_deployment
+    from flowledger.deploy.deployments.document import DeploymentValidationError
+
+    with pytest.raises(DeploymentValidationError) as caught:
+        validate_deployment(deployment)
+    assert [(i.place, i.code) for i in caught.value.issues] == [
+        ("sources.flaky.idempotent[0]", "idempotent_not_allowed")
+    ]

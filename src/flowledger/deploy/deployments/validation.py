@@ -55,7 +55,14 @@ from .diagnostics import (
 from .document import SourceBinding
 from .environment import Prepared, SourceEnvironment
 
-__all__ = ["CallSite", "call_sites", "check_pinned", "check_start", "incompatible_calls"]
+__all__ = [
+    "CallSite",
+    "call_sites",
+    "check_pinned",
+    "check_start",
+    "incompatible_calls",
+    "retry_table_diagnostics",
+]
 
 DEFAULT_CHECK_TIMEOUT = 10.0
 
@@ -235,7 +242,7 @@ async def check_start(
                 )
             binding = bindings[probe.dependency]
             declared = binding.declared_idempotent(tool)
-            diagnostics += _retry_table(sites, probe.dependency, info, declared)
+            diagnostics += retry_table_diagnostics(sites, probe.dependency, info, declared)
             pinned_tools[tool] = {
                 "contract": info.contract_fingerprint,
                 "full": info.full_fingerprint,
@@ -252,7 +259,7 @@ async def check_start(
     return diagnostics, observed
 
 
-def _retry_table(
+def retry_table_diagnostics(
     sites: Sequence[CallSite], dependency: str, info: ToolInfo, declared: bool
 ) -> list[Diagnostic]:
     """A ``retry.on`` kind the retry table refuses for this tool, placed at its node."""
