@@ -734,7 +734,13 @@ class _Compiler:
             kind = exc.failure_kind
             failure = Failure.of(exc, kind or "", node.tool, attempt)
             await runtime.intents.record(
-                run, akey, "failed", node=name, tool=node.tool, failure=failure.to_json()
+                run,
+                akey,
+                "failed",
+                node=name,
+                tool=node.tool,
+                failure=failure.to_json(),
+                repeatable=repeatable,
             )
             raise
         data = result.to_json()
@@ -742,7 +748,13 @@ class _Compiler:
             error = _error_result(name, node, result)
             failure = Failure.of(error, "tool_error", node.tool, attempt)
             await runtime.intents.record(
-                run, akey, "failed", node=name, tool=node.tool, failure=failure.to_json()
+                run,
+                akey,
+                "failed",
+                node=name,
+                tool=node.tool,
+                failure=failure.to_json(),
+                repeatable=repeatable,
             )
             raise error
         size = len(json.dumps(data, ensure_ascii=False, separators=(",", ":")).encode())
