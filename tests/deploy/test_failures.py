@@ -232,6 +232,34 @@ async def test_an_unknown_outcome_of_a_tool_that_is_not_idempotent_is_handled_on
     assert len(lines(flaky / "calls")) == 1
 
 
+async def test_a_result_breaking_its_output_schema_is_invalid_result_retried_when_read_only(
+    tmp_path: Path, flaky: Path
+) -> None:
+    """``shape`` (read-only) answers structured content its output schema refuses:
+    ``invalid_result``, which the table lets a read-only tool retry; when attempts run
+    out the last one is routed."""
+    document = one_call(
+        "shape",
+        {},
+        retry={"attempts": 2, "on": ["invalid_result"], "backoff": {"initial": 0}},
+        on_error={"kinds": ["invalid_result"]},
+    )
+    got, state, trace = await run_one(
+        f"sqlite:///{tmp_path / 'shape.db'}", document, flaky_source()
+    )
+    assert got["status_summary"] == "outcome failed"
+    assert (state["kind"], state["code"], state["attempt"]) == (
+        "invalid_result",
+        "tool_result_invalid",
+        2,
+    )
+    assert [(e.attempt, e.status, e.failure) for e in trace] == [
+        (1, "error", "invalid_result"),
+        (2, "routed", "invalid_result"),
+    ]
+    assert len(lines(flaky / "shapes")) == 2
+
+
 # -- a crash in the middle of a retried call ------------------------------------------------
 
 

@@ -9,7 +9,9 @@ demand: ``python -m tests.deploy.runs.flaky_server``, working in ``FLAKY_DIR``.
   - ``error-upto`` holds ``E`` and ``n <= E``: answers an error result (``isError``);
   else answers the line count.
 * ``peek {}`` (read-only) answers the line count, with the same ``error-upto`` rule
-  (its calls count in ``peeks``).
+  (its calls count in ``peeks``);
+* ``shape {}`` (read-only) declares an output schema (``{n: integer}``) and answers
+  structured content that breaks it (its calls count in ``shapes``).
 
 At start it appends its pid to ``launches``; while ``refuse-launches`` holds ``R`` and
 this is launch ``R`` or earlier, it exits before the handshake (the source is
@@ -62,6 +64,17 @@ def main() -> None:
             input_schema={"type": "object", "properties": {}, "additionalProperties": False},
             annotations=types.ToolAnnotations(read_only_hint=True),
         ),
+        types.Tool(
+            name="shape",
+            description="Answer a result that breaks the declared output schema.",
+            input_schema={"type": "object", "properties": {}, "additionalProperties": False},
+            output_schema={
+                "type": "object",
+                "properties": {"n": {"type": "integer"}},
+                "required": ["n"],
+            },
+            annotations=types.ToolAnnotations(read_only_hint=True),
+        ),
     ]
 
     async def list_tools(
@@ -72,7 +85,7 @@ def main() -> None:
     async def call_tool(
         ctx: ServerRequestContext[Any], params: types.CallToolRequestParams
     ) -> types.CallToolResult:
-        log = folder / ("calls" if params.name == "append" else "peeks")
+        log = folder / {"append": "calls", "peek": "peeks"}.get(params.name, "shapes")
         with log.open("a") as out:
             out.write(str((params.arguments or {}).get("text", "peek")) + "\n")
         n = _count(log)
@@ -83,6 +96,11 @@ def main() -> None:
                     await anyio.sleep(0.02)
             if _number(folder, "exit-at") == n:
                 os._exit(3)
+        if params.name == "shape":
+            return types.CallToolResult(
+                content=[types.TextContent(type="text", text="n is text")],
+                structured_content={"n": "text"},
+            )
         errors = _number(folder, "error-upto")
         if errors is not None and n <= errors:
             return types.CallToolResult(
