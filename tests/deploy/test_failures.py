@@ -376,3 +376,82 @@ async def test_a_deployment_refuses_retries_the_table_forbids_unless_declared_id
     assert [(i.place, i.code) for i in caught.value.issues] == [
         ("sources.flaky.idempotent[0]", "idempotent_not_allowed")
     ]
+
+
+# -- a tenant ---------------------------------------------------------------------------------
+
+
+async def test_a_tenants_retries_start_only_its_registered_source_and_errors_carry_no_secret(
+    tmp_path: Path, flaky: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A tenant (`SourceAccess.TENANT`, what an MCP-over-HTTP client gets) runs a retried
+    call of a registered source that stops starting after its probe: every attempt
+    launches only that source (no other command, at most ``attempts`` launches), the
+    routed ``error`` it may read names no secret value, and its deployment cannot turn
+    an inline command into a retried one (refused, nothing started)."""
+    import hashlib
+
+    from flowledger.deploy.registry.access import SourceAccess
+    from flowledger.deploy.registry.errors import InlineSourceRefusedError
+    from flowledger.deploy.registry.store import SourceRegistry
+
+    from .test_deployed_runs import SESSION as DEPLOY_SESSION
+    from .test_deployed_runs import snapshot, stored_bytes
+    from .test_registered_runs import service
+
+    secret = "tenant-must-not-see-this"
+    monkeypatch.setenv("FLAKY_TEST_TOKEN", secret)
+    document = one_call(
+        retry={"attempts": 3, "backoff": {"initial": 0}},
+        on_error={"kinds": ["unavailable"]},
+    )
+    document["state"]["problem"] = {}
+    document["nodes"]["call"]["on_error"]["assign"]["problem"] = "${ error.message }"
+    document["output_schema"]["properties"]["problem"] = {"type": ["string", "null"]}
+    document["nodes"]["failed"]["output"] = {"answer": None, "problem": "${ state.problem }"}
+    registered = {
+        "format": "flowledger.source/v1",
+        "name": "flaky",
+        "stdio": {
+            "command": sys.executable,
+            "args": ["-m", "tests.deploy.runs.flaky_server"],
+            "env": {"FLAKY_DIR": str(flaky), "TOKEN": {"secret": "token"}},
+            "cwd": str(REPO),
+        },
+        "secrets": {"token": {"env": "FLAKY_TEST_TOKEN", "sessions": [DEPLOY_SESSION]}},
+    }
+    deployment: dict[str, Any] = {
+        "format": "flowledger.deployment/v1",
+        "name": "flaky_dep",
+        "artifact": {"name": "flaky_call", "version": "1"},
+        "sources": {"flaky": {"source": "flaky", "allow_tools": ["append"]}},
+    }
+    url = f"sqlite:///{tmp_path / 'tenant.db'}"
+    (flaky / "refuse-from").write_text("2")  # the start's probe is launch 1
+    async with service(url) as (_, store):
+        await SourceRegistry.over(store).add(registered)
+    async with service(url, access=SourceAccess.TENANT) as (tenant, store):
+        await tenant.artifacts.save(DEPLOY_SESSION, document)
+        await tenant.deployment_save(deployment)
+        done = await tenant.run_deployment("flaky_dep", {"text": "x"}, wait_seconds=120)
+        assert done["status"] == "completed", done
+        assert done["outcome"] == "failed"
+        problem = done["output"]["problem"]
+        assert "unreachable" in problem and secret not in problem
+        assert secret.encode() not in b"".join(stored_bytes(await snapshot(store)))
+        inline = {
+            **deployment,
+            "name": "inline_dep",
+            "sources": {
+                "flaky": {
+                    "stdio": {"command": sys.executable, "args": ["-c", "print()"]},
+                    "allow_tools": ["append"],
+                    "idempotent": True,
+                }
+            },
+        }
+        with pytest.raises(InlineSourceRefusedError):
+            await tenant.deployment_save(inline)
+    assert len(lines(flaky / "launches")) == 1 + 3  # the probe, then one per attempt
+    assert (flaky / "secret-digest").read_text() == hashlib.sha256(secret.encode()).hexdigest()
+    assert lines(flaky / "calls") == []

@@ -14,12 +14,14 @@ demand: ``python -m tests.deploy.runs.flaky_server``, working in ``FLAKY_DIR``.
   structured content that breaks it (its calls count in ``shapes``).
 
 At start it appends its pid to ``launches``; while ``refuse-launches`` holds ``R`` and
-this is launch ``R`` or earlier, it exits before the handshake (the source is
-unavailable).
+this is launch ``R`` or earlier, or ``refuse-from`` holds ``F`` and this is launch ``F``
+or later, it exits before the handshake (the source is unavailable). ``secret-digest``
+receives the SHA-256 of ``TOKEN`` when it is set (so a test can see a secret arrived).
 """
 
 from __future__ import annotations
 
+import hashlib
 import os
 from pathlib import Path
 from typing import Any
@@ -44,9 +46,15 @@ def main() -> None:
     folder = Path(os.environ["FLAKY_DIR"])
     with (folder / "launches").open("a") as out:
         out.write(f"{os.getpid()}\n")
-    refuse = _number(folder, "refuse-launches")
-    if refuse is not None and _count(folder / "launches") <= refuse:
+    launch = _count(folder / "launches")
+    refuse, refuse_from = _number(folder, "refuse-launches"), _number(folder, "refuse-from")
+    if (refuse is not None and launch <= refuse) or (
+        refuse_from is not None and launch >= refuse_from
+    ):
         raise SystemExit(1)
+    if os.environ.get("TOKEN"):
+        digest = hashlib.sha256(os.environ["TOKEN"].encode()).hexdigest()
+        (folder / "secret-digest").write_text(digest)
     tools = [
         types.Tool(
             name="append",
