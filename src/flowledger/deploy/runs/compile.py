@@ -700,9 +700,9 @@ class _Compiler:
         known: list[bool],
     ) -> ToolResult:
         """One attempt of a tool node's call: connect (or reuse the segment's session),
-        check the contract and the arguments, call. The intent record of the attempt is
-        written before the call and its outcome after, unless the tool is read-only or
-        idempotent and the node makes a single attempt."""
+        check the contract and the arguments, call. For a tool that is not read-only or
+        idempotent the attempt's intent is written before the call and its outcome after;
+        for one that is, only a failed attempt of a retrying node is recorded."""
         info = flow.run_info()
         run = info.graph_run_id
         compiled = self.sources[node.dependency]
@@ -720,43 +720,45 @@ class _Compiler:
         _check_arguments(name, node, tool.input_schema, arguments)
         repeatable = tool.repeatable if pinned is None else pinned
         known.append(repeatable)
-        if repeatable and not retrying:  # calling again after a crash is allowed
-            result = await session.call_tool(node.tool, arguments, timeout=node.timeout)
-            _raise_for_error(name, node, result)
-            return result
         akey = attempt_key(key, attempt)
-        await runtime.intents.record(
-            run, akey, "started", node=name, tool=node.tool, repeatable=repeatable
-        )
+        # A call that must not be repeated after a crash is guarded by started/done
+        # records; a repeatable one only records a failed attempt, and only when the node
+        # retries (what the attempt count is read from): nothing on the way to a success.
+        guarded = not repeatable
+        if guarded:
+            await runtime.intents.record(run, akey, "started", node=name, tool=node.tool)
         try:
             result = await session.call_tool(node.tool, arguments, timeout=node.timeout)
         except SourceError as exc:
-            kind = exc.failure_kind
-            failure = Failure.of(exc, kind or "", node.tool, attempt)
-            await runtime.intents.record(
-                run,
-                akey,
-                "failed",
-                node=name,
-                tool=node.tool,
-                failure=failure.to_json(),
-                repeatable=repeatable,
-            )
+            if guarded or retrying:
+                failure = Failure.of(exc, exc.failure_kind or "", node.tool, attempt)
+                await runtime.intents.record(
+                    run,
+                    akey,
+                    "failed",
+                    node=name,
+                    tool=node.tool,
+                    failure=failure.to_json(),
+                    repeatable=repeatable,
+                )
             raise
-        data = result.to_json()
         if result.is_error:
             error = _error_result(name, node, result)
-            failure = Failure.of(error, "tool_error", node.tool, attempt)
-            await runtime.intents.record(
-                run,
-                akey,
-                "failed",
-                node=name,
-                tool=node.tool,
-                failure=failure.to_json(),
-                repeatable=repeatable,
-            )
+            if guarded or retrying:
+                failure = Failure.of(error, "tool_error", node.tool, attempt)
+                await runtime.intents.record(
+                    run,
+                    akey,
+                    "failed",
+                    node=name,
+                    tool=node.tool,
+                    failure=failure.to_json(),
+                    repeatable=repeatable,
+                )
             raise error
+        if not guarded:
+            return result
+        data = result.to_json()
         size = len(json.dumps(data, ensure_ascii=False, separators=(",", ":")).encode())
         if size > MAX_RESULT_BYTES:
             raise ToolResultTooLargeError(

@@ -14,7 +14,8 @@ A node that finds ``started`` knows nothing about the first call, so it fails wi
 ``tool_outcome_unknown`` (`ToolOutcomeUnknownError`), leaving the decision to a person
 (or to the node's ``on_error``, when it names ``outcome_unknown``).
 Tools annotated read-only or idempotent may simply be called again: their calls record no
-intents at all (two fewer commits per call), unless the node retries.
+``started`` or ``done`` intents (two fewer commits per call); a retrying node records
+their failed attempts only (the attempt count).
 
 Retries (docs/deploy.md, "Failures"): attempt ``n`` of a call has its own key (the flow
 idempotency key for attempt 1, ``<key>#attempt<n>`` after it), so one intent record
