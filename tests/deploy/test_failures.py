@@ -106,6 +106,40 @@ def test_an_on_error_target_counts_for_reachability_and_branches() -> None:
     assert validate_artifact(document)  # `failed` is reached only through on_error
     document["nodes"]["call"].pop("on_error")
     assert ("nodes.failed", "unreachable_node") in issues_of(document)
+    branched = one_call(on_error={"next": "right"})
+    nodes = branched["nodes"]
+    nodes["fan"] = {"kind": "parallel", "branches": ["call", "right"], "join": "joined"}
+    nodes["right"] = {"kind": "set", "assign": {"code": "r"}, "next": "joined"}
+    nodes["joined"] = {"kind": "set", "assign": {"kind": "j"}, "next": "done"}
+    nodes["call"]["next"] = "joined"
+    nodes.pop("failed")
+    branched["start"] = "fan"
+    assert ("nodes.call.on_error.next", "into_branch") in issues_of(branched)
+    nodes["call"]["on_error"]["next"] = "joined"  # failing, the branch still reaches the join
+    nodes["call"]["on_error"]["assign"] = {"attempt": "${ error.attempt }"}
+    assert validate_artifact(branched).branches["fan"][0] == frozenset({"call"})
+
+
+async def test_a_failure_routed_to_a_join_waits_for_the_other_branch(
+    tmp_path: Path, flaky: Path
+) -> None:
+    """A tool node in one branch of a parallel routes its failure to the join (through
+    the join's gate, like a `next` into it): both branches' writes are there when the
+    join runs, and the run ends normally."""
+    document = one_call(on_error={"next": "joined"})
+    nodes = document["nodes"]
+    nodes["fan"] = {"kind": "parallel", "branches": ["call", "right"], "join": "joined"}
+    nodes["right"] = {"kind": "set", "assign": {"code": "right"}, "next": "joined"}
+    nodes["joined"] = {"kind": "set", "assign": {"answer": "joined"}, "next": "done"}
+    nodes["call"]["next"] = "joined"
+    nodes["call"]["on_error"]["assign"] = {"kind": "${ error.kind }"}
+    nodes.pop("failed")
+    document["start"] = "fan"
+    (flaky / "error-upto").write_text("1")
+    got, state, trace = await run_one(f"sqlite:///{tmp_path / 'join.db'}", document, flaky_source())
+    assert got["status_summary"] == "outcome done", got
+    assert (state["kind"], state["code"], state["answer"]) == ("tool_error", "right", "joined")
+    assert [(e.status, e.failure) for e in trace] == [("routed", "tool_error")]
 
 
 # -- the source layer: written or not -----------------------------------------------------
