@@ -557,6 +557,37 @@ EXPLANATIONS: Final[dict[str, tuple[str, str, str]]] = {
         "Check the tool's effect by hand, then start a new run.",
         "inspect_run {run_id: ...}",
     ),
+    "tool_call_failed": (
+        "An attempt's failure recorded before the run's owner stopped is final: its kind "
+        "is neither retried nor routed by the node.",
+        "Route the kind with on_error (or retry it, where the retry table allows), or "
+        "start a new run.",
+        "on_error: {next: report, kinds: [tool_error, unavailable]}",
+    ),
+    "unknown_failure_kind": (
+        "retry.on or on_error.kinds names something that is not a failure kind.",
+        "Use tool_error, invalid_result, timeout, unavailable or outcome_unknown.",
+        "retry: {attempts: 3, on: [unavailable, timeout]}",
+    ),
+    "retry_out_of_range": (
+        "retry.attempts is outside 1..10, a backoff number is outside its range (initial "
+        "and max 0..600 s, factor 1..10, max at least initial), or retry.on is empty.",
+        "Keep attempts at most 10 and the backoff within its bounds; route what remains "
+        "with on_error.",
+        "retry: {attempts: 3, backoff: {initial: 0.5, factor: 2, max: 10}, on: [unavailable]}",
+    ),
+    "retry_not_allowed": (
+        "A tool node retries timeout, invalid_result or outcome_unknown of a tool that is "
+        "not annotated read-only or idempotent: a second call could repeat its effect.",
+        "Remove the kind from retry.on and route it with on_error, or declare the tool "
+        "idempotent in the deployment if calling it twice is harmless.",
+        "sources: {billing: {source: billing, allow_tools: [charge], idempotent: [charge]}}",
+    ),
+    "idempotent_not_allowed": (
+        "A binding declares a tool idempotent that its allow_tools does not list.",
+        "Add the tool to allow_tools, or remove it from idempotent.",
+        "sources: {api: {source: api, allow_tools: [put_item], idempotent: [put_item]}}",
+    ),
     "node_failed": (
         "A node failed while running (its message says why).",
         "Read the trace; fix the artifact or the source and start again.",
