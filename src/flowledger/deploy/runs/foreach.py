@@ -39,7 +39,8 @@ schema (``tool_arguments_invalid``), the result is too large, or an expression o
 body failed. ``fail`` fails the run at the first such item (in item order within its
 batch, with `ForeachItemError`); ``skip`` leaves the item out of the results; ``collect``
 keeps every item's record. Every other failure (a lost connection, a changed contract,
-an unknown outcome, a timeout) fails the run like a tool node's.
+an unknown outcome, a timeout) fails the run, like a tool node's without ``on_error``: a
+body has no ``retry`` or ``on_error`` (a tool node's failure outcomes) of its own.
 
 Bounds (docs/deploy.md, "Limits"): ``items`` must give an array of at most
 `MAX_FOREACH_ITEMS` elements (`ForeachItemsError` otherwise, naming the node; nothing
