@@ -323,7 +323,10 @@ def test_refusals_are_one_line_errors_and_write_nothing(sqlite_db: str, tmp_path
     )
     files = {name: str(tmp_path / f"{name}.yaml") for name in ("bad", "broken", "reserved")}
     cases: list[tuple[tuple[str, ...], list[str]]] = [
-        (("add", files["bad"]), ["bad.yaml: invalid source", "exactly one of stdio and http"]),
+        (
+            ("add", files["bad"]),
+            ["bad.yaml: invalid source", "exactly one of stdio, http, python and builtin"],
+        ),
         (("add", files["broken"]), ["broken.yaml: invalid source", "line 3"]),
         (("add", files["reserved"]), ["FLOWLEDGER_MCP_TOKENS", "server's own configuration"]),
         (("add", str(tmp_path / "missing.yaml")), ["no such file", "NAME with --stdio or --url"]),
