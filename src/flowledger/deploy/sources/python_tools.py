@@ -64,9 +64,13 @@ def _distributions() -> Mapping[str, list[str]]:
 
 
 def distribution_of(module: str) -> tuple[str | None, str | None]:
-    """The distribution that installs the top-level package of ``module`` and its
-    version, or ``(None, None)`` (a module on ``PYTHONPATH`` only)."""
-    names = _distributions().get(module.partition(".")[0]) or []
+    """The distribution that installs the top-level package of ``module`` (or, when no
+    installed distribution lists it, the distribution of that package's name) and its
+    version; ``(None, None)`` for a module of no distribution (on ``PYTHONPATH`` only)."""
+    top = module.partition(".")[0]
+    # an editable install records no top-level names: then the distribution of the
+    # package's own name, if one is installed
+    names = _distributions().get(top) or [top]
     for name in sorted(names):
         try:
             return name, importlib.metadata.version(name)
