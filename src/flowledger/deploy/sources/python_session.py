@@ -18,6 +18,7 @@ for the session's life (a session lasts one segment of a run, one probe or one c
 from __future__ import annotations
 
 import asyncio
+import functools
 import importlib
 import inspect
 import sys
@@ -43,6 +44,16 @@ __all__ = ["PROTOCOL", "PythonSession"]
 
 #: What a Python source reports as its protocol version (it speaks no MCP).
 PROTOCOL = "flowledger-python/1"
+
+
+@functools.lru_cache(maxsize=4096)
+def _described(
+    label: str, module: str, function: Any, annotations: tuple[tuple[str, Any], ...]
+) -> PythonTool:
+    """`python_tool`, once per function object (a session lasts one segment of a run, so
+    describing every function anew for each would cost a run its schemas at every
+    segment; a module imported again has new function objects, described anew)."""
+    return python_tool(label, module, function, dict(annotations))
 
 
 def _import(module: str) -> ModuleType:
@@ -162,7 +173,12 @@ class PythonSession:
                     )
                 found[name] = value
         self._tools = {
-            name: python_tool(self.label, module.__name__, value, source.annotations_of(name))
+            name: _described(
+                self.label,
+                module.__name__,
+                value,
+                tuple(sorted(source.annotations_of(name).items())),
+            )
             for name, value in found.items()
         }
         return self._tools
