@@ -29,8 +29,10 @@ import functools
 import importlib.metadata
 import inspect
 import json
+import threading
 import typing
 from collections.abc import Callable, Mapping
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any, Final
 
@@ -51,11 +53,25 @@ from .tool_info import ToolInfo
 __all__ = ["META_KEY", "PythonTool", "distribution_of", "python_tool"]
 
 META_KEY: Final = "flowledger/python"
+#: Threads that run synchronous functions of Python sources: their own pool, so slow or
+#: overrunning functions (a thread cannot be stopped) never hold up the loop's default
+#: executor, which synchronous vertex tasks of Python graphs use.
+FUNCTION_THREADS: Final = 8
+_pool: ThreadPoolExecutor | None = None
+_pool_lock = threading.Lock()
 _UNSUPPORTED: Final[dict[inspect._ParameterKind, str]] = {
     inspect.Parameter.VAR_POSITIONAL: "*args",
     inspect.Parameter.VAR_KEYWORD: "**kwargs",
     inspect.Parameter.POSITIONAL_ONLY: "a positional-only parameter",
 }
+
+
+def _executor() -> ThreadPoolExecutor:
+    global _pool
+    with _pool_lock:
+        if _pool is None:
+            _pool = ThreadPoolExecutor(FUNCTION_THREADS, thread_name_prefix="flowledger-python")
+        return _pool
 
 
 @functools.cache
@@ -95,7 +111,8 @@ class PythonTool:
         arguments: Mapping[str, Any],
         timeout: float,  # noqa: ASYNC109 - part of the contract, as SourceSession.call_tool
     ) -> ToolResult:
-        """Validate ``arguments``, run the function (a sync one in a worker thread), and
+        """Validate ``arguments``, run the function (a sync one in a thread of this
+        module's pool of `FUNCTION_THREADS`), and
         return its result as structured content. An exception the function raises is a
         result with ``is_error`` (like an MCP tool's own error); arguments that do not
         validate are `ToolArgumentsError` with nothing run, a result that does not match
@@ -117,7 +134,10 @@ class PythonTool:
             if inspect.iscoroutinefunction(self.function):
                 value = await asyncio.wait_for(self.function(**kwargs), timeout)
             else:
-                value = await asyncio.wait_for(asyncio.to_thread(self.function, **kwargs), timeout)
+                running = asyncio.get_running_loop().run_in_executor(
+                    _executor(), functools.partial(self.function, **kwargs)
+                )
+                value = await asyncio.wait_for(running, timeout)
         except TimeoutError:
             raise ToolCallTimeoutError(label, name, timeout) from None
         except Exception as exc:  # the function's own failure: the tool's error result
