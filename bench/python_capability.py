@@ -13,8 +13,8 @@ and at the p99, and the median of the paired differences (the steadiest on a bus
 machine).
 
 What the overhead contains: the tool lookup, validating the arguments with the
-function's pydantic model, the worker-thread hop of a sync function
-(``asyncio.to_thread``) or the ``wait_for`` of an async one, validating and serialising
+function's pydantic model, the hop of a sync function to a thread of the Python sources'
+pool and back (or the ``wait_for`` of an async one), validating and serialising
 the result against the return type, and building the `ToolResult` (structured content
 plus its JSON text). A tool node adds its own work on top (arguments checked against
 the input schema, the trace entry): see ``bench/deploy_nodes.py``.
