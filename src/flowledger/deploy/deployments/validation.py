@@ -35,8 +35,9 @@ from ..artifacts.failures import NEEDS_REPEATABLE
 from ..artifacts.model import ForeachNode, ForeachToolBody, ToolNode
 from ..artifacts.validated import ValidatedArtifact
 from ..registry.store import RegisteredSource
+from ..sources.connect import session_for
 from ..sources.errors import SourceError
-from ..sources.session import SourceSession
+from ..sources.python_tools import META_KEY
 from ..sources.tool_info import ToolInfo
 from .diagnostics import (
     ARGUMENTS_INCOMPATIBLE,
@@ -150,7 +151,7 @@ async def _observe(prepared: Prepared, seconds: float) -> _Probe:
     if prepared.source is None:
         return probe
     try:
-        async with SourceSession(
+        async with session_for(
             prepared.source, connect_timeout=seconds, call_timeout=seconds, errlog=io.StringIO()
         ) as session:
             probe.server = session.server_info.to_json()
@@ -160,7 +161,8 @@ async def _observe(prepared: Prepared, seconds: float) -> _Probe:
             error(
                 SOURCE_UNREACHABLE,
                 f"dependency {prepared.dependency!r}: {exc}",
-                "start the server or repair its command, URL or credentials, then check again",
+                "start the server or repair its command, URL or credentials (a Python "
+                "source: make its module importable), then check again",
             )
         )
     return probe
@@ -254,6 +256,9 @@ async def check_start(
             }
             if declared:
                 pinned_tools[tool]["declared_idempotent"] = True
+            python = (info.entry.get("_meta") or {}).get(META_KEY)
+            if isinstance(python, Mapping):  # module, qualified name, distribution, version
+                pinned_tools[tool]["python"] = dict(python)
         observed[probe.dependency] = {
             "identity": probe.identity,
             "server": probe.server,

@@ -432,9 +432,28 @@ EXPLANATIONS: Final[dict[str, tuple[str, str, str]]] = {
         "WEATHER_KEY=... flowledger worker",
     ),
     "source_unreachable": (
-        "The source did not start, answer or list its tools in time.",
-        "Check the command or URL works; ask the operator to probe it.",
+        "The source did not start, answer or list its tools in time (a Python source: its "
+        "module could not be imported).",
+        "Check the command or URL works, or that the module imports in the process that runs "
+        "the workflow; ask the operator to probe it.",
         "flowledger source probe clock",
+    ),
+    "python_signature_unsupported": (
+        "A function of a Python source cannot be a tool: it takes *args, **kwargs or "
+        "positional-only parameters, or a type hint has no JSON Schema.",
+        "Give the function named parameters with JSON-describable type hints, or leave it out "
+        "of the source's python.functions.",
+        "def lookup(city: str, days: int = 1) -> dict[str, float]: ...",
+    ),
+    "builtin_unknown": (
+        "A builtin source's functions names a function the standard library does not have.",
+        'Name functions of the library (docs/sources.md, "Built-in transforms").',
+        "builtin: {functions: [pick, rename, template]}",
+    ),
+    "annotation_unknown": (
+        "python.read_only or python.idempotent names a function that python.functions leaves out.",
+        "List the function in python.functions too, or remove the annotation.",
+        "python: {module: billing, functions: [quote], read_only: [quote]}",
     ),
     "tool_missing": (
         "The source does not list a tool the artifact calls.",
