@@ -323,7 +323,14 @@ class DeployTools(TableTools):
         if isinstance(exc, ArtifactValidationError):
             issues = "; ".join(str(issue) for issue in exc.issues[:10])
             return ToolError(f"{name}: {exc.args[0].split(':', 1)[0]}: {issues}", cause=exc)
-        if isinstance(exc, DeploymentInUseError | DeploymentConflictError | ArtifactError):
+        if isinstance(
+            exc,
+            DeploymentInUseError
+            | DeploymentConflictError
+            | DeploymentNotFoundError
+            | DeploymentCorruptError
+            | ArtifactError,
+        ):
             return super().failure(name, exc)  # "[code] ...": a model can explain it
         return ToolError(f"{name}: {exc}", cause=exc)
 
