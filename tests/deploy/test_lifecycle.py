@@ -6,6 +6,7 @@ database; a deleted deployment's name numbers its revisions after the old ones."
 
 from __future__ import annotations
 
+import asyncio
 import uuid
 from typing import Any
 
@@ -15,6 +16,7 @@ from flowledger.deploy import (
     ArtifactInUseError,
     ArtifactNotFoundError,
     DeploymentConflictError,
+    DeploymentCorruptError,
     DeploymentNotFoundError,
     DeployService,
 )
@@ -187,3 +189,46 @@ async def test_lists_page_by_name_with_a_query(store: Store) -> None:
 def test_the_new_codes_are_explained() -> None:
     for code in ("deployment_in_use", "deployment_conflict", "deployment_corrupt"):
         assert explain(code)["code"] == code
+
+
+async def test_racing_rollbacks_and_deletes_leave_one_winner(store: Store) -> None:
+    """Two rollbacks from the same live revision: one moves it, the other is refused.
+    A delete racing a save that names the artifact: never both succeed."""
+    deploy = service(store)
+    await deploy.artifact_save(minimal())
+    for _ in range(3):
+        await deploy.deployment_save(deployment("raced", "minimal", "1"))
+    outcomes = await asyncio.gather(
+        deploy.deployment_rollback("raced", live=3),
+        deploy.deployment_rollback("raced", live=3, revision=1),
+        return_exceptions=True,
+    )
+    won = [item for item in outcomes if isinstance(item, dict)]
+    lost = [item for item in outcomes if isinstance(item, DeploymentConflictError)]
+    assert (len(won), len(lost)) == (1, 1), outcomes
+    assert (await deploy.deployment_show("raced"))["revision"] == won[0]["revision"]
+
+    await deploy.deployment_delete("raced")
+    await deploy.artifact_save(minimal(version="2"))
+    saved, deleted = await asyncio.gather(
+        deploy.deployment_save(deployment("raced", "minimal", "2")),
+        deploy.artifact_delete("minimal", "2"),
+        return_exceptions=True,
+    )
+    assert isinstance(saved, dict) != isinstance(deleted, dict), (saved, deleted)
+    if isinstance(saved, dict):  # the deployment won: the artifact is kept
+        assert isinstance(deleted, ArtifactInUseError)
+        assert (await deploy.artifact_show("minimal", "2"))["version"] == "2"
+
+
+async def test_a_damaged_deployment_record_is_a_typed_error(store: Store) -> None:
+    deploy = service(store)
+    await deploy.artifact_save(minimal())
+    await deploy.deployment_save(deployment("damaged", "minimal", "1"))
+    key = f"sessions/{SESSION}/deploy/deployments/live/damaged"
+    entry = await store.kv.get(key)
+    await store.kv.put(key, b'{"revision": "one"}', expected=entry.revision)
+    with pytest.raises(DeploymentCorruptError) as caught:
+        await deploy.deployment_show("damaged")
+    assert caught.value.code == "deployment_corrupt"
+    assert explain("deployment_corrupt")["code"] == "deployment_corrupt"
