@@ -2,7 +2,8 @@
 operator's server) ``deployment_check``, a deployment kept by its interrupted run and an
 artifact kept by the deployment (typed errors naming them), ``deployment_rollback``
 under compare-and-swap, the paged lists, and the deletes once the run finished; a
-read-only server hides the mutating ones. Over HTTP with two tokens, a tenant cannot
+read-only server hides the mutating ones, and a finished run of a deleted deployment
+is still inspected and traced (from its pin's snapshots). Over HTTP with two tokens, a tenant cannot
 delete, roll back, check or list another session's artifacts and deployments: they do
 not exist for it."""
 
@@ -102,6 +103,15 @@ async def test_lifecycle_through_the_stdio_server(tmp_path: Path) -> None:
         assert not {"deployment_rollback", "deployment_delete", "artifact_delete"} & names
         hidden = await client.call_tool("deployment_delete", {"name": "env_dep"})
         assert hidden.is_error
+        # a new process: the finished run of the deleted deployment is compiled from the
+        # snapshots its pin holds, so it can still be inspected and traced
+        inspected = payload(
+            await client.call_tool("inspect_run", {"run_id": run_id, "revalidate": False})
+        )
+        assert (inspected["status"], inspected["output"]["label"]) == ("completed", "one")
+        assert inspected["deployment"] == {"name": "env_dep", "revision": 2}
+        trace = payload(await client.call_tool("read_run_trace", {"run_id": run_id}))
+        assert trace["total"] == inspected["trace_count"] > 0
 
 
 TOKEN_A = "token-a-lifecycle-0123456789"

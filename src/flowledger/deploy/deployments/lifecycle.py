@@ -11,7 +11,8 @@ are simply not found):
   and children its pin names stay too;
 * a deployment is kept by its unfinished runs (pending, running or interrupted): their
   definitions are compiled from its revisions. Finished runs keep their records and
-  pins; their deployment may go.
+  pins; their deployment may go (`DeployService` then compiles such a run from the
+  snapshots its pin holds, so it can still be inspected and traced).
 
 A refusal is a typed error with a code naming the referrers: `ArtifactInUseError`
 (``artifact_in_use``) or `DeploymentInUseError` (``deployment_in_use``); nothing is

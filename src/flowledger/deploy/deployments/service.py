@@ -292,9 +292,13 @@ class DeployService:
     ) -> DeployedDefinition:
         """The session catalog's definition of ``revision``, compiled and registered on
         first use (the catalog is in memory: each process registers what it serves)."""
+        return self._ensure_validated(revision, [item.validated for item in closure])
+
+    def _ensure_validated(
+        self, revision: DeploymentRevision, validated: list[ValidatedArtifact]
+    ) -> DeployedDefinition:
         key = (revision.name, version_of(revision.revision))
         if key not in self.session.catalog:
-            validated: list[ValidatedArtifact] = [item.validated for item in closure]
             compiled = deployed_definition(
                 revision, validated, self.environment, timeout=self.check_timeout
             )
@@ -304,6 +308,33 @@ class DeployService:
         definition = self.session.catalog.resolve(*key)
         assert isinstance(definition, DeployedDefinition)
         return definition
+
+    async def _from_pin(self, run: Run, number: int) -> DeployedDefinition:
+        """The definition of a run whose deployment was deleted (`deployment_delete`
+        leaves finished runs), compiled from the snapshots its pin holds: the deployment
+        revision and every artifact of the closure as they were when it started.
+        `DeploymentNotFoundError` when the pin or a snapshot is gone too."""
+        missing = DeploymentNotFoundError(run.definition_name, number)
+        pin = await self.pins.read(run.graph_run_id)
+        if pin is None or pin.deployment.get("revision") != number:
+            raise missing
+        digests = pin.snapshot_digests()
+        try:
+            found = await self.session.store.ledger.attachments(digests)
+        except storage.AttachmentNotFoundError:
+            raise missing from None
+        deployment = load_deployment(found[digests[0]])
+        if deployment.name != run.definition_name:
+            raise missing
+        revision = DeploymentRevision(
+            run.definition_name,
+            number,
+            digests[0],
+            str(pin.document.get("pinned_at", "")),
+            deployment,
+        )
+        closure = [load_artifact(found[digest], format="json") for digest in digests[1:]]
+        return self._ensure_validated(revision, closure)
 
     async def register_all(self) -> int:
         """Register the definition of every saved revision of every deployment (so a
@@ -341,7 +372,10 @@ class DeployService:
         number = revision_of(run.definition_version)
         if number is None:
             raise NotADeployedRunError(f"run {run.id} is not a deployed run")
-        revision = await self.deployments.get(self._sid, run.definition_name, number)
+        try:
+            revision = await self.deployments.get(self._sid, run.definition_name, number)
+        except DeploymentNotFoundError:
+            return await self._from_pin(run, number)
         return self._ensure(revision, await self._closure(revision))
 
     # -- starting ---------------------------------------------------------------------
