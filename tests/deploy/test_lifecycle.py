@@ -181,6 +181,13 @@ async def test_lists_page_by_name_with_a_query(store: Store) -> None:
     rest = await deploy.deployment_list(limit=10, cursor=first["next"])
     assert [d["name"] for d in rest["deployments"]] == ["beta_dep", "gamma_alp_dep", "omega_dep"]
     assert (await deploy.deployment_list(query="zzz")) == {"deployments": [], "next": None}
+    # a name whose every version is deleted is passed over
+    await deploy.deployment_delete("beta_dep")
+    await deploy.artifact_delete("beta", "1")
+    assert await pages(deploy.artifact_list, "artifacts", "name", limit=2) == [
+        ["alpha", "alpine"],
+        ["gamma_alp", "omega"],
+    ]
     for bad in ({"limit": 0}, {"limit": 501}, {"cursor": ""}, {"query": "x" * 65}):
         with pytest.raises(ValueError):
             await deploy.artifact_list(**bad)

@@ -16,7 +16,15 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Final
 
-__all__ = ["DEFAULT_PAGE", "MAX_CURSOR", "MAX_PAGE", "MAX_QUERY", "NamePage", "page_names"]
+__all__ = [
+    "DEFAULT_PAGE",
+    "MAX_CURSOR",
+    "MAX_PAGE",
+    "MAX_QUERY",
+    "NamePage",
+    "page_limit",
+    "page_names",
+]
 
 DEFAULT_PAGE: Final = 50
 MAX_PAGE: Final = 500
@@ -30,6 +38,15 @@ class NamePage:
     next: str | None
 
 
+def page_limit(limit: int | None) -> int:
+    """``limit``, or `DEFAULT_PAGE` for None; `ValueError` outside 1..`MAX_PAGE`."""
+    if limit is None:
+        return DEFAULT_PAGE
+    if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= MAX_PAGE:
+        raise ValueError(f"limit must be an integer in 1..{MAX_PAGE}, not {limit!r}")
+    return limit
+
+
 def page_names(
     names: Iterable[str],
     *,
@@ -41,10 +58,7 @@ def page_names(
     `ValueError` naming the argument when one is out of range."""
     if query is not None and (not isinstance(query, str) or len(query) > MAX_QUERY):
         raise ValueError(f"query must be a string of at most {MAX_QUERY} characters")
-    if limit is None:
-        limit = DEFAULT_PAGE
-    if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= MAX_PAGE:
-        raise ValueError(f"limit must be an integer in 1..{MAX_PAGE}, not {limit!r}")
+    limit = page_limit(limit)
     if cursor is not None and (
         not isinstance(cursor, str) or not cursor or len(cursor) > MAX_CURSOR
     ):

@@ -54,10 +54,10 @@ from ...workflows.errors import DuplicateDefinitionError, ResumeBlockedError
 from ...workflows.records.run import Run, RunStatus
 from ...workflows.runtime.session import WorkflowSession
 from ..artifacts.errors import ArtifactNotFoundError, ArtifactValidationError
-from ..artifacts.store import ArtifactStore, StoredArtifact
+from ..artifacts.store import ArtifactRecord, ArtifactStore, StoredArtifact
 from ..artifacts.validate import load_artifact, validate_artifact
 from ..artifacts.validated import ValidatedArtifact
-from ..listing import page_names
+from ..listing import MAX_PAGE, page_limit, page_names
 from ..registry.access import SessionSources, SourceAccess
 from ..registry.errors import InlineSourceRefusedError, LaunchRefusedError
 from ..registry.spec import identity_of, load_source_spec, source_of
@@ -171,22 +171,26 @@ class DeployService:
     ) -> dict[str, Any]:
         """A page of the saved artifacts by name (``query``: a substring of the name;
         ``cursor``: the previous page's ``next``): each with its versions (byte order)
-        and their digests; ``next`` is None on the last page."""
-        grouped: dict[str, list[dict[str, Any]]] = {}
-        for record in await self.artifacts.list(self._sid):
-            grouped.setdefault(record.name, []).append(
-                {
-                    "version": record.version,
-                    "digest": record.digest,
-                    "closure_digest": record.closure_digest,
-                    "saved_at": record.to_json()["saved_at"],
-                }
+        and their digests; ``next`` is None on the last page. Reads the names (keys
+        only), then the records of the page's names (and of names whose versions are
+        all deleted, which are passed over)."""
+        wanted = page_limit(limit)
+        shown: list[dict[str, Any]] = []
+        after = cursor
+        while True:
+            candidates = page_names(
+                await self.artifacts.names(self._sid), query=query, limit=MAX_PAGE, cursor=after
             )
-        page = page_names(grouped, query=query, limit=limit, cursor=cursor)
-        return {
-            "artifacts": [{"name": n, "versions": grouped[n]} for n in page.names],
-            "next": page.next,
-        }
+            for name in candidates.names:
+                records = await self.artifacts.list(self._sid, name)
+                if not records:
+                    continue  # every version deleted
+                if len(shown) == wanted:  # one more name exists: the page is not the last
+                    return {"artifacts": shown, "next": shown[-1]["name"]}
+                shown.append({"name": name, "versions": [_version(r) for r in records]})
+            if candidates.next is None:
+                return {"artifacts": shown, "next": None}
+            after = candidates.next
 
     async def artifact_delete(self, name: str, version: str) -> dict[str, Any]:
         """Delete a saved version unless a parent artifact or a deployment revision uses
@@ -634,6 +638,15 @@ class DeployService:
     async def pin_of(self, run_id: str) -> Pin | None:
         run = await self.session.registry.get(self._sid, run_id)
         return await self.pins.read(run.graph_run_id)
+
+
+def _version(record: ArtifactRecord) -> dict[str, Any]:
+    return {
+        "version": record.version,
+        "digest": record.digest,
+        "closure_digest": record.closure_digest,
+        "saved_at": record.to_json()["saved_at"],
+    }
 
 
 def validation_report(document: str | bytes | Mapping[str, Any]) -> dict[str, Any]:
