@@ -4,20 +4,24 @@ answers every issue with a JSON Pointer to its place and the next actions to tak
 A diagnostic is an artifact issue (``place``, ``code``, ``message``, ``hint``) plus
 ``pointer`` (RFC 6901, what a ``draft_patch`` operation's ``path`` names; ``""`` is the
 whole document) and ``next_actions``: concrete tool calls (``explain`` of the code, and
-a ``draft_get`` to read the current revision before patching). Messages are clipped to
-`MAX_MESSAGE_CHARS` so a stored draft stays bounded.
+a ``draft_get`` to read the current revision before patching), after the actions that
+fix the issue when a check knows them (the catalog's checks,
+`flowledger.deploy.drafts.contracts`). Messages are clipped to `MAX_MESSAGE_CHARS` so a
+stored draft stays bounded.
 """
 
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from collections.abc import Sequence
+from dataclasses import dataclass, field
 from typing import Any, Final
 
 from ..artifacts.errors import ROOT_PLACE, ArtifactIssue, ArtifactValidationError
 from ..artifacts.validate import validate_artifact
+from ..artifacts.validated import ValidatedArtifact
 
-__all__ = ["MAX_MESSAGE_CHARS", "Diagnosis", "diagnose", "diagnostic", "pointer_of"]
+__all__ = ["MAX_MESSAGE_CHARS", "Diagnosis", "action", "diagnose", "diagnostic", "pointer_of"]
 
 MAX_MESSAGE_CHARS: Final = 500
 _SEGMENT: Final = re.compile(r'\.?([A-Za-z_][A-Za-z0-9_]*)|\[(\d+)\]|\["((?:[^"\\]|\\.)*)"\]')
@@ -49,8 +53,16 @@ def _clip(text: str) -> str:
     return text if len(text) <= MAX_MESSAGE_CHARS else text[: MAX_MESSAGE_CHARS - 3] + "..."
 
 
-def diagnostic(issue: ArtifactIssue, draft: str) -> dict[str, Any]:
-    """One issue of draft ``draft`` as a diagnostic (see the module)."""
+def action(tool: str, /, **arguments: Any) -> dict[str, Any]:
+    """A next action: the call of ``tool`` with ``arguments``."""
+    return {"tool": tool, "arguments": arguments}
+
+
+def diagnostic(
+    issue: ArtifactIssue, draft: str, actions: Sequence[dict[str, Any]] = ()
+) -> dict[str, Any]:
+    """One issue of draft ``draft`` as a diagnostic (see the module); ``actions`` fix it
+    and come first."""
     return {
         "place": issue.place,
         "pointer": pointer_of(issue.place),
@@ -58,8 +70,9 @@ def diagnostic(issue: ArtifactIssue, draft: str) -> dict[str, Any]:
         "message": _clip(issue.message),
         "hint": _clip(issue.hint),
         "next_actions": [
-            {"tool": "explain", "arguments": {"code": issue.code}},
-            {"tool": "draft_get", "arguments": {"draft": draft}},
+            *actions,
+            action("explain", code=issue.code),
+            action("draft_get", draft=draft),
         ],
     }
 
@@ -67,12 +80,16 @@ def diagnostic(issue: ArtifactIssue, draft: str) -> dict[str, Any]:
 @dataclass(frozen=True, slots=True)
 class Diagnosis:
     """``valid`` with the artifact's ``digest``, or the ``diagnostics`` (``truncated``
-    when validation stopped at its bound)."""
+    when validation stopped at its bound). ``validated`` is the artifact when its own
+    checks passed (the catalog's checks may still have found issues); ``capabilities``
+    are the tools the catalog's checks found, with their contract fingerprints."""
 
     valid: bool
     digest: str | None
     diagnostics: tuple[dict[str, Any], ...]
     truncated: bool = False
+    validated: ValidatedArtifact | None = field(default=None, compare=False)
+    capabilities: tuple[dict[str, Any], ...] = ()
 
 
 def diagnose(document: Any, draft: str) -> Diagnosis:
@@ -82,4 +99,4 @@ def diagnose(document: Any, draft: str) -> Diagnosis:
         return Diagnosis(
             False, None, tuple(diagnostic(issue, draft) for issue in exc.issues), exc.truncated
         )
-    return Diagnosis(True, validated.digest, ())
+    return Diagnosis(True, validated.digest, (), validated=validated)
