@@ -373,9 +373,12 @@ EXPLANATIONS: Final[dict[str, tuple[str, str, str]]] = {
         "artifact_list",
     ),
     "artifact_in_use": (
-        "Deleting an artifact that deployments, runs or other artifacts still refer to.",
-        "Delete or unpin what refers to it first.",
-        "flowledger deploy list   # which deployment uses it",
+        "Deleting an artifact version that a parent artifact pins as a child, or that a "
+        "revision of a deployment runs (any revision: a rollback can make it live again). "
+        "The message names each referrer.",
+        "Delete the parent artifact or the deployment first (a deployment goes once no "
+        "unfinished run uses it), then the artifact.",
+        "deployment_delete {name: clock_dep}\nartifact_delete {name: clock, version: '1'}",
     ),
     "artifact_corrupt": (
         "Stored artifact data failed verification (digest, size or decoding).",
@@ -418,6 +421,23 @@ EXPLANATIONS: Final[dict[str, tuple[str, str, str]]] = {
         "No such deployment, or no such revision of it, in this session.",
         "Save it (deployment_save, or draft_publish with deploy) or correct the name.",
         "deployment_list",
+    ),
+    "deployment_in_use": (
+        "Deleting a deployment while unfinished runs (pending, running or interrupted) use "
+        "it: their definitions are compiled from its revisions. The message names the runs.",
+        "Resume them to the end or cancel them (workflow_run_cancel), then delete it.",
+        "workflow_run_cancel {run_id: RUN}\ndeployment_delete {name: clock_dep}",
+    ),
+    "deployment_conflict": (
+        "The deployment's live revision is not the one the call expected: someone saved or "
+        "rolled back since you read it (compare-and-swap); nothing moved.",
+        "Read the live revision again (deployment_show) and decide again.",
+        "deployment_show {name: clock_dep}\ndeployment_rollback {name: clock_dep, live: 3}",
+    ),
+    "deployment_corrupt": (
+        "A stored deployment record failed verification (digest, size or decoding).",
+        "Restore the database from a backup; `flowledger check` names the damaged keys.",
+        "flowledger check --db sqlite:///flowledger.db",
     ),
     "binding_missing": (
         "A dependency of the artifact has no source in the deployment (or, publishing a draft, "
