@@ -813,8 +813,10 @@ class WorkflowTools:
         canonical = None if payload is None else self._canonical(payload, "resume")
         try:
             # Checked here too, so a refused resume never reaches the supervisor. Anything
-            # else (a checkpoint that cannot be read) is the supervisor's to act on.
-            await prepare_resume(definition, run, canonical)
+            # else (a checkpoint that cannot be read) is the supervisor's to act on. The
+            # environment (a deployed run's sources) is the owner's to check, once, under
+            # the run's lock.
+            await prepare_resume(definition, run, canonical, precheck=True)
         except InvalidInputError as exc:
             raise translate(exc, action="validate resume") from exc
         except ResumeBlockedError as exc:

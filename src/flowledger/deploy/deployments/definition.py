@@ -16,7 +16,11 @@ Two hooks make a run's pin the authority:
   calls it is not called: the run fails (`ToolContractChangedError`);
 * `check_resume` (called before every resume, on every path, and by readers of a run's
   readiness) adds the revalidation of the run's *pinned* environment to the bridge's own
-  graph check (`flowledger.deploy.deployments.validation.check_pinned`).
+  graph check (`flowledger.deploy.deployments.validation.check_pinned`): once per resume,
+  by the owner under the run's lock (the callers that hand a resume on check only the
+  graph and the payload); its source sessions stay open for the resumed segment, so a
+  resume starts each stdio server once. A reader may reuse the owner's check of the
+  same run and pin younger than `revalidation.REUSE_SECONDS` and is told so.
 """
 
 from __future__ import annotations
@@ -30,11 +34,13 @@ from dataclasses import dataclass
 from typing import Any, Final
 
 from ... import flow
+from ...workflows.authoring.readiness import environment_is_deferred
 from ...workflows.errors import InvalidForkError
 from ..artifacts.validated import ValidatedArtifact
 from ..registry.errors import SourceNotRegisteredError
 from ..runs.compile import ArtifactDefinition, SourceRef, compile_artifact
 from ..sources.spec import Source
+from . import revalidation
 from .diagnostics import PIN_MISSING, Diagnostic, error
 from .document import SourceBinding
 from .environment import SourceEnvironment
@@ -105,22 +111,41 @@ class DeployedDefinition(ArtifactDefinition):
         return PinStore(self.runtime.ledger)
 
     async def check_resume(self, graph_run_id: str) -> tuple[Diagnostic, ...]:
+        """The graph check, then the pinned environment's: inside `resuming` (the owner's
+        check under the run's lock) always checked now, its sessions kept for the
+        segment, and the result kept; for a reader, the owner's check of the same run
+        and pin younger than `revalidation.REUSE_SECONDS` is reused; not at all inside
+        `unchecked_environment` or `environment_deferred` (a caller that hands the
+        resume to the owner)."""
         found = list(await super().check_resume(graph_run_id))
-        if _UNCHECKED.get():
+        if _UNCHECKED.get() or environment_is_deferred():
             return tuple(found)
         pin = await self.pins.read(graph_run_id)
         if pin is None:
             found.append(_pin_missing(graph_run_id))
             return tuple(found)
-        found += await check_pinned(
-            pin.sources,
-            self.context.bindings,
-            pin.drift,
-            self.context.sites,
-            self.context.environment,
-            seconds=self.context.timeout,
-        )
-        return tuple(found)
+        checks = self.context.environment.revalidations
+        pool = self.held_pool(graph_run_id)
+        recent = None if pool is not None else checks.recent(graph_run_id, pin.digest)
+        if recent is None:
+            diagnostics = await check_pinned(
+                pin.sources,
+                self.context.bindings,
+                pin.drift,
+                self.context.sites,
+                self.context.environment,
+                seconds=self.context.timeout,
+                pool=pool,
+            )
+            # only the owner's check is kept for readers: a reader's own check never
+            # hides from a later reader what changed in between
+            recent = (
+                checks.record(graph_run_id, pin.digest, diagnostics)
+                if pool is not None
+                else checks.made(diagnostics)
+            )
+        revalidation.note(recent)
+        return (*found, *recent.diagnostics)
 
     async def pinned_sources(self, graph_run_id: str) -> Mapping[str, SourceRef] | None:
         """A run's registered sources are the revisions its pin names, resolved (with

@@ -46,6 +46,7 @@ from .diagnostics import (
     warning,
 )
 from .document import SourceBinding
+from .revalidation import Revalidations
 
 __all__ = ["Prepared", "SourceEnvironment"]
 
@@ -77,6 +78,8 @@ class SourceEnvironment:
 
     def __init__(self, sessions: SessionSources) -> None:
         self.sessions = sessions
+        # the recent checks of runs' pinned sources through this door (readers reuse them)
+        self.revalidations = Revalidations()
 
     @property
     def launches(self) -> bool:

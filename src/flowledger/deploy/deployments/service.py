@@ -9,11 +9,17 @@
   ``wait_seconds`` have passed).
 * `deployment_check(deployment, revision)`: the same check, answered as
   ``runnable`` or ``unrunnable`` with the diagnostics; nothing is started or written.
-* `resume_run(run_id, payload)`: resumes through the bridge, whose readiness check
-  revalidates the *pinned* environment first; a blocked resume returns the run, still
-  ``interrupted``, with readiness ``blocked`` and the diagnostics (payload not consumed).
+* `resume_run(run_id, payload)`: resumes through the bridge: the payload and the graph
+  are checked first, then the owner revalidates the *pinned* environment once, under
+  the run's lock, and the resumed segment calls the servers that check connected to; a
+  blocked resume returns the run, still ``interrupted``, with readiness ``blocked`` and
+  the diagnostics (payload not consumed).
 * `inspect_run(run_id, revalidate)`, `read_run_trace(run_id, start, limit)`;
-  `validate_run(run_id)`: only the status and the revalidated resume readiness.
+  `validate_run(run_id)`: only the status and the revalidated resume readiness. A
+  readiness that reuses the owner's check of the run's sources (made by a resume or an
+  adoption of the same run and pin in this process, younger than
+  `revalidation.REUSE_SECONDS`) says so: ``reused: true`` and ``validated_at`` (when
+  that check was made); one checked now has neither.
 * `artifact_save`, `artifact_list`, `artifact_show`, `deployment_save`,
   `deployment_list`, `deployment_show`. The lists take ``query`` (a substring of the
   name), ``limit`` and ``cursor`` (`flowledger.deploy.listing`) and answer ``next``.
@@ -65,6 +71,7 @@ from ..registry.store import SourceRegistry
 from ..runs.compile import artifact_outcome
 from ..sources.errors import SourceUnreachableError
 from ..sources.session import probe
+from . import revalidation
 from .definition import (
     DeployedDefinition,
     deployed_definition,
@@ -591,7 +598,11 @@ class DeployService:
         self, run: Run, *, readiness: dict[str, Any] | None = None
     ) -> dict[str, Any]:
         definition = await self._definition_of(run)
-        got = await self.tools.call("workflow_run_get", {"run_id": run.id})
+        with revalidation.observing() as checks:
+            got = await self.tools.call("workflow_run_get", {"run_id": run.id})
+        if readiness is None and checks and checks[-1].reused:
+            # an earlier check stands in for one now: say so, and when it was made
+            got["resume_readiness"].update(checks[-1].to_json())
         described: dict[str, Any] = {
             "run_id": run.id,
             "status": got["run_status"],

@@ -37,6 +37,7 @@ from ..artifacts.validated import ValidatedArtifact
 from ..registry.store import RegisteredSource
 from ..sources.connect import session_for
 from ..sources.errors import SourceError
+from ..sources.pool import SourcePool
 from ..sources.python_tools import META_KEY
 from ..sources.tool_info import ToolInfo
 from .diagnostics import (
@@ -139,8 +140,10 @@ class _Probe:
     tools: dict[str, ToolInfo] | None = None
 
 
-async def _observe(prepared: Prepared, seconds: float) -> _Probe:
-    """Contact a prepared source (or read its recorded probe): its server and tools."""
+async def _observe(prepared: Prepared, seconds: float, pool: SourcePool | None = None) -> _Probe:
+    """Contact a prepared source (or read its recorded probe): its server and tools.
+    With ``pool``, the session is the pool's and stays open (for the segment the check
+    admits); otherwise it is closed again."""
     probe = _Probe(
         prepared.dependency, list(prepared.diagnostics), prepared.registered, prepared.identity
     )
@@ -151,11 +154,19 @@ async def _observe(prepared: Prepared, seconds: float) -> _Probe:
     if prepared.source is None:
         return probe
     try:
-        async with session_for(
-            prepared.source, connect_timeout=seconds, call_timeout=seconds, errlog=io.StringIO()
-        ) as session:
-            probe.server = session.server_info.to_json()
-            probe.tools = {tool.name: tool for tool in await session.list_tools()}
+        if pool is not None:
+            kept = await pool.session(prepared.source)
+            probe.server = kept.server_info.to_json()
+            probe.tools = {tool.name: tool for tool in await kept.list_tools(timeout=seconds)}
+        else:
+            async with session_for(
+                prepared.source,
+                connect_timeout=seconds,
+                call_timeout=seconds,
+                errlog=io.StringIO(),
+            ) as session:
+                probe.server = session.server_info.to_json()
+                probe.tools = {tool.name: tool for tool in await session.list_tools()}
     except SourceError as exc:
         probe.diagnostics.append(
             error(
@@ -306,8 +317,11 @@ async def check_pinned(
     environment: SourceEnvironment,
     *,
     seconds: float = DEFAULT_CHECK_TIMEOUT,
+    pool: SourcePool | None = None,
 ) -> list[Diagnostic]:
-    """Revalidate a pin's sources: ``bindings`` are the *pinned* revision's."""
+    """Revalidate a pin's sources: ``bindings`` are the *pinned* revision's. With
+    ``pool`` (the resumed segment's), the sessions it opens stay open in it, so the
+    segment's tool calls reach the very servers that were checked."""
     diagnostics: list[Diagnostic] = []
     prepared = await asyncio.gather(
         *(
@@ -317,7 +331,7 @@ async def check_pinned(
             for dependency in sorted(pin_sources)
         )
     )
-    probes = await asyncio.gather(*(_observe(p, seconds) for p in prepared))
+    probes = await asyncio.gather(*(_observe(p, seconds, pool) for p in prepared))
     for probe in probes:
         diagnostics += probe.diagnostics
         if probe.tools is None:

@@ -43,7 +43,8 @@ Templates and conditions are evaluated under the evaluation limits (docs/deploy.
 "Limits") and off the event loop (`off_loop`), so one run's heavy expression does not
 hold up the server's other sessions. Every node execution appends a `RunTrace` entry.
 Tool nodes call through the run's `SourcePool` (one session per source while a segment
-of the run executes, closed when it pauses or stops, opened again on resume), validate
+of the run executes, closed when it pauses or stops, opened again on resume: by the
+resume's check of the pinned sources, inside `ArtifactDefinition.resuming`), validate
 their arguments against the tool's input schema first, and keep a `ToolIntents` record
 around the call.
 """
@@ -221,7 +222,10 @@ class _Runtime:
         (dependency -> source) override the compiled sources for this run;
         ``repeatable`` (dependency -> tool -> read-only or idempotent, as pinned) replaces
         the annotations of the live listing in retry and routing decisions."""
-        pool = SourcePool(connect_timeout=self.connect_timeout)
+        held = _held(graph_run_id)
+        # a resume's segment uses the pool its check opened (`ArtifactDefinition.resuming`
+        # closes it); any other segment opens its own
+        pool = held if held is not None else SourcePool(connect_timeout=self.connect_timeout)
         self.pools[graph_run_id] = pool
         if refusal is not None:
             self.refusals[graph_run_id] = refusal
@@ -242,7 +246,8 @@ class _Runtime:
             self.repeatable.pop(graph_run_id, None)
             self.pools.pop(graph_run_id, None)
             self.intents.forget(graph_run_id)
-            await pool.close()
+            if held is None:
+                await pool.close()
 
     def pool(self, graph_run_id: str) -> SourcePool:
         pool = self.pools.get(graph_run_id)
@@ -252,6 +257,15 @@ class _Runtime:
 
 
 _ACTIVE: ContextVar[_Runtime] = ContextVar("flowledger_deploy_runtime")
+# The run whose resume is under way in this context, and the pool its check may open.
+_HELD: ContextVar[tuple[str, SourcePool] | None] = ContextVar(
+    "flowledger_deploy_held_pool", default=None
+)
+
+
+def _held(graph_run_id: str) -> SourcePool | None:
+    found = _HELD.get()
+    return found[1] if found is not None and found[0] == graph_run_id else None
 
 
 def _runtime() -> _Runtime:
@@ -1194,6 +1208,24 @@ class ArtifactDefinition(TypedDefinition[dict[str, Any]]):
         if isinstance(ledger, storage.Ledger):
             rebound.runtime = self.runtime.over(ledger)
         return rebound
+
+    @asynccontextmanager
+    async def resuming(self, graph_run_id: str) -> AsyncIterator[None]:
+        """One resume by the owner (see `Definition.resuming`): a source pool for the run
+        that its check may open sessions in (`held_pool`) and its resumed segment then
+        uses, so a resume connects to each source once; closed at the end."""
+        pool = SourcePool(connect_timeout=self.runtime.connect_timeout)
+        token = _HELD.set((graph_run_id, pool))
+        try:
+            yield
+        finally:
+            _HELD.reset(token)
+            await pool.close()
+
+    def held_pool(self, graph_run_id: str) -> SourcePool | None:
+        """The pool of ``graph_run_id``'s resume under way in this context (inside
+        `resuming`), or None (a reader's check, a start, an adoption)."""
+        return _held(graph_run_id)
 
     async def refusal(self, graph_run_id: str) -> Exception | None:
         """Why a segment of ``graph_run_id`` must not execute here (the first node that

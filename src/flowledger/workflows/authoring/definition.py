@@ -16,7 +16,8 @@ import copy
 import json
 import logging
 import math
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any, Generic, Literal, Protocol, TypeVar, runtime_checkable
@@ -128,7 +129,15 @@ class Definition(Protocol):
     async def check_resume(self, graph_run_id: str) -> tuple[Diagnostic, ...]:
         """Why the interrupted run cannot be continued by this definition now (empty when
         it can): a checkpoint written by another graph, and whatever a subclass adds.
-        Errors of an unusable checkpoint (missing, corrupt) pass through."""
+        Errors of an unusable checkpoint (missing, corrupt) pass through. Inside
+        `readiness.environment_deferred` only what needs nothing outside this process."""
+        ...
+
+    def resuming(self, graph_run_id: str) -> AbstractAsyncContextManager[None]:
+        """The span of one resume by the run's owner, under the run's lock: the check
+        (`check_resume`) and the `resume` that follows it. A definition may keep what its
+        check opened (a deployed run's source sessions) for the resumed segment; all of
+        it is released when the span ends, whether the run was resumed or not."""
         ...
 
     async def resume(
@@ -432,6 +441,11 @@ class TypedDefinition(Generic[S]):
             state, run_id=graph_run_id, hooks=tuple(hooks), max_steps=self._max_steps
         )
         return self._result(result)
+
+    @asynccontextmanager
+    async def resuming(self, graph_run_id: str) -> AsyncIterator[None]:
+        """Nothing to keep between the check and the resume (see `Definition.resuming`)."""
+        yield
 
     async def check_resume(self, graph_run_id: str) -> tuple[Diagnostic, ...]:
         try:

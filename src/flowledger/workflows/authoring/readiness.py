@@ -15,6 +15,13 @@ payload untouched.
   reads ``ready``.
 * ``not_applicable``: the run is not paused (pending, running or terminal).
 
+Where a check happens: a caller that hands the resume on (the ``workflow_run_resume``
+tool, a front door) checks inside `environment_deferred`, where a definition decides
+only what it can without contacting anything outside this process (the graph, the
+payload); the owner then checks everything once, under the run's lock, right before it
+writes (`Definition.resuming`). So a resume pays for one check of what lies outside,
+and a refused payload still never reaches the owner.
+
 A `Diagnostic` is control-plane data with a stable ``code`` (a lowercase identifier a
 program may branch on), a human ``message`` and a ``hint`` (the repair). Layers above
 add their own codes (the deploy layer's dependency checks); this module defines those
@@ -23,7 +30,9 @@ of the bridge.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any, Final
@@ -34,10 +43,31 @@ __all__ = [
     "Diagnostic",
     "ReadinessStatus",
     "ResumeReadiness",
+    "environment_deferred",
+    "environment_is_deferred",
 ]
 
 GRAPH_CHANGED: Final = "graph_changed"
 DEFINITION_MISSING: Final = "definition_missing"
+
+_DEFERRED: ContextVar[bool] = ContextVar("flowledger_environment_deferred", default=False)
+
+
+@contextmanager
+def environment_deferred() -> Iterator[None]:
+    """Within, `Definition.check_resume` leaves out what needs anything outside this
+    process (a deployed run's pinned sources): the caller hands the resume to the owner,
+    which checks that under the run's lock before anything is written."""
+    token = _DEFERRED.set(True)
+    try:
+        yield
+    finally:
+        _DEFERRED.reset(token)
+
+
+def environment_is_deferred() -> bool:
+    """Whether the current check runs inside `environment_deferred`."""
+    return _DEFERRED.get()
 
 
 class ReadinessStatus(StrEnum):

@@ -49,7 +49,7 @@ from ..records.registry import RunRegistry
 from ..records.requests import ResumeRequest, RunRequests
 from ..records.run import Run, RunStatus, owner_lease_name
 from .catalog import Catalog
-from .resumption import prepare_resume
+from .resumption import assess, prepare_resume
 
 if TYPE_CHECKING:
     from .session import WorkflowSession
@@ -192,7 +192,8 @@ class FrontDoor:
     async def resume(self, run_id: str, payload: bytes | str | None) -> Run:
         """Request a resume of the interrupted run (``None``: retry an errored pause) and
         wait for the resumed segment to end; return the run record then. The checks of
-        `prepare_resume` run here first, and again by the owner."""
+        `prepare_resume` that need nothing outside this process (the graph, the payload)
+        run here first; the owner runs all of them under the run's lock."""
         raw = b"" if payload is None else payload.encode() if isinstance(payload, str) else payload
         run = await self.registry.get(self._session_id, run_id)
         if run.status is not RunStatus.INTERRUPTED:
@@ -201,7 +202,7 @@ class FrontDoor:
             )
         definition = self.catalog.resolve(run.definition_name, run.definition_version)
         try:
-            await prepare_resume(definition, run, payload)
+            await prepare_resume(definition, run, payload, precheck=True)
         except (InvalidInputError, ResumeBlockedError):
             raise
         except Exception:
@@ -229,6 +230,12 @@ class FrontDoor:
                 await backoff.sleep()
                 continue
             if current.state == "failed":
+                if current.error == "blocked":
+                    # the owner's check found the run blocked; its diagnostics are not
+                    # carried by the request, so the refusal says them from a check here
+                    readiness = await assess(definition, run)
+                    if readiness.blocked:
+                        raise ResumeBlockedError(run_id, readiness, readiness.explain())
                 raise self._refusal(current)
             accepted = accepted or current.state == "accepted"
             now = loop.time()

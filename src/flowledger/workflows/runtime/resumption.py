@@ -7,6 +7,9 @@ rules hold everywhere:
 1. readiness first: a blocked run (its checkpoint was written by another graph, or a
    layer above says so) is refused with `ResumeBlockedError` - the run stays
    interrupted at the same checkpoint, the payload is not consumed;
+   A caller that hands the resume on to the owner (``precheck=True``: the tool, a
+   front door) checks without the environment (`environment_deferred`); the owner
+   checks everything under the run's lock, inside `Definition.resuming`;
 2. then the pause kind decides what the payload is: a *request* pause needs a payload
    its definition's resume schema accepts (`InvalidInputError` otherwise, field
    ``resume``); an *error* pause takes none (resuming retries the failed step), and a
@@ -22,7 +25,12 @@ from __future__ import annotations
 
 from ... import flow
 from ..authoring.definition import Definition, ValidatedResume
-from ..authoring.readiness import DEFINITION_MISSING, Diagnostic, ResumeReadiness
+from ..authoring.readiness import (
+    DEFINITION_MISSING,
+    Diagnostic,
+    ResumeReadiness,
+    environment_deferred,
+)
 from ..errors import CorruptRecordError, InvalidInputError, ResumeBlockedError
 from ..records.pending import PauseKind, pause_kind, requests
 from ..records.run import Run, RunStatus
@@ -75,11 +83,16 @@ def _missing(run: Run) -> Diagnostic:
 
 
 async def prepare_resume(
-    definition: Definition, run: Run, payload: bytes | str | None
+    definition: Definition, run: Run, payload: bytes | str | None, *, precheck: bool = False
 ) -> ValidatedResume | None:
     """Check that ``run`` (interrupted) may be resumed with ``payload`` and return the
-    token to resume it with (``None``: retry an errored pause). Reads only."""
-    readiness = await assess(definition, run)
+    token to resume it with (``None``: retry an errored pause). Reads only. With
+    ``precheck``, the environment is left to the owner's check (see the module)."""
+    if precheck:
+        with environment_deferred():
+            readiness = await assess(definition, run)
+    else:
+        readiness = await assess(definition, run)
     if readiness.blocked:
         raise ResumeBlockedError(run.id, readiness, readiness.explain())
     current = await definition.get(run.graph_run_id)

@@ -165,26 +165,30 @@ async def adopt_with_history(
         return
     assert result is not None
     if run.status is RunStatus.RUNNING and result.run.status is flow.RunStatus.RUNNING:
-        blocked = await definition.check_resume(run.graph_run_id)
-        if blocked:
-            await adoption_blocked(sup, run, blocked[0].message)
-            return
-        live = LiveActivities(lambda current: reconcile_activities(sup, definition, current), run)
-        try:
+        # like a resume: one full check, and the segment it admits, in one span
+        async with definition.resuming(run.graph_run_id):
+            blocked = await definition.check_resume(run.graph_run_id)
+            if blocked:
+                await adoption_blocked(sup, run, blocked[0].message)
+                return
+            live = LiveActivities(
+                lambda current: reconcile_activities(sup, definition, current), run
+            )
             try:
-                result = await execute(
-                    sup,
-                    controller,
-                    definition.adopt(
-                        run.graph_run_id,
-                        hooks=[live.hook, sup._boundary.hook, sup._vertex_guard],
-                    ),
-                )
-            finally:
-                run = await live.finish()
-        except Exception as exc:
-            await checkpoint_read_error(sup, definition, run, "adopt running checkpoint", exc)
-            return
+                try:
+                    result = await execute(
+                        sup,
+                        controller,
+                        definition.adopt(
+                            run.graph_run_id,
+                            hooks=[live.hook, sup._boundary.hook, sup._vertex_guard],
+                        ),
+                    )
+                finally:
+                    run = await live.finish()
+            except Exception as exc:
+                await checkpoint_read_error(sup, definition, run, "adopt running checkpoint", exc)
+                return
         if result is None:
             return
     await apply_result(sup, definition, run, result)

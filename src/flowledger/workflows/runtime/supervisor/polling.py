@@ -229,32 +229,45 @@ async def resume_request(sup: Supervisor, run_id: str) -> None:
             return
         try:
             definition = await resolve(sup, run)
-            payload = request.payload or None  # empty: the retry of an errored pause
-            token = await prepare_resume(definition, run, payload)
-        except (
-            InvalidInputError,
-            DefinitionError,
-            UnknownDefinitionError,
-            ResumeBlockedError,
-        ) as exc:
-            # Still interrupted at the same checkpoint: nothing took effect, so even an
-            # accepted request can be refused.
-            code = "blocked" if isinstance(exc, ResumeBlockedError) else "invalid"
-            with contextlib.suppress(ConflictError):
-                await requests.refuse_resume(request, code)
-                sup._refused.add(run_id)
+        except (DefinitionError, UnknownDefinitionError):
+            await _refuse(sup, request, "invalid")
             return
-        if sup._ownership_lost():
-            return
-        if request.state != "accepted":
+        # The one full check of this resume, and the segment it admits, in one span.
+        async with definition.resuming(run.graph_run_id):
             try:
-                request = await requests.accept_resume(request)
-            except ConflictError:
-                return  # withdrawn or replaced meanwhile: look again next time
-        after = await resume_locked(sup, controller, definition, run, token)
+                payload = request.payload or None  # empty: the retry of an errored pause
+                token = await prepare_resume(definition, run, payload)
+            except (
+                InvalidInputError,
+                DefinitionError,
+                UnknownDefinitionError,
+                ResumeBlockedError,
+            ) as exc:
+                # Still interrupted at the same checkpoint: nothing took effect, so even
+                # an accepted request can be refused.
+                code = "blocked" if isinstance(exc, ResumeBlockedError) else "invalid"
+                await _refuse(sup, request, code)
+                return
+            if sup._ownership_lost():
+                return
+            if request.state != "accepted":
+                try:
+                    request = await requests.accept_resume(request)
+                except ConflictError:
+                    return  # withdrawn or replaced meanwhile: look again next time
+            after = await resume_locked(sup, controller, definition, run, token)
         if after is None:
             return  # ownership lost: the next owner carries the accepted request out
         await requests.delete_resume(sup._session_id, run_id)
+
+
+async def _refuse(sup: Supervisor, request: ResumeRequest, code: str) -> None:
+    """Refuse a resume request that did not take effect (``code``: blocked, invalid)."""
+    requests = sup.requests
+    assert requests is not None
+    with contextlib.suppress(ConflictError):
+        await requests.refuse_resume(request, code)
+        sup._refused.add(request.run_id)
 
 
 def resume_verdict(request: ResumeRequest, run: Run) -> str:

@@ -1,7 +1,8 @@
 """Resuming an interrupted run.
 
 Every resume - `Supervisor.resume`, or a front door's request carried out by `poll` - is
-checked by `resumption.prepare_resume` first: a blocked run, a request pause without a
+checked by `resumption.prepare_resume` first, once in full, under the run's lock and inside
+`Definition.resuming`: a blocked run, a request pause without a
 valid payload, or an errored pause sent a payload is refused before anything is written.
 """
 
@@ -40,15 +41,18 @@ async def resume_run(sup: Supervisor, run_id: str, payload: bytes | str | None) 
                     sup._session_id, run_id, "run is not interrupted", actual=run.revision
                 )
             definition = sup.catalog.resolve(run.definition_name, run.definition_version)
-            try:
-                token = await prepare_resume(definition, run, payload)
-            except Exception as exc:
-                if not definite(exc):
-                    raise
-                # Its checkpoint cannot be read: that fails the run, as a resume would.
-                await checkpoint_read_error(sup, definition, run, "resume", exc)
-                return await sup.registry.get(sup._session_id, run.id)
-            return await resume_locked(sup, controller, definition, run, token)
+            # The one full check of this resume, and the segment it admits, in one span
+            # (what the check opened may serve the segment).
+            async with definition.resuming(run.graph_run_id):
+                try:
+                    token = await prepare_resume(definition, run, payload)
+                except Exception as exc:
+                    if not definite(exc):
+                        raise
+                    # Its checkpoint cannot be read: that fails the run, as a resume would.
+                    await checkpoint_read_error(sup, definition, run, "resume", exc)
+                    return await sup.registry.get(sup._session_id, run.id)
+                return await resume_locked(sup, controller, definition, run, token)
     except NotFoundError:
         forget_if_idle(sup, run_id)
         raise
