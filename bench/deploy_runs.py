@@ -1,6 +1,6 @@
 """What a deployed run costs before it does any work, and what revalidation costs.
 
-    python bench/deploy_runs.py [--runs 20] [--quick] [--db-dir DIR]
+    python bench/deploy_runs.py [--runs 20] [--quick] [--db-dir DIR] [--json FILE]
 
 Run from the repository root with the project's environment (``mcp-server-time`` and
 server-everything in ``tests/deploy/npm``, as for the deploy tests). Two deployments of
@@ -18,22 +18,27 @@ For each, ``--runs`` times (``--quick``: 3), through `DeployService` on an owned
    millisecond from the call's start);
 2. ``inspect_run`` with and without ``revalidate``: their difference is the cost of the
    revalidation of the pinned environment (connect, list tools, compare fingerprints);
-3. ``resume_run`` of the paused run (revalidation, then the tool call, to completion).
+3. ``resume_run`` of the paused run (revalidation, then the tool call, to completion),
+   and how many source checks (connections opened to list tools) the resume made.
 
 Then a deployment binding both sources at once: revalidation (``inspect_run`` and the
 resume path) counts the source connections it opens and whether they overlap in time,
 checking that each source is connected and listed once, the sources in parallel (one
 check of the pinned environment probes its sources with `asyncio.gather`). The resume
-path checks twice: `workflow_run_resume` checks before it calls the supervisor (so a
-refused resume never reaches it), and the supervisor checks again under the run's lock.
+path checks once: the owner, under the run's lock, in the source pool the resumed
+segment then calls through (before issue #33 it checked twice, and connected again for
+the tool call).
 
-Printed: median, p99, min and max per measure. Nothing here is a test.
+Printed: median, p99, min and max per measure; ``--json FILE`` writes the samples
+(seconds) too, for `bench/compare_trees.py`, which alternates this script over two
+source trees. Nothing here is a test.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import json
 import statistics
 import sys
 import tempfile
@@ -127,19 +132,19 @@ class ProbeLog:
 
     def __init__(self) -> None:
         self.spans: list[tuple[str, float, float]] = []
-        self._probe = validation._probe
+        self._observe = validation._observe
 
     def install(self) -> None:
-        original = self._probe
+        original = self._observe
 
-        async def probe(binding: Any, environ: Any, seconds: float) -> Any:
+        async def observe(prepared: Any, *args: Any) -> Any:
             started = time.perf_counter()
             try:
-                return await original(binding, environ, seconds)
+                return await original(prepared, *args)
             finally:
-                self.spans.append((binding.dependency, started, time.perf_counter()))
+                self.spans.append((prepared.dependency, started, time.perf_counter()))
 
-        validation._probe = probe
+        validation._observe = observe
 
     def take(self) -> list[tuple[str, float, float]]:
         spans, self.spans = self.spans, []
@@ -170,7 +175,9 @@ async def first_checkpoint(service: DeployService, name: str) -> tuple[float, fl
         await asyncio.sleep(0.001)
 
 
-async def measure(service: DeployService, name: str, runs: int) -> dict[str, list[float]]:
+async def measure(
+    service: DeployService, name: str, runs: int, log: ProbeLog
+) -> dict[str, list[float]]:
     found: dict[str, list[float]] = {
         "run_deployment call": [],
         "to first checkpoint": [],
@@ -178,6 +185,7 @@ async def measure(service: DeployService, name: str, runs: int) -> dict[str, lis
         "inspect_run --revalidate": [],
         "revalidation (difference)": [],
         "resume_run to completion": [],
+        "source checks in resume_run (count)": [],
     }
     for _ in range(runs):
         called, checkpoint, run_id = await first_checkpoint(service, name)
@@ -186,8 +194,10 @@ async def measure(service: DeployService, name: str, runs: int) -> dict[str, lis
         plain, _ = await timed(service.inspect_run(run_id, revalidate=False))
         checked, described = await timed(service.inspect_run(run_id))
         assert described["resume_readiness"]["status"] == "ready", described
+        log.take()
         resumed, result = await timed(service.resume_run(run_id, {"go": True}))
         assert result["status"] == "completed", result
+        found["source checks in resume_run (count)"].append(len(log.take()))
         found["run_deployment call"].append(called)
         found["to first checkpoint"].append(checkpoint)
         found["inspect_run"].append(plain)
@@ -206,6 +216,10 @@ def report(source: str, found: dict[str, list[float]]) -> None:
     for what, values in found.items():
         ordered = sorted(values)
         p99 = ordered[min(len(ordered) - 1, round(0.99 * (len(ordered) - 1)))]
+        if what.endswith("(count)"):
+            low, high = ordered[0], ordered[-1]
+            print(f"  {what:28} {statistics.median(ordered):g} / {p99:g} / {low:g}-{high:g}")
+            continue
         print(
             f"  {what:28} {ms(statistics.median(ordered)):>8} / {ms(p99):>8} / "
             f"{ms(ordered[0])}-{ms(ordered[-1])}"
@@ -217,7 +231,9 @@ async def main() -> None:
     p.add_argument("--runs", type=int, default=20)
     p.add_argument("--quick", action="store_true", help="3 runs")
     p.add_argument("--db-dir", help="where the SQLite files go (default: a temporary directory)")
+    p.add_argument("--json", help="also write the samples (seconds) to this file")
     args = p.parse_args()
+    samples: dict[str, dict[str, list[float]]] = {}
     runs = 3 if args.quick else args.runs
     log = ProbeLog()
     log.install()
@@ -245,7 +261,8 @@ async def main() -> None:
                 ):
                     await first_checkpoint(service, name)  # warm up: imports, the servers' caches
                     log.take()
-                    report(label, await measure(service, name, runs))
+                    samples[label] = await measure(service, name, runs, log)
+                    report(label, samples[label])
                     log.take()
 
                 _, _, run_id = await first_checkpoint(service, "both")
@@ -262,6 +279,10 @@ async def main() -> None:
         for number, check in enumerate(checks, 1):
             names = sorted(dep for dep, _, _ in check)
             print(f"  {what:28} check {number}: {names}  overlapping={overlapping(check)}")
+
+    if args.json:
+        with open(args.json, "w") as out:  # noqa: ASYNC230 - once, after the measurements
+            json.dump(samples, out)
 
 
 if __name__ == "__main__":

@@ -52,7 +52,8 @@ async def test_a_resume_starts_its_stdio_server_once_and_a_changed_one_still_blo
     """Python API: the resume to completion starts the server once (the check and both
     tool calls share it); with the tool's contract changed, the resume is blocked with
     ``schema_drift`` after one start and writes nothing, and the readiness read right
-    after reuses that check (``reused``, ``validated_at``) and starts nothing."""
+    after reuses that check (``reused``, ``validated_at``) and starts nothing, while
+    ``validate_run`` checks now."""
     script = counting_script(tmp_path)
     shape = tmp_path / "shape"
     document = deployment(script, env={"SHAPE_FILE": str(shape)})
@@ -83,10 +84,13 @@ async def test_a_resume_starts_its_stdio_server_once_and_a_changed_one_still_blo
         assert codes(read) == [("schema_drift", "error")]
         assert starts(tmp_path) == before + 1
 
-        shape.write_text("")  # the contract is back
+        shape.write_text("")  # the contract is back: validate_run checks now, reuses nothing
+        now = (await deploy.validate_run(second["run_id"]))["resume_readiness"]
+        assert now == {"status": "ready"}, now
+        assert starts(tmp_path) == before + 2
         resumed = await deploy.resume_run(second["run_id"], {"go": True})
         assert resumed["status"] == "completed", resumed
-        assert starts(tmp_path) == before + 2
+        assert starts(tmp_path) == before + 3
 
 
 async def test_a_refused_payload_starts_no_server(tmp_path: Path) -> None:

@@ -53,6 +53,7 @@ __all__ = [
     "DeploymentContext",
     "PinMissingError",
     "deployed_definition",
+    "fresh_environment",
     "revision_of",
     "unchecked_environment",
     "version_of",
@@ -60,6 +61,7 @@ __all__ = [
 
 _VERSION: Final = re.compile(r"r([1-9][0-9]{0,9})")
 _UNCHECKED: ContextVar[bool] = ContextVar("flowledger_deploy_unchecked", default=False)
+_FRESH: ContextVar[bool] = ContextVar("flowledger_deploy_fresh", default=False)
 
 
 def version_of(revision: int) -> str:
@@ -82,6 +84,17 @@ def unchecked_environment() -> Iterator[None]:
         yield
     finally:
         _UNCHECKED.reset(token)
+
+
+@contextmanager
+def fresh_environment() -> Iterator[None]:
+    """Within, a reader's `check_resume` checks the pinned sources now, reusing no
+    earlier check (``validate_run``: could the run resume *now*)."""
+    token = _FRESH.set(True)
+    try:
+        yield
+    finally:
+        _FRESH.reset(token)
 
 
 class PinMissingError(RuntimeError):
@@ -126,7 +139,8 @@ class DeployedDefinition(ArtifactDefinition):
             return tuple(found)
         checks = self.context.environment.revalidations
         pool = self.held_pool(graph_run_id)
-        recent = None if pool is not None else checks.recent(graph_run_id, pin.digest)
+        reuse = pool is None and not _FRESH.get()
+        recent = checks.recent(graph_run_id, pin.digest) if reuse else None
         if recent is None:
             diagnostics = await check_pinned(
                 pin.sources,

@@ -75,6 +75,7 @@ from . import revalidation
 from .definition import (
     DeployedDefinition,
     deployed_definition,
+    fresh_environment,
     revision_of,
     unchecked_environment,
     version_of,
@@ -590,8 +591,10 @@ class DeployService:
 
     async def validate_run(self, run_id: str) -> dict[str, Any]:
         """Whether the run could resume now: `inspect_run` revalidating its pinned
-        environment, answered as ``{run_id, status, resume_readiness}``."""
-        described = await self.inspect_run(run_id, revalidate=True)
+        environment now (reusing no earlier check), answered as ``{run_id, status,
+        resume_readiness}``."""
+        with fresh_environment():  # now: never an earlier check
+            described = await self.inspect_run(run_id, revalidate=True)
         return {key: described[key] for key in ("run_id", "status", "resume_readiness")}
 
     async def _describe(
