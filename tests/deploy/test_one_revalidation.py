@@ -6,7 +6,8 @@ the test's own that appends one line to ``starts`` each time it starts the env s
 Python API (`DeployService`), the MCP server over stdio, and a ``--no-execute`` MCP
 front door whose resumes a ``flowledger worker`` carries out (PostgreSQL). A resume
 whose sources changed is still blocked with the diagnostic saying what changed, and
-nothing is written; a readiness read right after reuses the owner's check and says so.
+nothing is written; a readiness read right after a resume that paused the run again
+reuses the owner's check and says so.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import yaml
 from mcp import Client
 
 from .._postgres import postgres_url
@@ -51,9 +53,8 @@ async def test_a_resume_starts_its_stdio_server_once_and_a_changed_one_still_blo
 ) -> None:
     """Python API: the resume to completion starts the server once (the check and both
     tool calls share it); with the tool's contract changed, the resume is blocked with
-    ``schema_drift`` after one start and writes nothing, and the readiness read right
-    after reuses that check (``reused``, ``validated_at``) and starts nothing, while
-    ``validate_run`` checks now."""
+    ``schema_drift`` after one start and writes nothing; once repaired, a read checks
+    now (a blocked check is never reused) and the resume completes."""
     script = counting_script(tmp_path)
     shape = tmp_path / "shape"
     document = deployment(script, env={"SHAPE_FILE": str(shape)})
@@ -77,20 +78,59 @@ async def test_a_resume_starts_its_stdio_server_once_and_a_changed_one_still_blo
         assert starts(tmp_path) == before + 1
         assert await snapshot(store) == untouched
 
+        shape.write_text("")  # repaired: a read checks now (a blocked check is not kept)
         read = await deploy.inspect_run(second["run_id"])
-        readiness = read["resume_readiness"]
-        assert (readiness["status"], readiness["reused"]) == ("blocked", True)
-        assert readiness["validated_at"].endswith("Z")
-        assert codes(read) == [("schema_drift", "error")]
-        assert starts(tmp_path) == before + 1
-
-        shape.write_text("")  # the contract is back: validate_run checks now, reuses nothing
-        now = (await deploy.validate_run(second["run_id"]))["resume_readiness"]
-        assert now == {"status": "ready"}, now
+        assert read["resume_readiness"] == {"status": "ready"}, read
         assert starts(tmp_path) == before + 2
         resumed = await deploy.resume_run(second["run_id"], {"go": True})
         assert resumed["status"] == "completed", resumed
         assert starts(tmp_path) == before + 3
+
+
+def twice_paused() -> dict[str, Any]:
+    """pinned_env with a second pause after the first tool call."""
+    document: dict[str, Any] = yaml.safe_load(ARTIFACT)
+    document["name"], nodes = "paused_twice", document["nodes"]
+    nodes["who"]["next"] = "again"
+    nodes["again"] = {**nodes["ask"], "label": "Once more", "assign": {}, "next": "digest"}
+    return document
+
+
+async def test_a_read_right_after_a_resume_reuses_its_check_and_says_so(tmp_path: Path) -> None:
+    """A resume that pauses the run again: reads reuse the owner's check while it is
+    younger than the bound (``reused: true``, ``validated_at``) and start nothing;
+    ``validate_run`` checks now; with no reuse (bound 0) a read checks now. The bound is
+    set through the door's `Revalidations`, so nothing here depends on how long a step
+    takes."""
+    script = counting_script(tmp_path)
+    document = deployment(script)
+    document["name"], document["artifact"]["name"] = "twice_dep", "paused_twice"
+    async with service(f"sqlite:///{tmp_path / 'reuse.db'}") as (deploy, _):
+        await deploy.artifacts.save(SESSION, twice_paused())
+        await deploy.deployment_save(document)
+        started = await deploy.run_deployment("twice_dep", {})
+        run_id = started["run_id"]
+        checks = deploy.environment.revalidations
+        checks.reuse_seconds = 3600.0
+        before = starts(tmp_path)
+        again = await deploy.resume_run(run_id, {"go": True})
+        assert (again["status"], again["interrupt"]["vertex_id"]) == ("interrupted", "again")
+        assert starts(tmp_path) == before + 1
+        for _ in range(2):
+            read = await deploy.inspect_run(run_id)
+            readiness = read["resume_readiness"]
+            assert (readiness["status"], readiness["reused"]) == ("ready", True), read
+            assert readiness["validated_at"].endswith("Z")
+        assert starts(tmp_path) == before + 1
+        now = (await deploy.validate_run(run_id))["resume_readiness"]
+        assert now == {"status": "ready"}, now
+        assert starts(tmp_path) == before + 2
+        checks.reuse_seconds = 0.0
+        assert (await deploy.inspect_run(run_id))["resume_readiness"] == {"status": "ready"}
+        assert starts(tmp_path) == before + 3
+        done = await deploy.resume_run(run_id, {"go": True})
+        assert done["status"] == "completed", done
+        assert starts(tmp_path) == before + 4
 
 
 async def test_a_refused_payload_starts_no_server(tmp_path: Path) -> None:
@@ -175,9 +215,12 @@ async def test_a_front_door_resume_is_checked_once_by_the_worker(tmp_path: Path)
 
                 shape.write_text("optional")
                 paused = await call("workflow_run_get", {"run_id": second["run_id"]})
+                before = starts(tmp_path)
                 blocked = await call("resume_run", {"run_id": second["run_id"], **resume})
                 assert (blocked["resumed"], blocked["status"]) == (False, "interrupted")
                 assert codes(blocked) == [("schema_drift", "error")]
+                # the worker's check, and the front door's to say the diagnostics
+                assert starts(tmp_path) == before + 2
                 got = await call("workflow_run_get", {"run_id": second["run_id"]})
                 assert got["run_status"] == "interrupted"
                 assert got["checkpoint_revision"] == paused["checkpoint_revision"]

@@ -19,8 +19,9 @@ Two hooks make a run's pin the authority:
   graph check (`flowledger.deploy.deployments.validation.check_pinned`): once per resume,
   by the owner under the run's lock (the callers that hand a resume on check only the
   graph and the payload); its source sessions stay open for the resumed segment, so a
-  resume starts each stdio server once. A reader may reuse the owner's check of the
-  same run and pin younger than `revalidation.REUSE_SECONDS` and is told so.
+  resume starts each stdio server once. A reader may reuse the owner's check that
+  found the same run and pin ready, younger than `revalidation.REUSE_SECONDS`, and is
+  told so.
 """
 
 from __future__ import annotations
@@ -126,8 +127,8 @@ class DeployedDefinition(ArtifactDefinition):
     async def check_resume(self, graph_run_id: str) -> tuple[Diagnostic, ...]:
         """The graph check, then the pinned environment's: inside `resuming` (the owner's
         check under the run's lock) always checked now, its sessions kept for the
-        segment, and the result kept; for a reader, the owner's check of the same run
-        and pin younger than `revalidation.REUSE_SECONDS` is reused; not at all inside
+        segment, and the result kept if ready; for a reader, the owner's ready check of
+        the same run and pin younger than `revalidation.REUSE_SECONDS` is reused; not at all inside
         `unchecked_environment` or `environment_deferred` (a caller that hands the
         resume to the owner)."""
         found = list(await super().check_resume(graph_run_id))
@@ -151,11 +152,13 @@ class DeployedDefinition(ArtifactDefinition):
                 seconds=self.context.timeout,
                 pool=pool,
             )
-            # only the owner's check is kept for readers: a reader's own check never
-            # hides from a later reader what changed in between
+            # only the owner's check that found the run ready is kept for readers: a
+            # reader's own check, or a blocked one (its cause is likely being repaired),
+            # never hides from a later reader what changed in between
+            ready = not any(item.severity == "error" for item in diagnostics)
             recent = (
                 checks.record(graph_run_id, pin.digest, diagnostics)
-                if pool is not None
+                if pool is not None and ready
                 else checks.made(diagnostics)
             )
         revalidation.note(recent)

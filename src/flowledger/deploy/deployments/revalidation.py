@@ -1,12 +1,13 @@
 """`Revalidations`: the owners' recent checks of deployed runs' pinned environments.
 
 A resume (or an adoption) checks a run's pinned sources once, by the owner under the
-run's lock, and never reuses an earlier check; that check is kept here. A *reader* of
-a run's readiness (``inspect_run``, ``workflow_run_get``, the dashboard when asked to
-revalidate) reuses the owner's check of the same run and the same pin while it is
-younger than `REUSE_SECONDS` (so the readiness a resume answers with when the run
-paused again, and reads right after, start no server again); otherwise it checks now,
-and keeps nothing (a reader's check never hides a later change from another reader).
+run's lock, and never reuses an earlier check; a check that found the run ready is kept
+here. A *reader* of a run's readiness (``inspect_run``, ``workflow_run_get``, the
+dashboard when asked to revalidate) reuses the owner's check of the same run and the
+same pin while it is younger than `REUSE_SECONDS` (so reads right after a resume that
+paused the run again start no server again); otherwise it checks now, and keeps nothing
+(a reader's check, or a blocked one whose cause is likely being repaired, never hides a
+later change from another reader).
 The reader is told when the check it shows was made (``validated_at``) and whether it
 was reused (`Revalidation`). Entries live in this process only (never persisted), per
 `SourceEnvironment` (so per session and door), at most `MAX_ENTRIES` of them (the

@@ -16,9 +16,9 @@
   the diagnostics (payload not consumed).
 * `inspect_run(run_id, revalidate)`, `read_run_trace(run_id, start, limit)`;
   `validate_run(run_id)`: only the status and the revalidated resume readiness. A
-  readiness that reuses the owner's check of the run's sources (made by a resume or an
-  adoption of the same run and pin in this process, younger than
-  `revalidation.REUSE_SECONDS`) says so: ``reused: true`` and ``validated_at`` (when
+  readiness that reuses the owner's check of the run's sources (one that found the run
+  ready, made by a resume or an adoption of the same run and pin in this process,
+  younger than `revalidation.REUSE_SECONDS`) says so: ``reused: true`` and ``validated_at`` (when
   that check was made); one checked now has neither.
 * `artifact_save`, `artifact_list`, `artifact_show`, `deployment_save`,
   `deployment_list`, `deployment_show`. The lists take ``query`` (a substring of the
@@ -601,7 +601,10 @@ class DeployService:
         self, run: Run, *, readiness: dict[str, Any] | None = None
     ) -> dict[str, Any]:
         definition = await self._definition_of(run)
-        with revalidation.observing() as checks:
+        with contextlib.ExitStack() as scope:
+            checks = scope.enter_context(revalidation.observing())
+            if readiness is not None:  # given (a blocked resume's): the sources not again
+                scope.enter_context(unchecked_environment())
             got = await self.tools.call("workflow_run_get", {"run_id": run.id})
         if readiness is None and checks and checks[-1].reused:
             # an earlier check stands in for one now: say so, and when it was made
