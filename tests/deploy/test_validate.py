@@ -364,7 +364,7 @@ def test_the_error_lists_every_issue() -> None:
         validate_artifact(data)
     assert len(caught.value.issues) >= 2
     assert "and 1 more issue" in str(caught.value) or "more issues" in str(caught.value)
-    assert caught.value.to_json()[0].keys() == {"place", "code", "message", "hint"}
+    assert caught.value.to_json()[0].keys() == {"place", "code", "message", "hint", "next_actions"}
 
 
 # -- generated artifacts -------------------------------------------------------------------

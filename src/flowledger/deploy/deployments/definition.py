@@ -111,7 +111,7 @@ class DeployedDefinition(ArtifactDefinition):
         pin = await self.pins.read(graph_run_id)
         if pin is None:
             found.append(_pin_missing(graph_run_id))
-            return tuple(found)
+            return tuple(item.with_context(deployment=self.context.name) for item in found)
         found += await check_pinned(
             pin.sources,
             self.context.bindings,
@@ -120,7 +120,7 @@ class DeployedDefinition(ArtifactDefinition):
             self.context.environment,
             seconds=self.context.timeout,
         )
-        return tuple(found)
+        return tuple(item.with_context(deployment=self.context.name) for item in found)
 
     async def pinned_sources(self, graph_run_id: str) -> Mapping[str, SourceRef] | None:
         """A run's registered sources are the revisions its pin names, resolved (with

@@ -107,6 +107,8 @@ class SourceEnvironment:
                         BINDING_MISSING,
                         f"the pinned revision has no source {dependency!r}",
                         "start a new run",
+                        place=dependency,
+                        dependency=dependency,
                     )
                 ],
             )
@@ -122,6 +124,9 @@ class SourceEnvironment:
                     SOURCE_DISABLED,
                     f"dependency {dependency!r}: {exc}",
                     f"ask the operator to enable it (flowledger source enable {name})",
+                    place=dependency,
+                    dependency=dependency,
+                    source=name,
                 )
             )
             return prepared
@@ -132,6 +137,8 @@ class SourceEnvironment:
                     f"dependency {dependency!r}: {exc}",
                     "bind a source listed by capability_list, or ask the operator to "
                     "register it (flowledger source add)",
+                    place=dependency,
+                    dependency=dependency,
                 )
             )
             return prepared
@@ -149,6 +156,9 @@ class SourceEnvironment:
                     CREDENTIAL_MISSING,
                     str(exc),
                     "ask the operator to set and grant the secret (the source's `secrets`)",
+                    place=dependency,
+                    dependency=dependency,
+                    source=name,
                 )
             )
             return prepared
@@ -162,6 +172,9 @@ class SourceEnvironment:
                         CHECKED_AGAINST_PROBE,
                         f"dependency {dependency!r}: compared with the registry's probe of "
                         f"{probe.probed_at}; this server starts and contacts no source",
+                        place=dependency,
+                        dependency=dependency,
+                        source=name,
                     )
                 )
             else:
@@ -179,6 +192,8 @@ class SourceEnvironment:
                     "bind a registered source (sources.<dependency>.source: NAME); the "
                     "operator can move inline bindings into the registry with "
                     "`flowledger source migrate`",
+                    place=dependency,
+                    dependency=dependency,
                 )
             )
             return prepared
@@ -192,6 +207,8 @@ class SourceEnvironment:
                     str(exc),
                     f"set {exc.variable} in the environment of the process that runs the "
                     "workflow (the CLI, MCP server or worker)",
+                    place=dependency,
+                    dependency=dependency,
                 )
             )
             prepared.source = None
@@ -225,4 +242,6 @@ def _not_revalidated(dependency: str) -> Diagnostic:
         NOT_REVALIDATED,
         f"dependency {dependency!r} was not revalidated: this server starts and contacts no source",
         "the process that resumes the run revalidates it",
+        place=dependency,
+        dependency=dependency,
     )

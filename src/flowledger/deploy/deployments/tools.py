@@ -29,6 +29,7 @@ first (unknown fields refused), naming the field.
 from __future__ import annotations
 
 import builtins
+import json
 from collections.abc import Mapping, Sequence
 from typing import Any, Final, Protocol
 
@@ -230,8 +231,13 @@ class DeployTools(TableTools):
 
     def failure(self, name: str, exc: Exception) -> ToolError:
         if isinstance(exc, ArtifactValidationError):
+            # The text for people, then every issue with its next actions for programs.
             issues = "; ".join(str(issue) for issue in exc.issues[:10])
-            return ToolError(f"{name}: {exc.args[0].split(':', 1)[0]}: {issues}", cause=exc)
+            diagnostics = json.dumps(exc.to_json(), ensure_ascii=False, separators=(",", ":"))
+            return ToolError(
+                f"{name}: {exc.args[0].split(':', 1)[0]}: {issues}\ndiagnostics: {diagnostics}",
+                cause=exc,
+            )
         return ToolError(f"{name}: {exc}", cause=exc)
 
 

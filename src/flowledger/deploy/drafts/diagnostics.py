@@ -3,8 +3,9 @@ answers every issue with a JSON Pointer to its place and the next actions to tak
 
 A diagnostic is an artifact issue (``place``, ``code``, ``message``, ``hint``) plus
 ``pointer`` (RFC 6901, what a ``draft_patch`` operation's ``path`` names; ``""`` is the
-whole document) and ``next_actions``: concrete tool calls (``explain`` of the code, and
-a ``draft_get`` to read the current revision before patching). Messages are clipped to
+whole document) and ``next_actions``: concrete tool calls (`guidance.next_actions`: those the
+code calls for, a ``draft_get`` to read the current revision before patching, and
+``explain`` of the code). Messages are clipped to
 `MAX_MESSAGE_CHARS` so a stored draft stays bounded.
 """
 
@@ -14,6 +15,7 @@ import re
 from dataclasses import dataclass
 from typing import Any, Final
 
+from ...workflows.authoring.guidance import next_actions
 from ..artifacts.errors import ROOT_PLACE, ArtifactIssue, ArtifactValidationError
 from ..artifacts.validate import validate_artifact
 
@@ -57,10 +59,7 @@ def diagnostic(issue: ArtifactIssue, draft: str) -> dict[str, Any]:
         "code": issue.code,
         "message": _clip(issue.message),
         "hint": _clip(issue.hint),
-        "next_actions": [
-            {"tool": "explain", "arguments": {"code": issue.code}},
-            {"tool": "draft_get", "arguments": {"draft": draft}},
-        ],
+        "next_actions": next_actions(issue.code, {"draft": draft}),
     }
 
 
