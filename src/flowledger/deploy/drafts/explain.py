@@ -3,7 +3,8 @@
 The codes are those of artifact issues (deploy/artifacts/), deployment and source-document
 issues, deployment diagnostics (deploy/deployments/diagnostics.py), source and registry
 errors (deploy/sources/errors.py, deploy/registry/errors.py), deployed-run errors
-(deploy/runs/errors.py), the bridge's ``graph_changed``, and the drafts' own codes.
+(deploy/runs/errors.py), the bridge's ``graph_changed`` and ``definition_missing``, and
+the drafts' own codes.
 ``tests/deploy/drafts/test_explain.py`` collects every code the source emits and fails
 when one has no entry here.
 """
@@ -490,6 +491,13 @@ EXPLANATIONS: Final[dict[str, tuple[str, str, str]]] = {
         "The definition's graph no longer matches the run's checkpoint; the resume is blocked.",
         "Resume with the definition version the run started with.",
         "workflow_run_get {run_id: ...}   # shows the version",
+    ),
+    "definition_missing": (
+        "No definition of the run's name and version is registered in this process, so "
+        "the paused run cannot be resumed here (a blocked readiness, not a failure).",
+        "Serve the application that registers it (for the CLI and MCP server: --app "
+        "module:catalog), or, for a deployed run, keep its deployment revision saved.",
+        "workflow_definition_list {}   # what this server has registered",
     ),
     # -- sources and tool calls ---------------------------------------------------------
     "source_error": (

@@ -61,7 +61,7 @@ RULES: Final[Mapping[str, tuple[_Rule, ...]]] = {
     "child_missing": (_ARTIFACTS, _SHOW_DEPLOYMENT),
     "binding_missing": (_SHOW_DEPLOYMENT, _call("capability_list", query="dependency")),
     "credential_missing": (_INSPECT, _SHOW_DEPLOYMENT),
-    "source_unreachable": (_PROBE, _INSPECT, _SOURCES),
+    "source_unreachable": (_PROBE, _INSPECT, _SOURCES, _VALIDATE_RUN, _SHOW_DEPLOYMENT),
     "tool_missing": (_FIND_TOOL, _SOURCES),
     "tool_not_allowed": (_SHOW_DEPLOYMENT, _INSPECT),
     "arguments_incompatible": (_INSPECT, _SHOW_ARTIFACT),
@@ -82,6 +82,9 @@ RULES: Final[Mapping[str, tuple[_Rule, ...]]] = {
     "child_cycle": (_ARTIFACTS,),
     "artifact_conflict": (_ARTIFACTS, _SHOW_ARTIFACT),
     "artifact_in_use": (_DEPLOYMENTS,),
+    # -- a draft's bindings against the registry -----------------------------------------
+    "probe_missing": (_PROBE, _SOURCES),
+    "capability_missing": (_FIND_TOOL, _SOURCES, _ALL_CAPABILITIES),
     # -- a deployment document ---------------------------------------------------------
     "bad_binding": (_ALL_CAPABILITIES,),
     "bad_source": (_ALL_CAPABILITIES,),
