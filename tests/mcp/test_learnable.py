@@ -25,7 +25,7 @@ from flowledger.deploy.artifacts.schema import artifact_json_schema
 from flowledger.deploy.drafts.explain import EXPLANATIONS
 from flowledger.deploy.schemas import SCHEMAS
 from flowledger.mcp import session_for_token
-from flowledger.workflows.authoring.guidance import RULES, next_actions
+from flowledger.workflows.authoring.guidance import CONTEXT_KEYS, RULES, next_actions
 
 from ..deploy.runs.app import HERE as RUNS
 from ..deploy.test_deployed_runs import deployment, server_script
@@ -74,18 +74,9 @@ def _listed_diagnostics(text: str) -> list[dict[str, Any]]:
 def test_every_rule_names_known_context_and_every_code_has_an_explanation() -> None:
     for code, rules in RULES.items():
         assert code in EXPLANATIONS, code
-        for tool, mapped, _ in rules:
+        for tool, mapped in rules:
             assert tool, code
-            assert set(mapped.values()) <= {
-                "dependency",
-                "tool",
-                "source",
-                "deployment",
-                "run_id",
-                "draft",
-                "artifact",
-                "version",
-            }, code
+            assert set(mapped.values()) <= CONTEXT_KEYS, code
     # an action needing what is not known is left out; explain is always last
     assert next_actions("tool_missing") == [
         {"tool": "explain", "arguments": {"code": "tool_missing"}}
@@ -112,7 +103,7 @@ async def test_a_model_learns_the_formats_and_follows_every_layers_next_actions(
 
         # -- every rule's tools are listed, and explain answers every code the rules know
         for rules in RULES.values():
-            for tool, _, _ in rules:
+            for tool, _ in rules:
                 assert tool in tools, tool
         for code in sorted(RULES):
             explained = payload(await client.call_tool("explain", {"code": code}))

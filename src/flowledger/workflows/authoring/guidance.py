@@ -26,14 +26,13 @@ CONTEXT_KEYS: Final = frozenset(
     {"dependency", "tool", "source", "deployment", "run_id", "draft", "artifact", "version"}
 )
 
-# A rule: (tool, {argument: context key}, {argument: fixed value}). The action is offered
-# when the context has every key it maps; arguments never hold a value the context did
-# not supply or the rule did not fix.
-_Rule = tuple[str, Mapping[str, str], Mapping[str, Any]]
+# A rule: (tool, {argument: context key}). The action is offered when the context has
+# every key it maps; its arguments hold only what the context supplied.
+_Rule = tuple[str, Mapping[str, str]]
 
 
-def _call(tool: str, fixed: Mapping[str, Any] | None = None, /, **mapped: str) -> _Rule:
-    return (tool, mapped, fixed or {})
+def _call(tool: str, /, **mapped: str) -> _Rule:
+    return (tool, mapped)
 
 
 _INSPECT: Final = _call("capability_inspect", source="source", tool="tool")
@@ -98,9 +97,9 @@ def next_actions(code: str, context: Mapping[str, str] | None = None) -> list[di
     belongs to a draft, then ``explain {code}``. Each is a new ``{tool, arguments}``."""
     known = {k: v for k, v in (context or {}).items() if isinstance(v, str) and v}
     actions: list[dict[str, Any]] = []
-    for tool, mapped, fixed in RULES.get(code, ()):
+    for tool, mapped in RULES.get(code, ()):
         if all(key in known for key in mapped.values()):
-            arguments = {**fixed, **{name: known[key] for name, key in mapped.items()}}
+            arguments = {name: known[key] for name, key in mapped.items()}
             actions.append({"tool": tool, "arguments": arguments})
     if "draft" in known:
         actions.append({"tool": "draft_get", "arguments": {"draft": known["draft"]}})
