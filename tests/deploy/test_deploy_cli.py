@@ -76,6 +76,14 @@ def test_a_deployment_runs_pauses_blocks_and_resumes_from_new_processes(tmp_path
 
     page = ok("trace", run_id, "--start", "2", "--limit", "2", db=db)
     assert page["total"] == 5 and [e["node"] for e in page["entries"]] == ["who", "digest"]
+    # `--start` and `seq` count from the same 0: the page from 2 shows entries 2 and 3
+    assert [e["seq"] for e in page["entries"]] == [2, 3]
+    assert (page["run_id"], page["start"]) == (run_id, 2) and set(page) == {
+        "run_id",
+        "start",
+        "total",
+        "entries",
+    }
     assert ok("list", db=db) == {"deployments": [{"name": "env_dep", "live": 2, "revisions": 2}]}
     assert ok("show", "env_dep", "--revision", "1", db=db)["live"] is False
     assert ok("rollback", "env_dep", db=db)["revision"] == 1
@@ -140,6 +148,7 @@ def test_without_json_the_commands_print_summaries_and_tables(tmp_path: Path) ->
     trace = human("trace", run_id, "--limit", "2", db=db).splitlines()
     assert trace[0].strip() == "Trace: 2 of 5 entries, from --start 0"
     assert trace[1].split()[:4] == ["#", "time", "node", "kind"]
+    assert [line.split()[0] for line in trace[3:5]] == ["0", "1"]  # the "#" column from 0
     assert f"more: flowledger trace {run_id} --start 2 --db {db}" in trace[-1]
     assert "live now: env_dep revision 1 (live)" in human("rollback", "env_dep", db=db)
 

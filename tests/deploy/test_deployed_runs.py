@@ -348,6 +348,9 @@ async def test_the_trace_is_read_in_ranges(tmp_path: Path) -> None:
     assert page["total"] == 5
     assert [(e["node"], e["status"]) for e in page["entries"]] == [("ask", "ok"), ("who", "ok")]
     assert page["entries"][1]["dependency"] == "env"
+    # one base: the page read from `start` 1 begins with the entry whose `seq` is 1
+    assert [e["seq"] for e in page["entries"]] == [1, 2]
+    assert (page["start"], page["run_id"]) == (1, run_id)
     assert (beyond["total"], beyond["entries"]) == (5, [])
 
 

@@ -1,5 +1,7 @@
 """The README's deploy flow, command by command, as a user types it (child processes in a
-fresh directory, the virtual environment on PATH so `mcp-server-time` is found)."""
+fresh directory, the virtual environment on PATH so `mcp-server-time` is found). The
+same commands are docs/deploy.md's "Try it", whose server comes with the package's own
+`examples` extra; its Python example compiles the same artifact."""
 
 from __future__ import annotations
 
@@ -10,11 +12,58 @@ import shlex
 import shutil
 import subprocess
 import sys
+import tomllib
 from pathlib import Path
+from typing import Any
+
+import pytest
+
+from flowledger.workflows import Catalog
 
 from .servers import REPO, time_command
 
 README = REPO / "README.md"
+DEPLOY_DOC = REPO / "docs" / "deploy.md"
+INSTALL = "pip install 'flowledger[examples]'"
+
+
+def blocks(text: str, language: str) -> list[str]:
+    return re.findall(rf"```{language}\n(.*?)```", text, re.S)
+
+
+def commands_of(block: str) -> list[str]:
+    return [line.split("  #")[0].strip() for line in block.splitlines()]
+
+
+def test_the_examples_extra_brings_the_server_the_docs_use(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    extras = tomllib.loads((REPO / "pyproject.toml").read_text())["project"][
+        "optional-dependencies"
+    ]
+    assert [req.split(">=")[0] for req in extras["examples"]] == ["mcp-server-time"]
+    readme = README.read_text().split("## Declarative workflows over MCP tools", 1)[1]
+    guide = DEPLOY_DOC.read_text().split("## Try it", 1)[1].split("\n## ", 1)[0]
+    assert INSTALL in " ".join(readme.split()) and INSTALL in guide
+    assert not any("tests/" in block for block in blocks(guide, "sh"))  # a user's example
+    # the guide's commands are the README's, which the test below runs
+    assert commands_of(blocks(guide, "sh")[1]) == commands_of(blocks(readme, "sh")[0])
+    assert (
+        "clock_deployment.yaml" in guide
+        and "command: mcp-server-time" in (REPO / "examples" / "clock_deployment.yaml").read_text()
+    )
+
+    # "Running an artifact": the Python example compiles the same example (nothing runs)
+    running = DEPLOY_DOC.read_text().split("## Running an artifact", 1)[1]
+    code = blocks(running, "python")[0]
+    assert "tests/" not in code
+    shutil.copytree(REPO / "examples", tmp_path / "examples")
+    monkeypatch.chdir(tmp_path)
+    scope: dict[str, Any] = {}
+    exec(compile(code, "docs/deploy.md", "exec"), scope)
+    catalog = scope["catalog"]
+    assert isinstance(catalog, Catalog)
+    assert [(item.name, item.version) for item in catalog.list()] == [("what_time", "1")]
 
 
 def test_the_readme_deploy_flow_runs_as_written(tmp_path: Path) -> None:

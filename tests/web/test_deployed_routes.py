@@ -202,6 +202,9 @@ def test_an_artifact_page_shows_what_it_declares_and_its_graph(db: Path) -> None
         page = client.get("/artifacts/clock_sign_off/1")
         assert page.status_code == 200, page.text
         text = page.text
+        # a heading that reads as a name and a version, not as "clock_sign_off 1 artifact"
+        assert "<h1>Artifact clock_sign_off, version 1</h1>" in text
+        assert "<title>Artifact clock_sign_off, version 1 · flowledger</title>" in text
         assert "Ask a person to approve, then read the time server" in text  # description
         assert '<svg class="graph"' in text and 'data-vertex="ask"' in text
         assert "Resume schemas" in text and "approved" in text

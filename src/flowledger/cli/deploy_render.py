@@ -13,7 +13,7 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from .render import example_payload, format_time, status_text
+from .render import example_payload, failures, format_time, status_text
 
 __all__ = [
     "render_artifact",
@@ -34,6 +34,37 @@ def _short(value: Any) -> str:
     text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
     text = " ".join(text.split())
     return text if len(text) <= _CELL else text[: _CELL - 1] + "…"
+
+
+def _binding(spec: Any) -> Text:
+    """A deployment's binding of one dependency, whole: the command line (or URL, or
+    registered source) first, then each other field as JSON, one per line. A long line
+    wraps; nothing is cut (the command is what an operator checks)."""
+    if not isinstance(spec, Mapping):
+        return Text(json.dumps(spec, ensure_ascii=False))
+    lines: list[str] = []
+    stdio, http = spec.get("stdio"), spec.get("http")
+    if isinstance(stdio, Mapping):
+        command = [str(stdio.get("command", "")), *(str(a) for a in stdio.get("args") or [])]
+        lines.append("stdio " + shlex.join(command))
+        lines += [
+            f"  {key}: {json.dumps(value, ensure_ascii=False)}"
+            for key, value in stdio.items()
+            if key not in ("command", "args")
+        ]
+    elif isinstance(http, Mapping):
+        lines.append(f"http {http.get('url', '')}")
+        lines += [
+            f"  {key}: {json.dumps(value, ensure_ascii=False)}"
+            for key, value in http.items()
+            if key != "url"
+        ]
+    lines += [
+        f"{key}: {value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)}"
+        for key, value in spec.items()
+        if key not in ("stdio", "http")
+    ]
+    return Text("\n".join(lines), overflow="fold")
 
 
 def _command(*argv: str, flags: Sequence[str]) -> str:
@@ -147,8 +178,8 @@ def render_deployment(console: Console, revision: Mapping[str, Any], *, verb: st
     head.append(" (live)" if revision.get("live") else " (not live)", style="dim")
     console.print(head, soft_wrap=True)
     table = Table.grid(padding=(0, 2))
-    table.add_column(style="dim")
-    table.add_column()
+    table.add_column(style="dim", no_wrap=True)
+    table.add_column(overflow="fold")
     table.add_row("artifact", f"{artifact.get('name')}@{artifact.get('version')}")
     table.add_row("drift", str(revision.get("drift", "")))
     table.add_row("saved", format_time(revision.get("saved_at")))
@@ -157,7 +188,7 @@ def render_deployment(console: Console, revision: Mapping[str, Any], *, verb: st
     sources = document.get("sources") if isinstance(document, Mapping) else None
     if isinstance(sources, Mapping):
         for name, spec in sources.items():
-            table.add_row(f"source {name}", _short(spec))
+            table.add_row(f"source {name}", _binding(spec))
     console.print(table)
 
 
@@ -209,11 +240,9 @@ def render_deployed_run(
                     grid.add_row(f"  {key}", _short(value))
         elif info is not None:
             grid.add_row("info", _short(info))
-    error = result.get("error")
-    if isinstance(error, Mapping):
-        grid.add_row(
-            "error", Text(f"{error.get('type', '')}: {error.get('message', '')}", style="red")
-        )
+    for where, error in failures(result):
+        text = f"{error.get('type', '')}: {error.get('message', '')}"
+        grid.add_row("error", Text(f"{where}: {text}" if where else text, style="red"))
     if "outcome" in result:
         grid.add_row("outcome", str(result.get("outcome")))
     if "output" in result:

@@ -27,6 +27,7 @@ __all__ = [
     "STATUS_STYLES",
     "Pause",
     "example_payload",
+    "failures",
     "format_time",
     "render_definitions",
     "render_history",
@@ -193,9 +194,9 @@ def render_run(console: Console, run: Mapping[str, Any], pause: Pause | None) ->
             "resume",
             Text("ready", "green") if ready else Text("blocked (see below)", "bold red"),
         )
-    error = run.get("error")
-    if isinstance(error, Mapping):
-        grid.add_row("error", Text(f"{error.get('type', '')}: {error.get('message', '')}", "red"))
+    for where, error in failures(run):
+        text = f"{error.get('type', '')}: {error.get('message', '')}"
+        grid.add_row("error", Text(f"{where}: {text}" if where else text, "red"))
     grid.add_row("checkpoint", f"revision {run.get('checkpoint_revision', 0)}")
     grid.add_row("activity cursor", str(run.get("activity_cursor", 0)))
     owner = run.get("owner")
@@ -431,3 +432,18 @@ def render_pause(
         return
     label = "retry with: " if pause.errored else "resume with: "
     console.print(Text.assemble((label, "dim"), resume_command(pause, payload)), soft_wrap=True)
+
+
+def failures(run: Mapping[str, Any]) -> list[tuple[str, Mapping[str, Any]]]:
+    """A failed run's errors, each with the vertex it failed at (its label, else its id):
+    every one of ``errors`` when several vertices failed (parallel branches in one step),
+    else ``error`` alone, unnamed."""
+    errors = run.get("errors")
+    if isinstance(errors, list) and len(errors) > 1:
+        return [
+            (str(item.get("vertex_label") or item.get("vertex_id") or ""), item["error"])
+            for item in errors
+            if isinstance(item, Mapping) and isinstance(item.get("error"), Mapping)
+        ]
+    error = run.get("error")
+    return [("", error)] if isinstance(error, Mapping) else []

@@ -735,6 +735,8 @@ class WorkflowTools:
                 result["pending"] = pending.to_json()
             elif run.status is RunStatus.FAILED and pending.failed:
                 result["error"] = pending.to_json()["error"]
+                # every failed vertex (parallel branches can fail in the same step)
+                result["errors"] = [item.to_json() for item in pending.errored]
         if self._owners is not None:
             try:
                 owner = await self._owners(run)

@@ -14,6 +14,9 @@ or 404 like any unknown route):
 ``POST /definitions/{name}/{ver}/start``  start a run from the form (a deployment
                                       revision ``rN``: as ``run_deployment`` starts it)
 ``GET  /artifacts/{name}/{ver}``      a saved artifact: its schemas and its graph
+``GET  /drafts``                      the session's drafts (`drafts`)
+``GET  /drafts/{name}``               one draft: its graph as it is, its validity and its
+                                      diagnostics with their next actions (read-only)
 ``GET  /sources``                     the registered sources the session may see
 ``GET  /sources/{name}``              one of them: its tools, the deployments binding it
                                       and the unfinished runs pinned to it (`sources`)
@@ -35,8 +38,8 @@ Every request passes the HTTP security layer first (`flowledger.httpsec.Guard`: 
 loopback address a loopback ``Host``, else 400; no cross-origin ``Origin``, else 403; a
 body of at most 1 MiB, else 413), and every POST's CSRF field is checked before its form
 is acted on. Errors are pages with the status they stand for: 400 bad input (the
-server's own message, shown above the form), 403 CSRF, 404 no such run, definition or
-source (including another session's run and a source the session may not see), 409 a
+server's own message, shown above the form), 403 CSRF, 404 no such run, definition,
+draft or source (including another session's run and a source the session may not see), 409 a
 run that cannot do that now, 429 too many failed tokens from the client (with
 ``Retry-After``), 500 a damaged source registry record, 503 the session cannot be served.
 """
@@ -65,6 +68,8 @@ from ..deploy import NotADeployedRunError
 from ..deploy.artifacts.errors import ArtifactNotFoundError
 from ..deploy.deployments.definition import DeployedDefinition, revision_of
 from ..deploy.deployments.store import DeploymentNotFoundError
+from ..deploy.drafts.errors import DraftCorruptError, DraftNotFoundError
+from ..deploy.drafts.service import DraftService
 from ..deploy.registry.errors import RegistryCorruptError, SourceNotRegisteredError
 from ..deploy.runs.trace import MAX_TRACE_PAGE
 from ..httpsec import DEFAULT_MAX_BODY, Guard, Refusal, TooManyFailuresError
@@ -72,6 +77,7 @@ from ..tools import ToolError, WorkflowTools
 from ..tools.errors import PREFIX
 from ..workflows.errors import ConflictError, NotFoundError, UnknownDefinitionError
 from ..workflows.records.run import RunStatus, is_id
+from .drafts import draft_detail, draft_rows
 from .forms import FormError, form_fields, parse_form
 from .graph import render_svg
 from .live import Wake
@@ -146,6 +152,12 @@ def _damaged_registry(exc: RegistryCorruptError) -> _Refusal:
     see, so the page says only that; the log says which."""
     log.error("%s", exc)
     return _Refusal(500, "the source registry cannot be read; the server's log says why")
+
+
+def _damaged_draft(exc: DraftCorruptError) -> _Refusal:
+    """A damaged draft record: the log says which key."""
+    log.error("%s", exc)
+    return _Refusal(500, "a draft of this session cannot be read; the server's log says why")
 
 
 def _short_time(value: object) -> str:
@@ -223,6 +235,8 @@ class Dashboard:
             Route("/definitions", self._definitions),
             Route("/definitions/{name}/{version}", self._definition),
             Route("/artifacts/{name}/{version}", self._artifact),
+            Route("/drafts", self._drafts),
+            Route("/drafts/{name}", self._draft),
             Route("/sources", self._sources),
             Route("/sources/{name}", self._source),
             Route("/events/runs", self._runs_events),
@@ -611,6 +625,35 @@ class Dashboard:
             "svg": None if picture is None else render_svg(picture, {}, title=f"graph of {name}"),
         }
         return self._page(request, "artifact.html", view, ctx=ctx)
+
+    async def _drafts(self, request: Request) -> Response:
+        try:
+            ctx = await self._context(request)
+            rows = await draft_rows(DraftService(ctx.served.deploy.service))
+        except DraftCorruptError as exc:
+            return self._refused(request, _damaged_draft(exc))
+        except _Refusal as refusal:
+            return self._refused(request, refusal)
+        return self._page(request, "drafts.html", {"drafts": rows}, ctx=ctx)
+
+    async def _draft(self, request: Request) -> Response:
+        """One draft of the session; another session's draft is 404 like an unknown one."""
+        try:
+            ctx = await self._context(request)
+            detail = await draft_detail(
+                DraftService(ctx.served.deploy.service), str(request.path_params["name"])
+            )
+        except DraftNotFoundError as exc:
+            return self._refused(request, _Refusal(404, str(exc)))
+        except DraftCorruptError as exc:
+            return self._refused(request, _damaged_draft(exc))
+        except _Refusal as refusal:
+            return self._refused(request, refusal)
+        svg = None
+        if detail.picture is not None:
+            states = {vertex: "failed" for vertex in detail.failed}
+            svg = render_svg(detail.picture, states, title=f"graph of draft {detail.row.name}")
+        return self._page(request, "draft.html", {"draft": detail, "svg": svg}, ctx=ctx)
 
     async def _sources(self, request: Request) -> Response:
         try:

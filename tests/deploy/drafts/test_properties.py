@@ -6,38 +6,76 @@ the memory and SQLite backends:
   is the next revision, once);
 * the stored draft always decodes, and equals the previous document with the winner's
   patch applied (so a losing, stale or failing edit changed nothing);
-* a stored state is valid exactly when it has no diagnostics, and its diagnostics are
-  those of validating its document.
+* a stored state is valid exactly when it has no diagnostics, and its diagnostics (and
+  recorded capabilities) are those of checking its document now: as an artifact, and
+  against the catalog (a registered source ``calc`` whose recorded probe lists one tool,
+  ``add``: tool steps come from draft_add_tool or from patches, with literal arguments
+  of either type, expressions, and result paths declared or not).
 """
 
 from __future__ import annotations
 
 import asyncio
+import sys
 import tempfile
 import uuid
 from pathlib import Path
 from typing import Any
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from flowledger.deploy import DeployService
-from flowledger.deploy.drafts.diagnostics import diagnose
 from flowledger.deploy.drafts.errors import DraftConflictError, DraftError
 from flowledger.deploy.drafts.patch import apply_patch
-from flowledger.deploy.drafts.record import decode_draft
+from flowledger.deploy.drafts.record import decode_draft, timestamp
 from flowledger.deploy.drafts.service import DraftService
 from flowledger.deploy.drafts.store import DraftStore
+from flowledger.deploy.registry.store import Probe, SourceRegistry
+from flowledger.deploy.sources.tool_info import ToolInfo
 from flowledger.storage import open_store
 from flowledger.workflows import Catalog
 from flowledger.workflows.runtime.session import WorkflowSession
 
 SESSION = str(uuid.UUID(int=11, version=4))
 NAME = "prop_draft"
-IDS = ["a", "b", "c", "done"]
+IDS = ["a", "b", "c", "done", "t"]
+ADD = {
+    "name": "add",
+    "inputSchema": {
+        "type": "object",
+        "properties": {"a": {"type": "integer"}, "b": {"type": "integer"}},
+        "required": ["a", "b"],
+        "additionalProperties": False,
+    },
+    "outputSchema": {
+        "type": "object",
+        "properties": {"sum": {"type": "integer"}},
+        "required": ["sum"],
+        "additionalProperties": False,
+    },
+}
 node_ids = st.sampled_from(IDS)
+arguments = st.dictionaries(
+    st.sampled_from(["a", "b", "c"]),
+    st.sampled_from([1, "one", "${ state.x }", "${ input.a }"]),
+    max_size=3,
+)
 node_values = st.one_of(
+    st.builds(
+        lambda nxt, given, read: {
+            "kind": "tool",
+            "dependency": "calc",
+            "tool": "add",
+            "arguments": given,
+            "assign": {"x": read},
+            "next": nxt,
+        },
+        node_ids,
+        arguments,
+        st.sampled_from(["${ result.structured.sum }", "${ result.structured.nope }"]),
+    ),
     st.builds(
         lambda nxt, text: {"kind": "set", "assign": {"x": text}, "next": nxt},
         node_ids,
@@ -52,6 +90,14 @@ operations = st.one_of(
     st.builds(lambda i: {"op": "replace", "path": "/start", "value": i}, node_ids),
     st.builds(lambda t: {"op": "add", "path": "/description", "value": t}, st.text(max_size=8)),
     st.just({"op": "add", "path": "/state", "value": {"x": {}}}),
+    st.just({"op": "add", "path": "/state", "value": {"x": {"reduce": "sum"}}}),
+    st.just({"op": "add", "path": "/dependencies", "value": {"calc": {"tools": ["add"]}}}),
+    st.builds(
+        lambda i, name, v: {"op": "add", "path": f"/nodes/{i}/arguments/{name}", "value": v},
+        node_ids,
+        st.sampled_from(["a", "b"]),
+        st.sampled_from([2, "two", "${ state.x }"]),
+    ),
     st.builds(lambda i: {"op": "test", "path": "/start", "value": i}, node_ids),
     st.builds(
         lambda i, j: {"op": "move", "from": f"/nodes/{i}", "path": f"/nodes/{j}"},
@@ -69,9 +115,35 @@ edits = st.one_of(
     st.tuples(st.just("patch"), st.lists(operations, min_size=1, max_size=3)),
     st.tuples(st.just("connect"), st.tuples(node_ids, node_ids)),
     st.tuples(st.just("output"), st.dictionaries(st.sampled_from(["x", "y"]), st.text(max_size=3))),
+    st.tuples(st.just("add_tool"), st.tuples(node_ids, st.sampled_from([None, *IDS]))),
 )
 writers = st.lists(st.tuples(edits, st.sampled_from([0, 0, 1])), min_size=1, max_size=3)
 rounds = st.lists(writers, min_size=1, max_size=6)
+# a tool step from the catalog, given a wrong literal, then reading an undeclared result
+# path, each round against a stale writer too
+CONTRACT_PLAN = [
+    [(("add_tool", ("t", None)), 0), (("add_tool", ("t", None)), 1)],
+    [
+        (("patch", [{"op": "add", "path": "/state", "value": {"x": {}}}]), 0),
+        (("patch", [{"op": "add", "path": "/description", "value": "stale"}]), 1),
+    ],
+    [(("patch", [{"op": "add", "path": "/nodes/t/arguments/a", "value": "two"}]), 0)],
+    [
+        (
+            (
+                "patch",
+                [
+                    {
+                        "op": "add",
+                        "path": "/nodes/t/assign",
+                        "value": {"x": "${ result.structured.nope }"},
+                    }
+                ],
+            ),
+            0,
+        )
+    ],
+]
 
 
 class YieldingKV:
@@ -105,6 +177,9 @@ async def _write(drafts: DraftService, revision: int, edit: tuple[str, Any]) -> 
         return await drafts.patch(NAME, revision, argument)
     if kind == "connect":
         return await drafts.connect(NAME, revision, argument[0], argument[1])
+    if kind == "add_tool":
+        node, after = argument
+        return await drafts.add_tool(NAME, revision, "calc", "add", node=node, after=after)
     return await drafts.set_output(NAME, revision, argument)
 
 
@@ -115,16 +190,32 @@ async def _check_stored(store: Any, drafts: DraftService) -> dict[str, Any]:
     shown = await drafts.get(NAME)
     assert shown == decoded.to_json()
     assert shown["valid"] == (shown["diagnostics"] == [])
-    diagnosis = diagnose(shown["document"], NAME)
+    diagnosis = await drafts.check(NAME, shown["document"], shown["bindings"], shown["revision"])
     assert shown["valid"] == diagnosis.valid
     assert shown["diagnostics"] == list(diagnosis.diagnostics)
+    assert shown["capabilities"] == list(diagnosis.capabilities)
     return shown
 
 
-async def _run(url: str, plan: list[list[tuple[tuple[str, Any], int]]]) -> None:
+async def _registered_calc(store: Any) -> None:
+    """The operator registered ``calc``; its recorded probe lists ``add``."""
+    registry = SourceRegistry.over(store)
+    await registry.add(
+        {"format": "flowledger.source/v1", "name": "calc", "stdio": {"command": sys.executable}}
+    )
+    probe = Probe(1, timestamp(), True, None, {"name": "calc"}, (ToolInfo.from_entry(ADD),))
+    await registry.record_probe("calc", probe)
+
+
+def _yielding(drafts: DraftService, store: Any) -> DraftStore:
+    return DraftStore(YieldingKV(store.kv), drafts.check)
+
+
+async def _run(url: str, plan: list[list[tuple[tuple[str, Any], int]]], seen: set[str]) -> None:
     async with open_store(url) as store:
+        await _registered_calc(store)
         drafts = DraftService(DeployService(WorkflowSession.build(store, SESSION, Catalog())))
-        drafts.store = DraftStore(YieldingKV(store.kv))
+        drafts.store = _yielding(drafts, store)
         await drafts.create(NAME)
         current = await _check_stored(store, drafts)
         wins = 0
@@ -143,6 +234,7 @@ async def _run(url: str, plan: list[list[tuple[tuple[str, Any], int]]]) -> None:
                     assert isinstance(result, DraftConflictError)
             assert len(won) <= 1
             stored = await _check_stored(store, drafts)
+            seen.update(item["code"] for item in stored["diagnostics"])
             if won:
                 index, answer = won[0]
                 wins += 1
@@ -150,7 +242,8 @@ async def _run(url: str, plan: list[list[tuple[tuple[str, Any], int]]]) -> None:
                 kind, argument = round_[index][0]
                 applied = argument if kind == "patch" else answer["applied"]
                 assert stored["document"] == apply_patch(current["document"], applied)
-                assert {k: v for k, v in answer.items() if k != "applied"} == stored
+                shown = {k: v for k, v in answer.items() if k not in ("applied", "unmapped")}
+                assert shown == stored
             else:
                 assert stored == current  # nothing applied, byte for byte the same state
             current = stored
@@ -162,7 +255,7 @@ def test_two_writers_of_one_revision_one_wins_by_compare_and_swap() -> None:
         async with open_store("memory://") as store:
             session = WorkflowSession.build(store, SESSION, Catalog())
             drafts = DraftService(DeployService(session))
-            drafts.store = DraftStore(YieldingKV(store.kv))
+            drafts.store = _yielding(drafts, store)
             await drafts.create(NAME)
             results = await asyncio.gather(
                 drafts.patch(NAME, 1, [{"op": "add", "path": "/description", "value": "one"}]),
@@ -188,9 +281,13 @@ def test_concurrent_edits_never_corrupt_a_draft(backend: str) -> None:
         suppress_health_check=[HealthCheck.too_slow],
     )
     @given(plan=rounds)
+    @example(plan=CONTRACT_PLAN)
     def check(plan: list[list[tuple[tuple[str, Any], int]]]) -> None:
         with tempfile.TemporaryDirectory() as directory:
             url = "memory://" if backend == "memory" else f"sqlite:///{Path(directory) / 'd.db'}"
-            asyncio.run(_run(url, plan))
+            asyncio.run(_run(url, plan, seen))
 
+    seen: set[str] = set()
     check()
+    # the catalog's checks were among what the stored states carried
+    assert {"argument_missing", "argument_invalid", "result_path_unknown"} <= seen, seen

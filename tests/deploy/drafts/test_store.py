@@ -5,6 +5,7 @@ tombstone, published (invalid: nothing saved)."""
 
 from __future__ import annotations
 
+import json
 import uuid
 from typing import Any
 
@@ -15,6 +16,7 @@ from flowledger.deploy.artifacts.errors import ArtifactConflictError, ArtifactNo
 from flowledger.deploy.drafts.diagnostics import pointer_of
 from flowledger.deploy.drafts.errors import (
     DraftConflictError,
+    DraftCorruptError,
     DraftExistsError,
     DraftInvalidError,
     DraftNotFoundError,
@@ -230,3 +232,40 @@ def test_places_become_pointers() -> None:
     assert pointer_of("$") == ""
     assert pointer_of("nodes.decide.cases[0].when") == "/nodes/decide/cases/0/when"
     assert pointer_of('nodes.call.arguments["a/b.c"]') == "/nodes/call/arguments/a~1b.c"
+
+
+async def test_a_record_without_capabilities_reads_as_none(store: Store) -> None:
+    """A draft stored before capabilities were recorded still reads (with none), and is
+    checked again by its next edit; a malformed capabilities list is draft_corrupt."""
+    drafts = service_of(store)
+    await drafts.create("older")
+    key = f"sessions/{SESSION}/deploy/drafts/older"
+    entry = await store.kv.get(key)
+    record = json.loads(entry.value)
+    assert record["capabilities"] == []
+    del record["capabilities"]
+    revision = await store.kv.put(key, json.dumps(record).encode(), expected=entry.revision)
+    shown = await drafts.get("older")
+    assert shown["capabilities"] == [] and shown["valid"]
+    edited = await drafts.patch("older", 1, [])
+    assert edited["revision"] == 2 and edited["capabilities"] == []
+    record = json.loads((await store.kv.get(key)).value)
+    for wrong in ([{"tool": "x"}], {"tool": "x"}, [{**CAPABILITY, "probe_revision": "1"}]):
+        record["capabilities"] = wrong
+        revision = await store.kv.put(
+            key, json.dumps(record).encode(), expected=(await store.kv.get(key)).revision
+        )
+        with pytest.raises(DraftCorruptError, match="malformed capabilities"):
+            await drafts.get("older")
+    record["capabilities"] = [CAPABILITY]
+    await store.kv.put(key, json.dumps(record).encode(), expected=revision)
+    assert (await drafts.get("older"))["capabilities"] == [CAPABILITY]
+
+
+CAPABILITY = {
+    "dependency": "clock",
+    "source": "clock",
+    "probe_revision": 1,
+    "tool": "get_current_time",
+    "contract_fingerprint": "sha256:" + "0" * 64,
+}

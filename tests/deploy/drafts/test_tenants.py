@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from flowledger.deploy import DeployService
-from flowledger.deploy.drafts.errors import DraftBindingError, DraftNotFoundError
+from flowledger.deploy.drafts.errors import DraftContractError, DraftNotFoundError
 from flowledger.deploy.drafts.service import DraftService
 from flowledger.deploy.registry.access import SourceAccess
 from flowledger.deploy.registry.errors import SourceNotRegisteredError
@@ -66,8 +66,15 @@ async def test_a_tenant_drafts_only_with_what_its_session_sees(tmp_path: Path) -
         # B copies A's document and binds A's source: refused, nothing saved
         await b.create("copy")
         await b.patch("copy", 1, [{"op": "replace", "path": "", "value": added["document"]}])
-        with pytest.raises(DraftBindingError) as refused:
+        copied = await b.get("copy")
+        assert [item["code"] for item in copied["diagnostics"]] == ["binding_missing"]
+        with pytest.raises(DraftContractError) as refused:
             await b.publish("copy", 2, "1", deploy=True, bindings={"env": "env"})
-        assert [issue.code for issue in refused.value.issues] == ["source_missing"]
+        assert [item["code"] for item in refused.value.diagnostics] == ["source_missing"]
+        # nothing of the hidden source's probe is read or shown
+        assert "lists" not in str(refused.value) and "fingerprint" not in str(refused.value)
+        seen = await b.validate("copy", bindings={"env": "env"})
+        assert [item["code"] for item in seen["diagnostics"]] == ["source_missing"]
+        assert seen["capabilities"] == [] and "lists" not in str(seen)
         assert (await b.deploy.artifact_list())["artifacts"] == []
         assert starts(marker) == 1  # no draft tool started the source

@@ -20,6 +20,7 @@ from flowledger.workflows.errors import InvalidSchemaError
 from .contracts import closed_properties
 from .errors import ArtifactIssue, choices, place_of
 from .expressions import Expression, Template, compile_condition, compile_template, is_expression
+from .failures import FAILURE_KINDS, MAX_ATTEMPTS, MAX_BACKOFF_FACTOR, MAX_BACKOFF_SECONDS
 from .graph import check_graph
 from .limits import MAX_EXPRESSIONS
 from .model import (
@@ -33,9 +34,10 @@ from .model import (
     WorkflowNode,
 )
 
-__all__ = ["TOOL_RESULT_FIELDS", "WORKFLOW_RESULT_FIELDS", "Checker"]
+__all__ = ["ERROR_FIELDS", "TOOL_RESULT_FIELDS", "WORKFLOW_RESULT_FIELDS", "Checker"]
 
 TOOL_RESULT_FIELDS: Final = frozenset({"structured", "content", "text"})
+ERROR_FIELDS: Final = frozenset({"kind", "code", "message", "tool", "attempt"})
 WORKFLOW_RESULT_FIELDS: Final = frozenset({"outcome", "output"})
 _BASE: Final = frozenset({"input", "state"})
 
@@ -181,6 +183,7 @@ class Checker:
                 )
             self._object_template((*base, "arguments"), node.arguments, _BASE, node_id)
             self._assign(base, node.assign, _BASE | {"result"}, node_id)
+            self._failures(base, node, node_id)
         elif isinstance(node, SetNode):
             self._assign(base, node.assign, _BASE, node_id)
         elif isinstance(node, SwitchNode):
@@ -208,6 +211,68 @@ class Checker:
             template = self._object_template((*base, "output"), node.output, _BASE, node_id)
             if template is not None:
                 self._end_output(base, node.output, template)
+
+    def _failures(self, base: tuple[str | int, ...], node: ToolNode, node_id: str) -> None:
+        """``retry`` and ``on_error``: known kinds, listed once, bounds (what needs the
+        tool's annotations is checked when a deployment starts a run)."""
+        if node.on_error is not None:
+            on_error = (*base, "on_error")
+            self._assign(on_error, node.on_error.assign, _BASE | {"error"}, node_id)
+            if node.on_error.kinds is not None:
+                self._kinds((*on_error, "kinds"), node.on_error.kinds)
+        retry = node.retry
+        if retry is None:
+            return
+        path = (*base, "retry")
+        if not 1 <= retry.attempts <= MAX_ATTEMPTS:
+            self.issue(
+                place_of(*path, "attempts"),
+                "retry_out_of_range",
+                f"attempts is {retry.attempts}; it is 1..{MAX_ATTEMPTS} (the first call included)",
+                f"use at most {MAX_ATTEMPTS} attempts, or route the failure with on_error",
+            )
+        backoff = retry.backoff
+        for name, value, low, high in (
+            ("initial", backoff.initial, 0.0, MAX_BACKOFF_SECONDS),
+            ("factor", backoff.factor, 1.0, MAX_BACKOFF_FACTOR),
+            ("max", backoff.max, 0.0, MAX_BACKOFF_SECONDS),
+        ):
+            if not low <= value <= high:
+                self.issue(
+                    place_of(*path, "backoff", name),
+                    "retry_out_of_range",
+                    f"backoff.{name} is {value:g}; it is {low:g}..{high:g}",
+                    "backoff waits min(max, initial * factor ** (attempt - 2)) seconds",
+                )
+        if backoff.max < backoff.initial:
+            self.issue(
+                place_of(*path, "backoff", "max"),
+                "retry_out_of_range",
+                f"backoff.max ({backoff.max:g}) is less than backoff.initial ({backoff.initial:g})",
+                "max bounds the growing wait; make it at least initial",
+            )
+        if not retry.on:
+            self.issue(
+                place_of(*path, "on"),
+                "retry_out_of_range",
+                "retry.on lists no failure kind: nothing would be retried",
+                "list the kinds to retry, e.g. [unavailable], or remove retry",
+            )
+        self._kinds((*path, "on"), retry.on)
+
+    def _kinds(self, path: tuple[str | int, ...], kinds: list[str]) -> None:
+        seen: set[str] = set()
+        for index, kind in enumerate(kinds):
+            if kind not in FAILURE_KINDS:
+                self.issue(
+                    place_of(*path, index),
+                    "unknown_failure_kind",
+                    f"{kind!r} is not a failure kind",
+                    choices("the kinds", FAILURE_KINDS),
+                )
+            elif kind in seen:
+                self.issue(place_of(*path, index), "duplicate", f"{kind!r} is listed twice")
+            seen.add(kind)
 
     def _label(self, base: tuple[str | int, ...], label: str | None) -> None:
         if label is None:
@@ -275,6 +340,8 @@ class Checker:
                 what = "property of this node's resume_schema"
             elif root == "result" and isinstance(node, ToolNode):
                 allowed, what = TOOL_RESULT_FIELDS, "field of a tool result"
+            elif root == "error" and isinstance(node, ToolNode):
+                allowed, what = ERROR_FIELDS, "field of a tool failure"
             elif root == "result" and isinstance(node, WorkflowNode):
                 allowed, what = WORKFLOW_RESULT_FIELDS, "field of a child's result"
             if allowed is not None and name not in allowed:

@@ -7,7 +7,7 @@ the node sets of each parallel node's branches (`ValidatedArtifact.branches`).
 from __future__ import annotations
 
 from .errors import ArtifactIssue, choices, place_of
-from .model import Artifact, EndNode, Node, ParallelNode, SwitchNode
+from .model import Artifact, EndNode, Node, ParallelNode, SwitchNode, ToolNode
 
 __all__ = ["check_graph", "targets"]
 
@@ -23,6 +23,8 @@ def targets(node_id: str, node: Node) -> list[tuple[str, tuple[str | int, ...]]]
         return [(branch, (*base, "branches", i)) for i, branch in enumerate(node.branches)]
     if isinstance(node, EndNode):
         return []
+    if isinstance(node, ToolNode) and node.on_error is not None:
+        return [(node.next, (*base, "next")), (node.on_error.next, (*base, "on_error", "next"))]
     return [(node.next, (*base, "next"))]
 
 
@@ -244,4 +246,6 @@ class _Graph:
             assign = getattr(current, "assign", None)
             if isinstance(assign, dict):
                 fields.update(assign)
+            if isinstance(current, ToolNode) and current.on_error is not None:
+                fields.update(current.on_error.assign)
         return fields

@@ -34,12 +34,15 @@ __all__ = [
     "REDUCERS",
     "TOOL_NAME_PATTERN",
     "Artifact",
+    "Backoff",
     "Case",
     "Dependency",
     "EndNode",
     "InterruptNode",
     "Node",
+    "OnError",
     "ParallelNode",
+    "Retry",
     "SetNode",
     "StateField",
     "SwitchNode",
@@ -105,8 +108,50 @@ class _Node(_Strict):
     label: Label | None = Field(default=None, description="Display label (at most 64 bytes).")
 
 
+class OnError(_Strict):
+    """Where a failed call continues: node ``next``, after ``assign`` (evaluated with
+    ``error`` = ``{kind, code, message, tool, attempt}`` in scope). ``kinds`` limits
+    which failures are routed (omitted: every kind except ``outcome_unknown`` of a tool
+    that is not read-only or idempotent); a failure not routed fails the run."""
+
+    next: NodeId
+    assign: Assignments = Field(default_factory=dict)
+    kinds: Annotated[
+        list[str] | None,
+        Field(
+            max_length=5,
+            description="Failure kinds routed: tool_error, invalid_result, timeout, "
+            "unavailable, outcome_unknown.",
+        ),
+    ] = None
+
+
+class Backoff(_Strict):
+    """Seconds before attempt ``n`` (n >= 2): ``min(max, initial * factor ** (n - 2))``."""
+
+    initial: float = 1.0
+    factor: float = 2.0
+    max: float = 30.0
+
+
+class Retry(_Strict):
+    """Make up to ``attempts`` calls (the first included) while a failure's kind is in
+    ``on`` and the retry table (docs/deploy.md, "Failures") allows it."""
+
+    attempts: int
+    backoff: Backoff = Field(default_factory=Backoff)
+    on: Annotated[
+        list[str],
+        Field(
+            max_length=5,
+            description="Failure kinds retried (default: unavailable).",
+        ),
+    ] = Field(default_factory=lambda: ["unavailable"])
+
+
 class ToolNode(_Node):
-    """Call a tool of a declared dependency; ``result`` is ``{structured, content, text}``."""
+    """Call a tool of a declared dependency; ``result`` is ``{structured, content, text}``.
+    ``retry`` repeats a failed call, ``on_error`` routes a failure to another node."""
 
     kind: Literal["tool"]
     dependency: DependencyName
@@ -114,6 +159,8 @@ class ToolNode(_Node):
     arguments: ObjectTemplate = Field(default_factory=dict)
     assign: Assignments = Field(default_factory=dict)
     timeout: Annotated[float, Field(gt=0, le=MAX_TOOL_TIMEOUT)] = DEFAULT_TOOL_TIMEOUT
+    retry: Retry | None = None
+    on_error: OnError | None = None
     next: NodeId
 
 

@@ -172,6 +172,25 @@ class DeployedDefinition(ArtifactDefinition):
             for dependency, found in pin.sources.items()
         }
 
+    async def pinned_repeatable(self, graph_run_id: str) -> Mapping[str, Mapping[str, bool]] | None:
+        """A pinned run's tools are read-only or idempotent as the pin recorded them (the
+        annotations when the run started, or the deployment's ``idempotent``), so a
+        listing that changes its hints mid-run cannot widen what is retried."""
+        pin = await self.pins.read(graph_run_id)
+        if pin is None:
+            return None
+        return {
+            dependency: {
+                tool: bool(
+                    prints.get("read_only")
+                    or prints.get("idempotent")
+                    or prints.get("declared_idempotent")
+                )
+                for tool, prints in found["tools"].items()
+            }
+            for dependency, found in pin.sources.items()
+        }
+
 
 def _pin_missing(graph_run_id: str) -> Diagnostic:
     return error(

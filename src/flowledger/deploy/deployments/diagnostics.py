@@ -14,6 +14,9 @@ block (a start is ``unrunnable``, a resume ``blocked``); warnings are reported a
 * ``tool_not_allowed``: ``allow_tools`` leaves out a tool the artifact calls;
 * ``arguments_incompatible``: a call site's literal arguments cannot validate against
   the tool's input schema;
+* ``retry_not_allowed``: a tool node retries ``timeout``, ``invalid_result`` or
+  ``outcome_unknown`` of a tool that is neither annotated read-only or idempotent nor
+  declared ``idempotent`` by the deployment (the retry table, docs/deploy.md);
 * ``schema_drift``: a pinned tool's contract changed (error or warning: the drift
   policy decides);
 * ``description_changed`` (warning): only a pinned tool's descriptions or annotations
@@ -53,6 +56,7 @@ __all__ = [
     "INLINE_SOURCE_REFUSED",
     "NOT_REVALIDATED",
     "PIN_MISSING",
+    "RETRY_NOT_ALLOWED",
     "SCHEMA_DRIFT",
     "SERVER_CHANGED",
     "SOURCE_DISABLED",
@@ -78,6 +82,7 @@ SCHEMA_DRIFT: Final = "schema_drift"
 DESCRIPTION_CHANGED: Final = "description_changed"
 SERVER_CHANGED: Final = "server_changed"
 PIN_MISSING: Final = "pin_missing"
+RETRY_NOT_ALLOWED: Final = "retry_not_allowed"
 SOURCE_MISSING: Final = "source_missing"
 SOURCE_DISABLED: Final = "source_disabled"
 INLINE_SOURCE_REFUSED: Final = "inline_source_refused"

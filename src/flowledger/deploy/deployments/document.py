@@ -21,6 +21,11 @@ a diagnostic.
 `flowledger.deploy.deployments.validation`): ``block`` (the default) refuses the resume,
 ``compatible`` allows it when every call site's arguments still validate against the
 new input schema, ``warn`` allows it with a warning.
+
+``idempotent`` on a binding (``true`` for every allowed tool, or a list of tool names)
+is the operator's statement that calling those tools twice has the effect of calling
+them once, whatever their annotations say: it lets a tool node retry ``timeout``,
+``invalid_result`` and ``outcome_unknown`` failures of them (docs/deploy.md, "Failures").
 """
 
 from __future__ import annotations
@@ -82,6 +87,14 @@ class Binding(SourceSpec):
         list[Annotated[str, StringConstraints(pattern=TOOL_NAME_PATTERN)]],
         Field(min_length=1, max_length=128),
     ]
+    idempotent: (
+        bool
+        | Annotated[
+            list[Annotated[str, StringConstraints(pattern=TOOL_NAME_PATTERN)]],
+            Field(max_length=128),
+        ]
+        | None
+    ) = None
 
 
 class ArtifactRef(_Strict):
@@ -121,6 +134,14 @@ class SourceBinding:
     @property
     def allow_tools(self) -> tuple[str, ...]:
         return tuple(self.binding.allow_tools)
+
+    def declared_idempotent(self, tool: str) -> bool:
+        """Whether the deployment declares ``tool`` idempotent (``idempotent: true`` or
+        a list naming it)."""
+        declared = self.binding.idempotent
+        if isinstance(declared, list):
+            return tool in declared
+        return declared is True
 
     @property
     def registered(self) -> str | None:
@@ -205,6 +226,17 @@ def validate_deployment(document: Mapping[str, Any] | Any) -> ValidatedDeploymen
                 SourceBinding(dependency, binding).identity()
             except SourceSpecError as exc:
                 issues.append(ArtifactIssue(place, "bad_source", str(exc)))
+        if isinstance(binding.idempotent, list):
+            for index, tool in enumerate(binding.idempotent):
+                if tool not in binding.allow_tools:
+                    issues.append(
+                        ArtifactIssue(
+                            f"{place}.idempotent[{index}]",
+                            "idempotent_not_allowed",
+                            f"tool {tool!r} is declared idempotent but not allowed",
+                            f"add it to sources.{dependency}.allow_tools, or remove it here",
+                        )
+                    )
         if len(set(binding.allow_tools)) != len(binding.allow_tools):
             issues.append(
                 ArtifactIssue(f"{place}.allow_tools", "duplicate_tool", "a tool is listed twice")

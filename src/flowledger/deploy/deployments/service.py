@@ -545,6 +545,7 @@ class DeployService:
             }
         if "error" in got:
             described["error"] = got["error"]
+            described["errors"] = got["errors"]
         if run.status is RunStatus.COMPLETED:
             state = (await definition.get(run.graph_run_id)).state
             described["outcome"], described["output"] = artifact_outcome(state)

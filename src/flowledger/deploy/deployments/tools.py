@@ -110,7 +110,9 @@ _TOOLS: Final[dict[str, tuple[str, dict[str, Any], bool]]] = {
         False,
     ),
     "read_run_trace": (
-        "A range of a deployed run's trace: what each node did, with the total count.",
+        "A range of a deployed run's trace: what each node did. Answers {run_id, start, "
+        "total, entries}; an entry's seq is its position from 0 (like start), so the next "
+        "range starts at the last seq + 1.",
         _schema(
             {
                 "run_id": _RUN_ID,

@@ -6,7 +6,10 @@ session and enabled, or an inline one where the door allows it: `SourceEnvironme
 every secret set and granted, every tool the closure calls allowed (by the deployment
 and by the registered source), each source reachable (all sources probed in parallel, each
 bounded by the timeout), each tool listed, and every call site's literal arguments
-valid for the tool's input schema. It returns the diagnostics and what it observed (the
+valid for the tool's input schema, and every tool node's ``retry.on`` allowed by the
+retry table for its tool (``retry_not_allowed``: ``timeout``, ``invalid_result`` and
+``outcome_unknown`` only for a tool annotated read-only or idempotent, or declared
+``idempotent`` by the binding). It returns the diagnostics and what it observed (the
 pin's source part); it writes nothing.
 
 `check_pinned` revalidates a run's *pin*: the sources of the pinned revision (never the
@@ -28,6 +31,7 @@ from typing import Any
 import jsonschema  # type: ignore[import-untyped, unused-ignore]
 import jsonschema.validators  # type: ignore[import-untyped, unused-ignore]
 
+from ..artifacts.failures import NEEDS_REPEATABLE
 from ..artifacts.model import ToolNode
 from ..artifacts.validated import ValidatedArtifact
 from ..registry.store import RegisteredSource
@@ -38,6 +42,7 @@ from .diagnostics import (
     ARGUMENTS_INCOMPATIBLE,
     BINDING_MISSING,
     DESCRIPTION_CHANGED,
+    RETRY_NOT_ALLOWED,
     SCHEMA_DRIFT,
     SERVER_CHANGED,
     SOURCE_UNREACHABLE,
@@ -50,7 +55,14 @@ from .diagnostics import (
 from .document import SourceBinding
 from .environment import Prepared, SourceEnvironment
 
-__all__ = ["CallSite", "call_sites", "check_pinned", "check_start", "incompatible_calls"]
+__all__ = [
+    "CallSite",
+    "call_sites",
+    "check_pinned",
+    "check_start",
+    "incompatible_calls",
+    "retry_table_diagnostics",
+]
 
 DEFAULT_CHECK_TIMEOUT = 10.0
 
@@ -63,11 +75,18 @@ class CallSite:
     dependency: str
     tool: str
     arguments: Any
+    retry_on: tuple[str, ...] = ()
 
 
 def call_sites(closure: Sequence[ValidatedArtifact]) -> list[CallSite]:
     return [
-        CallSite(f"{validated.name}.nodes.{node_id}", node.dependency, node.tool, node.arguments)
+        CallSite(
+            f"{validated.name}.nodes.{node_id}",
+            node.dependency,
+            node.tool,
+            node.arguments,
+            tuple(node.retry.on) if node.retry is not None else (),
+        )
         for validated in closure
         for node_id, node in validated.artifact.nodes.items()
         if isinstance(node, ToolNode)
@@ -238,12 +257,17 @@ async def check_start(
                         source=_registered_name(probe.registered),
                     )
                 )
+            binding = bindings[probe.dependency]
+            declared = binding.declared_idempotent(tool)
+            diagnostics += retry_table_diagnostics(sites, probe.dependency, info, declared)
             pinned_tools[tool] = {
                 "contract": info.contract_fingerprint,
                 "full": info.full_fingerprint,
                 "read_only": info.read_only,
                 "idempotent": info.idempotent,
             }
+            if declared:
+                pinned_tools[tool]["declared_idempotent"] = True
         observed[probe.dependency] = {
             "identity": probe.identity,
             "server": probe.server,
@@ -254,6 +278,31 @@ async def check_start(
 
 def _registered_name(registered: RegisteredSource | None) -> str | None:
     return None if registered is None else registered.name
+
+
+def retry_table_diagnostics(
+    sites: Sequence[CallSite], dependency: str, info: ToolInfo, declared: bool
+) -> list[Diagnostic]:
+    """A ``retry.on`` kind the retry table refuses for this tool, placed at its node."""
+    if info.repeatable or declared:
+        return []
+    return [
+        error(
+            RETRY_NOT_ALLOWED,
+            f"{site.place}.retry.on: {kind} is retried only for a tool annotated read-only "
+            f"or idempotent, and {dependency}.{info.name} is neither",
+            f"remove {kind} from retry.on (route it with on_error instead), or, if calling "
+            f"the tool twice is harmless, declare it: sources.{dependency}.idempotent: "
+            f"[{info.name}]",
+            place=f"{dependency}.{info.name}",
+            dependency=dependency,
+            tool=info.name,
+        )
+        for site in sites
+        if site.dependency == dependency and site.tool == info.name
+        for kind in site.retry_on
+        if kind in NEEDS_REPEATABLE
+    ]
 
 
 def _tool_missing(probe: _Probe, tool: str) -> Diagnostic:

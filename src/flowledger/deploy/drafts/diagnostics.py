@@ -3,23 +3,27 @@ answers every issue with a JSON Pointer to its place and the next actions to tak
 
 A diagnostic is an artifact issue (``place``, ``code``, ``message``, ``hint``) plus
 ``pointer`` (RFC 6901, what a ``draft_patch`` operation's ``path`` names; ``""`` is the
-whole document) and ``next_actions``: concrete tool calls (`guidance.next_actions`: those the
-code calls for, a ``draft_get`` to read the current revision before patching, and
-``explain`` of the code). Messages are clipped to
-`MAX_MESSAGE_CHARS` so a stored draft stays bounded.
+whole document) and ``next_actions``: concrete tool calls: first the actions that fix
+the issue when a check knows them (the catalog's checks,
+`flowledger.deploy.drafts.contracts`), then those every diagnostic of its code gets
+(`guidance.next_actions`: the code's rules, ``explain`` of the code, and a ``draft_get``
+to read the current revision before patching). Messages are clipped to `MAX_MESSAGE_CHARS` so a
+stored draft stays bounded.
 """
 
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from collections.abc import Sequence
+from dataclasses import dataclass, field
 from typing import Any, Final
 
 from ...workflows.authoring.guidance import next_actions
 from ..artifacts.errors import ROOT_PLACE, ArtifactIssue, ArtifactValidationError
 from ..artifacts.validate import validate_artifact
+from ..artifacts.validated import ValidatedArtifact
 
-__all__ = ["MAX_MESSAGE_CHARS", "Diagnosis", "diagnose", "diagnostic", "pointer_of"]
+__all__ = ["MAX_MESSAGE_CHARS", "Diagnosis", "action", "diagnose", "diagnostic", "pointer_of"]
 
 MAX_MESSAGE_CHARS: Final = 500
 _SEGMENT: Final = re.compile(r'\.?([A-Za-z_][A-Za-z0-9_]*)|\[(\d+)\]|\["((?:[^"\\]|\\.)*)"\]')
@@ -51,27 +55,40 @@ def _clip(text: str) -> str:
     return text if len(text) <= MAX_MESSAGE_CHARS else text[: MAX_MESSAGE_CHARS - 3] + "..."
 
 
-def diagnostic(issue: ArtifactIssue, draft: str) -> dict[str, Any]:
-    """One issue of draft ``draft`` as a diagnostic (see the module)."""
+def action(tool: str, /, **arguments: Any) -> dict[str, Any]:
+    """A next action: the call of ``tool`` with ``arguments``."""
+    return {"tool": tool, "arguments": arguments}
+
+
+def diagnostic(
+    issue: ArtifactIssue, draft: str, actions: Sequence[dict[str, Any]] = ()
+) -> dict[str, Any]:
+    """One issue of draft ``draft`` as a diagnostic (see the module); ``actions`` fix it
+    and come first."""
+    guided = next_actions(issue.code, {"draft": draft})
     return {
         "place": issue.place,
         "pointer": pointer_of(issue.place),
         "code": issue.code,
         "message": _clip(issue.message),
         "hint": _clip(issue.hint),
-        "next_actions": next_actions(issue.code, {"draft": draft}),
+        "next_actions": [*actions, *(item for item in guided if item not in actions)],
     }
 
 
 @dataclass(frozen=True, slots=True)
 class Diagnosis:
     """``valid`` with the artifact's ``digest``, or the ``diagnostics`` (``truncated``
-    when validation stopped at its bound)."""
+    when validation stopped at its bound). ``validated`` is the artifact when its own
+    checks passed (the catalog's checks may still have found issues); ``capabilities``
+    are the tools the catalog's checks found, with their contract fingerprints."""
 
     valid: bool
     digest: str | None
     diagnostics: tuple[dict[str, Any], ...]
     truncated: bool = False
+    validated: ValidatedArtifact | None = field(default=None, compare=False)
+    capabilities: tuple[dict[str, Any], ...] = ()
 
 
 def diagnose(document: Any, draft: str) -> Diagnosis:
@@ -81,4 +98,4 @@ def diagnose(document: Any, draft: str) -> Diagnosis:
         return Diagnosis(
             False, None, tuple(diagnostic(issue, draft) for issue in exc.issues), exc.truncated
         )
-    return Diagnosis(True, validated.digest, ())
+    return Diagnosis(True, validated.digest, (), validated=validated)

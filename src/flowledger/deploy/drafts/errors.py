@@ -9,8 +9,8 @@ from ..artifacts.errors import ArtifactIssue
 
 __all__ = [
     "CapabilityMissingError",
-    "DraftBindingError",
     "DraftConflictError",
+    "DraftContractError",
     "DraftCorruptError",
     "DraftError",
     "DraftExistsError",
@@ -160,20 +160,28 @@ class DraftInvalidError(DraftError, ValueError):
         return [issue.to_json() for issue in self.issues]
 
 
-class DraftBindingError(DraftError, ValueError):
-    """Publishing with a deployment, a dependency is unbound, or its registered source is
-    not visible, not probed, or does not list a tool the artifact uses; nothing saved."""
+class DraftContractError(DraftError, ValueError):
+    """Publishing a draft the catalog's checks refuse (`flowledger.deploy.drafts.contracts`:
+    an unbound or unseen source, a tool its probe does not list, arguments the tool does
+    not accept, a result path it does not declare, a contract changed since the draft was
+    checked); ``diagnostics`` are all of them. Nothing was saved."""
 
-    code = "draft_binding"
+    code = "draft_contract"
 
-    def __init__(self, name: str, issues: Sequence[ArtifactIssue]) -> None:
+    def __init__(self, name: str, diagnostics: Sequence[dict[str, Any]]) -> None:
         self.name = name
-        self.issues = tuple(issues)
-        shown = "; ".join(f"{issue} [{issue.code}]" for issue in self.issues[:5])
-        super().__init__(f"draft {name!r} cannot be deployed, nothing was saved: {shown}")
+        self.diagnostics = tuple(diagnostics)
+        shown = "; ".join(
+            f"{item['place']}: [{item['code']}] {item['message']}" for item in self.diagnostics
+        )
+        super().__init__(
+            f"draft {name!r} does not pass the checks against the catalog, nothing was saved "
+            f"({len(self.diagnostics)} diagnostic(s), each with next actions in draft_validate): "
+            f"{shown}"
+        )
 
     def to_json(self) -> list[dict[str, Any]]:
-        return [issue.to_json() for issue in self.issues]
+        return [dict(item) for item in self.diagnostics]
 
 
 class DraftCorruptError(DraftError):

@@ -565,6 +565,37 @@ EXPLANATIONS: Final[dict[str, tuple[str, str, str]]] = {
         "Check the tool's effect by hand, then start a new run.",
         "inspect_run {run_id: ...}",
     ),
+    "tool_call_failed": (
+        "An attempt's failure recorded before the run's owner stopped is final: its kind "
+        "is neither retried nor routed by the node.",
+        "Route the kind with on_error (or retry it, where the retry table allows), or "
+        "start a new run.",
+        "on_error: {next: report, kinds: [tool_error, unavailable]}",
+    ),
+    "unknown_failure_kind": (
+        "retry.on or on_error.kinds names something that is not a failure kind.",
+        "Use tool_error, invalid_result, timeout, unavailable or outcome_unknown.",
+        "retry: {attempts: 3, on: [unavailable, timeout]}",
+    ),
+    "retry_out_of_range": (
+        "retry.attempts is outside 1..10, a backoff number is outside its range (initial "
+        "and max 0..600 s, factor 1..10, max at least initial), or retry.on is empty.",
+        "Keep attempts at most 10 and the backoff within its bounds; route what remains "
+        "with on_error.",
+        "retry: {attempts: 3, backoff: {initial: 0.5, factor: 2, max: 10}, on: [unavailable]}",
+    ),
+    "retry_not_allowed": (
+        "A tool node retries timeout, invalid_result or outcome_unknown of a tool that is "
+        "not annotated read-only or idempotent: a second call could repeat its effect.",
+        "Remove the kind from retry.on and route it with on_error, or declare the tool "
+        "idempotent in the deployment if calling it twice is harmless.",
+        "sources: {billing: {source: billing, allow_tools: [charge], idempotent: [charge]}}",
+    ),
+    "idempotent_not_allowed": (
+        "A binding declares a tool idempotent that its allow_tools does not list.",
+        "Add the tool to allow_tools, or remove it from idempotent.",
+        "sources: {api: {source: api, allow_tools: [put_item], idempotent: [put_item]}}",
+    ),
     "node_failed": (
         "A node failed while running (its message says why).",
         "Read the trace; fix the artifact or the source and start again.",
@@ -701,8 +732,10 @@ EXPLANATIONS: Final[dict[str, tuple[str, str, str]]] = {
         "flowledger source probe clock",
     ),
     "capability_missing": (
-        "The source's last probe lists no tool of that name.",
-        "Use a tool the probe lists (source_probe or the registry shows them).",
+        "The source's last probe lists no tool of that name (a capability asked for, or a tool "
+        "a draft's node calls).",
+        "Use a tool the probe lists: capability_list {query} finds one, capability_inspect "
+        "shows it.",
         "draft_add_tool {..., source: clock, tool: get_current_time}",
     ),
     "draft_invalid": (
@@ -711,11 +744,47 @@ EXPLANATIONS: Final[dict[str, tuple[str, str, str]]] = {
         "Fix the issues listed (draft_get shows diagnostics), then publish again.",
         "draft_publish {draft: hello, revision: 5, version: '1.0.0'}",
     ),
-    "draft_binding": (
-        "Publishing with deploy, a dependency is unbound, or its source is not visible, not "
-        "probed, or lacks a tool used. Nothing was saved.",
-        "Bind each dependency to a registered, probed source that lists the tools.",
-        "draft_publish {..., deploy: true, bindings: {clock: clock}}",
+    "draft_contract": (
+        "Publishing a draft that does not pass the checks against the catalog (a dependency "
+        "unbound or its source not seen, a tool not listed, arguments the tool does not take, "
+        "a result path it does not declare, a contract changed since the draft was checked). "
+        "Nothing was saved.",
+        "Apply the next actions of the diagnostics draft_validate lists, then publish again.",
+        "draft_validate {draft: hello}",
+    ),
+    "argument_missing": (
+        "A tool node does not give an argument the tool's input schema requires.",
+        "Add it: the next action is the draft_patch that maps it from a same-named state field "
+        "or input property when there is one; else capability_inspect shows the schema.",
+        '[{"op": "add", "path": "/nodes/now/arguments/timezone", "value": "${ input.timezone }"}]',
+    ),
+    "argument_invalid": (
+        "A literal argument of a tool node does not validate against the tool's input schema "
+        "(a wrong type, a value not in its enum, an argument the tool does not take).",
+        "Give a value the schema accepts (capability_inspect shows it), read it from a field "
+        "(the next action does when a same-named field exists), or remove an unknown one.",
+        '[{"op": "replace", "path": "/nodes/sum/arguments/a", "value": 2}]   # not "two"',
+    ),
+    "argument_type": (
+        "An argument reads a field whose type is known (input_schema, a state field's reducer "
+        "and assignments, a tool's output schema) and none of its types is what the tool's "
+        "input schema takes.",
+        "Read a field of the right type, or convert it (to_string, to_number).",
+        "arguments: {timezone: '${ to_string(input.zone_id) }'}",
+    ),
+    "result_path_unknown": (
+        "An assign reads result.structured.<path>, but the tool's output schema declares no "
+        "such field: it would always be null.",
+        "Read a field the output schema declares (capability_inspect shows it).",
+        "assign: {temperature: '${ result.structured.temperature }'}",
+    ),
+    "contract_changed": (
+        "A tool's contract (name, input or output schema) in its source's last probe is not "
+        "the one the draft was checked against; publishing refuses instead of deploying "
+        "something unchecked.",
+        "Read the new contract (capability_inspect); any edit, even an empty draft_patch, "
+        "checks the draft against it and records it; then publish.",
+        "draft_patch {draft: hello, revision: 7, operations: []}",
     ),
     "draft_corrupt": (
         "A stored draft record failed to decode.",

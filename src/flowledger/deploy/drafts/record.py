@@ -3,13 +3,17 @@
 One KV value per draft (``sessions/<sid>/deploy/drafts/<name>``)::
 
     {"draft": 1, "name", "revision", "document", "valid", "digest", "diagnostics",
-     "truncated", "bindings", "origin", "created_at", "updated_at"}
+     "truncated", "bindings", "origin", "capabilities", "created_at", "updated_at"}
 
 ``revision`` counts the draft's edits: 1 when created, +1 per applied edit, contiguous.
 ``document`` is any JSON data (possibly not a valid artifact); ``diagnostics`` are its
 last validation's (`flowledger.deploy.drafts.diagnostics`). ``bindings`` maps a
 dependency to the registered source it came from (a capability), for publishing with a
-deployment. ``origin`` says what the draft started from.
+deployment. ``origin`` says what the draft started from. ``capabilities`` are the tools
+the last edit's checks against the catalog found, each ``{dependency, source,
+probe_revision, tool, contract_fingerprint}`` (`flowledger.deploy.drafts.contracts`);
+publishing compares them with the probes of the moment. (A record written before
+capabilities were recorded has none.)
 
 A deleted draft leaves a tombstone, ``{"draft": 1, "name", "deleted": true}``, so the
 key's KV revisions keep growing across a delete and a new draft of the same name: an edit
@@ -49,9 +53,13 @@ _FIELDS: Final = frozenset(
         "truncated",
         "bindings",
         "origin",
+        "capabilities",
         "created_at",
         "updated_at",
     }
+)
+_CAPABILITY_FIELDS: Final = frozenset(
+    {"dependency", "source", "probe_revision", "tool", "contract_fingerprint"}
 )
 _DIAGNOSTIC_FIELDS: Final = frozenset(
     {"place", "pointer", "code", "message", "hint", "next_actions"}
@@ -74,6 +82,7 @@ class Draft:
     truncated: bool
     bindings: dict[str, str] = field(default_factory=dict)
     origin: dict[str, Any] = field(default_factory=dict)
+    capabilities: tuple[dict[str, Any], ...] = ()
     created_at: str = ""
     updated_at: str = ""
 
@@ -87,6 +96,7 @@ class Draft:
             "truncated": self.truncated,
             "bindings": dict(self.bindings),
             "origin": dict(self.origin),
+            "capabilities": [dict(item) for item in self.capabilities],
             "created_at": self.created_at,
             "updated_at": self.updated_at,
         }
@@ -117,6 +127,7 @@ def encode_draft(draft: Draft) -> bytes:
             "truncated": draft.truncated,
             "bindings": draft.bindings,
             "origin": draft.origin,
+            "capabilities": list(draft.capabilities),
             "created_at": draft.created_at,
             "updated_at": draft.updated_at,
         },
@@ -143,7 +154,7 @@ def decode_draft(key: str, raw: bytes, name: str) -> Draft | None:
         raise bad("not JSON") from None
     if body == {"draft": RECORD_VERSION, "name": name, "deleted": True}:
         return None
-    if not isinstance(body, dict) or set(body) != _FIELDS:
+    if not isinstance(body, dict) or set(body) | {"capabilities"} != _FIELDS:
         raise bad("unexpected fields")
     if body["draft"] != RECORD_VERSION:
         raise bad("unsupported record version")
@@ -174,6 +185,15 @@ def decode_draft(key: str, raw: bytes, name: str) -> Draft | None:
         raise bad("malformed bindings")
     if not isinstance(origin, dict) or not isinstance(body["truncated"], bool):
         raise bad("malformed origin")
+    capabilities = body.get("capabilities", [])
+    if not isinstance(capabilities, list) or any(
+        not isinstance(item, dict)
+        or set(item) != _CAPABILITY_FIELDS
+        or not all(isinstance(item[k], str) for k in _CAPABILITY_FIELDS - {"probe_revision"})
+        or not isinstance(item["probe_revision"], int)
+        for item in capabilities
+    ):
+        raise bad("malformed capabilities")
     for moment in ("created_at", "updated_at"):
         try:
             datetime.strptime(body[moment], "%Y-%m-%dT%H:%M:%S.%fZ")
@@ -189,6 +209,7 @@ def decode_draft(key: str, raw: bytes, name: str) -> Draft | None:
         body["truncated"],
         bindings,
         origin,
+        tuple(capabilities),
         body["created_at"],
         body["updated_at"],
     )

@@ -6,38 +6,44 @@ sources the session may see and their last probes (capabilities), and the deploy
 Nothing here starts or contacts a source: a capability's tools are those of its
 source's last successful probe (the operator probes).
 
+Every edit stores the draft with the diagnostics of `check`: the artifact's own checks,
+and once they pass, the checks against the catalog with the draft's bindings
+(`flowledger.deploy.drafts.contracts`), whose capabilities (tool, source, probe
+revision, contract fingerprint) are recorded on the draft.
+
 Publishing (`publish`): the draft at ``revision`` gets ``version`` and must validate
-(`DraftInvalidError` with every issue otherwise, nothing saved); it is saved as an
+(`DraftInvalidError` with every issue otherwise, nothing saved), and pass the checks
+against the catalog now, with its bindings (``bindings`` adds or overrides), a recorded
+capability whose contract fingerprint changed since being ``contract_changed``
+(`DraftContractError` with every diagnostic otherwise, nothing saved). It is saved as an
 immutable artifact version (children pinned by `ArtifactStore.save`). With ``deploy``,
-first every dependency must be bound to a registered source visible to the session
-(from the capability it came from, or ``bindings``) whose last probe lists every tool
-the artifact uses from it; then the artifact is saved and a deployment (``deployment``,
-default the artifact's name) binding each dependency as ``source: NAME`` with
-``allow_tools`` the tools the artifact uses from it is saved and made live. The answer
-says, per dependency, the probe revision it was checked against.
+a deployment (``deployment``, default the artifact's name) binding each dependency as
+``source: NAME`` with ``allow_tools`` the tools the artifact uses from it is saved and
+made live. The answer lists the capabilities checked (``checked``, with their
+fingerprints) and, with a deployment, per dependency the probe revision it was checked
+against.
 """
 
 from __future__ import annotations
 
-import builtins
 import copy
 import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from ..artifacts.errors import ArtifactIssue, ArtifactValidationError, place_of
+from ..artifacts.errors import ArtifactValidationError
 from ..artifacts.validate import validate_artifact
 from ..deployments.document import DEPLOYMENT_FORMAT, validate_deployment
 from ..deployments.service import DeployService
 from ..registry.store import Probe
-from ..sources.errors import SourceError
 from ..sources.tool_info import ToolInfo
-from .diagnostics import diagnostic
+from .contracts import check_contracts
+from .diagnostics import Diagnosis, diagnose
 from .edits import add_tool_operations, connect_operations, set_output_operations
 from .errors import (
     CapabilityMissingError,
-    DraftBindingError,
     DraftConflictError,
+    DraftContractError,
     DraftInvalidError,
     EditInvalidError,
     ProbeMissingError,
@@ -61,7 +67,7 @@ class DraftService:
 
     def __init__(self, deploy: DeployService) -> None:
         self.deploy = deploy
-        self.store = DraftStore(deploy.session.store.kv)
+        self.store = DraftStore(deploy.session.store.kv, self.check)
 
     @property
     def _sid(self) -> str:
@@ -70,7 +76,11 @@ class DraftService:
     # -- capabilities -----------------------------------------------------------------
 
     async def _probe(self, source: str) -> Probe:
-        probe = await self.deploy.sources.last_probe(source)  # source_missing if not visible
+        """The last successful probe of ``source``, which the session must see
+        (``source_missing``) and the operator must not have disabled (``source_disabled``:
+        a deployment could not use it)."""
+        await self.deploy.sources.enabled(source)
+        probe = await self.deploy.sources.last_probe(source)
         if probe is None:
             raise ProbeMissingError(source, "was never probed")
         if not probe.ok:
@@ -229,62 +239,60 @@ class DraftService:
 
     # -- checking and publishing ------------------------------------------------------
 
-    async def _binding_issues(
-        self, document: Any, bindings: Mapping[str, str]
-    ) -> builtins.list[ArtifactIssue]:
-        """Each dependency with its source's last probe: unbound, not visible, never
-        probed, or a used tool the probe does not list."""
-        issues: builtins.list[ArtifactIssue] = []
-        dependencies = document.get("dependencies") if isinstance(document, dict) else None
-        if not isinstance(dependencies, dict):
-            return issues
-        for dependency, declared in sorted(dependencies.items()):
-            place = place_of("dependencies", dependency)
-            source = bindings.get(dependency)
-            if source is None:
-                issues.append(
-                    ArtifactIssue(
-                        place,
-                        "binding_missing",
-                        f"dependency {dependency!r} is bound to no registered source",
-                        "publish with bindings: {" + dependency + ": SOURCE}",
-                    )
-                )
-                continue
-            try:
-                probe = await self._probe(source)
-            except (SourceError, ProbeMissingError) as exc:  # source_missing, probe_missing
-                issues.append(ArtifactIssue(place, exc.code, str(exc)))
-                continue
-            listed = {info.name for info in probe.tools}
-            tools = declared.get("tools") if isinstance(declared, dict) else None
-            for index, tool in enumerate(tools if isinstance(tools, list) else []):
-                if tool not in listed:
-                    issues.append(
-                        ArtifactIssue(
-                            place_of("dependencies", dependency, "tools", index),
-                            "capability_missing",
-                            f"source {source!r} does not list tool {tool!r} "
-                            f"(probe of revision {probe.revision})",
-                        )
-                    )
-        return issues
+    async def check(
+        self,
+        name: str,
+        document: Any,
+        bindings: Mapping[str, str],
+        revision: int,
+        recorded: Sequence[Mapping[str, Any]] = (),
+    ) -> Diagnosis:
+        """The artifact's own checks, and when they pass the checks against the catalog
+        (`check_contracts`) with ``bindings``; ``recorded`` capabilities are compared
+        with the probes now (``contract_changed``)."""
+        diagnosis = diagnose(document, name)
+        if diagnosis.validated is None:
+            return diagnosis
+        checked = await check_contracts(
+            diagnosis.validated,
+            bindings,
+            self._probe,
+            draft=name,
+            revision=revision,
+            recorded=recorded,
+        )
+        valid = not checked.diagnostics
+        return Diagnosis(
+            valid,
+            diagnosis.digest if valid else None,
+            checked.diagnostics,
+            validated=diagnosis.validated,
+            capabilities=checked.capabilities,
+        )
 
     async def validate(
         self, name: str, bindings: Mapping[str, str] | None = None
     ) -> dict[str, Any]:
-        """The draft's diagnostics, and its bindings checked against the sources' last
-        probes (``bindings`` adds or overrides); nothing is written."""
+        """The draft checked now: its artifact, and against the catalog with its bindings
+        (``bindings`` adds or overrides), its recorded capabilities compared with the
+        sources' probes of the moment; nothing is written. ``bindings`` in the answer
+        repeats the diagnostics about the dependencies' sources."""
         draft = await self.store.get(self._sid, name)
         merged = {**draft.bindings, **(bindings or {})}
-        checked = await self._binding_issues(draft.document, merged)
+        diagnosis = await self.check(
+            name, draft.document, merged, draft.revision, draft.capabilities
+        )
         return {
             "draft": name,
             "revision": draft.revision,
-            "valid": draft.valid,
-            "diagnostics": list(draft.diagnostics),
-            "bindings": [diagnostic(issue, name) for issue in checked],
-            "deployable": draft.valid and not checked,
+            "valid": diagnosis.valid,
+            "diagnostics": list(diagnosis.diagnostics),
+            "truncated": diagnosis.truncated,
+            "capabilities": list(diagnosis.capabilities),
+            "bindings": [
+                item for item in diagnosis.diagnostics if item["place"].startswith("dependencies.")
+            ],
+            "deployable": diagnosis.valid,
         }
 
     async def publish(
@@ -308,16 +316,23 @@ class DraftService:
             validated = validate_artifact(document)
         except ArtifactValidationError as exc:
             raise DraftInvalidError(name, exc.issues) from None
+        merged = {**draft.bindings, **(bindings or {})}
+        contracts = await check_contracts(
+            validated,
+            merged,
+            self._probe,
+            draft=name,
+            revision=revision,
+            recorded=draft.capabilities,
+        )
+        if contracts.diagnostics:
+            raise DraftContractError(name, contracts.diagnostics)
         deployment_document: dict[str, Any] | None = None
-        checked: dict[str, Any] = {}
+        checked = {
+            item["dependency"]: {"source": item["source"], "revision": item["probe_revision"]}
+            for item in contracts.capabilities
+        }
         if deploy:
-            merged = {**draft.bindings, **(bindings or {})}
-            problems = await self._binding_issues(document, merged)
-            if problems:
-                raise DraftBindingError(name, problems)
-            for dependency in validated.artifact.dependencies:
-                probe = await self._probe(merged[dependency])
-                checked[dependency] = {"source": merged[dependency], "revision": probe.revision}
             deployment_document = {
                 "format": DEPLOYMENT_FORMAT,
                 "name": deployment or validated.name,
@@ -335,6 +350,7 @@ class DraftService:
         answer: dict[str, Any] = {
             "draft": name,
             "revision": revision,
+            "checked": list(contracts.capabilities),
             "artifact": {
                 "name": record.name,
                 "version": record.version,

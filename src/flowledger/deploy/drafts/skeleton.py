@@ -4,7 +4,10 @@ calling a capability (a tool of a registered source, from its last probe).
 A capability's input schema becomes the workflow's input, closed (``"additionalProperties":
 false`` added to every object schema that says nothing about it: an artifact's schemas are
 closed), and every property of it is passed to the tool as ``${ input.<property> }``. The
-tool's text result is the workflow's output ``text``.
+tool's text result is the workflow's output ``text``. A ``$schema`` naming another draft
+than 2020-12 is left out (many servers write draft-07; an artifact's schemas are read as
+2020-12, which reads the keywords such input schemas use, ``type``, ``properties``,
+``required``, ``enum``, alike).
 """
 
 from __future__ import annotations
@@ -101,12 +104,17 @@ def _close(schema: Any) -> None:
         _close(schema["additionalProperties"])
 
 
+_DRAFT_2020_12: Final = "https://json-schema.org/draft/2020-12/schema"
+
+
 def capability_document(name: str, dependency: str, tool: ToolInfo) -> dict[str, Any]:
     """A workflow ``name`` that calls ``tool`` of ``dependency`` with its own input and
     answers the tool's text (see the module)."""
     input_schema = closed_schema(tool.input_schema)
     if not isinstance(input_schema, dict) or input_schema.get("type") != "object":
         input_schema = {"type": "object", "additionalProperties": False, "properties": {}}
+    if input_schema.get("$schema", "").rstrip("#") != _DRAFT_2020_12:
+        input_schema.pop("$schema", None)
     properties = input_schema.get("properties")
     arguments: dict[str, Any] = {}
     if isinstance(properties, Mapping):

@@ -9,12 +9,17 @@ diagnostics, valid or not. At most `MAX_DRAFTS` drafts per session. A delete (at
 given revision, or the current one) replaces the record by a tombstone under the same
 compare-and-swap, so it is exactly ordered with edits, and a draft created again under
 that name continues the key's KV revisions (no edit of the old draft can land on it).
+
+What a stored revision's diagnostics are is the store's ``check``: by default the
+artifact's own validation (`diagnose`); `DraftService` adds the checks against the
+catalog (`flowledger.deploy.drafts.contracts`). The check runs between reading the draft
+and the compare-and-swap, so what is stored is the check of exactly that document.
 """
 
 from __future__ import annotations
 
 import builtins
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any, Final
 
@@ -22,7 +27,7 @@ from flowledger import storage
 from flowledger.workflows.authoring.metadata import NAME_PATTERN
 from flowledger.workflows.records.run import is_id
 
-from .diagnostics import diagnose
+from .diagnostics import Diagnosis, diagnose
 from .errors import (
     DraftConflictError,
     DraftCorruptError,
@@ -33,9 +38,20 @@ from .errors import (
 from .patch import apply_patch, check_storable
 from .record import Draft, decode_draft, encode_draft, encode_tombstone, timestamp
 
-__all__ = ["MAX_DRAFTS", "DraftStore"]
+__all__ = ["MAX_DRAFTS", "Check", "DraftStore", "artifact_check"]
 
 MAX_DRAFTS: Final = 256
+
+#: ``(draft name, document, bindings, revision) -> its diagnosis``; ``revision`` is the
+#: one the document is stored as (what a next action patches).
+Check = Callable[[str, Any, Mapping[str, str], int], Awaitable[Diagnosis]]
+
+
+async def artifact_check(
+    name: str, document: Any, bindings: Mapping[str, str], revision: int
+) -> Diagnosis:
+    """The artifact's own validation only."""
+    return diagnose(document, name)
 
 
 @dataclass(frozen=True, slots=True)
@@ -47,10 +63,11 @@ class _Entry:
 class DraftStore:
     """Drafts per session (every method takes the session id, a canonical UUID, first)."""
 
-    def __init__(self, kv: storage.KV) -> None:
+    def __init__(self, kv: storage.KV, check: Check = artifact_check) -> None:
         if not isinstance(kv, storage.KV):
             raise TypeError("DraftStore requires a storage.KV")
         self._kv = kv
+        self._check = check
 
     @classmethod
     def over(cls, store: storage.Store) -> DraftStore:
@@ -122,7 +139,7 @@ class DraftStore:
         if len(await self.list(session_id)) >= MAX_DRAFTS:
             raise DraftLimitError(MAX_DRAFTS)
         now = timestamp()
-        diagnosis = diagnose(document, name)
+        diagnosis = await self._check(name, document, dict(bindings or {}), 1)
         draft = Draft(
             name,
             1,
@@ -133,6 +150,7 @@ class DraftStore:
             diagnosis.truncated,
             dict(bindings or {}),
             dict(origin or {}),
+            diagnosis.capabilities,
             now,
             now,
         )
@@ -160,7 +178,7 @@ class DraftStore:
             raise DraftConflictError(name, revision, current.revision)
         document, bindings = change(current)
         check_storable(document)
-        diagnosis = diagnose(document, name)
+        diagnosis = await self._check(name, document, bindings, revision + 1)
         new = replace(
             current,
             revision=revision + 1,
@@ -169,6 +187,7 @@ class DraftStore:
             digest=diagnosis.digest,
             diagnostics=diagnosis.diagnostics,
             truncated=diagnosis.truncated,
+            capabilities=diagnosis.capabilities,
             bindings=dict(bindings),
             updated_at=timestamp(),
         )

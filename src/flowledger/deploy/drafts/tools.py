@@ -169,14 +169,19 @@ _TOOLS: Final[dict[str, tuple[str, dict[str, Any], bool]]] = {
         True,
     ),
     "draft_validate": (
-        "A draft's diagnostics, and its dependencies checked against the bound registered "
-        "sources' last probes (deployable or not). Writes nothing.",
+        "Check a draft now: as an artifact and against the catalog (each tool listed by its "
+        "bound source's last probe, literal arguments against the tool's input schema, "
+        "traced argument types, result.structured paths against its output schema, "
+        "contracts changed since the last edit); every diagnostic has next actions. "
+        "Writes nothing.",
         _schema({"draft": _DRAFT, "bindings": _BINDINGS}, ("draft",)),
         False,
     ),
     "draft_publish": (
         "Save the draft (at revision) as the immutable artifact version `version`; with "
-        "deploy, also a live deployment binding each dependency to its registered source.",
+        "deploy, also a live deployment binding each dependency to its registered source. "
+        "Refused, nothing saved, unless it passes the checks against the catalog now; "
+        "answers the contract fingerprints it checked.",
         _schema(
             {
                 "draft": _DRAFT,

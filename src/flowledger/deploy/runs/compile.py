@@ -47,6 +47,7 @@ around the call.
 
 from __future__ import annotations
 
+import asyncio
 import copy
 import json
 import operator
@@ -84,7 +85,7 @@ from ..artifacts.records import ChildPin
 from ..artifacts.records import closure_digest as pinned_closure_digest
 from ..artifacts.store import ArtifactStore
 from ..artifacts.validate import ValidatedArtifact
-from ..sources.errors import ToolArgumentsError
+from ..sources.errors import SourceError, ToolArgumentsError
 from ..sources.pool import SourcePool
 from ..sources.session import ToolResult
 from ..sources.spec import Source
@@ -96,7 +97,8 @@ from .errors import (
     ToolOutcomeUnknownError,
     ToolResultTooLargeError,
 )
-from .intents import MAX_RESULT_BYTES, ToolIntents
+from .failures import Failure, FailurePolicy, RecordedFailureError, classify
+from .intents import MAX_RESULT_BYTES, ToolIntents, attempt_key
 from .offload import off_loop
 from .trace import RunTrace, TraceEntry, preview, trace_error
 
@@ -191,6 +193,7 @@ class _Runtime:
         self.refusals: dict[str, Exception] = {}
         self.contracts: dict[str, Mapping[str, Mapping[str, str]]] = {}
         self.run_sources: dict[str, Mapping[str, SourceRef]] = {}
+        self.repeatable: dict[str, Mapping[str, Mapping[str, bool]]] = {}
 
     def over(self, ledger: storage.Ledger) -> _Runtime:
         return _Runtime(self.sources, ledger, self.connect_timeout)
@@ -202,13 +205,16 @@ class _Runtime:
         refusal: Exception | None = None,
         contracts: Mapping[str, Mapping[str, str]] | None = None,
         sources: Mapping[str, SourceRef] | None = None,
+        repeatable: Mapping[str, Mapping[str, bool]] | None = None,
     ) -> AsyncIterator[None]:
         """While a segment of the run executes here: its source pool, and this runtime as
         the one its tasks use (the tasks are shared by every copy of the definition).
         With ``refusal``, the segment's first node raises it (so the run fails); with
         ``contracts`` (dependency -> tool -> contract fingerprint), a tool whose listed
         contract differs is not called (`ToolContractChangedError`); ``sources``
-        (dependency -> source) override the compiled sources for this run."""
+        (dependency -> source) override the compiled sources for this run;
+        ``repeatable`` (dependency -> tool -> read-only or idempotent, as pinned) replaces
+        the annotations of the live listing in retry and routing decisions."""
         pool = SourcePool(connect_timeout=self.connect_timeout)
         self.pools[graph_run_id] = pool
         if refusal is not None:
@@ -217,6 +223,8 @@ class _Runtime:
             self.contracts[graph_run_id] = contracts
         if sources is not None:
             self.run_sources[graph_run_id] = sources
+        if repeatable is not None:
+            self.repeatable[graph_run_id] = repeatable
         token = _ACTIVE.set(self)
         try:
             yield
@@ -225,6 +233,7 @@ class _Runtime:
             self.refusals.pop(graph_run_id, None)
             self.contracts.pop(graph_run_id, None)
             self.run_sources.pop(graph_run_id, None)
+            self.repeatable.pop(graph_run_id, None)
             self.pools.pop(graph_run_id, None)
             self.intents.forget(graph_run_id)
             await pool.close()
@@ -255,6 +264,9 @@ class _Note:
     arguments: str = ""
     result: str = ""
     status: str = "ok"
+    attempt: int = 0
+    failure: str = ""
+    error: BaseException | None = None  # a failure the node routed (it did not raise)
 
 
 def _now() -> datetime:
@@ -404,7 +416,11 @@ class _Compiler:
         if isinstance(node, SetNode):
             self._exit(scope, vertex, node_id, node.next, traced(self._set(scope, node_id, node)))
         elif isinstance(node, ToolNode):
-            self._exit(scope, vertex, node_id, node.next, traced(self._tool(scope, node_id, node)))
+            task = traced(self._tool(scope, node_id, node))
+            if node.on_error is None:
+                self._exit(scope, vertex, node_id, node.next, task)
+            else:
+                self._tool_routes(scope, vertex, node_id, node, task)
         elif isinstance(node, InterruptNode):
             self.resume_schemas[vertex] = node.resume_schema
             task = traced(self._interrupt(scope, node_id, node))
@@ -445,7 +461,8 @@ class _Compiler:
                     note.status, error = "error", exc
                     raise
                 finally:
-                    error_type, message = trace_error(error) if error else ("", "")
+                    shown = error or note.error
+                    error_type, message = trace_error(shown) if shown else ("", "")
                     await _runtime().trace.append(
                         info.graph_run_id,
                         TraceEntry(
@@ -462,6 +479,8 @@ class _Compiler:
                             result=note.result,
                             error_type=error_type,
                             error_message=message,
+                            attempt=note.attempt,
+                            failure=note.failure or (classify(error) or "" if error else ""),
                         ),
                     )
 
@@ -501,6 +520,10 @@ class _Compiler:
         return body
 
     def _tool(self, scope: _Scope, node_id: str, node: ToolNode) -> Any:
+        """A tool node's body: attempts of the call (``retry``), each guarded by an intent
+        record when the tool is not read-only or idempotent or when the node retries
+        (so a restarted owner continues the count); the final failure routed by
+        ``on_error`` or raised (docs/deploy.md, "Failures")."""
         arguments_template = scope.validated.templates[f"nodes.{node_id}.arguments"]
         place = f"{scope.label}nodes.{node_id}.dependency"
         source = self.sources.get(node.dependency)
@@ -509,6 +532,36 @@ class _Compiler:
                 place, f"dependency {node.dependency!r} is not bound to a source"
             )
         name = scope.keys + node_id
+        policy = FailurePolicy.of(node)
+        route_key = f"$route/{scope.vertex(node_id)}"
+        on_error = node.on_error
+        error_assign = (
+            [
+                (
+                    scope.key(field),
+                    scope.validated.templates[f"nodes.{node_id}.on_error.assign.{field}"],
+                )
+                for field in on_error.assign
+            ]
+            if on_error is not None
+            else []
+        )
+
+        async def finish(update: Update) -> Update:
+            if on_error is not None:
+                update[route_key] = node.next
+            return update
+
+        async def route(view: Mapping[str, Any], failure: Failure) -> Update:
+            scope_view = {**view, "error": failure.to_json()}
+
+            def evaluate() -> Update:
+                return {key: template.evaluate(scope_view) for key, template in error_assign}
+
+            update = await off_loop(evaluate) if error_assign else {}
+            assert on_error is not None
+            update[route_key] = on_error.next
+            return update
 
         async def body(state: dict[str, Any], note: _Note) -> Update:
             runtime = _runtime()
@@ -526,53 +579,231 @@ class _Compiler:
                 preview(arguments),
             )
             info = flow.run_info()
-            chosen = runtime.run_sources.get(info.graph_run_id, {}).get(node.dependency, source)
-            concrete = chosen() if callable(chosen) else chosen
-            session = await runtime.pool(info.graph_run_id).session(concrete)
-            tool = await session.tool(node.tool)
-            pinned = runtime.contracts.get(info.graph_run_id, {}).get(node.dependency, {})
-            expected = pinned.get(node.tool)
-            if expected is not None and tool.contract_fingerprint != expected:
-                raise ToolContractChangedError(
-                    name,
-                    f"the contract of {node.dependency}.{node.tool} changed since the run "
-                    "was pinned; the tool was not called",
-                )
-            _check_arguments(name, node, tool.input_schema, arguments)
             key, run = info.idempotency_key, info.graph_run_id
-            if tool.repeatable:  # calling again after a crash is allowed: nothing to record
-                result = await session.call_tool(node.tool, arguments, timeout=node.timeout)
-                _raise_for_error(name, node, result)
-                return await self._tool_result(scope, node_id, node, view, result, note)
-            intent = await runtime.intents.get(run, key)
-            if intent is not None and intent.state == "done" and intent.result is not None:
-                result = _stored_result(intent.result)
-                note.status = "reused"
-            else:
-                if intent is not None and intent.state == "started":
-                    raise ToolOutcomeUnknownError(
+            pinned = runtime.repeatable.get(run, {}).get(node.dependency, {}).get(node.tool)
+            retrying = policy.attempts > 1
+
+            async def settle(failure: Failure, error: BaseException, repeatable: bool) -> Update:
+                """The last failure: routed, or raised."""
+                note.attempt = failure.attempt if retrying else 0
+                note.failure = failure.kind
+                if policy.routes_kind(failure.kind, repeatable):
+                    note.status, note.error = "routed", error
+                    return await route(view, failure)
+                raise error
+
+            async def traced_attempt(
+                failure: Failure, error: BaseException, began: datetime
+            ) -> None:
+                """The trace entry of an attempt followed by another one."""
+                error_type, message = trace_error(error)
+                await runtime.trace.append(
+                    run,
+                    TraceEntry(
+                        node=name,
+                        kind=node.kind,
+                        vertex=info.vertex,
+                        step=info.step,
+                        status="error",
+                        started_at=began,
+                        ended_at=_now(),
+                        dependency=node.dependency,
+                        tool=node.tool,
+                        arguments=note.arguments,
+                        error_type=error_type,
+                        error_message=message,
+                        attempt=failure.attempt,
+                        failure=failure.kind,
+                    ),
+                )
+
+            # What earlier executions of this step did: the attempts in the intent log.
+            attempt = 1
+            while True:
+                intent = await runtime.intents.get(run, attempt_key(key, attempt))
+                if intent is None:
+                    break
+                if intent.state == "done" and intent.result is not None:
+                    note.status = "reused"
+                    note.attempt = attempt if retrying else 0
+                    result = _stored_result(intent.result)
+                    return await finish(
+                        await self._tool_result(scope, node_id, node, view, result, note)
+                    )
+                repeatable = intent.repeatable if pinned is None else pinned
+                if intent.state == "started":
+                    if repeatable:  # calling a read-only or idempotent tool again is allowed
+                        break
+                    error: BaseException = ToolOutcomeUnknownError(
                         name,
                         f"a call of {node.dependency}.{node.tool} was under way when the run "
                         "stopped, and the tool is not read-only or idempotent: it is not "
                         "called again",
                     )
-                await runtime.intents.record(run, key, "started", node=name, tool=node.tool)
-                result = await session.call_tool(node.tool, arguments, timeout=node.timeout)
-                data = result.to_json()
-                if result.is_error:
-                    await runtime.intents.record(run, key, "failed", node=name, tool=node.tool)
-                    _raise_for_error(name, node, result)
-                size = len(json.dumps(data, ensure_ascii=False, separators=(",", ":")).encode())
-                if size > MAX_RESULT_BYTES:
-                    raise ToolResultTooLargeError(
-                        name, f"the result is {size} bytes; the limit is {MAX_RESULT_BYTES}"
+                    failure = Failure.of(error, "outcome_unknown", node.tool, attempt)
+                    began = _now()
+                    await runtime.intents.record(
+                        run,
+                        attempt_key(key, attempt),
+                        "failed",
+                        node=name,
+                        tool=node.tool,
+                        failure=failure.to_json(),
                     )
-                await runtime.intents.record(
-                    run, key, "done", node=name, tool=node.tool, result=data
+                else:
+                    failure = Failure.from_json(intent.failure, node.tool, attempt)
+                    error = RecordedFailureError(name, failure)
+                    began = _now()
+                if not policy.retries(failure, repeatable):
+                    return await settle(failure, error, repeatable)
+                if intent.state == "started":
+                    await traced_attempt(failure, error, began)
+                attempt += 1
+
+            while True:
+                if attempt > 1:
+                    await asyncio.sleep(policy.delay(attempt))  # never holds the event loop
+                began = _now()
+                known: list[bool] = []  # whether the tool is repeatable, once known
+                try:
+                    result = await self._attempt(
+                        runtime, node, name, arguments, key, attempt, pinned, retrying, known
+                    )
+                except Exception as exc:
+                    kind = classify(exc)
+                    if kind is None:
+                        raise
+                    repeatable = known[0] if known else bool(pinned)
+                    failure = Failure.of(exc, kind, node.tool, attempt)
+                    if not policy.retries(failure, repeatable):
+                        return await settle(failure, exc, repeatable)
+                    await traced_attempt(failure, exc, began)
+                    attempt += 1
+                    continue
+                note.attempt = attempt if retrying else 0
+                return await finish(
+                    await self._tool_result(scope, node_id, node, view, result, note)
                 )
-            return await self._tool_result(scope, node_id, node, view, result, note)
 
         return body
+
+    async def _attempt(
+        self,
+        runtime: _Runtime,
+        node: ToolNode,
+        name: str,
+        arguments: dict[str, Any],
+        key: str,
+        attempt: int,
+        pinned: bool | None,
+        retrying: bool,
+        known: list[bool],
+    ) -> ToolResult:
+        """One attempt of a tool node's call: connect (or reuse the segment's session),
+        check the contract and the arguments, call. For a tool that is not read-only or
+        idempotent the attempt's intent is written before the call and its outcome after;
+        for one that is, only a failed attempt of a retrying node is recorded."""
+        info = flow.run_info()
+        run = info.graph_run_id
+        compiled = self.sources[node.dependency]
+        chosen = runtime.run_sources.get(run, {}).get(node.dependency, compiled)
+        concrete = chosen() if callable(chosen) else chosen
+        session = await runtime.pool(run).session(concrete)
+        tool = await session.tool(node.tool)
+        contract = runtime.contracts.get(run, {}).get(node.dependency, {}).get(node.tool)
+        if contract is not None and tool.contract_fingerprint != contract:
+            raise ToolContractChangedError(
+                name,
+                f"the contract of {node.dependency}.{node.tool} changed since the run "
+                "was pinned; the tool was not called",
+            )
+        _check_arguments(name, node, tool.input_schema, arguments)
+        repeatable = tool.repeatable if pinned is None else pinned
+        known.append(repeatable)
+        akey = attempt_key(key, attempt)
+        # A call that must not be repeated after a crash is guarded by started/done
+        # records; a repeatable one only records a failed attempt, and only when the node
+        # retries (what the attempt count is read from): nothing on the way to a success.
+        guarded = not repeatable
+        if guarded:
+            await runtime.intents.record(run, akey, "started", node=name, tool=node.tool)
+        try:
+            result = await session.call_tool(node.tool, arguments, timeout=node.timeout)
+        except SourceError as exc:
+            if guarded or retrying:
+                failure = Failure.of(exc, exc.failure_kind or "", node.tool, attempt)
+                await runtime.intents.record(
+                    run,
+                    akey,
+                    "failed",
+                    node=name,
+                    tool=node.tool,
+                    failure=failure.to_json(),
+                    repeatable=repeatable,
+                )
+            raise
+        if result.is_error:
+            error = _error_result(name, node, result)
+            if guarded or retrying:
+                failure = Failure.of(error, "tool_error", node.tool, attempt)
+                await runtime.intents.record(
+                    run,
+                    akey,
+                    "failed",
+                    node=name,
+                    tool=node.tool,
+                    failure=failure.to_json(),
+                    repeatable=repeatable,
+                )
+            raise error
+        if not guarded:
+            return result
+        data = result.to_json()
+        size = len(json.dumps(data, ensure_ascii=False, separators=(",", ":")).encode())
+        if size > MAX_RESULT_BYTES:
+            raise ToolResultTooLargeError(
+                name, f"the result is {size} bytes; the limit is {MAX_RESULT_BYTES}"
+            )
+        await runtime.intents.record(run, akey, "done", node=name, tool=node.tool, result=data)
+        return result
+
+    def _tool_routes(
+        self, scope: _Scope, vertex: str, node_id: str, node: ToolNode, task: Task
+    ) -> None:
+        """A tool node with ``on_error``: a route to ``next`` or to ``on_error.next``, as
+        the body chose (``$route/<vertex>``), through a parallel's join gate where the
+        target is a join."""
+        assert node.on_error is not None
+        route_key = f"$route/{vertex}"
+        choices = list(dict.fromkeys([node.next, node.on_error.next]))
+        gates = {target: self._gate(scope, node_id, target) for target in choices}
+
+        async def marked(state: dict[str, Any]) -> Update:
+            update = await task(state)
+            gate = gates[str(update[route_key])]
+            if gate is not None:
+                update[gate.marker(gate.branch)] = True
+            return update
+
+        targets: list[str] = []
+        for target in choices:
+            gate = gates[target]
+            if gate is None:
+                targets.append(scope.vertex(target))
+            else:
+                wait = gate.join + "__wait"
+                self._ensure_wait(wait)
+                targets += [gate.join, wait]
+
+        def pick(state: dict[str, Any]) -> str:
+            target = str(state[route_key])
+            gate = gates[target]
+            if gate is None:
+                return scope.vertex(target)
+            return gate.join if gate.open(state) else gate.join + "__wait"
+
+        self.graph.add_vertex(vertex, self._with_join_reset(vertex, marked))
+        self.graph.add_route(vertex, targets=list(dict.fromkeys(targets)), pick=pick)
 
     async def _tool_result(
         self,
@@ -746,10 +977,14 @@ def _reset_markers(gates: Mapping[str, list[_Gate]], scope: _Scope) -> Update:
     }
 
 
+def _error_result(name: str, node: ToolNode, result: ToolResult) -> ToolErrorResult:
+    text = bound_text(result.text or "no text", _ERROR_TEXT_BYTES)
+    return ToolErrorResult(name, f"{node.dependency}.{node.tool} answered with an error: {text}")
+
+
 def _raise_for_error(name: str, node: ToolNode, result: ToolResult) -> None:
     if result.is_error:
-        text = bound_text(result.text or "no text", _ERROR_TEXT_BYTES)
-        raise ToolErrorResult(name, f"{node.dependency}.{node.tool} answered with an error: {text}")
+        raise _error_result(name, node, result)
 
 
 def _stored_result(data: Mapping[str, Any]) -> ToolResult:
@@ -847,17 +1082,25 @@ class ArtifactDefinition(TypedDefinition[dict[str, Any]]):
         ``graph_run_id``, or ``None``. A hook for subclasses."""
         return None
 
+    async def pinned_repeatable(self, graph_run_id: str) -> Mapping[str, Mapping[str, bool]] | None:
+        """Whether each tool (dependency -> tool) counts as read-only or idempotent for
+        ``graph_run_id``'s retries and routing, or ``None`` (the live listing's
+        annotations decide). A hook for subclasses."""
+        return None
+
     async def _guards(
         self, graph_run_id: str
     ) -> tuple[
         Exception | None,
         Mapping[str, Mapping[str, str]] | None,
         Mapping[str, SourceRef] | None,
+        Mapping[str, Mapping[str, bool]] | None,
     ]:
         return (
             await self.refusal(graph_run_id),
             await self.pinned_contracts(graph_run_id),
             await self.pinned_sources(graph_run_id),
+            await self.pinned_repeatable(graph_run_id),
         )
 
     async def start(

@@ -11,9 +11,17 @@ per run, step and vertex), and after the call its outcome:
 * ``failed``: the tool answered with an error result (the call is known to have ended).
 
 A node that finds ``started`` knows nothing about the first call, so it fails with
-``tool_outcome_unknown`` (`ToolOutcomeUnknownError`), leaving the decision to a person.
+``tool_outcome_unknown`` (`ToolOutcomeUnknownError`), leaving the decision to a person
+(or to the node's ``on_error``, when it names ``outcome_unknown``).
 Tools annotated read-only or idempotent may simply be called again: their calls record no
-intents at all (two fewer commits per call).
+``started`` or ``done`` intents (two fewer commits per call); a retrying node records
+their failed attempts only (the attempt count).
+
+Retries (docs/deploy.md, "Failures"): attempt ``n`` of a call has its own key (the flow
+idempotency key for attempt 1, ``<key>#attempt<n>`` after it), so one intent record
+still guards one call per attempt; a ``failed`` record carries the failure (``kind``,
+``code``, bounded ``message``). The attempts a node made are the keys present in the
+log: a restarted owner reads them and continues the count, it never resets it.
 
 Storage: one append-only ledger log per graph run, ``deploy/intents/<graph run id>``, in
 the database of the run's checkpoints; the latest record of a key is its state. Only the
@@ -32,7 +40,7 @@ from typing import Any, Final, Literal
 
 from ... import storage
 
-__all__ = ["MAX_RESULT_BYTES", "Intent", "ToolIntents"]
+__all__ = ["MAX_RESULT_BYTES", "Intent", "ToolIntents", "attempt_key"]
 
 MAX_RESULT_BYTES: Final = 256 * 1024
 _VERSION: Final = 1
@@ -47,6 +55,13 @@ class Intent:
     node: str
     tool: str
     result: Mapping[str, Any] | None
+    failure: Mapping[str, Any] | None = None
+    repeatable: bool = False  # the tool was read-only or idempotent when it was called
+
+
+def attempt_key(idempotency_key: str, attempt: int) -> str:
+    """The intent key of attempt ``attempt`` (1-based) of a call."""
+    return idempotency_key if attempt == 1 else f"{idempotency_key}#attempt{attempt}"
 
 
 def intent_log(graph_run_id: str) -> str:
@@ -105,8 +120,11 @@ class ToolIntents:
         node: str,
         tool: str,
         result: Mapping[str, Any] | None = None,
+        failure: Mapping[str, Any] | None = None,
+        repeatable: bool = False,
     ) -> None:
-        """Append ``state`` for the key (durable when this returns)."""
+        """Append ``state`` for the key (durable when this returns); a ``failed`` record
+        may carry ``failure`` (JSON: kind, code, message)."""
         key = _key(idempotency_key)
         kept = None if result is None else dict(result)
         body = {
@@ -117,6 +135,11 @@ class ToolIntents:
             "tool": tool,
             "result": kept,
         }
+        failed = None if failure is None else dict(failure)
+        if failed is not None:
+            body["failure"] = failed
+        if repeatable:
+            body["repeatable"] = True
         data = json.dumps(body, ensure_ascii=False, separators=(",", ":")).encode()
         name = intent_log(graph_run_id)
         async with self._lock(graph_run_id):
@@ -130,7 +153,7 @@ class ToolIntents:
                     continue
             else:
                 raise RuntimeError(f"tool intents of run {graph_run_id}: the log kept moving")
-            known[key] = Intent(state, node, tool, kept)
+            known[key] = Intent(state, node, tool, kept, failed, repeatable)
 
 
 def _decode(name: str, record: storage.Record) -> tuple[str, Intent]:
@@ -140,8 +163,14 @@ def _decode(name: str, record: storage.Record) -> tuple[str, Intent]:
         if doc.get("version") != _VERSION or state not in ("started", "done", "failed"):
             raise ValueError("not a version 1 intent")
         result = doc.get("result")
+        failure = doc.get("failure")
         intent = Intent(
-            state, str(doc["node"]), str(doc["tool"]), result if isinstance(result, dict) else None
+            state,
+            str(doc["node"]),
+            str(doc["tool"]),
+            result if isinstance(result, dict) else None,
+            failure if isinstance(failure, dict) else None,
+            doc.get("repeatable") is True,
         )
         return str(doc["key"]), intent
     except (ValueError, KeyError, TypeError) as exc:

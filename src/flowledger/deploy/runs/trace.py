@@ -5,9 +5,13 @@ execution, appended when the node finishes (or pauses): node id and kind, the fl
 vertex and step, status (``ok``, ``error``, ``paused``, ``reused``), start and end time,
 the dependency and tool of a tool node, bounded previews of its arguments and result
 (`MAX_PREVIEW_BYTES` of JSON text each, cut with ``…``), and an error (type and bounded
-message). Previews are cut, never parsed back: they are for people and models reading a
-trace, and a secret a deployment injects (through a source's environment) never passes
-through a node's arguments or results, so it cannot reach a trace.
+message, and for a tool call's failure its kind: deploy/artifacts/failures.py). A tool
+node with ``retry`` writes one entry per attempt, each with its ``attempt`` number
+(1-based); an attempt found interrupted by a stopped owner gets its entry from the
+owner that continues the run. Previews are cut, never parsed back: they are for people
+and models reading a trace, and a secret a deployment injects (through a source's
+environment) never passes through a node's arguments or results, so it cannot reach a
+trace.
 
 Ordering and atomicity: entries of one run are appended under a per-run lock, so their
 sequence numbers follow the order nodes finished in this process. An entry is written
@@ -16,8 +20,10 @@ another entry (one per execution), so a trace is a log of executions, not of com
 steps. The trace is debug data of the owning session: it never enters activity history
 or run listings.
 
-`read` returns a ranged slice, ``start`` (0-based) and ``limit`` (1..`MAX_TRACE_PAGE`),
-with the total count.
+`read` returns a ranged slice, ``start`` and ``limit`` (1..`MAX_TRACE_PAGE`), with the
+total count. One base throughout: an entry's ``seq`` is its 0-based position in the
+trace (the ledger's record number minus one), so the page read with ``start`` N begins
+with the entry whose ``seq`` is N, and the next page starts at the last ``seq`` + 1.
 """
 
 from __future__ import annotations
@@ -79,7 +85,9 @@ class TraceEntry:
     result: str = ""
     error_type: str = ""
     error_message: str = ""
-    seq: int = field(default=0, compare=False)
+    attempt: int = 0
+    failure: str = ""
+    seq: int = field(default=0, compare=False)  # 0-based position in the trace
 
     def to_json(self) -> dict[str, Any]:
         document: dict[str, Any] = {
@@ -99,8 +107,12 @@ class TraceEntry:
             document["arguments"] = self.arguments
         if self.result:
             document["result"] = self.result
+        if self.attempt:
+            document["attempt"] = self.attempt
         if self.error_type:
             document["error"] = {"type": self.error_type, "message": self.error_message}
+            if self.failure:
+                document["error"]["kind"] = self.failure
         return document
 
 
@@ -154,7 +166,9 @@ def _decode(record: storage.Record) -> TraceEntry:
         result=str(doc.get("result", "")),
         error_type=str(error.get("type", "")),
         error_message=str(error.get("message", "")),
-        seq=record.seq,
+        attempt=int(doc.get("attempt", 0)),
+        failure=str(error.get("kind", "")),
+        seq=record.seq - 1,  # ledger records count from 1; `start` counts from 0
     )
 
 

@@ -11,6 +11,13 @@ Whether a failed call may have had an effect matters to whoever decides about re
 `ConnectionLostError` and `ToolCallTimeoutError` leave the outcome *unknown* (the server
 may have acted before the answer was lost), `ToolNotFoundError` and `SourceUnreachableError`
 mean nothing was sent. ``outcome_unknown`` says which.
+
+``failure_kind`` is the failure kind a tool node sees (deploy/artifacts/failures.py):
+``unavailable`` (unreachable, closed, or the connection lost before the request was
+written), ``outcome_unknown`` (lost after it may have been written, an unnamed
+failure, an internal JSON-RPC error), ``timeout``, ``invalid_result``, ``tool_error``
+(a request refused before it ran); ``None`` for errors no workflow should route (an
+unknown tool, arguments that are no JSON, a misbehaving listing): those fail the run.
 """
 
 from __future__ import annotations
@@ -50,6 +57,7 @@ class SourceError(Exception):
 
     code: ClassVar[str] = "source_error"
     outcome_unknown: bool = False
+    failure_kind: str | None = None
 
     def __init__(self, source: str, message: str) -> None:
         super().__init__(message)
@@ -71,6 +79,7 @@ class SourceUnreachableError(SourceError):
     the handshake failed or did not finish within the connect timeout."""
 
     code = "source_unreachable"
+    failure_kind = "unavailable"
 
     def __init__(self, source: str, reason: str) -> None:
         super().__init__(source, f"MCP source {source} is unreachable: {reason}")
@@ -92,6 +101,7 @@ class SessionClosedError(SourceError):
     """The session was closed by its owner (or never opened) before this call."""
 
     code = "source_closed"
+    failure_kind = "unavailable"
 
     def __init__(self, source: str) -> None:
         super().__init__(source, f"the session with MCP source {source} is closed")
@@ -125,6 +135,7 @@ class ConnectionLostError(SourceError):
         self.tool = tool
         self.in_flight = in_flight
         self.outcome_unknown = in_flight and tool is not None
+        self.failure_kind = "outcome_unknown" if self.outcome_unknown else "unavailable"
 
 
 class ToolCallError(SourceError):
@@ -163,6 +174,7 @@ class ToolCallFailedError(ToolCallError):
             "(it may or may not have taken effect)",
         )
         self.outcome_unknown = True
+        self.failure_kind = "outcome_unknown"
 
 
 class ToolNotFoundError(ToolCallError):
@@ -195,6 +207,7 @@ class ToolCallTimeoutError(ToolCallError):
         )
         self.timeout = timeout
         self.outcome_unknown = True
+        self.failure_kind = "timeout"
 
 
 REFUSED_BEFORE_RUNNING: Final = frozenset({-32700, -32600, -32601, -32602})
@@ -219,6 +232,7 @@ class ToolCallRejectedError(ToolCallError):
         )
         self.error_code = error_code
         self.outcome_unknown = error_code not in REFUSED_BEFORE_RUNNING
+        self.failure_kind = "outcome_unknown" if self.outcome_unknown else "tool_error"
 
 
 class ToolResultInvalidError(ToolCallError):
@@ -226,6 +240,7 @@ class ToolResultInvalidError(ToolCallError):
     output schema. The call did take effect."""
 
     code = "tool_result_invalid"
+    failure_kind = "invalid_result"
 
     def __init__(self, source: str, tool: str, detail: str) -> None:
         super().__init__(

@@ -19,6 +19,18 @@ listing with ``notifications/tools/list_changed``), so an unknown tool is
 `ToolNotFoundError` with nothing sent, whatever the server would have answered. A tool's
 own failure is not an exception: it is a `ToolResult` with ``is_error`` set, for the
 caller to route.
+
+When a request counts as written (what tells ``unavailable`` from ``outcome_unknown``):
+a tool call is *written* once its message has been handed to the transport's write
+stream. The stdio transport's stream has no buffer, so a hand-over completes only when
+the task writing the server's stdin took the message (the HTTP transport's likewise
+when its posting task took it); a hand-over the stream refuses because its reader is
+gone (`anyio.BrokenResourceError`, `anyio.ClosedResourceError`) delivered nothing. A
+connection lost before the hand-over, or with the hand-over refused, is
+`ConnectionLostError` with ``in_flight`` false (nothing was sent: ``unavailable``); lost
+after a hand-over started, it is ``in_flight`` (the server may have run the tool:
+``outcome_unknown``). A hand-over interrupted by cancellation counts as started, because
+a memory stream can deliver an item and still raise.
 """
 
 from __future__ import annotations
@@ -28,9 +40,9 @@ import contextlib
 import json
 import logging
 import os
-import sys
 from collections.abc import AsyncIterator, Iterator, Mapping
 from contextlib import AbstractAsyncContextManager
+from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Any, Final, TextIO
 
@@ -42,7 +54,7 @@ from mcp import Client
 from mcp.client._transport import TransportStreams
 from mcp.client.stdio import StdioServerParameters, stdio_client
 from mcp.client.streamable_http import streamable_http_client
-from mcp.shared._stream_protocols import ReadStream
+from mcp.shared._stream_protocols import ReadStream, WriteStream
 from mcp.shared.exceptions import MCPError
 from mcp.shared.message import SessionMessage
 from mcp_types import CONNECTION_CLOSED, REQUEST_TIMEOUT
@@ -64,6 +76,7 @@ from .errors import (
 )
 from .fingerprint import FingerprintError
 from .spec import Source, StdioSource
+from .stderr import prefixed_stderr, server_name
 from .tool_info import ToolInfo
 
 __all__ = [
@@ -76,6 +89,24 @@ __all__ = [
 ]
 
 logger = logging.getLogger(__name__)
+
+
+class _Handover:
+    """Whether the current call's request was handed to the transport (see the module)."""
+
+    __slots__ = ("refused", "started")
+
+    def __init__(self) -> None:
+        self.started = False
+        self.refused = False
+
+    @property
+    def written(self) -> bool:
+        return self.started and not self.refused
+
+
+# The call a write belongs to: the SDK writes a request from the task that sends it.
+_HANDOVER: ContextVar[_Handover | None] = ContextVar("flowledger_mcp_handover", default=None)
 
 DEFAULT_CONNECT_TIMEOUT: Final = 30.0
 """Seconds from launching the command (or the first HTTP request) to a finished handshake."""
@@ -141,7 +172,8 @@ class SourceSession:
 
     ``connect_timeout`` bounds `open`; ``call_timeout`` is the default bound of one call
     and of one listing. ``errlog`` receives a stdio server's stderr (default: this
-    process's stderr; a stream without a file descriptor means the null device)."""
+    process's stderr, each line prefixed with ``[NAME] ``, the server's program name; a
+    stream without a file descriptor means the null device)."""
 
     def __init__(
         self,
@@ -275,6 +307,17 @@ class SourceSession:
             self._client = None
 
     @contextlib.asynccontextmanager
+    async def _stderr(self, source: StdioSource) -> AsyncIterator[TextIO]:
+        """The server's stderr: ``errlog`` when given, else this process's stderr with
+        each line prefixed by the server's name (`flowledger.deploy.sources.stderr`)."""
+        if self._errlog is None:
+            async with prefixed_stderr(server_name(source.command, source.args)) as stream:
+                yield stream
+            return
+        with _file_backed(self._errlog) as stream:
+            yield stream
+
+    @contextlib.asynccontextmanager
     async def _connection(self) -> AsyncIterator[Client]:
         source = self._source
         options: dict[str, Any] = {
@@ -289,8 +332,7 @@ class SourceSession:
                 env=dict(source.env) or None,
                 cwd=source.cwd,
             )
-            errlog = self._errlog if self._errlog is not None else sys.stderr
-            with _file_backed(errlog) as stderr:
+            async with self._stderr(source) as stderr:
                 transport = _watched(stdio_client(params, errlog=stderr), self._ended)
                 async with Client(transport, **options) as client:
                     yield client
@@ -460,6 +502,8 @@ class SourceSession:
         tools = self._tools
         if tools is None or name not in tools:
             await self.tool(name)
+        handover = _Handover()
+        token = _HANDOVER.set(handover)
         try:
             with anyio.fail_after(limit):
                 result = await client.call_tool(name, document)
@@ -467,7 +511,7 @@ class SourceSession:
             raise ToolCallTimeoutError(self.label, name, limit) from None
         except MCPError as exc:
             if exc.code == CONNECTION_CLOSED:
-                raise self._lost(name, exc) from None
+                raise self._lost(name, exc, written=handover.written) from None
             if exc.code == REQUEST_TIMEOUT:
                 raise ToolCallTimeoutError(self.label, name, limit) from None
             raise ToolCallRejectedError(self.label, name, exc.code, exc.message) from None
@@ -477,8 +521,12 @@ class SourceSession:
             raise ToolResultInvalidError(self.label, name, str(exc)) from None
         except Exception as exc:
             if self._ended.is_set() or self._closed:
-                raise ConnectionLostError(self.label, name, _describe(exc)) from exc
+                raise ConnectionLostError(
+                    self.label, name, _describe(exc), in_flight=handover.written
+                ) from exc
             raise ToolCallFailedError(self.label, name, _describe(exc)) from exc
+        finally:
+            _HANDOVER.reset(token)
         return ToolResult(
             content=tuple(
                 block.model_dump(mode="json", by_alias=True, exclude_none=True)
@@ -488,12 +536,14 @@ class SourceSession:
             is_error=bool(result.is_error),
         )
 
-    def _lost(self, tool: str | None, error: MCPError) -> ConnectionLostError:
+    def _lost(
+        self, tool: str | None, error: MCPError, *, written: bool = True
+    ) -> ConnectionLostError:
         if self._closed:
             detail = "the session was closed"
         else:
             detail = clip(error.message)
-        return ConnectionLostError(self.label, tool, detail)
+        return ConnectionLostError(self.label, tool, detail, in_flight=written)
 
 
 @contextlib.contextmanager
@@ -553,7 +603,36 @@ async def _watched(
     transport: AbstractAsyncContextManager[TransportStreams], ended: asyncio.Event
 ) -> AsyncIterator[TransportStreams]:
     async with transport as (read_stream, write_stream):
-        yield _WatchedReadStream(read_stream, ended), write_stream
+        yield _WatchedReadStream(read_stream, ended), _WatchedWriteStream(write_stream)
+
+
+class _WatchedWriteStream:
+    """A transport's write stream that notes, for the call being made, whether its
+    request was handed over (`_Handover`; the rule is in the module docstring)."""
+
+    def __init__(self, inner: WriteStream[SessionMessage]) -> None:
+        self._inner = inner
+
+    async def send(self, item: SessionMessage, /) -> None:
+        handover = _HANDOVER.get()
+        if handover is None or not isinstance(item.message, types.JSONRPCRequest):
+            await self._inner.send(item)
+            return
+        handover.started = True
+        try:
+            await self._inner.send(item)
+        except (anyio.BrokenResourceError, anyio.ClosedResourceError):
+            handover.refused = True  # no reader took it: nothing was delivered
+            raise
+
+    async def aclose(self) -> None:
+        await self._inner.aclose()
+
+    async def __aenter__(self) -> _WatchedWriteStream:
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.aclose()
 
 
 def _leaf(error: BaseException) -> BaseException:

@@ -6,8 +6,8 @@ of ``{"tool": NAME, "arguments": {...}}`` a model can call as they are. `next_ac
 answers them from the diagnostic's ``code`` and what is known where it was found
 (``context``: the dependency, tool, registered source, deployment, run or draft it
 concerns). An action is offered only when every argument it needs is known; the last
-action is always ``explain {code}``, which answers cause, fix and an example for every
-code the server emits.
+action is always ``explain {code}`` (which answers cause, fix and an example for every
+code the server emits), followed for a draft's diagnostic by ``draft_get``.
 
 The rules name tools of the MCP server (the ``workflow_*`` bundle, the deploy, draft and
 capability tools). They are plain strings, so this module sits in the bridge layer where
@@ -73,6 +73,7 @@ RULES: Final[Mapping[str, tuple[_Rule, ...]]] = {
     "inline_source_refused": (_ALL_CAPABILITIES, _SHOW_DEPLOYMENT),
     "checked_against_probe": (_SOURCES,),
     "not_revalidated": (_VALIDATE_RUN,),
+    "retry_not_allowed": (_INSPECT, _SHOW_DEPLOYMENT),
     # -- an artifact's references ------------------------------------------------------
     "unknown_tool": (_FIND_TOOL,),
     "unused_tool": (_FIND_TOOL,),
@@ -93,15 +94,16 @@ RULES: Final[Mapping[str, tuple[_Rule, ...]]] = {
 
 def next_actions(code: str, context: Mapping[str, str] | None = None) -> list[dict[str, Any]]:
     """The next actions for ``code`` where ``context`` (keys of `CONTEXT_KEYS`) is known:
-    the code's rules whose arguments are all known, then ``draft_get`` when the diagnostic
-    belongs to a draft, then ``explain {code}``. Each is a new ``{tool, arguments}``."""
+    the code's rules whose arguments are all known, then ``explain {code}``, then
+    ``draft_get`` when the diagnostic belongs to a draft (to read its current revision
+    before patching). Each is a new ``{tool, arguments}``."""
     known = {k: v for k, v in (context or {}).items() if isinstance(v, str) and v}
     actions: list[dict[str, Any]] = []
     for tool, mapped in RULES.get(code, ()):
         if all(key in known for key in mapped.values()):
             arguments = {name: known[key] for name, key in mapped.items()}
             actions.append({"tool": tool, "arguments": arguments})
+    actions.append({"tool": "explain", "arguments": {"code": code}})
     if "draft" in known:
         actions.append({"tool": "draft_get", "arguments": {"draft": known["draft"]}})
-    actions.append({"tool": "explain", "arguments": {"code": code}})
     return actions

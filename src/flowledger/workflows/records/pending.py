@@ -107,17 +107,22 @@ class Pending:
     def first(self) -> PausedVertex:
         return self.vertices[0]
 
+    @property
+    def errored(self) -> tuple[PausedVertex, ...]:
+        """Every errored vertex (several when parallel branches failed in one step)."""
+        return tuple(item for item in self.vertices if item.kind is PauseKind.ERROR)
+
     def error_summary(self) -> str:
-        """``label: Type`` of the first errored vertex (``routing`` for a halt), or ``""``:
-        what a run's status summary may say of its error. Never the message: a tool's or
-        an exception's text can echo its input (tool arguments hold user data), and the
-        summary is shown in run listings and to every reader of the run; the message
-        stays in this owner-only record (``workflow_run_get``'s ``error``)."""
-        for item in self.vertices:
-            if item.kind is PauseKind.ERROR:
-                where = item.label or item.vertex or "routing"
-                return f"{where}: {item.error_type}".rstrip(": ")
-        return ""
+        """``label: Type`` of every errored vertex (``routing`` for a halt), joined by
+        ``; ``, or ``""``: what a run's status summary may say of its error. Never the
+        message: a tool's or an exception's text can echo its input (tool arguments hold
+        user data), and the summary is shown in run listings and to every reader of the
+        run; the messages stay in this owner-only record (``workflow_run_get``'s ``error``
+        and ``errors``)."""
+        return "; ".join(
+            f"{item.label or item.vertex or 'routing'}: {item.error_type}".rstrip(": ")
+            for item in self.errored
+        )
 
     def to_json(self) -> dict[str, Any]:
         document: dict[str, Any] = {

@@ -2,8 +2,9 @@
 
 A swap that finds the record moved on only because a front door recorded a cancellation
 intent meanwhile applies its change to that record instead (the intent is kept; the
-cancel request is handled next). Once ownership is lost a transition raises
-`OwnershipLost`, which callers turn into silence.
+cancel request is handled next). A change that leaves the record as it is writes nothing
+(activating a session over paused runs must not touch them). Once ownership is lost a
+transition raises `OwnershipLost`, which callers turn into silence.
 """
 
 from __future__ import annotations
@@ -51,13 +52,15 @@ async def transition(
         sup._projections.forget(run.id)
 
     def change(current: Run) -> Run:
-        return replace(
+        changed = replace(
             current,
             status=status,
             status_summary=bound_summary(summary),
             checkpoint_revision=max(checkpoint, current.checkpoint_revision),
-            updated_at=stamp(sup, current),
         )
+        if changed == current:  # e.g. a paused run adopted again: it stays as it was
+            return current
+        return replace(changed, updated_at=stamp(sup, current))
 
     try:
         return await swap(sup, run, change)
@@ -69,10 +72,16 @@ async def swap(sup: Supervisor, run: Run, change: Callable[[Run], Run]) -> Run:
     """Compare-and-swap ``change(run)``. If the record moved on only because a front
     door recorded a cancellation intent meanwhile, apply the change to that record
     instead (the intent is kept; the cancel request is handled next)."""
+    changed = change(run)
+    if changed == run:  # nothing to record: a write would only move revision and time
+        return run
     try:
-        return await sup.registry.compare_and_swap(run.revision, change(run))
+        return await sup.registry.compare_and_swap(run.revision, changed)
     except ConflictError:
         fresh = await sup.registry.get(sup._session_id, run.id)
         if not only_intent_added(run, fresh) or sup._ownership_lost():
             raise
-        return await sup.registry.compare_and_swap(fresh.revision, change(fresh))
+        changed = change(fresh)
+        if changed == fresh:
+            return fresh
+        return await sup.registry.compare_and_swap(fresh.revision, changed)
