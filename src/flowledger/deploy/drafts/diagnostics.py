@@ -7,8 +7,8 @@ whole document) and ``next_actions``: concrete tool calls: first the actions tha
 the issue when a check knows them (the catalog's checks,
 `flowledger.deploy.drafts.contracts`), then those every diagnostic of its code gets
 (`guidance.next_actions`: the code's rules, ``explain`` of the code, and a ``draft_get``
-to read the current revision before patching). Messages are clipped to `MAX_MESSAGE_CHARS` so a
-stored draft stays bounded.
+to read the current revision before patching). Messages are clipped to
+`MAX_MESSAGE_CHARS` so a stored draft stays bounded.
 """
 
 from __future__ import annotations
