@@ -100,8 +100,9 @@ async def test_revisions_enable_disable_and_remove(store: Store) -> None:
     registry = SourceRegistry.over(store)
     first = await registry.add(clock())
     assert (first.revision, first.latest, first.enabled) == (1, 1, True)
-    with pytest.raises(SourceExistsError):
+    with pytest.raises(SourceExistsError) as exists:
         await registry.add(clock(description="again"))
+    assert exists.value.code == "source_exists" and exists.value.source == "clock"
     assert (await registry.set(clock())).revision == 1  # unchanged: nothing written
     second = await registry.set(clock(description="v2"), expected=1)
     assert second.revision == 2
@@ -130,6 +131,7 @@ async def test_revisions_enable_disable_and_remove(store: Store) -> None:
     with pytest.raises(SourceInUseError) as caught:
         await registry.remove("clock", is_unfinished)
     assert caught.value.runs == (run,)
+    assert caught.value.code == "source_in_use" and run in str(caught.value)
     assert (await registry.get("clock")).revision == 2  # nothing changed
     unfinished.clear()
     await registry.remove("clock", is_unfinished)
@@ -150,8 +152,10 @@ async def test_a_damaged_record_is_corrupt_not_missing(store: Store) -> None:
     record = json.loads(entry.value)
     record["document"]["stdio"]["command"] = "sh"
     await store.kv.put(key, json.dumps(record).encode(), expected=entry.revision)
-    with pytest.raises(RegistryCorruptError):
+    with pytest.raises(RegistryCorruptError) as caught:
         await registry.get("clock")
+    assert caught.value.code == "registry_corrupt"
+    assert "revisions/clock/1" in str(caught.value)
 
 
 # -- what a session sees ---------------------------------------------------------------------
