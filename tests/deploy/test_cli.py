@@ -103,3 +103,24 @@ def test_the_docs_show_the_tested_examples() -> None:
     page = (Path(__file__).resolve().parents[2] / "docs" / "deploy.md").read_text()
     blocks = re.findall(r"```yaml\n(format: flowledger\.artifact/v1\n.*?)```", page, re.S)
     assert blocks == [APPROVAL, BRIEFING]
+
+
+def test_validate_names_a_lone_surrogate_in_a_json_file(tmp_path: Path) -> None:
+    """A JSON file may escape half of a surrogate pair (``\\ud800``): that text is no
+    Unicode, and ``validate`` names its place (in-process, through the CLI's app)."""
+    from typer.testing import CliRunner
+
+    from flowledger.cli import app
+
+    data = briefing_data()
+    data["nodes"]["compose"]["label"] = "Compose"
+    text = json.dumps(data).replace('"Compose"', '"Comp\\ud800ose"')
+    path = tmp_path / "lone.json"
+    path.write_text(text, encoding="utf-8")
+    done = CliRunner().invoke(app, ["artifact", "validate", "--json", str(path)])
+    assert done.exit_code == 1, done.output
+    answer = json.loads(done.stdout)
+    assert answer["valid"] is False
+    assert [(i["place"], i["code"]) for i in answer["issues"]] == [
+        ("nodes.compose.label", "not_unicode")
+    ]
