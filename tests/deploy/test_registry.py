@@ -71,6 +71,17 @@ def test_a_document_is_canonical_and_its_bad_parts_are_named() -> None:
     with pytest.raises(SourceSpecValidationError) as caught:
         validate_source(clock(name="Bad Name", sessions=["nope"], allow_tools=[]))
     assert {place for place, _ in places(caught.value)} == {"name", "sessions[0]", "allow_tools"}
+    # a secret may be granted only to sessions that see the source at all
+    with pytest.raises(SourceSpecValidationError) as caught:
+        validate_source(
+            clock(
+                stdio={"command": "x", "env": {"K": {"secret": "key"}}},
+                sessions=[A],
+                secrets={"key": {"env": "CLOCK_KEY", "sessions": [A, B]}},
+            )
+        )
+    assert places(caught.value) == [("secrets.key.sessions", "secret_sessions")]
+    assert caught.value.issues[0].message.startswith("1 session(s) may use the secret")
 
 
 def test_a_session_gets_only_the_secrets_granted_to_it() -> None:
