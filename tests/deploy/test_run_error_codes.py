@@ -1,25 +1,37 @@
 """The errors a deployed node raises inside a run, provoked through the workflow tools: a
 run fails, saved with the error's type and message (naming the node), and that type's
 stable ``code`` is the one ``explain`` describes. The run's error shows the type, not the
-code, so the tests map one to the other through `flowledger.deploy.runs.errors`."""
+code, so the tests map one to the other through the error classes."""
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from flowledger.deploy import StdioSource, compile_artifact, validate_artifact
 from flowledger.deploy.drafts.explain import explain
-from flowledger.deploy.runs import errors
-from flowledger.deploy.runs.intents import MAX_RESULT_BYTES
+from flowledger.deploy.runs.errors import (
+    NodeOutputError,
+    ToolOutcomeUnknownError,
+    ToolResultTooLargeError,
+)
+from flowledger.deploy.runs.failures import RecordedFailureError
+from flowledger.deploy.runs.intents import MAX_RESULT_BYTES, ToolIntents
 from flowledger.workflows import Catalog
 
+from .runs import failures_app
 from .test_runs import session, settle, start
+
+ERRORS = (NodeOutputError, ToolOutcomeUnknownError, ToolResultTooLargeError)
 
 
 def code_of(got: dict[str, Any]) -> str:
     """The code of the error type a failed run shows (an explain entry exists for it)."""
-    code = str(getattr(errors, got["error"]["type"]).code)
+    kinds = {kind.__name__: kind for kind in (RecordedFailureError, *ERRORS)}
+    code = str(kinds[got["error"]["type"]].code)
     assert explain(code)["code"] == code
     return code
 
@@ -102,3 +114,43 @@ async def test_an_output_that_breaks_the_output_schema_fails_the_run(tmp_path: P
     assert code_of(got) == "schema_mismatch"
     assert got["error"]["message"].startswith("node done: ")
     assert "does not match its schema" in got["error"]["message"]
+
+
+async def test_a_failure_recorded_by_a_stopped_owner_fails_the_adopted_run(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The owner records the failed attempt of ``append`` (not idempotent, an error
+    result) and stops before the step commits (its shutdown cancels the node right after
+    the record). The next owner finds the recorded failure: the run fails with it
+    (tool_call_failed, naming the attempt, the tool and the original code) and the tool
+    is not called again."""
+    flaky = tmp_path / "flaky"
+    flaky.mkdir()
+    monkeypatch.setenv("FLAKY_DIR", str(flaky))
+    (flaky / "error-upto").write_text("1")
+    url = f"sqlite:///{tmp_path / 'recorded.db'}"
+    validated = validate_artifact(failures_app.one_call())
+    catalog = Catalog()
+    catalog.register(compile_artifact(validated, sources={"flaky": failures_app.flaky_source()}))
+    recorded = asyncio.Event()
+    original = ToolIntents.record
+
+    async def record_then_stop(self: ToolIntents, *args: Any, **kwargs: Any) -> None:
+        await original(self, *args, **kwargs)
+        if args[2] == "failed":
+            recorded.set()
+            await asyncio.Event().wait()  # the owner stops here, its step uncommitted
+
+    monkeypatch.setattr(ToolIntents, "record", record_then_stop)
+    async with session(url, catalog) as (_built, tools):
+        run_id = await start(tools, validated.name, {"text": "paid"})
+        async with asyncio.timeout(120):  # a hang deadline, not a timing bound
+            await recorded.wait()
+    monkeypatch.setattr(ToolIntents, "record", original)
+    assert (flaky / "calls").read_text().splitlines() == ["paid"]
+    async with session(url, catalog) as (built, tools):
+        got = await settle(built, tools, run_id)
+    assert got["run_status"] == "failed", got
+    assert code_of(got) == "tool_call_failed"
+    assert got["error"]["message"].startswith("node call: attempt 1 of append failed (tool_error, ")
+    assert (flaky / "calls").read_text().splitlines() == ["paid"]  # not called again
