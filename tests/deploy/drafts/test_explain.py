@@ -7,6 +7,7 @@ provokes fails here too. ``flowledger explain`` is tried as a subprocess."""
 from __future__ import annotations
 
 import ast
+import functools
 import json
 import re
 import subprocess
@@ -55,6 +56,7 @@ def _literal(node: ast.AST | None) -> str | None:
     return None
 
 
+@functools.cache  # the source does not change while the tests run
 def emitted_codes() -> dict[str, str]:
     """Every code literal of src/flowledger/deploy -> one place it is emitted."""
     found: dict[str, str] = {}
