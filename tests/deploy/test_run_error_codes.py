@@ -154,3 +154,35 @@ async def test_a_failure_recorded_by_a_stopped_owner_fails_the_adopted_run(
     assert code_of(got) == "tool_call_failed"
     assert got["error"]["message"].startswith("node call: attempt 1 of append failed (tool_error, ")
     assert (flaky / "calls").read_text().splitlines() == ["paid"]  # not called again
+
+
+async def test_a_guarded_call_with_a_result_over_the_limit_is_not_kept(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``append`` is not idempotent, so its result would be kept in the intent log
+    before the step commits: one over `MAX_RESULT_BYTES` is refused there (the run fails
+    with tool_result_too_large, naming its size) and no ``done`` intent is written."""
+    flaky = tmp_path / "flaky"
+    flaky.mkdir()
+    monkeypatch.setenv("FLAKY_DIR", str(flaky))
+    (flaky / "answer-bytes").write_text(str(MAX_RESULT_BYTES + 1))
+    validated = validate_artifact(failures_app.one_call())
+    catalog = Catalog()
+    catalog.register(compile_artifact(validated, sources={"flaky": failures_app.flaky_source()}))
+    states: list[str] = []
+    original = ToolIntents.record
+
+    async def watched(self: ToolIntents, *args: Any, **kwargs: Any) -> None:
+        states.append(str(args[2]))
+        await original(self, *args, **kwargs)
+
+    monkeypatch.setattr(ToolIntents, "record", watched)
+    async with session(f"sqlite:///{tmp_path / 'kept.db'}", catalog) as (built, tools):
+        got = await settle(built, tools, await start(tools, validated.name, {"text": "big"}))
+    assert got["run_status"] == "failed", got
+    assert code_of(got) == "tool_result_too_large"
+    message = got["error"]["message"]
+    assert message.startswith("node call: the result is ") and message.endswith(
+        f" bytes; the limit is {MAX_RESULT_BYTES}"
+    )
+    assert states == ["started"]  # never "done": the result was not kept
