@@ -323,7 +323,10 @@ def test_refusals_are_one_line_errors_and_write_nothing(sqlite_db: str, tmp_path
     )
     files = {name: str(tmp_path / f"{name}.yaml") for name in ("bad", "broken", "reserved")}
     cases: list[tuple[tuple[str, ...], list[str]]] = [
-        (("add", files["bad"]), ["bad.yaml: invalid source", "exactly one of stdio and http"]),
+        (
+            ("add", files["bad"]),
+            ["bad.yaml: invalid source", "exactly one of stdio, http, python and builtin"],
+        ),
         (("add", files["broken"]), ["broken.yaml: invalid source", "line 3"]),
         (("add", files["reserved"]), ["FLOWLEDGER_MCP_TOKENS", "server's own configuration"]),
         (("add", str(tmp_path / "missing.yaml")), ["no such file", "NAME with --stdio or --url"]),
@@ -360,7 +363,14 @@ def test_refusals_are_one_line_errors_and_write_nothing(sqlite_db: str, tmp_path
         (("add", "x", "--stdio", "a", "--env", "A=1", "--env", "A=2"), "A is given twice"),
         (("add", "x", "--stdio", "'unbalanced"), "cannot split the command line"),
         (("add", "x", "--stdio", "a", "--secret", "=V"), "SECRET or SECRET=VARIABLE"),
-        (("add", "file.yaml", "--env", "A=b"), "describe a source only with --stdio or --url"),
+        (
+            ("add", "file.yaml", "--env", "A=b"),
+            "describe a source only with --stdio, --url, --python or --builtin",
+        ),
+        (("add", "x", "--python", "m", "--url", "http://127.0.0.1:1/mcp"), "exactly one"),
+        (("add", "x", "--builtin", "--env", "A=b"), "go with --stdio or --url"),
+        (("add", "x", "--python", "m:a,"), "MODULE or MODULE:FUNCTION,FUNCTION"),
+        (("add", "x", "--stdio", "a", "--idempotent", "f"), "annotate functions of --python"),
         (("set", "x", "--stdio", "a", "--expect", "0"), "--expect"),
         (("probe", "clock", "--stdio", "a"), "not both"),
         (("probe", "--stdio", "a", "--db", "sqlite:///x.db"), "--db goes with"),

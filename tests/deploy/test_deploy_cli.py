@@ -84,7 +84,10 @@ def test_a_deployment_runs_pauses_blocks_and_resumes_from_new_processes(tmp_path
         "total",
         "entries",
     }
-    assert ok("list", db=db) == {"deployments": [{"name": "env_dep", "live": 2, "revisions": 2}]}
+    assert ok("list", db=db) == {
+        "deployments": [{"name": "env_dep", "live": 2, "revisions": 2}],
+        "next": None,
+    }
     assert ok("show", "env_dep", "--revision", "1", db=db)["live"] is False
     assert ok("rollback", "env_dep", db=db)["revision"] == 1
     missing = cli("show", "nothing_here", db=db)
@@ -160,7 +163,7 @@ def test_json_is_one_line_a_script_parses(tmp_path: Path) -> None:
     assert saved.stdout.count("\n") == 1
     assert json.loads(saved.stdout)["name"] == "pinned_env"
     listed = cli("list", db=db)
-    assert json.loads(listed.stdout) == {"deployments": []}
+    assert json.loads(listed.stdout) == {"deployments": [], "next": None}
     assert human("list", db=db).strip() == "No deployments."
 
 

@@ -72,7 +72,10 @@ async def test_deployed_runs_through_the_mcp_server(tmp_path: Path) -> None:
         )
         assert page["total"] == 5 and len(page["entries"]) == 2
         listed = payload(await client.call_tool("deployment_list", {}))
-        assert listed == {"deployments": [{"name": "env_dep", "live": 2, "revisions": 2}]}
+        assert listed == {
+            "deployments": [{"name": "env_dep", "live": 2, "revisions": 2}],
+            "next": None,
+        }
 
         bad = await client.call_tool("read_run_trace", {"run_id": run_id, "limit": 0})
         assert bad.is_error and "invalid arguments at $.limit" in error_text(bad)
@@ -141,7 +144,10 @@ async def test_discovery_tools_probe_validate_list_and_show(tmp_path: Path) -> N
             set(issue) == {"place", "code", "message", "hint", "next_actions"}
             for issue in broken["issues"]
         )
-        assert payload(await client.call_tool("artifact_list", {})) == {"artifacts": []}
+        assert payload(await client.call_tool("artifact_list", {})) == {
+            "artifacts": [],
+            "next": None,
+        }
 
         saved = payload(await client.call_tool("artifact_save", {"document": text}))
         listed = payload(await client.call_tool("artifact_list", {}))

@@ -54,7 +54,10 @@ async def test_a_session_never_sees_or_uses_another_sessions_deployments(
         assert started["status"] == "interrupted", started
         run_id = started["run_id"]
 
-        assert payload(await b.call_tool("deployment_list", {})) == {"deployments": []}
+        assert payload(await b.call_tool("deployment_list", {})) == {
+            "deployments": [],
+            "next": None,
+        }
         shown = await b.call_tool("deployment_show", {"name": "env_dep"})
         assert "does not exist" in error_text(shown)
         refused = payload(

@@ -31,6 +31,7 @@ DEPLOY_READ_ONLY_NAMES = [
     "artifact_show",
     "deployment_list",
     "deployment_show",
+    "deployment_check",
 ]
 
 REPO = Path(__file__).resolve().parents[2]

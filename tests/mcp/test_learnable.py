@@ -218,7 +218,7 @@ async def test_a_model_learns_the_formats_and_follows_every_layers_next_actions(
         assert {"tool": "validate_run", "arguments": {"run_id": run_id}} in unreachable[
             "next_actions"
         ]
-        assert {"tool": "deployment_show", "arguments": {"name": "env_dep"}} in unreachable[
+        assert {"tool": "deployment_check", "arguments": {"name": "env_dep"}} in unreachable[
             "next_actions"
         ]
         for tool in ("inspect_run", "validate_run"):

@@ -210,7 +210,10 @@ async def test_no_tool_reaches_an_unregistered_command_address_or_variable(
         assert [
             d["name"] for d in payload(await a.call_tool("deployment_list", {}))["deployments"]
         ] == ["forbidden_dep", "legacy_dep"]  # nothing was saved
-        assert payload(await b.call_tool("deployment_list", {})) == {"deployments": []}
+        assert payload(await b.call_tool("deployment_list", {})) == {
+            "deployments": [],
+            "next": None,
+        }
 
         # The operator's inline deployments and pinned run in A's session: refused to A
         for name in ("forbidden_dep", "legacy_dep"):

@@ -211,3 +211,23 @@ def test_an_artifact_page_shows_what_it_declares_and_its_graph(db: Path) -> None
         assert "additionalProperties" in text  # the input and output schemas
         missing = client.get("/artifacts/clock_sign_off/9")
         assert missing.status_code == 404 and "clock_sign_off@9" in missing.text
+
+
+def test_the_definitions_page_lists_every_deployment(
+    db: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Regression: deployment_list answers a page (50 by default); the page showed only
+    the first one. It now reads page after page (a page of 20 here: three pages)."""
+    monkeypatch.setattr("flowledger.web.app.DEPLOYMENT_PAGE", 20)
+    with served(db) as (client, pool):
+        deploy_call(client, pool, "artifact_save", {"document": ARTIFACT})
+        for index in range(55):
+            deploy_call(
+                client,
+                pool,
+                "deployment_save",
+                {"document": {**deployment(), "name": f"d{index:02}"}},
+            )
+        listed = client.get("/definitions").text
+        for index in range(55):
+            assert f'href="/definitions/d{index:02}/r1"' in listed

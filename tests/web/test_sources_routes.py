@@ -298,3 +298,24 @@ def test_a_damaged_registry_record_is_a_500_that_names_nothing(db: Path) -> None
             assert page.status_code == 500, path
             assert "the source registry cannot be read" in page.text
             assert "secretive" not in body(page)
+
+
+def test_python_and_builtin_sources_are_shown(db: Path) -> None:
+    """Regression: the pages read a URL and secrets from every source that was not stdio,
+    so a registered python or builtin source made /sources answer 500."""
+    python_source = {
+        "format": "flowledger.source/v1",
+        "name": "helpers",
+        "python": {"module": "json", "functions": ["dumps"], "read_only": ["dumps"]},
+    }
+    builtin_source = {"format": "flowledger.source/v1", "name": "std", "builtin": {}}
+    register(db, [clock(), python_source, builtin_source])
+    with dashboard(db, read_only=True) as client:
+        listing = client.get("/sources")
+        assert listing.status_code == 200
+        assert "helpers" in listing.text and "std" in listing.text
+        helpers = client.get("/sources/helpers")
+        assert helpers.status_code == 200
+        assert "json" in body(helpers) and "dumps" in body(helpers)
+        std = client.get("/sources/std")
+        assert std.status_code == 200 and "builtin" in body(std)

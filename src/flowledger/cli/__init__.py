@@ -38,6 +38,7 @@ from .demo import run_demo
 from .deploy import deploy_app
 from .deploy import inspect as deploy_inspect
 from .deploy import trace as deploy_trace
+from .draft import draft_app
 from .explain import register_explain
 from .helptext import hide_redundant_types
 from .loops import definition_loops
@@ -127,6 +128,7 @@ register_prune(app)
 register_explain(app)
 register_check(app)
 app.add_typer(deploy_app, name="deploy")
+app.add_typer(draft_app, name="draft")
 app.command("inspect", help="A deployed run: status, readiness, output, interrupt.")(deploy_inspect)
 app.command("trace", help="A range of a deployed run's trace (what each node did).")(deploy_trace)
 

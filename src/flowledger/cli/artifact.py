@@ -4,9 +4,11 @@ the session's saved artifacts.
 ``schema`` and ``validate`` open no database: ``schema`` prints the JSON Schema of
 ``flowledger.artifact/v1`` (generated from the pydantic models), ``validate`` runs
 every static check on a YAML or JSON file and prints each problem with its place.
-``save FILE`` writes an artifact version into the session; ``list`` and ``show NAME
-VERSION`` read them (the database opened read-only), like the ``deploy`` commands
-(`DeployService`'s results; ``--json`` prints them as one line of JSON).
+``save FILE`` writes an artifact version into the session, ``delete NAME VERSION``
+removes one nothing uses any more; ``list`` (paged: ``--query``, ``--limit``,
+``--cursor``) and ``show NAME VERSION`` read them (the database opened read-only), like
+the ``deploy`` commands (`DeployService`'s results; ``--json`` prints them as one line
+of JSON).
 """
 
 from __future__ import annotations
@@ -19,8 +21,14 @@ from typing import Annotated, Any, Literal, cast
 import typer
 from rich.text import Text
 
-from .deploy import Db, Json, Session, run_service
-from .deploy_render import render_artifact, render_artifact_saved, render_artifacts
+from .deploy import Cursor, Db, Json, Limit, Query, Session, run_service
+from .deploy_render import (
+    render_artifact,
+    render_artifact_saved,
+    render_artifacts,
+    render_deleted,
+    render_next,
+)
 from .runtime import CliError, emit_json, fail, stdout_console
 
 __all__ = ["artifact_app"]
@@ -139,13 +147,42 @@ def save(
     )
 
 
-@artifact_app.command("list", help="The session's saved artifacts: versions and digests.")
-def list_artifacts(db: Db = None, session: Session = None, as_json: Json = False) -> None:
+@artifact_app.command("list", help="The session's saved artifacts by name: versions, digests.")
+def list_artifacts(
+    query: Query = None,
+    limit: Limit = None,
+    cursor: Cursor = None,
+    db: Db = None,
+    session: Session = None,
+    as_json: Json = False,
+) -> None:
     async def work(service: Any) -> dict[str, Any]:
-        result: dict[str, Any] = await service.artifact_list()
+        result: dict[str, Any] = await service.artifact_list(
+            query=query, limit=limit, cursor=cursor
+        )
         return result
 
-    run_service(db, session, work, lambda c, r, f: render_artifacts(c, r), as_json)
+    def render(console: Any, result: dict[str, Any], flags: list[str]) -> None:
+        render_artifacts(console, result)
+        again = [*(["--query", query] if query else []), *([f"--limit={limit}"] if limit else [])]
+        render_next(console, result, ["artifact", "list", *again, *flags])
+
+    run_service(db, session, work, render, as_json)
+
+
+@artifact_app.command(
+    "delete",
+    help="Delete a saved version; refused while a parent artifact pins it or a deployment "
+    "revision runs it. A deleted version is never reused.",
+)
+def delete(
+    name: str, version: str, db: Db = None, session: Session = None, as_json: Json = False
+) -> None:
+    async def work(service: Any) -> dict[str, Any]:
+        result: dict[str, Any] = await service.artifact_delete(name, version)
+        return result
+
+    run_service(db, session, work, lambda c, r, f: render_deleted(c, r), as_json, writes=True)
 
 
 @artifact_app.command("show", help="One saved artifact version: its document and digests.")

@@ -1,7 +1,9 @@
 """``flowledger deploy``: deployments and deployed runs from the command line.
 
 ``flowledger inspect`` and ``flowledger trace`` (top-level: `inspect`, `trace`) read
-deployed runs; ``flowledger artifact save|show|list`` use `run_service` too.
+deployed runs; ``flowledger artifact save|show|list|delete`` and ``flowledger draft``
+use `run_service` too. ``delete`` and ``rollback`` write; a refusal (in use, a moved
+live revision) prints ``[code] message`` on stderr, exit code 1, nothing written.
 
 Reading commands (``list``, ``show``, ``check``, ``inspect``, ``trace``) open the database
 read-only: it must exist, and nothing is written. Every command prints a summary or a
@@ -25,21 +27,24 @@ from rich.console import Console
 
 from .deploy_render import (
     render_check,
+    render_deleted,
     render_deployed_run,
     render_deployment,
     render_deployments,
+    render_next,
     render_trace,
 )
 from .runtime import (
     CliError,
     Options,
     emit_json,
+    fail,
     parse_json_option,
     run_command,
     stdout_console,
 )
 
-__all__ = ["deploy_app", "inspect", "run_service", "trace"]
+__all__ = ["Cursor", "Limit", "Query", "deploy_app", "inspect", "run_service", "trace"]
 
 deploy_app = typer.Typer(
     help="Deployments (flowledger.deployment/v1) and their pinned runs.", no_args_is_help=True
@@ -53,6 +58,17 @@ Session = Annotated[str | None, typer.Option("--session", metavar="UUID", help="
 Json = Annotated[bool, typer.Option("--json", help="Print the result as JSON (for scripts).")]
 Render = Callable[[Console, dict[str, Any], list[str]], None]
 RunId = Annotated[str, typer.Argument(metavar="RUN", help="Run id (a UUID).")]
+Query = Annotated[
+    str | None,
+    typer.Option("--query", metavar="TEXT", help="Only names containing TEXT (a prefix too)."),
+]
+Limit = Annotated[
+    int | None, typer.Option("--limit", metavar="N", help="At most N per page. \\[default: 50]")
+]
+Cursor = Annotated[
+    str | None,
+    typer.Option("--cursor", metavar="NAME", help="Continue after this name (a page's `next`)."),
+]
 
 
 @asynccontextmanager
@@ -101,6 +117,9 @@ def run_service(
             DeploymentNotFoundError,
             NotADeployedRunError,
         )
+        from ..deploy.deployments.lifecycle import DeploymentInUseError
+        from ..deploy.drafts.errors import DraftError
+        from ..deploy.sources.errors import SourceError
         from ..workflows import NotFoundError
 
         console = stdout_console()
@@ -111,15 +130,19 @@ def run_service(
                         result = await work(service)
                 else:
                     result = await work(service)
+            except (DeploymentInUseError, DeploymentConflictError, DraftError, SourceError) as exc:
+                # these read as "[code] message", so `flowledger explain CODE` follows
+                raise CliError(f"[{exc.code}] {exc}") from None
             except (
                 ArtifactError,
-                DeploymentConflictError,
                 DeploymentNotFoundError,
                 NotADeployedRunError,
                 NotFoundError,
                 ValueError,
             ) as exc:
-                raise CliError(str(exc)) from None
+                code = getattr(exc, "code", "")
+                coded = code in {"artifact_in_use", "artifact_missing", "deployment_missing"}
+                raise CliError(f"[{code}] {exc}" if coded else str(exc)) from None
         if as_json:
             emit_json(result)
         else:
@@ -155,13 +178,27 @@ def set_deployment(
     )
 
 
-@deploy_app.command("list", help="Every deployment: its live revision and revision count.")
-def list_deployments(db: Db = None, session: Session = None, as_json: Json = False) -> None:
+@deploy_app.command("list", help="The deployments by name: live revision and revision count.")
+def list_deployments(
+    query: Query = None,
+    limit: Limit = None,
+    cursor: Cursor = None,
+    db: Db = None,
+    session: Session = None,
+    as_json: Json = False,
+) -> None:
     async def work(service: Any) -> dict[str, Any]:
-        result: dict[str, Any] = await service.deployment_list()
+        result: dict[str, Any] = await service.deployment_list(
+            query=query, limit=limit, cursor=cursor
+        )
         return result
 
-    run_service(db, session, work, lambda c, r, f: render_deployments(c, r), as_json)
+    def render(console: Console, result: dict[str, Any], flags: list[str]) -> None:
+        render_deployments(console, result)
+        again = [*(["--query", query] if query else []), *([f"--limit={limit}"] if limit else [])]
+        render_next(console, result, ["deploy", "list", *again, *flags])
+
+    run_service(db, session, work, render, as_json)
 
 
 @deploy_app.command("show", help="One revision of a deployment (default: the live one).")
@@ -179,11 +216,37 @@ def show(
     run_service(db, session, work, lambda c, r, f: render_deployment(c, r), as_json)
 
 
-@deploy_app.command("rollback", help="Move a deployment's live pointer to the revision before.")
-def rollback(name: str, db: Db = None, session: Session = None, as_json: Json = False) -> None:
+@deploy_app.command(
+    "rollback",
+    help="Make an earlier revision live again (default: the one below the live revision). "
+    "No revision is written; the next `set` numbers after the highest.",
+)
+def rollback(
+    name: str,
+    to: Annotated[
+        int | None, typer.Option("--to", metavar="N", help="The revision to make live.")
+    ] = None,
+    expect: Annotated[
+        int | None,
+        typer.Option(
+            "--expect",
+            metavar="N",
+            help="Only if revision N is live now (compare-and-swap). \\[default: what is "
+            "live when the command reads it]",
+            show_default=False,
+        ),
+    ] = None,
+    db: Db = None,
+    session: Session = None,
+    as_json: Json = False,
+) -> None:
     async def work(service: Any) -> dict[str, Any]:
-        revision = await service.deployments.rollback(service.session.session_id, name)
-        result: dict[str, Any] = revision.to_json()
+        live = expect
+        if live is None:
+            live = await service.deployments.live_revision(service.session.session_id, name)
+            if live is None:
+                live = 0  # nothing live: the store answers deployment_missing
+        result: dict[str, Any] = await service.deployment_rollback(name, max(live, 1), to)
         return result
 
     run_service(
@@ -194,6 +257,18 @@ def rollback(name: str, db: Db = None, session: Session = None, as_json: Json = 
         as_json,
         writes=True,
     )
+
+
+@deploy_app.command(
+    "delete",
+    help="Delete a deployment and every revision; refused while an unfinished run uses it.",
+)
+def delete(name: str, db: Db = None, session: Session = None, as_json: Json = False) -> None:
+    async def work(service: Any) -> dict[str, Any]:
+        result: dict[str, Any] = await service.deployment_delete(name)
+        return result
+
+    run_service(db, session, work, lambda c, r, f: render_deleted(c, r), as_json, writes=True)
 
 
 @deploy_app.command(
@@ -236,7 +311,10 @@ def run(
     session: Session = None,
     as_json: Json = False,
 ) -> None:
-    document = parse_json_option("--input", input)
+    try:
+        document = parse_json_option("--input", input)
+    except CliError as exc:
+        fail(str(exc))
 
     async def work(service: Any) -> dict[str, Any]:
         result: dict[str, Any] = await service.run_deployment(
@@ -268,7 +346,10 @@ def resume(
     session: Session = None,
     as_json: Json = False,
 ) -> None:
-    document = None if payload is None else parse_json_option("--payload", payload)
+    try:
+        document = None if payload is None else parse_json_option("--payload", payload)
+    except CliError as exc:
+        fail(str(exc))
 
     async def work(service: Any) -> dict[str, Any]:
         result: dict[str, Any] = await service.resume_run(run_id, document, wait_seconds=600)

@@ -20,9 +20,11 @@ __all__ = [
     "render_artifact_saved",
     "render_artifacts",
     "render_check",
+    "render_deleted",
     "render_deployed_run",
     "render_deployment",
     "render_deployments",
+    "render_next",
     "render_trace",
 ]
 
@@ -166,6 +168,29 @@ def render_deployments(console: Console, result: Mapping[str, Any]) -> None:
             str(item.get("revisions", "")),
         )
     console.print(table)
+
+
+def render_next(console: Console, result: Mapping[str, Any], command: Sequence[str]) -> None:
+    """The line that says how to read the next page, when there is one."""
+    after = result.get("next")
+    if isinstance(after, str):
+        console.print(
+            Text.assemble(
+                ("more: ", "dim"), (shlex.join(["flowledger", *command, "--cursor", after]), "")
+            ),
+            soft_wrap=True,
+        )
+
+
+def render_deleted(console: Console, result: Mapping[str, Any]) -> None:
+    """``deploy delete`` / ``artifact delete``: what was deleted."""
+    name = str(result.get("name", ""))
+    if "version" in result:
+        what = f"artifact {name}@{result['version']}"
+    else:
+        numbers = ", ".join(str(n) for n in result.get("revisions", []))
+        what = f"deployment {name} (revisions {numbers})"
+    console.print(Text.assemble(("deleted ", "green"), (what, "bold")), soft_wrap=True)
 
 
 def render_deployment(console: Console, revision: Mapping[str, Any], *, verb: str = "") -> None:

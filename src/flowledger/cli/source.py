@@ -38,7 +38,7 @@ from .source_registry import (
 from .source_render import render_probe
 
 if TYPE_CHECKING:
-    from ..deploy import Source
+    from ..deploy.sources.spec import McpSource
 
 # `flowledger.deploy` (and the MCP SDK under it) is imported inside the command, so
 # that every other command starts without it.
@@ -181,7 +181,7 @@ def probe(
 
 def _source(
     stdio: str | None, url: str | None, headers: list[str], env: list[str], cwd: str | None
-) -> Source:
+) -> McpSource:
     from ..deploy import HttpSource, SourceError, StdioSource
 
     if (stdio is None) == (url is None):

@@ -10,6 +10,8 @@ say but ``secrets.<name>.sessions`` has a flag:
   with ``secret:`` needs a file);
 * ``--secret SECRET[=VAR]`` declares a secret, read from variable ``VAR`` (default: its
   own name) of the process that connects the source;
+* ``--python MODULE[:FUNCTION,...]`` with ``--read-only FUNCTION`` and ``--idempotent
+  FUNCTION`` (the operator's annotations), or ``--builtin`` (the standard library);
 * ``--session UUID`` (visibility), ``--allow-tool``, ``--call-tool``, ``--description``.
 
 Bad flags are usage errors (typer's, exit code 2); a document that is not valid is the
@@ -34,6 +36,8 @@ __all__ = ["FLAG_OPTIONS", "SECRET_PREFIX", "document_from_flags", "read_documen
 SECRET_PREFIX: Final = "secret:"
 #: The options that build a document (refused with a FILE).
 FLAG_OPTIONS: Final = (
+    "--read-only",
+    "--idempotent",
     "--env",
     "--header",
     "--cwd",
@@ -89,12 +93,34 @@ def _secrets(given: list[str]) -> dict[str, Any]:
     return declared
 
 
+def _python(given: str, read_only: list[str], idempotent: list[str]) -> dict[str, Any]:
+    """``MODULE[:FUNCTION,...]`` and the annotations as a ``python`` entry."""
+    module, colon, names = given.partition(":")
+    spec: dict[str, Any] = {"module": module}
+    if colon:
+        functions = [name.strip() for name in names.split(",")]
+        if not all(functions):
+            raise typer.BadParameter(
+                "expected MODULE or MODULE:FUNCTION,FUNCTION", param_hint="--python"
+            )
+        spec["functions"] = functions
+    if read_only:
+        spec["read_only"] = read_only
+    if idempotent:
+        spec["idempotent"] = idempotent
+    return spec
+
+
 def document_from_flags(
     name: str,
     *,
     stdio: str | None,
     url: str | None,
     env: list[str],
+    python: str | None = None,
+    builtin: bool = False,
+    read_only: list[str] | None = None,
+    idempotent: list[str] | None = None,
     headers: list[str],
     cwd: str | None,
     secrets: list[str],
@@ -104,14 +130,30 @@ def document_from_flags(
     description: str | None,
 ) -> dict[str, Any]:
     """The source document the flags describe (JSON data, not validated yet)."""
-    if (stdio is None) == (url is None):
+    kinds = [stdio is not None, url is not None, python is not None, builtin]
+    if sum(kinds) != 1:
         raise typer.BadParameter(
-            "give exactly one of --stdio and --url", param_hint="--stdio/--url"
+            "give exactly one of --stdio, --url, --python and --builtin",
+            param_hint="--stdio/--url/--python/--builtin",
         )
     document: dict[str, Any] = {"format": "flowledger.source/v1", "name": name}
     if description is not None:
         document["description"] = description
-    if stdio is not None:
+    if (read_only or idempotent) and python is None:
+        raise typer.BadParameter(
+            "--read-only and --idempotent annotate functions of --python",
+            param_hint="--read-only/--idempotent",
+        )
+    if python is not None or builtin:
+        if env or cwd is not None or headers:
+            raise typer.BadParameter(
+                "--env, --cwd and --header go with --stdio or --url", param_hint="--env"
+            )
+        if builtin:
+            document["builtin"] = {}
+        else:
+            document["python"] = _python(python or "", read_only or [], idempotent or [])
+    elif stdio is not None:
         if headers:
             raise typer.BadParameter("--header needs --url", param_hint="--header")
         try:

@@ -56,7 +56,7 @@ TargetArgument = Annotated[
     typer.Argument(
         metavar="FILE|NAME",
         help="A flowledger.source/v1 document (YAML or JSON; - reads stdin), or, with "
-        "--stdio or --url, the name of the source the flags describe.",
+        "--stdio, --url, --python or --builtin, the name of the source the flags describe.",
     ),
 ]
 JsonOption = Annotated[
@@ -78,6 +78,45 @@ UrlOption = Annotated[
         "--url",
         metavar="URL",
         help="A streamable HTTP MCP endpoint.",
+        show_default=False,
+        rich_help_panel=FLAGS,
+    ),
+]
+PythonOption = Annotated[
+    str | None,
+    typer.Option(
+        "--python",
+        metavar="MODULE[:FUNCTION,...]",
+        help="Functions of an importable Python module, called in the process that runs "
+        "the workflow (default: every public function the module defines).",
+        show_default=False,
+        rich_help_panel=FLAGS,
+    ),
+]
+BuiltinOption = Annotated[
+    bool,
+    typer.Option(
+        "--builtin",
+        help="The built-in standard library of transforms (read-only, idempotent).",
+        rich_help_panel=FLAGS,
+    ),
+]
+ReadOnlyOption = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--read-only",
+        metavar="FUNCTION",
+        help="--python: annotate FUNCTION read-only (repeatable).",
+        show_default=False,
+        rich_help_panel=FLAGS,
+    ),
+]
+IdempotentOption = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--idempotent",
+        metavar="FUNCTION",
+        help="--python: annotate FUNCTION idempotent (repeatable).",
         show_default=False,
         rich_help_panel=FLAGS,
     ),
@@ -210,7 +249,9 @@ def _run(work: Callable[[], Coroutine[Any, Any, None]]) -> None:
 def _from_flags(target: str, flags: dict[str, Any]) -> dict[str, Any] | None:
     """Before the command runs (a bad flag is a usage error): the document the flags
     describe, or ``None`` when ``target`` is a file (then no flag may describe one)."""
-    if flags["stdio"] is None and flags["url"] is None:
+    if flags["stdio"] is None and flags["url"] is None and flags["python"] is None:
+        if flags["builtin"]:
+            return document_from_flags(target, **flags)
         given = [
             option
             for option, key in zip(FLAG_OPTIONS, _FLAG_KEYS, strict=True)
@@ -218,8 +259,8 @@ def _from_flags(target: str, flags: dict[str, Any]) -> dict[str, Any] | None:
         ]
         if given:
             raise typer.BadParameter(
-                f"{', '.join(given)} describe a source only with --stdio or --url (a FILE "
-                "holds the whole document)",
+                f"{', '.join(given)} describe a source only with --stdio, --url, --python "
+                "or --builtin (a FILE holds the whole document)",
                 param_hint=given[0],
             )
         return None
@@ -252,6 +293,8 @@ def _validated(target: str, document: dict[str, Any] | None) -> Any:
 
 
 _FLAG_KEYS = (
+    "read_only",
+    "idempotent",
     "env",
     "headers",
     "cwd",
@@ -289,6 +332,10 @@ def add(
     target: TargetArgument,
     stdio: StdioOption = None,
     url: UrlOption = None,
+    python: PythonOption = None,
+    builtin: BuiltinOption = False,
+    read_only: ReadOnlyOption = None,
+    idempotent: IdempotentOption = None,
     env: EnvOption = None,
     header: HeaderOption = None,
     cwd: CwdOption = None,
@@ -303,7 +350,15 @@ def add(
     """Register a new source (revision 1) from a file or from flags."""
     document = _from_flags(
         target,
-        _flags(stdio, url, env, header, cwd, secret, session, allow_tool, call_tool, description),
+        {
+            **_flags(
+                stdio, url, env, header, cwd, secret, session, allow_tool, call_tool, description
+            ),
+            "python": python,
+            "builtin": builtin,
+            "read_only": read_only or [],
+            "idempotent": idempotent or [],
+        },
     )
 
     async def work() -> None:
@@ -329,6 +384,10 @@ def set_source(
     ] = None,
     stdio: StdioOption = None,
     url: UrlOption = None,
+    python: PythonOption = None,
+    builtin: BuiltinOption = False,
+    read_only: ReadOnlyOption = None,
+    idempotent: IdempotentOption = None,
     env: EnvOption = None,
     header: HeaderOption = None,
     cwd: CwdOption = None,
@@ -344,7 +403,15 @@ def set_source(
     flags (an unchanged document writes nothing)."""
     document = _from_flags(
         target,
-        _flags(stdio, url, env, header, cwd, secret, session, allow_tool, call_tool, description),
+        {
+            **_flags(
+                stdio, url, env, header, cwd, secret, session, allow_tool, call_tool, description
+            ),
+            "python": python,
+            "builtin": builtin,
+            "read_only": read_only or [],
+            "idempotent": idempotent or [],
+        },
     )
 
     async def work() -> None:
@@ -399,7 +466,7 @@ def _listed(registered: RegisteredSource, probe: Any) -> dict[str, Any]:
         "name": registered.name,
         "revision": registered.revision,
         "enabled": registered.enabled,
-        "transport": "stdio" if document.stdio is not None else "http",
+        "transport": registered.source.kind,
         "visibility": "all" if document.sessions is None else list(document.sessions),
         "description": document.description,
         "last_probe": last,

@@ -30,6 +30,8 @@ _FIELDS = (
     "description",
     "stdio",
     "http",
+    "python",
+    "builtin",
     "secrets",
     "sessions",
     "allow_tools",
@@ -37,7 +39,11 @@ _FIELDS = (
 )
 
 
-_TRANSPORT_FIELDS = {"stdio": ("command", "args", "env", "cwd"), "http": ("url", "headers")}
+_TRANSPORT_FIELDS = {
+    "stdio": ("command", "args", "env", "cwd"),
+    "http": ("url", "headers"),
+    "python": ("module", "functions", "read_only", "idempotent"),
+}
 
 
 def _short(fingerprint: object) -> str:

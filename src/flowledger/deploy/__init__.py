@@ -8,7 +8,9 @@
 * Sources (docs/sources.md): specs (`StdioSource`, `HttpSource`), a session with one
   source (`SourceSession`: bounded connect and call timeouts, every page of the tool
   listing, typed errors), one session per source for a run (`SourcePool`), and tool
-  fingerprints (`contract_fingerprint`, `full_fingerprint`).
+  fingerprints (`contract_fingerprint`, `full_fingerprint`). Functions of a Python
+  module and the built-in transforms are sources too (`PythonSource`, `PythonSession`:
+  the same interface as an MCP session; registered by the operator only).
 * Deployments (``flowledger.deployment/v1``, docs/deploy.md "Deployments"): an exact
   artifact version bound to concrete sources, credentials by reference, a drift policy;
   `DeploymentStore` keeps immutable revisions with a ``live`` pointer. `DeployService`
@@ -44,6 +46,7 @@ from .artifacts.model import (
     Case,
     Dependency,
     EndNode,
+    ForeachNode,
     InterruptNode,
     Node,
     ParallelNode,
@@ -119,6 +122,8 @@ from .sources.fingerprint import (
     strip_annotations,
 )
 from .sources.pool import SourcePool
+from .sources.python_session import PythonSession
+from .sources.python_spec import PythonSource
 from .sources.session import ServerInfo, SourceSession, ToolResult
 from .sources.spec import HttpSource, Source, StdioSource
 from .sources.tool_info import ToolInfo
@@ -158,6 +163,7 @@ __all__ = [
     "ExpressionError",
     "ExpressionLimitError",
     "FingerprintError",
+    "ForeachNode",
     "HttpSource",
     "Intent",
     "InterruptNode",
@@ -169,6 +175,8 @@ __all__ = [
     "Pin",
     "PinMissingError",
     "PinStore",
+    "PythonSession",
+    "PythonSource",
     "Referrer",
     "RunTrace",
     "ServerInfo",

@@ -1,9 +1,11 @@
 """The deploy layer's tools on the MCP server: ``run_deployment``, ``resume_run``,
 ``inspect_run``, ``validate_run``, ``read_run_trace``, ``artifact_save``,
-``artifact_validate``, ``artifact_list``, ``artifact_show``, ``source_probe``,
-``deployment_save``, ``deployment_list`` and ``deployment_show``
+``artifact_validate``, ``artifact_list``, ``artifact_show``, ``artifact_delete``,
+``source_probe``, ``deployment_save``, ``deployment_list``, ``deployment_show``,
+``deployment_check``, ``deployment_rollback`` and ``deployment_delete``
 (`flowledger.deploy.DeployTools`), served beside the ``workflow_*`` tools (a read-only
-server lists only the reading ones, and not ``source_probe``, which launches commands).
+server lists only the reading ones: not ``source_probe``, which launches commands, nor
+the deletes and the rollback).
 On a front door (``--no-execute``) the environment is validated and the pin written
 here, and the run is started and resumed through the front door by the ``flowledger
 worker`` that owns the session."""

@@ -107,6 +107,8 @@ log = logging.getLogger("flowledger.web")
 _HERE: Final = Path(__file__).parent
 _MAX_FORM_BYTES: Final = DEFAULT_MAX_BODY  # the body limit; a form part may fill it
 _RESUME_DEADLINE: Final = 60.0  # only a guard against a hang: resume returns long before
+DEPLOYMENT_PAGE: Final = 500  # deployment_list's largest page
+
 _TERMINAL: Final = frozenset({"completed", "cancelled", "failed"})
 TRACE_PAGE: Final = 20
 _SECURITY_HEADERS: Final = {
@@ -544,7 +546,17 @@ class Dashboard:
         try:
             ctx = await self._context(request)
             listing = await ctx.served.tools.call("workflow_definition_list", {})
-            deployments = (await ctx.served.deploy.call("deployment_list", {}))["deployments"]
+            deployments: list[Any] = []
+            cursor: str | None = None
+            while True:  # every deployment of the session, a page at a time
+                page = await ctx.served.deploy.call(
+                    "deployment_list",
+                    {"limit": DEPLOYMENT_PAGE, **({"cursor": cursor} if cursor else {})},
+                )
+                deployments.extend(page["deployments"])
+                cursor = page.get("next")
+                if not cursor:
+                    break
             service = ctx.served.deploy.service
             artifacts = await service.artifacts.list(ctx.served.session_id)
         except ToolError as exc:

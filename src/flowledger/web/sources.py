@@ -143,9 +143,17 @@ def _transport(registered: RegisteredSource) -> Transport:
         if identity.get("cwd"):
             details.append(("working directory", str(identity["cwd"])))
         details.append(("environment variables", ", ".join(identity["env"]) or "none"))
-    else:
+    elif identity["transport"] == "http":
         label = str(identity["url"])
         details.append(("headers", ", ".join(identity["headers"]) or "none"))
+    else:  # python, builtin: functions called in the process, no secrets
+        label = str(identity.get("module") or identity.get("library"))
+        functions = identity.get("functions")
+        details.append(("functions", ", ".join(functions) if functions else "all"))
+        for hint in ("read_only", "idempotent"):
+            if identity.get(hint):
+                details.append((hint.replace("_", "-"), ", ".join(identity[hint])))
+        return Transport(str(identity["transport"]), clip(label, 240), tuple(details))
     details.append(("secrets", ", ".join(identity["secrets"]) or "none"))
     return Transport(str(identity["transport"]), label, tuple(details))
 

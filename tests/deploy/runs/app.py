@@ -37,6 +37,18 @@ def slow_source() -> StdioSource:
     )
 
 
+def item_source() -> StdioSource:
+    """The test server of ``item_server.py`` (the folder it works in: ``ITEM_DIR``)."""
+    import sys
+
+    return StdioSource(
+        sys.executable,
+        ["-m", "tests.deploy.runs.item_server"],
+        env={"ITEM_DIR": os.environ.get("ITEM_DIR", "")},
+        cwd=str(HERE.parents[2]),
+    )
+
+
 def catalog() -> Catalog:
     definitions = Catalog()
     definitions.register(
@@ -47,4 +59,7 @@ def catalog() -> Catalog:
         )
     )
     definitions.register(compile_artifact(artifact("slow_write"), sources={"slow": slow_source()}))
+    definitions.register(
+        compile_artifact(artifact("foreach_write"), sources={"items": item_source()})
+    )
     return definitions

@@ -22,10 +22,12 @@ from .errors import ArtifactIssue, choices, place_of
 from .expressions import Expression, Template, compile_condition, compile_template, is_expression
 from .failures import FAILURE_KINDS, MAX_ATTEMPTS, MAX_BACKOFF_FACTOR, MAX_BACKOFF_SECONDS
 from .graph import check_graph
-from .limits import MAX_EXPRESSIONS
+from .limits import MAX_EXPRESSIONS, MAX_FOREACH_CONCURRENCY
 from .model import (
     Artifact,
     EndNode,
+    ForeachNode,
+    ForeachToolBody,
     InterruptNode,
     Node,
     SetNode,
@@ -34,12 +36,20 @@ from .model import (
     WorkflowNode,
 )
 
-__all__ = ["ERROR_FIELDS", "TOOL_RESULT_FIELDS", "WORKFLOW_RESULT_FIELDS", "Checker"]
+__all__ = [
+    "ERROR_FIELDS",
+    "FOREACH_ITEM_ROOTS",
+    "TOOL_RESULT_FIELDS",
+    "WORKFLOW_RESULT_FIELDS",
+    "Checker",
+]
 
 TOOL_RESULT_FIELDS: Final = frozenset({"structured", "content", "text"})
 ERROR_FIELDS: Final = frozenset({"kind", "code", "message", "tool", "attempt"})
 WORKFLOW_RESULT_FIELDS: Final = frozenset({"outcome", "output"})
 _BASE: Final = frozenset({"input", "state"})
+# A foreach body's scope: the node's, plus the element and its position in the list.
+FOREACH_ITEM_ROOTS: Final = _BASE | {"item", "index"}
 
 
 class Checker:
@@ -136,6 +146,8 @@ class Checker:
         for node in a.nodes.values():
             if isinstance(node, ToolNode):
                 used_tools.setdefault(node.dependency, set()).add(node.tool)
+            elif isinstance(node, ForeachNode) and isinstance(node.body, ForeachToolBody):
+                used_tools.setdefault(node.body.dependency, set()).add(node.body.tool)
             elif isinstance(node, WorkflowNode):
                 used_children.add(node.workflow)
         for name, dependency in a.dependencies.items():
@@ -166,21 +178,7 @@ class Checker:
         base: tuple[str | int, ...] = ("nodes", node_id)
         self._label(base, node.label)
         if isinstance(node, ToolNode):
-            dependency = a.dependencies.get(node.dependency)
-            if dependency is None:
-                self.issue(
-                    place_of(*base, "dependency"),
-                    "unknown_dependency",
-                    f"no dependency {node.dependency!r} is declared",
-                    choices("declare it under `dependencies`; declared", a.dependencies),
-                )
-            elif node.tool not in dependency.tools:
-                self.issue(
-                    place_of(*base, "tool"),
-                    "unknown_tool",
-                    f"dependency {node.dependency!r} does not list tool {node.tool!r}",
-                    f"add it to dependencies.{node.dependency}.tools",
-                )
+            self._tool_reference(base, node.dependency, node.tool)
             self._object_template((*base, "arguments"), node.arguments, _BASE, node_id)
             self._assign(base, node.assign, _BASE | {"result"}, node_id)
             self._failures(base, node, node_id)
@@ -207,10 +205,75 @@ class Checker:
                 )
             self._object_template((*base, "input"), node.input, _BASE, node_id)
             self._assign(base, node.assign, _BASE | {"result"}, node_id)
+        elif isinstance(node, ForeachNode):
+            self._foreach(base, node_id, node)
         elif isinstance(node, EndNode):
             template = self._object_template((*base, "output"), node.output, _BASE, node_id)
             if template is not None:
                 self._end_output(base, node.output, template)
+
+    def _tool_reference(self, base: tuple[str | int, ...], dependency_name: str, tool: str) -> None:
+        dependencies = self.artifact.dependencies
+        dependency = dependencies.get(dependency_name)
+        if dependency is None:
+            self.issue(
+                place_of(*base, "dependency"),
+                "unknown_dependency",
+                f"no dependency {dependency_name!r} is declared",
+                choices("declare it under `dependencies`; declared", dependencies),
+            )
+        elif tool not in dependency.tools:
+            self.issue(
+                place_of(*base, "tool"),
+                "unknown_tool",
+                f"dependency {dependency_name!r} does not list tool {tool!r}",
+                f"add it to dependencies.{dependency_name}.tools",
+            )
+
+    def _foreach(self, base: tuple[str | int, ...], node_id: str, node: ForeachNode) -> None:
+        path = (*base, "items")
+        items = compile_condition(node.items, path, _BASE, self.issues)
+        if items is not None:
+            self._fields(items, node_id)
+            self.conditions[place_of(*path)] = items
+        body = (*base, "body")
+        if isinstance(node.body, ForeachToolBody):
+            self._tool_reference(body, node.body.dependency, node.body.tool)
+            self._object_template(
+                (*body, "arguments"), node.body.arguments, FOREACH_ITEM_ROOTS, node_id
+            )
+        else:
+            self._template((*body, "value"), node.body.value, FOREACH_ITEM_ROOTS, node_id)
+        if node.max_concurrency > MAX_FOREACH_CONCURRENCY:
+            self.issue(
+                place_of(*base, "max_concurrency"),
+                "foreach_concurrency",
+                f"{node.max_concurrency} items at once; the limit is {MAX_FOREACH_CONCURRENCY}",
+                f"use 1 to {MAX_FOREACH_CONCURRENCY}",
+            )
+        elif node.mode == "serial" and "max_concurrency" in node.model_fields_set:
+            self.issue(
+                place_of(*base, "max_concurrency"),
+                "foreach_concurrency",
+                "a serial foreach runs one item at a time",
+                "remove max_concurrency, or set mode: concurrent",
+            )
+        into = self.artifact.state.get(node.into)
+        if into is None:
+            self.issue(
+                place_of(*base, "into"),
+                "unknown_state_field",
+                f"state field {node.into!r} is not declared",
+                "declare it under `state`",
+            )
+        elif into.reduce != "replace":
+            self.issue(
+                place_of(*base, "into"),
+                "foreach_into",
+                f"state field {node.into!r} has reducer {into.reduce}; a foreach replaces "
+                "its `into` field with the whole list of results",
+                f"set state.{node.into}.reduce to replace, or collect into another field",
+            )
 
     def _failures(self, base: tuple[str | int, ...], node: ToolNode, node_id: str) -> None:
         """``retry`` and ``on_error``: known kinds, listed once, bounds (what needs the

@@ -7,7 +7,7 @@ the node sets of each parallel node's branches (`ValidatedArtifact.branches`).
 from __future__ import annotations
 
 from .errors import ArtifactIssue, choices, place_of
-from .model import Artifact, EndNode, Node, ParallelNode, SwitchNode, ToolNode
+from .model import Artifact, EndNode, ForeachNode, Node, ParallelNode, SwitchNode, ToolNode
 
 __all__ = ["check_graph", "targets"]
 
@@ -248,4 +248,6 @@ class _Graph:
                 fields.update(assign)
             if isinstance(current, ToolNode) and current.on_error is not None:
                 fields.update(current.on_error.assign)
+            if isinstance(current, ForeachNode):
+                fields.add(current.into)
         return fields

@@ -24,6 +24,8 @@ __all__ = [
     "MAX_EVALUATION_STEPS",
     "MAX_EXPRESSIONS",
     "MAX_EXPRESSION_CHARS",
+    "MAX_FOREACH_CONCURRENCY",
+    "MAX_FOREACH_ITEMS",
     "MAX_NODES",
     "MAX_RESULT_VALUES",
     "MAX_SOURCE_BYTES",
@@ -45,6 +47,11 @@ MAX_TOOLS_PER_DEPENDENCY: Final = 128
 MAX_CHILDREN: Final = 32
 MAX_CASES: Final = 64  # per switch
 MAX_BRANCHES: Final = 16  # per parallel
+# A foreach: items per visit (checked at run time, when the list is known; each item is
+# a durable state key, and a serial foreach takes a super-step per item) and items in
+# flight at once (a concurrent foreach runs that many per super-step).
+MAX_FOREACH_ITEMS: Final = 1000
+MAX_FOREACH_CONCURRENCY: Final = 16
 MAX_EXPRESSION_CHARS: Final = 2048  # one expression, between ``${`` and ``}``
 MAX_EXPRESSIONS: Final = 4096  # per artifact
 MAX_CHILD_DEPTH: Final = 8  # levels of saved children below an artifact

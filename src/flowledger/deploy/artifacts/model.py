@@ -21,6 +21,7 @@ from .limits import (
     MAX_CASES,
     MAX_CHILDREN,
     MAX_DEPENDENCIES,
+    MAX_FOREACH_CONCURRENCY,
     MAX_NODES,
     MAX_STATE_FIELDS,
     MAX_TOOLS_PER_DEPENDENCY,
@@ -29,6 +30,7 @@ from .limits import (
 __all__ = [
     "ARTIFACT_FORMAT",
     "DEFAULT_TOOL_TIMEOUT",
+    "FOREACH_BODY_KINDS",
     "MAX_TOOL_TIMEOUT",
     "NODE_KINDS",
     "REDUCERS",
@@ -38,6 +40,9 @@ __all__ = [
     "Case",
     "Dependency",
     "EndNode",
+    "ForeachNode",
+    "ForeachToolBody",
+    "ForeachValueBody",
     "InterruptNode",
     "Node",
     "OnError",
@@ -56,7 +61,17 @@ MAX_TOOL_TIMEOUT: Final = 3600.0
 # MCP tool names: ASCII letters, digits, ``_``, ``-`` and ``.``, 1..128 characters.
 TOOL_NAME_PATTERN: Final = r"^[A-Za-z0-9_.-]{1,128}$"
 REDUCERS: Final = ("replace", "append", "merge", "sum")
-NODE_KINDS: Final = ("tool", "set", "switch", "parallel", "interrupt", "workflow", "end")
+NODE_KINDS: Final = (
+    "tool",
+    "set",
+    "switch",
+    "parallel",
+    "interrupt",
+    "workflow",
+    "foreach",
+    "end",
+)
+FOREACH_BODY_KINDS: Final = ("tool", "value")
 
 NodeId = Annotated[str, StringConstraints(pattern=f"^{VERTEX_ID.pattern}$")]
 FieldName = Annotated[str, StringConstraints(pattern=f"^{VERTEX_ID.pattern}$")]
@@ -215,6 +230,44 @@ class WorkflowNode(_Node):
     next: NodeId
 
 
+class ForeachToolBody(_Strict):
+    """Per item: call a tool of a declared dependency; the item's result is
+    ``{structured, text}`` of the tool's answer."""
+
+    kind: Literal["tool"]
+    dependency: DependencyName
+    tool: ToolName
+    arguments: ObjectTemplate = Field(default_factory=dict)
+    timeout: Annotated[float, Field(gt=0, le=MAX_TOOL_TIMEOUT)] = DEFAULT_TOOL_TIMEOUT
+
+
+class ForeachValueBody(_Strict):
+    """Per item: the item's result is the template ``value`` (pure, no side effect)."""
+
+    kind: Literal["value"]
+    value: JsonValue
+
+
+ForeachBody = Annotated[ForeachToolBody | ForeachValueBody, Field(discriminator="kind")]
+
+
+class ForeachNode(_Node):
+    """Run ``body`` once per element of the list ``items`` gives (``item`` and ``index``
+    in the body's scope), ``serial``ly or ``concurrent``ly (at most ``max_concurrency``
+    at once), and put the results, in item order, into state field ``into``."""
+
+    kind: Literal["foreach"]
+    items: Annotated[str, Field(description="One `${ ... }` expression giving an array.")]
+    body: ForeachBody
+    mode: Literal["serial", "concurrent"] = "serial"
+    max_concurrency: Annotated[
+        int, Field(ge=1, description=f"Items at once (concurrent), 1 to {MAX_FOREACH_CONCURRENCY}.")
+    ] = 4
+    on_item_error: Literal["fail", "skip", "collect"] = "fail"
+    into: FieldName
+    next: NodeId
+
+
 class EndNode(_Node):
     """Finish the run with a named outcome and an output matching ``output_schema``."""
 
@@ -224,7 +277,14 @@ class EndNode(_Node):
 
 
 Node = Annotated[
-    ToolNode | SetNode | SwitchNode | ParallelNode | InterruptNode | WorkflowNode | EndNode,
+    ToolNode
+    | SetNode
+    | SwitchNode
+    | ParallelNode
+    | InterruptNode
+    | WorkflowNode
+    | ForeachNode
+    | EndNode,
     Field(discriminator="kind"),
 ]
 

@@ -425,6 +425,11 @@ class ArtifactStore:
                 records.append(entry.record)
         return records
 
+    async def names(self, session_id: str) -> builtins.list[str]:
+        """The names with a version record (saved or deleted), sorted; reads keys only."""
+        prefix = f"{self._base(session_id)}/versions/"
+        return sorted({key[len(prefix) :].split("/", 1)[0] for key in await self._kv.keys(prefix)})
+
     async def references(self, session_id: str, name: str, version: str) -> builtins.list[Referrer]:
         """Everything that refers to ``name@version``, sorted."""
         prefix = self._refs_prefix(session_id, name, version)

@@ -8,7 +8,7 @@ from typing import Any, Final
 from pydantic import ValidationError
 
 from .errors import ArtifactIssue, place_of
-from .model import NODE_KINDS
+from .model import FOREACH_BODY_KINDS, NODE_KINDS
 
 __all__ = ["structure_issues"]
 
@@ -44,7 +44,10 @@ def structure_issues(exc: ValidationError, document: Any) -> list[ArtifactIssue]
             continue
         if union:
             union_members[place] = len(issues)
-        issues.append(ArtifactIssue(place, _code(kind, key_error), message, _HINTS.get(kind, "")))
+        hint = _HINTS.get(kind, "")
+        if kind.startswith("union_tag_") and path[-1:] == ["body"]:  # a foreach's body
+            hint = "a body's kind is one of " + ", ".join(FOREACH_BODY_KINDS)
+        issues.append(ArtifactIssue(place, _code(kind, key_error), message, hint))
     return issues
 
 

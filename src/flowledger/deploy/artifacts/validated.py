@@ -23,7 +23,8 @@ class ValidatedArtifact:
 
     ``templates`` and ``conditions`` are keyed by place: ``nodes.<id>.arguments``,
     ``nodes.<id>.assign.<field>``, ``nodes.<id>.request``, ``nodes.<id>.input``,
-    ``nodes.<id>.output`` and ``nodes.<id>.cases[<i>].when``. ``schemas`` holds
+    ``nodes.<id>.output``, ``nodes.<id>.body.arguments``, ``nodes.<id>.body.value``,
+    ``nodes.<id>.cases[<i>].when`` and ``nodes.<id>.items``. ``schemas`` holds
     ``input_schema``, ``output_schema`` and ``nodes.<id>.resume_schema``. ``branches``
     maps each parallel node to the node ids of each of its branches (in order)."""
 

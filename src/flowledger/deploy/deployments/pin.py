@@ -6,7 +6,8 @@ digest of its bytes), the root artifact and every child of its closure (name, ve
 digest), the drift policy, and per dependency the source's identity (transport fields,
 variable and header *names*, which of them are secrets; never a value), the server's
 self-description, and per tool the artifact calls its contract and full fingerprints
-and read-only / idempotent annotations.
+and read-only / idempotent annotations (for a function of a Python source also
+``python``: its module, qualified name, distribution and version).
 
 `PinStore` keeps one pin per graph run as the single record of the ledger log
 ``deploy/pins/<graph run id>``, appended with ``expected=0``: a log holds at most one

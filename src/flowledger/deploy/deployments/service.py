@@ -15,7 +15,11 @@
 * `inspect_run(run_id, revalidate)`, `read_run_trace(run_id, start, limit)`;
   `validate_run(run_id)`: only the status and the revalidated resume readiness.
 * `artifact_save`, `artifact_list`, `artifact_show`, `deployment_save`,
-  `deployment_list`, `deployment_show`.
+  `deployment_list`, `deployment_show`. The lists take ``query`` (a substring of the
+  name), ``limit`` and ``cursor`` (`flowledger.deploy.listing`) and answer ``next``.
+* `artifact_delete`, `deployment_delete`, `deployment_rollback` (`Lifecycle`): refused
+  while something still needs what is deleted, naming it; a rollback makes an earlier
+  revision live again under compare-and-swap on the live one.
 * `artifact_validate(document)`: every static problem with its place and hint (what
   ``flowledger artifact validate`` prints); nothing is saved.
 * `source_probe(spec)`: a source given like a deployment binding (``stdio`` or
@@ -50,9 +54,10 @@ from ...workflows.errors import DuplicateDefinitionError, ResumeBlockedError
 from ...workflows.records.run import Run, RunStatus
 from ...workflows.runtime.session import WorkflowSession
 from ..artifacts.errors import ArtifactNotFoundError, ArtifactValidationError
-from ..artifacts.store import ArtifactStore, StoredArtifact
+from ..artifacts.store import ArtifactRecord, ArtifactStore, StoredArtifact
 from ..artifacts.validate import load_artifact, validate_artifact
 from ..artifacts.validated import ValidatedArtifact
+from ..listing import MAX_PAGE, page_limit, page_names
 from ..registry.access import SessionSources, SourceAccess
 from ..registry.errors import InlineSourceRefusedError, LaunchRefusedError
 from ..registry.spec import identity_of, load_source_spec, source_of
@@ -70,6 +75,7 @@ from .definition import (
 from .diagnostics import ARTIFACT_MISSING, CHILD_MISSING, DEPLOYMENT_MISSING, Diagnostic, error
 from .document import load_deployment, validate_deployment
 from .environment import SourceEnvironment
+from .lifecycle import Lifecycle
 from .pin import PIN_FORMAT, Pin, PinStore
 from .store import DeploymentNotFoundError, DeploymentRevision, DeploymentStore
 from .validation import DEFAULT_CHECK_TIMEOUT, check_start
@@ -127,6 +133,9 @@ class DeployService:
         self.registry = SourceRegistry.over(session.store)
         self.sources = SessionSources(self.registry, session.session_id, access)
         self.environment = SourceEnvironment(self.sources)
+        self.lifecycle = Lifecycle(
+            session.session_id, self.artifacts, self.deployments, session.registry
+        )
         self.check_timeout = check_timeout
         self.tools = WorkflowTools(
             session.session_id,
@@ -157,19 +166,36 @@ class DeployService:
     async def artifact_validate(self, document: str | bytes | dict[str, Any]) -> dict[str, Any]:
         return validation_report(document)
 
-    async def artifact_list(self) -> dict[str, Any]:
-        """Every saved artifact: its versions (byte order) with their digests."""
-        grouped: dict[str, list[dict[str, Any]]] = {}
-        for record in await self.artifacts.list(self._sid):
-            grouped.setdefault(record.name, []).append(
-                {
-                    "version": record.version,
-                    "digest": record.digest,
-                    "closure_digest": record.closure_digest,
-                    "saved_at": record.to_json()["saved_at"],
-                }
+    async def artifact_list(
+        self, *, query: str | None = None, limit: int | None = None, cursor: str | None = None
+    ) -> dict[str, Any]:
+        """A page of the saved artifacts by name (``query``: a substring of the name;
+        ``cursor``: the previous page's ``next``): each with its versions (byte order)
+        and their digests; ``next`` is None on the last page. Reads the names (keys
+        only), then the records of the page's names (and of names whose versions are
+        all deleted, which are passed over)."""
+        wanted = page_limit(limit)
+        shown: list[dict[str, Any]] = []
+        after = cursor
+        while True:
+            candidates = page_names(
+                await self.artifacts.names(self._sid), query=query, limit=MAX_PAGE, cursor=after
             )
-        return {"artifacts": [{"name": n, "versions": v} for n, v in grouped.items()]}
+            for name in candidates.names:
+                records = await self.artifacts.list(self._sid, name)
+                if not records:
+                    continue  # every version deleted
+                if len(shown) == wanted:  # one more name exists: the page is not the last
+                    return {"artifacts": shown, "next": shown[-1]["name"]}
+                shown.append({"name": name, "versions": [_version(r) for r in records]})
+            if candidates.next is None:
+                return {"artifacts": shown, "next": None}
+            after = candidates.next
+
+    async def artifact_delete(self, name: str, version: str) -> dict[str, Any]:
+        """Delete a saved version unless a parent artifact or a deployment revision uses
+        it (`ArtifactInUseError` naming them); see `Lifecycle`."""
+        return await self.lifecycle.delete_artifact(name, version)
 
     async def artifact_show(self, name: str, version: str) -> dict[str, Any]:
         """One saved version: its record and its document (the canonical JSON)."""
@@ -229,8 +255,30 @@ class DeployService:
             document = validated.deployment.model_dump(mode="json", exclude_defaults=True)
         return (await self.deployments.save(self._sid, document)).to_json()
 
-    async def deployment_list(self) -> dict[str, Any]:
-        return {"deployments": await self.deployments.list(self._sid)}
+    async def deployment_list(
+        self, *, query: str | None = None, limit: int | None = None, cursor: str | None = None
+    ) -> dict[str, Any]:
+        """A page of the deployments by name (``query``, ``limit``, ``cursor`` as for
+        `artifact_list`): each with its live revision and revision count, and ``next``."""
+        page = page_names(
+            await self.deployments.names(self._sid), query=query, limit=limit, cursor=cursor
+        )
+        return {
+            "deployments": await self.deployments.list(self._sid, page.names),
+            "next": page.next,
+        }
+
+    async def deployment_delete(self, name: str) -> dict[str, Any]:
+        """Delete every revision of a deployment unless an unfinished run uses it
+        (`DeploymentInUseError` naming the runs); see `Lifecycle`."""
+        return await self.lifecycle.delete_deployment(name)
+
+    async def deployment_rollback(
+        self, name: str, live: int, revision: int | None = None
+    ) -> dict[str, Any]:
+        """Make ``revision`` (default: the one below ``live``) live again if ``live`` is
+        still the live revision; revisions are immutable, so no revision is written."""
+        return await self.lifecycle.rollback(name, live, revision)
 
     async def deployment_show(self, name: str, revision: int | None = None) -> dict[str, Any]:
         return (await self.deployments.get(self._sid, name, revision)).to_json()
@@ -248,9 +296,13 @@ class DeployService:
     ) -> DeployedDefinition:
         """The session catalog's definition of ``revision``, compiled and registered on
         first use (the catalog is in memory: each process registers what it serves)."""
+        return self._ensure_validated(revision, [item.validated for item in closure])
+
+    def _ensure_validated(
+        self, revision: DeploymentRevision, validated: list[ValidatedArtifact]
+    ) -> DeployedDefinition:
         key = (revision.name, version_of(revision.revision))
         if key not in self.session.catalog:
-            validated: list[ValidatedArtifact] = [item.validated for item in closure]
             compiled = deployed_definition(
                 revision, validated, self.environment, timeout=self.check_timeout
             )
@@ -260,6 +312,33 @@ class DeployService:
         definition = self.session.catalog.resolve(*key)
         assert isinstance(definition, DeployedDefinition)
         return definition
+
+    async def _from_pin(self, run: Run, number: int) -> DeployedDefinition:
+        """The definition of a run whose deployment was deleted (`deployment_delete`
+        leaves finished runs), compiled from the snapshots its pin holds: the deployment
+        revision and every artifact of the closure as they were when it started.
+        `DeploymentNotFoundError` when the pin or a snapshot is gone too."""
+        missing = DeploymentNotFoundError(run.definition_name, number)
+        pin = await self.pins.read(run.graph_run_id)
+        if pin is None or pin.deployment.get("revision") != number:
+            raise missing
+        digests = pin.snapshot_digests()
+        try:
+            found = await self.session.store.ledger.attachments(digests)
+        except storage.AttachmentNotFoundError:
+            raise missing from None
+        deployment = load_deployment(found[digests[0]])
+        if deployment.name != run.definition_name:
+            raise missing
+        revision = DeploymentRevision(
+            run.definition_name,
+            number,
+            digests[0],
+            str(pin.document.get("pinned_at", "")),
+            deployment,
+        )
+        closure = [load_artifact(found[digest], format="json") for digest in digests[1:]]
+        return self._ensure_validated(revision, closure)
 
     async def register_all(self) -> int:
         """Register the definition of every saved revision of every deployment (so a
@@ -297,7 +376,10 @@ class DeployService:
         number = revision_of(run.definition_version)
         if number is None:
             raise NotADeployedRunError(f"run {run.id} is not a deployed run")
-        revision = await self.deployments.get(self._sid, run.definition_name, number)
+        try:
+            revision = await self.deployments.get(self._sid, run.definition_name, number)
+        except DeploymentNotFoundError:
+            return await self._from_pin(run, number)
         return self._ensure(revision, await self._closure(revision))
 
     # -- starting ---------------------------------------------------------------------
@@ -412,6 +494,9 @@ class DeployService:
         if pending is None:
             return record
         revision = pending.revision
+        # deleted since it was checked: the start fails rather than pinning a revision
+        # nobody can compile again (DeploymentNotFoundError)
+        await self.deployments.get(self._sid, revision.name, revision.revision)
         root = pending.closure[0]
         document = {
             "format": PIN_FORMAT,
@@ -570,6 +655,15 @@ class DeployService:
     async def pin_of(self, run_id: str) -> Pin | None:
         run = await self.session.registry.get(self._sid, run_id)
         return await self.pins.read(run.graph_run_id)
+
+
+def _version(record: ArtifactRecord) -> dict[str, Any]:
+    return {
+        "version": record.version,
+        "digest": record.digest,
+        "closure_digest": record.closure_digest,
+        "saved_at": record.to_json()["saved_at"],
+    }
 
 
 def validation_report(document: str | bytes | Mapping[str, Any]) -> dict[str, Any]:

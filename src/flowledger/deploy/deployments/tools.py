@@ -11,16 +11,25 @@ arguments in, a JSON result out, `flowledger.tools.ToolError` on any failure), l
 | ``read_run_trace`` | no | ``run_id``, ``start?``, ``limit?`` |
 | ``artifact_save`` | yes | ``document`` (an artifact: an object, or YAML/JSON text) |
 | ``artifact_validate`` | no | ``document`` (an object, or YAML/JSON text) |
-| ``artifact_list`` | no | |
+| ``artifact_list`` | no | ``query?``, ``limit?``, ``cursor?`` |
 | ``artifact_show`` | no | ``name``, ``version`` |
+| ``artifact_delete`` | yes | ``name``, ``version`` |
 | ``source_probe`` | yes (below) | ``source`` (registered), or ``stdio``/``http``; ``timeout?`` |
 | ``deployment_save`` | yes | ``document`` (an object, or YAML/JSON text) |
-| ``deployment_list`` | no | |
+| ``deployment_list`` | no | ``query?``, ``limit?``, ``cursor?`` |
 | ``deployment_show`` | no | ``name``, ``revision?`` |
+| ``deployment_check`` | no | ``name``, ``revision?`` |
+| ``deployment_rollback`` | yes | ``name``, ``live``, ``revision?`` |
+| ``deployment_delete`` | yes | ``name`` |
 
 ``source_probe`` starts (or contacts) a source and records its probe in the registry:
 it counts as mutating, and a read-only server hides it. Inline specs (``stdio``,
 ``http``) are the operator's: a tenant's are refused (`InlineSourceRefusedError`).
+
+``deployment_check`` connects to the deployment's sources as ``run_deployment`` would
+(on a read-only server it answers from the registry's last probes) and writes nothing,
+so it is a reading tool. Deleting and rolling back are mutating: a read-only server
+hides them. A failure with a code reads ``<tool>: [<code>] <message>``.
 
 Results are `DeployService`'s. Arguments are checked against each tool's JSON Schema
 first (unknown fields refused), naming the field.
@@ -38,9 +47,11 @@ from ...tools.table import TableTools
 from ...workflows.errors import NotFoundError
 from ..artifacts.errors import ArtifactError, ArtifactValidationError
 from ..artifacts.schema import artifact_json_schema, document_input_schema
+from ..listing import MAX_CURSOR, MAX_PAGE, MAX_QUERY
 from ..runs.trace import MAX_TRACE_PAGE
 from ..sources.errors import SourceError
 from .document import CredentialMissingError
+from .lifecycle import DeploymentInUseError
 from .schema import deployment_json_schema
 from .service import MAX_WAIT_SECONDS, DeployService, NotADeployedRunError
 from .store import (
@@ -49,7 +60,7 @@ from .store import (
     DeploymentNotFoundError,
 )
 
-__all__ = ["DEPLOY_TOOL_NAMES", "Bundle", "DeployTools", "combined"]
+__all__ = ["DEPLOY_TOOL_NAMES", "PAGING", "Bundle", "DeployTools", "combined"]
 
 _RUN_ID: Final = {"type": "string", "description": "A run id (UUID)."}
 _WAIT: Final = {
@@ -58,6 +69,29 @@ _WAIT: Final = {
     "maximum": MAX_WAIT_SECONDS,
     "description": "How long to wait for the run to stop (default 30 s).",
 }
+
+
+#: the ``query``, ``limit`` and ``cursor`` arguments of every list tool
+PAGING: Final = {
+    "query": {
+        "type": "string",
+        "maxLength": MAX_QUERY,
+        "description": "Only names containing this text (a prefix works too).",
+    },
+    "limit": {
+        "type": "integer",
+        "minimum": 1,
+        "maximum": MAX_PAGE,
+        "description": "At most this many per page (default 50).",
+    },
+    "cursor": {
+        "type": "string",
+        "minLength": 1,
+        "maxLength": MAX_CURSOR,
+        "description": "The `next` of the previous page (names in byte order).",
+    },
+}
+_NAME: Final = {"type": "string", "description": "A deployment's name."}
 
 
 def _schema(properties: dict[str, Any], required: Sequence[str] = ()) -> dict[str, Any]:
@@ -136,8 +170,9 @@ _TOOLS: Final[dict[str, tuple[str, dict[str, Any], bool]]] = {
         False,
     ),
     "artifact_list": (
-        "The session's saved artifacts: each name with its versions and digests.",
-        _schema({}),
+        "The session's saved artifacts, a page at a time by name: each name with its "
+        "versions and digests; `next` continues (null on the last page).",
+        _schema(dict(PAGING)),
         False,
     ),
     "artifact_show": (
@@ -145,6 +180,13 @@ _TOOLS: Final[dict[str, tuple[str, dict[str, Any], bool]]] = {
         "digest and children.",
         _schema({"name": {"type": "string"}, "version": {"type": "string"}}, ["name", "version"]),
         False,
+    ),
+    "artifact_delete": (
+        "Delete a saved artifact version. Refused (artifact_in_use, naming them) while a "
+        "parent artifact pins it as a child or any revision of a deployment runs it; a "
+        "deleted version is never reused.",
+        _schema({"name": {"type": "string"}, "version": {"type": "string"}}, ["name", "version"]),
+        True,
     ),
     "source_probe": (
         "Connect once to a registered MCP source ({source: NAME}; the probe is recorded "
@@ -168,7 +210,12 @@ _TOOLS: Final[dict[str, tuple[str, dict[str, Any], bool]]] = {
         document_input_schema(deployment_json_schema(), "flowledger://schemas/deployment"),
         True,
     ),
-    "deployment_list": ("Every deployment with its live revision.", _schema({}), False),
+    "deployment_list": (
+        "The deployments, a page at a time by name: each with its live revision and "
+        "revision count; `next` continues (null on the last page).",
+        _schema(dict(PAGING)),
+        False,
+    ),
     "deployment_show": (
         "One revision of a deployment (default: the live one).",
         _schema(
@@ -177,6 +224,39 @@ _TOOLS: Final[dict[str, tuple[str, dict[str, Any], bool]]] = {
         False,
     ),
 }
+_TOOLS.update(
+    {
+        "deployment_check": (
+            "Check a deployment's live revision (or `revision`) as run_deployment would "
+            "before a start (artifact and children saved, sources reachable, tools "
+            "present and allowed, secrets set): runnable or unrunnable with diagnostics. "
+            "Starts no run and writes nothing.",
+            _schema({"name": _NAME, "revision": {"type": "integer", "minimum": 1}}, ["name"]),
+            False,
+        ),
+        "deployment_rollback": (
+            "Make an earlier revision live again (default: the one below the live one). "
+            "`live` is the revision you saw live: if another is live now, nothing moves "
+            "(deployment_conflict). No revision is written; the next save numbers after "
+            "the highest.",
+            _schema(
+                {
+                    "name": _NAME,
+                    "live": {"type": "integer", "minimum": 1},
+                    "revision": {"type": "integer", "minimum": 1},
+                },
+                ["name", "live"],
+            ),
+            True,
+        ),
+        "deployment_delete": (
+            "Delete a deployment and every revision. Refused (deployment_in_use, naming "
+            "the runs) while an unfinished run (pending, running, interrupted) uses it.",
+            _schema({"name": _NAME}, ["name"]),
+            True,
+        ),
+    }
+)
 DEPLOY_TOOL_NAMES: Final = tuple(_TOOLS)
 
 _EXPECTED: Final = (
@@ -186,6 +266,7 @@ _EXPECTED: Final = (
     DeploymentConflictError,
     DeploymentCorruptError,
     DeploymentNotFoundError,
+    DeploymentInUseError,
     NotADeployedRunError,
     NotFoundError,
     ValueError,
@@ -227,15 +308,25 @@ class DeployTools(TableTools):
             ),
             "artifact_save": lambda a: service.artifact_save(a["document"]),
             "artifact_validate": lambda a: service.artifact_validate(a["document"]),
-            "artifact_list": lambda a: service.artifact_list(),
+            "artifact_list": lambda a: service.artifact_list(
+                query=a.get("query"), limit=a.get("limit"), cursor=a.get("cursor")
+            ),
+            "artifact_delete": lambda a: service.artifact_delete(a["name"], a["version"]),
             "artifact_show": lambda a: service.artifact_show(a["name"], a["version"]),
             "source_probe": lambda a: service.source_probe(
                 {k: a[k] for k in ("source", "stdio", "http") if k in a},
                 seconds=a.get("timeout", 10.0),
             ),
             "deployment_save": lambda a: service.deployment_save(a["document"]),
-            "deployment_list": lambda a: service.deployment_list(),
+            "deployment_list": lambda a: service.deployment_list(
+                query=a.get("query"), limit=a.get("limit"), cursor=a.get("cursor")
+            ),
             "deployment_show": lambda a: service.deployment_show(a["name"], a.get("revision")),
+            "deployment_check": lambda a: service.deployment_check(a["name"], a.get("revision")),
+            "deployment_rollback": lambda a: service.deployment_rollback(
+                a["name"], a["live"], a.get("revision")
+            ),
+            "deployment_delete": lambda a: service.deployment_delete(a["name"]),
         }
 
     def failure(self, name: str, exc: Exception) -> ToolError:
@@ -247,6 +338,15 @@ class DeployTools(TableTools):
                 f"{name}: {exc.args[0].split(':', 1)[0]}: {issues}\ndiagnostics: {diagnostics}",
                 cause=exc,
             )
+        if isinstance(
+            exc,
+            DeploymentInUseError
+            | DeploymentConflictError
+            | DeploymentNotFoundError
+            | DeploymentCorruptError
+            | ArtifactError,
+        ):
+            return super().failure(name, exc)  # "[code] ...": a model can explain it
         return ToolError(f"{name}: {exc}", cause=exc)
 
 

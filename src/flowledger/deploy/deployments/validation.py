@@ -32,11 +32,12 @@ import jsonschema  # type: ignore[import-untyped, unused-ignore]
 import jsonschema.validators  # type: ignore[import-untyped, unused-ignore]
 
 from ..artifacts.failures import NEEDS_REPEATABLE
-from ..artifacts.model import ToolNode
+from ..artifacts.model import ForeachNode, ForeachToolBody, ToolNode
 from ..artifacts.validated import ValidatedArtifact
 from ..registry.store import RegisteredSource
+from ..sources.connect import session_for
 from ..sources.errors import SourceError
-from ..sources.session import SourceSession
+from ..sources.python_tools import META_KEY
 from ..sources.tool_info import ToolInfo
 from .diagnostics import (
     ARGUMENTS_INCOMPATIBLE,
@@ -79,18 +80,21 @@ class CallSite:
 
 
 def call_sites(closure: Sequence[ValidatedArtifact]) -> list[CallSite]:
-    return [
-        CallSite(
-            f"{validated.name}.nodes.{node_id}",
-            node.dependency,
-            node.tool,
-            node.arguments,
-            tuple(node.retry.on) if node.retry is not None else (),
-        )
-        for validated in closure
-        for node_id, node in validated.artifact.nodes.items()
-        if isinstance(node, ToolNode)
-    ]
+    """Every tool call of the closure: tool nodes, and foreach nodes whose body calls a
+    tool (per item; a body has no retry)."""
+    sites: list[CallSite] = []
+    for validated in closure:
+        for node_id, node in validated.artifact.nodes.items():
+            place = f"{validated.name}.nodes.{node_id}"
+            if isinstance(node, ToolNode):
+                retried = tuple(node.retry.on) if node.retry is not None else ()
+                sites.append(CallSite(place, node.dependency, node.tool, node.arguments, retried))
+            elif isinstance(node, ForeachNode) and isinstance(node.body, ForeachToolBody):
+                body = node.body
+                sites.append(
+                    CallSite(f"{place}.body", body.dependency, body.tool, body.arguments, ())
+                )
+    return sites
 
 
 def _is_expression(value: Any) -> bool:
@@ -147,7 +151,7 @@ async def _observe(prepared: Prepared, seconds: float) -> _Probe:
     if prepared.source is None:
         return probe
     try:
-        async with SourceSession(
+        async with session_for(
             prepared.source, connect_timeout=seconds, call_timeout=seconds, errlog=io.StringIO()
         ) as session:
             probe.server = session.server_info.to_json()
@@ -157,7 +161,8 @@ async def _observe(prepared: Prepared, seconds: float) -> _Probe:
             error(
                 SOURCE_UNREACHABLE,
                 f"dependency {prepared.dependency!r}: {exc}",
-                "start the server or repair its command, URL or credentials, then check again",
+                "start the server or repair its command, URL or credentials (a Python "
+                "source: make its module importable), then check again",
                 place=prepared.dependency,
                 dependency=prepared.dependency,
                 source=_registered_name(prepared.registered),
@@ -268,6 +273,9 @@ async def check_start(
             }
             if declared:
                 pinned_tools[tool]["declared_idempotent"] = True
+            python = (info.entry.get("_meta") or {}).get(META_KEY)
+            if isinstance(python, Mapping):  # module, qualified name, distribution, version
+                pinned_tools[tool]["python"] = dict(python)
         observed[probe.dependency] = {
             "identity": probe.identity,
             "server": probe.server,

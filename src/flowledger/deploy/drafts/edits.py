@@ -34,7 +34,7 @@ __all__ = [
     "set_output_operations",
 ]
 
-_CONTINUING: Final = frozenset({"tool", "set", "interrupt", "workflow"})
+_CONTINUING: Final = frozenset({"tool", "set", "interrupt", "workflow", "foreach"})
 
 
 def _escape(segment: str) -> str:

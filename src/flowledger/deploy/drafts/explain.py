@@ -126,8 +126,8 @@ EXPLANATIONS: Final[dict[str, tuple[str, str, str]]] = {
     ),
     "bad_kind": (
         "A node's `kind` is missing or not one of tool, set, switch, parallel, interrupt, "
-        "workflow, end.",
-        "Give the node one of the kinds.",
+        "workflow, foreach, end (a foreach body's: tool, value).",
+        "Give the node (or the body) one of the kinds.",
         "greet: {kind: set, assign: {text: '${ input.name }'}, next: done}",
     ),
     "bad_name": (
@@ -190,7 +190,8 @@ EXPLANATIONS: Final[dict[str, tuple[str, str, str]]] = {
         "set: {assign: {part: '${ ... }'}} then use state.part",
     ),
     "not_an_expression": (
-        "A condition (a switch case's `when`) is not one whole `${ ... }` expression.",
+        "A condition (a switch case's `when`) or a foreach's `items` is not one whole "
+        "`${ ... }` expression.",
         "Write the condition as one expression.",
         "when: '${ state.approved }'",
     ),
@@ -235,6 +236,18 @@ EXPLANATIONS: Final[dict[str, tuple[str, str, str]]] = {
         "A dependency lists a tool no node calls; deployments would check and pin it anyway.",
         "Remove it from `tools`, or add a node calling it.",
         "dependencies: {clock: {tools: [get_current_time]}}",
+    ),
+    "foreach_concurrency": (
+        "A foreach's `max_concurrency` is over the limit (16), or is set on a serial "
+        "foreach (which runs one item at a time).",
+        "Use 1 to 16 with `mode: concurrent`; leave it out for `mode: serial`.",
+        "mode: concurrent\nmax_concurrency: 8",
+    ),
+    "foreach_into": (
+        "A foreach's `into` field has a reducer other than `replace`; the foreach writes "
+        "the whole list of results into it once.",
+        "Declare the field with `reduce: replace` (the default), or collect into another.",
+        "state: {results: {}}\n# node: into: results",
     ),
     "unknown_child": (
         "A workflow node runs an artifact not listed in `children`.",
@@ -361,9 +374,12 @@ EXPLANATIONS: Final[dict[str, tuple[str, str, str]]] = {
         "artifact_list",
     ),
     "artifact_in_use": (
-        "Deleting an artifact that deployments, runs or other artifacts still refer to.",
-        "Delete or unpin what refers to it first.",
-        "flowledger deploy list   # which deployment uses it",
+        "Deleting an artifact version that a parent artifact pins as a child, or that a "
+        "revision of a deployment runs (any revision: a rollback can make it live again). "
+        "The message names each referrer.",
+        "Delete the parent artifact or the deployment first (a deployment goes once no "
+        "unfinished run uses it), then the artifact.",
+        "deployment_delete {name: clock_dep}\nartifact_delete {name: clock, version: '1'}",
     ),
     "artifact_corrupt": (
         "Stored artifact data failed verification (digest, size or decoding).",
@@ -407,6 +423,23 @@ EXPLANATIONS: Final[dict[str, tuple[str, str, str]]] = {
         "Save it (deployment_save, or draft_publish with deploy) or correct the name.",
         "deployment_list",
     ),
+    "deployment_in_use": (
+        "Deleting a deployment while unfinished runs (pending, running or interrupted) use "
+        "it: their definitions are compiled from its revisions. The message names the runs.",
+        "Resume them to the end or cancel them (workflow_run_cancel), then delete it.",
+        "workflow_run_cancel {run_id: RUN}\ndeployment_delete {name: clock_dep}",
+    ),
+    "deployment_conflict": (
+        "The deployment's live revision is not the one the call expected: someone saved or "
+        "rolled back since you read it (compare-and-swap); nothing moved.",
+        "Read the live revision again (deployment_show) and decide again.",
+        "deployment_show {name: clock_dep}\ndeployment_rollback {name: clock_dep, live: 3}",
+    ),
+    "deployment_corrupt": (
+        "A stored deployment record failed verification (digest, size or decoding).",
+        "Restore the database from a backup; `flowledger check` names the damaged keys.",
+        "flowledger check --db sqlite:///flowledger.db",
+    ),
     "binding_missing": (
         "A dependency of the artifact has no source in the deployment (or, publishing a draft, "
         "no registered source).",
@@ -420,9 +453,28 @@ EXPLANATIONS: Final[dict[str, tuple[str, str, str]]] = {
         "WEATHER_KEY=... flowledger worker",
     ),
     "source_unreachable": (
-        "The source did not start, answer or list its tools in time.",
-        "Check the command or URL works; ask the operator to probe it.",
+        "The source did not start, answer or list its tools in time (a Python source: its "
+        "module could not be imported).",
+        "Check the command or URL works, or that the module imports in the process that runs "
+        "the workflow; ask the operator to probe it.",
         "flowledger source probe clock",
+    ),
+    "python_signature_unsupported": (
+        "A function of a Python source cannot be a tool: it takes *args, **kwargs or "
+        "positional-only parameters, or a type hint has no JSON Schema.",
+        "Give the function named parameters with JSON-describable type hints, or leave it out "
+        "of the source's python.functions.",
+        "def lookup(city: str, days: int = 1) -> dict[str, float]: ...",
+    ),
+    "builtin_unknown": (
+        "A builtin source's functions names a function the standard library does not have.",
+        'Name functions of the library (docs/sources.md, "Built-in transforms").',
+        "builtin: {functions: [pick, rename, template]}",
+    ),
+    "annotation_unknown": (
+        "python.read_only or python.idempotent names a function that python.functions leaves out.",
+        "List the function in python.functions too, or remove the annotation.",
+        "python: {module: billing, functions: [quote], read_only: [quote]}",
     ),
     "tool_missing": (
         "The source does not list a tool the artifact calls.",
@@ -564,6 +616,20 @@ EXPLANATIONS: Final[dict[str, tuple[str, str, str]]] = {
         "A non-idempotent tool may have run before a crash; it is never called twice.",
         "Check the tool's effect by hand, then start a new run.",
         "inspect_run {run_id: ...}",
+    ),
+    "foreach_items": (
+        "A foreach's `items` gave no array, or more elements than the limit (1000 per "
+        "visit); no item was run.",
+        "Make `items` give an array; split a longer list (a foreach over chunks, each "
+        "chunk a child run) or filter it first.",
+        "items: '${ input.orders[?status == `open`] }'",
+    ),
+    "foreach_item_failed": (
+        "An item of a foreach with `on_item_error: fail` failed; the message names the "
+        "item's index and its error's code.",
+        "Fix the item or the body, or choose `on_item_error: skip` (leave failed items "
+        "out) or `collect` (keep every item's {ok, result} or {ok: false, error}).",
+        "on_item_error: collect",
     ),
     "tool_call_failed": (
         "An attempt's failure recorded before the run's owner stopped is final: its kind "

@@ -35,6 +35,7 @@ from ..artifacts.errors import ArtifactValidationError
 from ..artifacts.validate import validate_artifact
 from ..deployments.document import DEPLOYMENT_FORMAT, validate_deployment
 from ..deployments.service import DeployService
+from ..listing import page_names
 from ..registry.store import Probe
 from ..sources.tool_info import ToolInfo
 from .contracts import check_contracts
@@ -145,8 +146,14 @@ class DraftService:
     async def get(self, name: str) -> dict[str, Any]:
         return _answer(await self.store.get(self._sid, name))
 
-    async def list(self) -> dict[str, Any]:
-        return {"drafts": [draft.summary() for draft in await self.store.list(self._sid)]}
+    async def list(
+        self, *, query: str | None = None, limit: int | None = None, cursor: str | None = None
+    ) -> dict[str, Any]:
+        """A page of the session's drafts by name (``query``: a substring of the name;
+        ``cursor``: the previous page's ``next``, None on the last page)."""
+        drafts = {draft.name: draft for draft in await self.store.list(self._sid)}
+        page = page_names(drafts, query=query, limit=limit, cursor=cursor)
+        return {"drafts": [drafts[name].summary() for name in page.names], "next": page.next}
 
     async def delete(self, name: str, revision: int | None = None) -> dict[str, Any]:
         deleted = await self.store.delete(self._sid, name, revision)

@@ -5,7 +5,7 @@ JSON result out, `flowledger.tools.ToolError` on any failure), like `DeployTools
 | --- | --- | --- |
 | ``draft_create`` | yes | ``name``, ``from?`` (``{source, tool}`` or ``{artifact, version}``) |
 | ``draft_get`` | no | ``draft`` |
-| ``draft_list`` | no | |
+| ``draft_list`` | no | ``query?``, ``limit?``, ``cursor?`` |
 | ``draft_delete`` | yes | ``draft``, ``revision?`` |
 | ``draft_patch`` | yes | ``draft``, ``revision``, ``operations`` (RFC 6902) |
 | ``draft_add_tool`` | yes | ``draft``, ``revision``, ``source``, ``tool``, ``node?``, |
@@ -32,6 +32,7 @@ from typing import Any, Final
 from ...tools.table import TableTools
 from ...workflows.authoring.metadata import VERSION_PATTERN
 from ..artifacts.errors import ArtifactError
+from ..deployments.tools import PAGING as _PAGING
 from ..sources.errors import SourceError
 from .errors import DraftError
 from .explain import explain
@@ -94,7 +95,12 @@ _TOOLS: Final[dict[str, tuple[str, dict[str, Any], bool]]] = {
         _schema({"draft": _DRAFT}, ("draft",)),
         False,
     ),
-    "draft_list": ("The session's drafts: name, revision, valid, issues.", _schema({}), False),
+    "draft_list": (
+        "The session's drafts, a page at a time by name: name, revision, valid, issues; "
+        "`next` continues (null on the last page).",
+        _schema(dict(_PAGING)),
+        False,
+    ),
     "draft_delete": (
         "Delete a draft (at revision, when given).",
         _schema({"draft": _DRAFT, "revision": _REVISION}, ("draft",)),
@@ -222,7 +228,9 @@ class DraftTools(TableTools):
         self.handlers = {
             "draft_create": lambda a: s.create(a["name"], a.get("from")),
             "draft_get": lambda a: s.get(a["draft"]),
-            "draft_list": lambda a: s.list(),
+            "draft_list": lambda a: s.list(
+                query=a.get("query"), limit=a.get("limit"), cursor=a.get("cursor")
+            ),
             "draft_delete": lambda a: s.delete(a["draft"], a.get("revision")),
             "draft_patch": lambda a: s.patch(a["draft"], a["revision"], a["operations"]),
             "draft_add_tool": lambda a: s.add_tool(

@@ -36,13 +36,14 @@ from typing import Any, Final, NamedTuple, NoReturn
 import jsonschema  # type: ignore[import-untyped, unused-ignore]
 import jsonschema.validators  # type: ignore[import-untyped, unused-ignore]
 
+from ..sources.connect import session_for
 from ..sources.errors import (
     SourceUnreachableError,
     ToolArgumentsError,
     ToolCallTimeoutError,
     ToolNotFoundError,
 )
-from ..sources.session import SourceSession, ToolResult
+from ..sources.session import ToolResult
 from ..sources.tool_info import ToolInfo
 from .access import SessionSources
 from .audit import CallAudit, Outcome
@@ -214,7 +215,7 @@ class ToolTrial:
         arguments: Mapping[str, Any],
         limit: float,
     ) -> ToolResult:
-        async with SourceSession(
+        async with session_for(
             concrete,
             connect_timeout=self.connect_timeout,
             call_timeout=self.call_timeout,  # bounds the listing check

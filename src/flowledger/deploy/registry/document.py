@@ -17,7 +17,12 @@ allow_tools: [get_forecast]            # what deployments may bind (default: eve
 call_tools: [get_forecast]             # tried by capability_call beyond read-only tools
 ```
 
-* Exactly one of ``stdio`` and ``http``, as a deployment's inline binding writes them.
+* Exactly one of ``stdio`` and ``http`` (as a deployment's inline binding writes them),
+  ``python: {module, functions?, read_only?, idempotent?}`` (functions of an importable
+  module, called in the process that runs the workflow; ``read_only`` and ``idempotent``
+  name the functions the operator annotates so) and ``builtin: {functions?}`` (the
+  standard library of transforms, `flowledger.deploy.sources.std`). Only a registered
+  source can be ``python`` or ``builtin``: no inline binding names a module.
 * Every ``{secret: NAME}`` names a secret declared under ``secrets``; a declared secret
   is read from environment variable ``env`` (default: its own name) of the process that
   connects the source, and may be used by the sessions in its ``sessions`` (default:
@@ -46,7 +51,9 @@ from ..artifacts.document import check_json_data, read_document
 from ..artifacts.errors import ROOT_PLACE, ArtifactIssue
 from ..artifacts.model import TOOL_NAME_PATTERN
 from ..artifacts.structure import structure_issues
+from ..sources import std
 from ..sources.errors import SourceSpecError
+from ..sources.python_spec import MODULE_PATTERN, PythonSource
 from ..sources.spec import Source
 from .spec import (
     RESERVED_PREFIX,
@@ -55,7 +62,6 @@ from .spec import (
     SourceSpecValidationError,
     Strict,
     identity_of,
-    one_transport_issue,
     reserved_secret_issues,
     secret_names,
     source_of,
@@ -76,6 +82,26 @@ SESSION_ID: Final = r"^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{
 SourceName = Annotated[str, StringConstraints(pattern=f"^{VERTEX_ID.pattern}$")]
 SessionId = Annotated[str, StringConstraints(pattern=SESSION_ID)]
 ToolName = Annotated[str, StringConstraints(pattern=TOOL_NAME_PATTERN)]
+FunctionName = Annotated[str, StringConstraints(pattern=r"^[A-Za-z_][A-Za-z0-9_]{0,99}$")]
+Functions = Annotated[list[FunctionName], Field(min_length=1, max_length=256)]
+#: The functions of the standard library, in name order.
+BUILTIN_FUNCTIONS: Final = tuple(std.__all__)
+
+
+class PythonSpec(Strict):
+    """Functions of an importable module (``functions``: these only; default every
+    public function the module defines), annotated by the operator."""
+
+    module: Annotated[str, StringConstraints(pattern=MODULE_PATTERN)]
+    functions: Functions | None = None
+    read_only: Annotated[list[FunctionName], Field(max_length=256)] = Field(default_factory=list)
+    idempotent: Annotated[list[FunctionName], Field(max_length=256)] = Field(default_factory=list)
+
+
+class BuiltinSpec(Strict):
+    """The standard library of transforms (``functions``: these only)."""
+
+    functions: Functions | None = None
 
 
 class DeclaredSecret(Strict):
@@ -85,6 +111,8 @@ class DeclaredSecret(Strict):
 
 class SourceDocument(SourceSpec):
     format: Literal["flowledger.source/v1"]
+    python: PythonSpec | None = None
+    builtin: BuiltinSpec | None = None
     name: SourceName
     description: Annotated[str, StringConstraints(max_length=1024)] = ""
     secrets: Annotated[dict[EnvName, DeclaredSecret], Field(max_length=64)] = Field(
@@ -140,14 +168,105 @@ class ValidatedSource:
                 return name, f"whose variable {variable} is not set in this process"
         return None
 
+    @property
+    def kind(self) -> str:
+        """``stdio``, ``http``, ``python`` or ``builtin``."""
+        return kind_of(self.document)
+
     def source(self, session_id: str, environ: Mapping[str, str]) -> Source:
         """The concrete source for ``session_id``, with the secrets it is granted
         (`CredentialMissingError` for one it lacks)."""
-        return source_of(self.name, self.document, self.granted_secrets(session_id, environ))
+        return self.concrete(self.granted_secrets(session_id, environ))
+
+    def concrete(self, secrets: Mapping[str, str]) -> Source:
+        """The concrete source with ``secrets`` (secret name -> value) for its
+        references (`CredentialMissingError` for one ``secrets`` lacks)."""
+        python = python_source(self.document)
+        if python is not None:
+            return python
+        return source_of(self.name, self.document, secrets)
 
     def identity(self) -> dict[str, Any]:
         """Transport fields, variable and header names and secret names: never a value."""
+        python = python_source(self.document)
+        if python is not None:
+            return {**python.identity(), "secrets": []}
         return identity_of(self.document)
+
+
+def kind_of(document: SourceDocument) -> str:
+    """Which kind of source ``document`` (a valid one) describes."""
+    for kind in ("stdio", "http", "python", "builtin"):
+        if getattr(document, kind) is not None:
+            return kind
+    raise ValueError("a source document without a kind")
+
+
+def python_source(document: SourceDocument) -> PythonSource | None:
+    """The `PythonSource` of a ``python`` or ``builtin`` document (`SourceSpecError` for
+    a bad one), else ``None``."""
+    if document.python is not None:
+        spec = document.python
+        return PythonSource(
+            spec.module,
+            None if spec.functions is None else tuple(spec.functions),
+            tuple(spec.read_only),
+            tuple(spec.idempotent),
+        )
+    if document.builtin is not None:
+        return PythonSource.std(document.builtin.functions)
+    return None
+
+
+def _kind_issues(source: SourceDocument) -> list[ArtifactIssue]:
+    kinds = [kind for kind in ("stdio", "http", "python", "builtin") if getattr(source, kind)]
+    if len(kinds) != 1:
+        return [
+            ArtifactIssue(
+                ROOT_PLACE,
+                "bad_binding",
+                "a source has exactly one of stdio, http, python and builtin",
+                "give `stdio: {command, ...}`, `http: {url, ...}`, `python: {module, ...}` "
+                "or `builtin: {}`",
+            )
+        ]
+    issues = []
+    if source.builtin is not None:
+        for index, name in enumerate(source.builtin.functions or []):
+            if name not in BUILTIN_FUNCTIONS:
+                issues.append(
+                    ArtifactIssue(
+                        f"builtin.functions[{index}]",
+                        "builtin_unknown",
+                        f"the standard library has no function {name!r}",
+                        f"name one of {', '.join(BUILTIN_FUNCTIONS)}",
+                    )
+                )
+    if source.python is not None:
+        spec = source.python
+        listed = set(spec.functions) if spec.functions is not None else None
+        for field in ("read_only", "idempotent"):
+            names = getattr(spec, field)
+            for index, name in enumerate(names):
+                if listed is not None and name not in listed:
+                    issues.append(
+                        ArtifactIssue(
+                            f"python.{field}[{index}]",
+                            "annotation_unknown",
+                            f"{field} names {name!r}, which python.functions does not list",
+                            "list the function in python.functions, or remove it here",
+                        )
+                    )
+    lists = {
+        "python.functions": source.python and source.python.functions,
+        "python.read_only": source.python and source.python.read_only,
+        "python.idempotent": source.python and source.python.idempotent,
+        "builtin.functions": source.builtin and source.builtin.functions,
+    }
+    for place, names in lists.items():
+        if names and len(set(names)) != len(names):
+            issues.append(ArtifactIssue(place, "duplicate", "a name is listed twice"))
+    return issues
 
 
 def load_source(text: str | bytes) -> ValidatedSource:
@@ -167,9 +286,9 @@ def validate_source(document: Mapping[str, Any] | Any) -> ValidatedSource:
         source = SourceDocument.model_validate(document)
     except ValidationError as exc:
         raise SourceSpecValidationError(structure_issues(exc, document)) from None
-    found = one_transport_issue(source, ROOT_PLACE, "a source")
-    if found is not None:
-        raise SourceSpecValidationError([found])
+    issues = _kind_issues(source)
+    if issues:
+        raise SourceSpecValidationError(issues)
     issues = reserved_secret_issues(source, ROOT_PLACE)
     for name in secret_names(source):
         if name not in source.secrets:
@@ -208,9 +327,10 @@ def validate_source(document: Mapping[str, Any] | Any) -> ValidatedSource:
         if len(set(values)) != len(values):
             issues.append(ArtifactIssue(field, "duplicate", "a value is listed twice"))
     try:
-        identity_of(source)
+        if python_source(source) is None:
+            identity_of(source)
     except SourceSpecError as exc:
-        issues.append(ArtifactIssue("stdio" if source.stdio else "http", "bad_source", str(exc)))
+        issues.append(ArtifactIssue(kind_of(source), "bad_source", str(exc)))
     if issues:
         raise SourceSpecValidationError(issues)
     data = source.model_dump(mode="json", exclude_defaults=True)

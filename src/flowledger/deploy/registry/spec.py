@@ -31,7 +31,7 @@ from pydantic import (
 from ..artifacts.document import check_json_data
 from ..artifacts.errors import ROOT_PLACE, ArtifactIssue, ArtifactValidationError
 from ..artifacts.structure import structure_issues
-from ..sources.spec import HttpSource, Source, StdioSource
+from ..sources.spec import HttpSource, McpSource, StdioSource
 
 __all__ = [
     "RESERVED_PREFIX",
@@ -125,7 +125,7 @@ def _secret(dependency: str, name: str, secrets: Mapping[str, str]) -> str:
     return found
 
 
-def _concrete(spec: SourceSpec, secret: Callable[[str], str]) -> Source:
+def _concrete(spec: SourceSpec, secret: Callable[[str], str]) -> McpSource:
     def value(item: str | Secret) -> str:
         return item if isinstance(item, str) else secret(item.secret)
 
@@ -137,7 +137,7 @@ def _concrete(spec: SourceSpec, secret: Callable[[str], str]) -> Source:
     return HttpSource(spec.http.url, {k: value(v) for k, v in spec.http.headers.items()})
 
 
-def source_of(dependency: str, spec: SourceSpec, secrets: Mapping[str, str]) -> Source:
+def source_of(dependency: str, spec: SourceSpec, secrets: Mapping[str, str]) -> McpSource:
     """The concrete source of ``spec``, each ``{secret: NAME}`` read from ``secrets`` now
     (`CredentialMissingError` naming ``dependency`` for one it lacks or a reserved one,
     `SourceSpecError` for a bad spec)."""

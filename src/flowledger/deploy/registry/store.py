@@ -31,8 +31,8 @@ from datetime import UTC, datetime
 from typing import Any, Final
 
 from ... import storage
+from ..sources.connect import session_for
 from ..sources.errors import SourceError, clip
-from ..sources.session import SourceSession
 from ..sources.tool_info import ToolInfo
 from .document import ValidatedSource, load_source, validate_source
 from .errors import (
@@ -43,7 +43,7 @@ from .errors import (
     SourceInUseError,
     SourceNotRegisteredError,
 )
-from .spec import RESERVED_PREFIX, CredentialMissingError, source_of
+from .spec import RESERVED_PREFIX, CredentialMissingError
 
 __all__ = ["Probe", "RegisteredSource", "SourceRegistry", "UnfinishedRuns"]
 
@@ -378,8 +378,8 @@ class SourceRegistry:
         }
         result: Probe
         try:
-            source = source_of(name, validated.document, secrets)
-            async with SourceSession(
+            source = validated.concrete(secrets)
+            async with session_for(
                 source, connect_timeout=seconds, call_timeout=seconds, errlog=io.StringIO()
             ) as session:
                 server, tools = session.server_info, await session.list_tools()

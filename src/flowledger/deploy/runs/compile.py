@@ -34,6 +34,9 @@ end nodes), ``w__return`` (continues the parent after child ``w`` ended), and
   (replacing what an earlier visit left), then the child's vertices; the child's end
   nodes continue at ``w__return``, which assigns the parent's fields from ``result``
   (``{outcome, output}``). An interrupt inside the child pauses the run like any other.
+* ``foreach``: a vertex that routes back to itself, one batch of items per execution,
+  until every item is done (`flowledger.deploy.runs.foreach`: its state keys
+  ``$each/<vertex>/...``, batches, per-item intents and error policies).
 * ``end``: validates its output against the artifact's output schema.
 
 Templates and conditions are evaluated under the evaluation limits (docs/deploy.md,
@@ -74,6 +77,8 @@ from ...workflows.authoring.metadata import MAX_LABEL_BYTES, Metadata, VertexMet
 from ..artifacts.expressions import Expression, Template, truthy
 from ..artifacts.model import (
     EndNode,
+    ForeachNode,
+    ForeachToolBody,
     InterruptNode,
     ParallelNode,
     SetNode,
@@ -98,6 +103,7 @@ from .errors import (
     ToolResultTooLargeError,
 )
 from .failures import Failure, FailurePolicy, RecordedFailureError, classify
+from .foreach import ForeachStep, ItemCall, item_key_suffix
 from .intents import MAX_RESULT_BYTES, ToolIntents, attempt_key
 from .offload import off_loop
 from .trace import RunTrace, TraceEntry, preview, trace_error
@@ -298,6 +304,7 @@ class _Compiler:
         # per instance: (node inside a branch, its join) -> the gate of that edge
         self.edge_gates: dict[str, dict[tuple[str, str], _Gate]] = {}
         self.waits: set[str] = set()
+        self.foreach_steps: list[ForeachStep] = []
 
     # -- the instances ---------------------------------------------------------------------
 
@@ -433,6 +440,8 @@ class _Compiler:
                 self.graph.add_edge(vertex, scope.vertex(branch))
         elif isinstance(node, WorkflowNode):
             self._workflow(scope, node_id, node, traced)
+        elif isinstance(node, ForeachNode):
+            self._foreach(scope, node_id, node, traced)
         elif isinstance(node, EndNode):
             self._end(scope, node_id, node, traced)
         else:  # pragma: no cover - the node union is closed
@@ -908,6 +917,119 @@ class _Compiler:
 
         self._exit(scope, returning, node_id, node.next, back)
 
+    def _foreach(self, scope: _Scope, node_id: str, node: ForeachNode, traced: Any) -> None:
+        vertex = scope.vertex(node_id)
+        base = f"nodes.{node_id}"
+        templates = scope.validated.templates
+        tool_body = node.body if isinstance(node.body, ForeachToolBody) else None
+        step = ForeachStep(
+            name=scope.keys + node_id,
+            vertex=vertex,
+            node=node,
+            items=scope.validated.conditions[f"{base}.items"],
+            body=None if tool_body else templates[f"{base}.body.value"],
+            arguments=templates[f"{base}.body.arguments"] if tool_body else None,
+            call=self._item_caller(scope, node_id, tool_body) if tool_body else None,
+            into=scope.key(node.into),
+        )
+        self.foreach_steps.append(step)
+        gate = self._gate(scope, node_id, node.next)
+
+        async def body(state: dict[str, Any], note: _Note) -> Update:
+            update, batch = await step(state, scope.view(state))
+            note.result = preview({"items": [batch.start, batch.stop]})
+            # Arrive at a join only when the visit ends (not while the vertex loops).
+            if gate is not None and update.get(step.items_key, "") is None:
+                update[gate.marker(gate.branch)] = True
+            return update
+
+        if gate is None:
+            exits = [scope.vertex(node.next)]
+        else:
+            wait = gate.join + "__wait"
+            self._ensure_wait(wait)
+            exits = [gate.join, wait]
+
+        def pick(state: dict[str, Any]) -> str:
+            if step.running(state):
+                return vertex
+            if gate is None:
+                return scope.vertex(node.next)
+            return gate.join if gate.open(state) else gate.join + "__wait"
+
+        self.graph.add_vertex(vertex, self._with_join_reset(vertex, traced(body)))
+        self.graph.add_route(vertex, targets=[vertex, *exits], pick=pick)
+
+    def _item_caller(self, scope: _Scope, node_id: str, body: ForeachToolBody) -> ItemCall:
+        """One foreach item's tool call: a tool node's call (pinned contract, argument
+        check, intents for a tool that is not read-only or idempotent), keyed per item."""
+        source = self.sources.get(body.dependency)
+        if source is None:
+            raise ArtifactCompileError(
+                f"{scope.label}nodes.{node_id}.body.dependency",
+                f"dependency {body.dependency!r} is not bound to a source",
+            )
+        name = scope.keys + node_id
+
+        async def call(arguments: Any, index: int) -> Any:
+            runtime = _runtime()
+            if not isinstance(arguments, dict):
+                raise ToolArgumentsError(
+                    body.dependency,
+                    body.tool,
+                    f"the arguments are {type(arguments).__name__}, not an object",
+                )
+            info = flow.run_info()
+            chosen = runtime.run_sources.get(info.graph_run_id, {}).get(body.dependency, source)
+            concrete = chosen() if callable(chosen) else chosen
+            session = await runtime.pool(info.graph_run_id).session(concrete)
+            tool = await session.tool(body.tool)
+            pinned = runtime.contracts.get(info.graph_run_id, {}).get(body.dependency, {})
+            expected = pinned.get(body.tool)
+            if expected is not None and tool.contract_fingerprint != expected:
+                raise ToolContractChangedError(
+                    name,
+                    f"the contract of {body.dependency}.{body.tool} changed since the run "
+                    "was pinned; the tool was not called",
+                )
+            _check_arguments(name, body, tool.input_schema, arguments)
+            run, key = info.graph_run_id, info.idempotency_key + item_key_suffix(index)
+            intent = None if tool.repeatable else await runtime.intents.get(run, key)
+            if intent is not None and intent.state == "done" and intent.result is not None:
+                result = _stored_result(intent.result)
+            elif tool.repeatable:
+                result = await session.call_tool(body.tool, arguments, timeout=body.timeout)
+                _raise_for_error(name, body, result)
+            else:
+                if intent is not None and intent.state == "started":
+                    raise ToolOutcomeUnknownError(
+                        name,
+                        f"item {index}: a call of {body.dependency}.{body.tool} was under way "
+                        "when the run stopped, and the tool is not read-only or idempotent: "
+                        "it is not called again",
+                    )
+                await runtime.intents.record(run, key, "started", node=name, tool=body.tool)
+                result = await session.call_tool(body.tool, arguments, timeout=body.timeout)
+                data = result.to_json()
+                if result.is_error:
+                    await runtime.intents.record(run, key, "failed", node=name, tool=body.tool)
+                    _raise_for_error(name, body, result)
+                size = len(json.dumps(data, ensure_ascii=False, separators=(",", ":")).encode())
+                if size > MAX_RESULT_BYTES:
+                    raise ToolResultTooLargeError(
+                        name, f"the result is {size} bytes; the limit is {MAX_RESULT_BYTES}"
+                    )
+                await runtime.intents.record(
+                    run, key, "done", node=name, tool=body.tool, result=data
+                )
+            structured = result.structured_content
+            return {
+                "structured": None if structured is None else dict(structured),
+                "text": result.text,
+            }
+
+        return call
+
     def _end(self, scope: _Scope, node_id: str, node: EndNode, traced: Any) -> None:
         vertex = scope.vertex(node_id)
         output_template = scope.validated.templates[f"nodes.{node_id}.output"]
@@ -939,6 +1061,8 @@ class _Compiler:
         for gates in self.gates.values():
             for gate in gates:
                 state[gate.marker(gate.branch)] = False
+        for step in self.foreach_steps:
+            state.update(step.initial())
         return state
 
 
@@ -977,12 +1101,14 @@ def _reset_markers(gates: Mapping[str, list[_Gate]], scope: _Scope) -> Update:
     }
 
 
-def _error_result(name: str, node: ToolNode, result: ToolResult) -> ToolErrorResult:
+def _error_result(
+    name: str, node: ToolNode | ForeachToolBody, result: ToolResult
+) -> ToolErrorResult:
     text = bound_text(result.text or "no text", _ERROR_TEXT_BYTES)
     return ToolErrorResult(name, f"{node.dependency}.{node.tool} answered with an error: {text}")
 
 
-def _raise_for_error(name: str, node: ToolNode, result: ToolResult) -> None:
+def _raise_for_error(name: str, node: ToolNode | ForeachToolBody, result: ToolResult) -> None:
     if result.is_error:
         raise _error_result(name, node, result)
 
@@ -996,7 +1122,9 @@ def _stored_result(data: Mapping[str, Any]) -> ToolResult:
     )
 
 
-def _check_arguments(name: str, node: ToolNode, schema: Mapping[str, Any], arguments: Any) -> None:
+def _check_arguments(
+    name: str, node: ToolNode | ForeachToolBody, schema: Mapping[str, Any], arguments: Any
+) -> None:
     try:
         cls = jsonschema.validators.validator_for(schema, default=jsonschema.Draft202012Validator)
         validator = cls(dict(schema))

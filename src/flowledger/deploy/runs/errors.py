@@ -10,6 +10,8 @@ from __future__ import annotations
 
 __all__ = [
     "ArtifactCompileError",
+    "ForeachItemError",
+    "ForeachItemsError",
     "NodeExecutionError",
     "NodeOutputError",
     "ToolContractChangedError",
@@ -65,3 +67,17 @@ class NodeOutputError(NodeExecutionError):
     end node's output)."""
 
     code = "schema_mismatch"
+
+
+class ForeachItemsError(NodeExecutionError):
+    """A foreach node's ``items`` did not give an array, or gave more elements than the
+    limit; no item was run."""
+
+    code = "foreach_items"
+
+
+class ForeachItemError(NodeExecutionError):
+    """An item of a foreach node with ``on_item_error: fail`` failed (the message names
+    the item's index and its error's code)."""
+
+    code = "foreach_item_failed"

@@ -26,6 +26,7 @@ from typing import ClassVar, Final
 
 __all__ = [
     "ConnectionLostError",
+    "PythonSignatureError",
     "SessionClosedError",
     "SourceError",
     "SourceProtocolError",
@@ -52,6 +53,14 @@ def clip(text: str, limit: int = MAX_DETAIL_CHARS) -> str:
     return line if len(line) <= limit else line[: limit - 1] + "…"
 
 
+def named(source: str) -> str:
+    """How a message names a source by its label: ``MCP source LABEL``, or the label
+    alone for a Python source (``python:MODULE``, ``builtin:std``), which speaks no MCP."""
+    if source.startswith(("python:", "builtin:")):
+        return f"source {source}"
+    return f"MCP source {source}"
+
+
 class SourceError(Exception):
     """Something about an MCP capability source failed. ``source`` is its label."""
 
@@ -70,7 +79,7 @@ class SourceSpecError(SourceError, ValueError):
     code = "source_invalid"
 
     def __init__(self, source: str, problem: str) -> None:
-        super().__init__(source, f"invalid MCP source {source}: {problem}")
+        super().__init__(source, f"invalid {named(source)}: {problem}")
         self.problem = problem
 
 
@@ -82,7 +91,7 @@ class SourceUnreachableError(SourceError):
     failure_kind = "unavailable"
 
     def __init__(self, source: str, reason: str) -> None:
-        super().__init__(source, f"MCP source {source} is unreachable: {reason}")
+        super().__init__(source, f"{named(source)} is unreachable: {reason}")
         self.reason = reason
 
 
@@ -93,8 +102,24 @@ class SourceProtocolError(SourceError):
     code = "source_protocol"
 
     def __init__(self, source: str, problem: str) -> None:
-        super().__init__(source, f"MCP source {source} misbehaved: {problem}")
+        super().__init__(source, f"{named(source)} misbehaved: {problem}")
         self.problem = problem
+
+
+class PythonSignatureError(SourceProtocolError):
+    """A function of a Python source cannot be a tool: its signature takes ``*args``,
+    ``**kwargs`` or positional-only parameters, or its type hints have no JSON Schema.
+    Nothing is listed for the source until the function is fixed or left out of its
+    ``functions``."""
+
+    code = "python_signature_unsupported"
+
+    def __init__(self, source: str, function: str, problem: str) -> None:
+        SourceError.__init__(
+            self, source, f"function {function!r} of {source} cannot be a tool: {clip(problem)}"
+        )
+        self.problem = problem
+        self.function = function
 
 
 class SessionClosedError(SourceError):
@@ -104,7 +129,7 @@ class SessionClosedError(SourceError):
     failure_kind = "unavailable"
 
     def __init__(self, source: str) -> None:
-        super().__init__(source, f"the session with MCP source {source} is closed")
+        super().__init__(source, f"the session with {named(source)} is closed")
 
 
 class ConnectionLostError(SourceError):
@@ -120,15 +145,15 @@ class ConnectionLostError(SourceError):
     ) -> None:
         because = f" ({clip(detail)})" if detail else ""
         if tool is None:
-            message = f"lost the connection to MCP source {source}{because}"
+            message = f"lost the connection to {named(source)}{because}"
         elif in_flight:
             message = (
-                f"lost the connection to MCP source {source} during a call of tool {tool!r}"
+                f"lost the connection to {named(source)} during a call of tool {tool!r}"
                 f"{because}; the call may or may not have taken effect"
             )
         else:
             message = (
-                f"cannot call tool {tool!r}: the connection to MCP source {source} was "
+                f"cannot call tool {tool!r}: the connection to {named(source)} was "
                 f"lost earlier{because}; nothing was sent"
             )
         super().__init__(source, message)
@@ -155,9 +180,7 @@ class ToolArgumentsError(ToolCallError, ValueError):
     code = "tool_arguments_invalid"
 
     def __init__(self, source: str, tool: str, problem: str) -> None:
-        super().__init__(
-            source, tool, f"cannot call tool {tool!r} of MCP source {source}: {problem}"
-        )
+        super().__init__(source, tool, f"cannot call tool {tool!r} of {named(source)}: {problem}")
 
 
 class ToolCallFailedError(ToolCallError):
@@ -170,7 +193,7 @@ class ToolCallFailedError(ToolCallError):
         super().__init__(
             source,
             tool,
-            f"the call of tool {tool!r} of MCP source {source} failed: {clip(detail)} "
+            f"the call of tool {tool!r} of {named(source)} failed: {clip(detail)} "
             "(it may or may not have taken effect)",
         )
         self.outcome_unknown = True
@@ -188,7 +211,7 @@ class ToolNotFoundError(ToolCallError):
         if len(available) > MAX_LISTED_NAMES:
             shown += f", ... ({len(available)} in all)"
         listed = f"it lists {shown}" if available else "it lists no tools"
-        super().__init__(source, tool, f"MCP source {source} has no tool {tool!r} ({listed})")
+        super().__init__(source, tool, f"{named(source)} has no tool {tool!r} ({listed})")
         self.available = available
 
 
@@ -202,7 +225,7 @@ class ToolCallTimeoutError(ToolCallError):
         super().__init__(
             source,
             tool,
-            f"tool {tool!r} of MCP source {source} did not answer within {timeout:g}s "
+            f"tool {tool!r} of {named(source)} did not answer within {timeout:g}s "
             "(cancelled; it may or may not have taken effect)",
         )
         self.timeout = timeout
@@ -227,7 +250,7 @@ class ToolCallRejectedError(ToolCallError):
         super().__init__(
             source,
             tool,
-            f"MCP source {source} rejected the call of tool {tool!r}: {clip(detail)} "
+            f"{named(source)} rejected the call of tool {tool!r}: {clip(detail)} "
             f"(JSON-RPC error {error_code})",
         )
         self.error_code = error_code
@@ -246,5 +269,5 @@ class ToolResultInvalidError(ToolCallError):
         super().__init__(
             source,
             tool,
-            f"tool {tool!r} of MCP source {source} returned an invalid result: {clip(detail)}",
+            f"tool {tool!r} of {named(source)} returned an invalid result: {clip(detail)}",
         )

@@ -8,8 +8,10 @@ usable, and the next ask (the resumed run's first tool node) connects again. A s
 whose connection was lost is replaced by a new one on the next ask; the call that saw
 the loss has already failed with `ConnectionLostError`, the pool never retries a call.
 
-Sessions are keyed by source equality (`StdioSource`, `HttpSource`): the same command,
-arguments, environment and working directory, or the same URL and headers.
+Sessions are keyed by source equality (`StdioSource`, `HttpSource`, `PythonSource`): the
+same command, arguments, environment and working directory, the same URL and headers,
+or the same module, functions and annotations. A Python source's "session"
+(`PythonSession`) imports its module when opened; nothing else differs.
 """
 
 from __future__ import annotations
@@ -18,7 +20,8 @@ import asyncio
 from collections.abc import Mapping
 from typing import Any, TextIO
 
-from .session import DEFAULT_CALL_TIMEOUT, DEFAULT_CONNECT_TIMEOUT, SourceSession, ToolResult
+from .connect import AnySession, session_for
+from .session import DEFAULT_CALL_TIMEOUT, DEFAULT_CONNECT_TIMEOUT, ToolResult
 from .spec import Source
 
 __all__ = ["SourcePool"]
@@ -40,7 +43,7 @@ class SourcePool:
         self._connect_timeout = connect_timeout
         self._call_timeout = call_timeout
         self._errlog = errlog
-        self._sessions: dict[Source, SourceSession] = {}
+        self._sessions: dict[Source, AnySession] = {}
         self._locks: dict[Source, asyncio.Lock] = {}
 
     async def __aenter__(self) -> SourcePool:
@@ -54,7 +57,7 @@ class SourcePool:
         """The sources with an open session now."""
         return tuple(source for source, session in self._sessions.items() if session.is_open)
 
-    async def session(self, source: Source) -> SourceSession:
+    async def session(self, source: Source) -> AnySession:
         """The open session of ``source``, connecting (or reconnecting after a lost
         connection) if there is none; `SourceUnreachableError` if it cannot be opened."""
         current = self._sessions.get(source)
@@ -67,7 +70,7 @@ class SourcePool:
             if current is not None:
                 del self._sessions[source]
                 await current.close()
-            fresh = SourceSession(
+            fresh = session_for(
                 source,
                 connect_timeout=self._connect_timeout,
                 call_timeout=self._call_timeout,
@@ -85,7 +88,7 @@ class SourcePool:
         *,
         timeout: float | None = None,  # noqa: ASYNC109 - see SourceSession.call_tool
     ) -> ToolResult:
-        """`SourceSession.call_tool` on the pooled session of ``source``."""
+        """``call_tool`` on the pooled session of ``source``."""
         session = await self.session(source)
         return await session.call_tool(name, arguments, timeout=timeout)
 

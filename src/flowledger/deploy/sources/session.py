@@ -75,7 +75,7 @@ from .errors import (
     clip,
 )
 from .fingerprint import FingerprintError
-from .spec import Source, StdioSource
+from .spec import McpSource, StdioSource
 from .stderr import prefixed_stderr, server_name
 from .tool_info import ToolInfo
 
@@ -177,7 +177,7 @@ class SourceSession:
 
     def __init__(
         self,
-        source: Source,
+        source: McpSource,
         *,
         connect_timeout: float = DEFAULT_CONNECT_TIMEOUT,
         call_timeout: float = DEFAULT_CALL_TIMEOUT,
@@ -202,7 +202,7 @@ class SourceSession:
     # -- lifecycle ----------------------------------------------------------------------
 
     @property
-    def source(self) -> Source:
+    def source(self) -> McpSource:
         return self._source
 
     @property
@@ -683,7 +683,7 @@ def _leaf_text(error: BaseException) -> str:
     return type(leaf).__name__
 
 
-async def probe(source: Source, *, seconds: float) -> tuple[ServerInfo, tuple[ToolInfo, ...]]:
+async def probe(source: McpSource, *, seconds: float) -> tuple[ServerInfo, tuple[ToolInfo, ...]]:
     """Connect once, list every tool, disconnect: what ``flowledger source probe`` and
     the ``source_probe`` tool show (``seconds`` bound the handshake, then the listing)."""
     async with SourceSession(source, connect_timeout=seconds, call_timeout=seconds) as session:

@@ -24,8 +24,9 @@ from typing import Any, Final, TypeAlias
 from urllib.parse import urlsplit, urlunsplit
 
 from .errors import SourceSpecError, clip
+from .python_spec import PythonSource
 
-__all__ = ["HttpSource", "Source", "StdioSource"]
+__all__ = ["HttpSource", "McpSource", "PythonSource", "Source", "StdioSource"]
 
 MAX_LABEL_CHARS: Final = 120
 _ENV_NAME: Final = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
@@ -185,7 +186,10 @@ class HttpSource:
         }
 
 
-Source: TypeAlias = StdioSource | HttpSource
+McpSource: TypeAlias = StdioSource | HttpSource
+"""A source spoken to over MCP."""
+Source: TypeAlias = McpSource | PythonSource
+"""Any capability source: an MCP server, or Python functions (`PythonSource`)."""
 
 
 def _stdio_label(command: str, args: tuple[str, ...]) -> str:

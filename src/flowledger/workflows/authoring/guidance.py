@@ -42,6 +42,7 @@ _ALL_CAPABILITIES: Final = _call("capability_list")
 _PROBE: Final = _call("source_probe", source="source")
 _SHOW_DEPLOYMENT: Final = _call("deployment_show", name="deployment")
 _DEPLOYMENTS: Final = _call("deployment_list")
+_CHECK: Final = _call("deployment_check", name="deployment")
 _ARTIFACTS: Final = _call("artifact_list")
 _SHOW_ARTIFACT: Final = _call("artifact_show", name="artifact", version="version")
 _VALIDATE_RUN: Final = _call("validate_run", run_id="run_id")
@@ -58,13 +59,13 @@ RULES: Final[Mapping[str, tuple[_Rule, ...]]] = {
     "deployment_missing": (_DEPLOYMENTS,),
     "artifact_missing": (_ARTIFACTS, _SHOW_DEPLOYMENT),
     "child_missing": (_ARTIFACTS, _SHOW_DEPLOYMENT),
-    "binding_missing": (_SHOW_DEPLOYMENT, _call("capability_list", query="dependency")),
-    "credential_missing": (_INSPECT, _SHOW_DEPLOYMENT),
-    "source_unreachable": (_PROBE, _INSPECT, _SOURCES, _VALIDATE_RUN, _SHOW_DEPLOYMENT),
-    "tool_missing": (_FIND_TOOL, _SOURCES),
-    "tool_not_allowed": (_SHOW_DEPLOYMENT, _INSPECT),
-    "arguments_incompatible": (_INSPECT, _SHOW_ARTIFACT),
-    "schema_drift": (_INSPECT, _VALIDATE_RUN, _INSPECT_RUN),
+    "binding_missing": (_SHOW_DEPLOYMENT, _call("capability_list", query="dependency"), _CHECK),
+    "credential_missing": (_INSPECT, _SHOW_DEPLOYMENT, _CHECK),
+    "source_unreachable": (_PROBE, _INSPECT, _SOURCES, _VALIDATE_RUN, _CHECK),
+    "tool_missing": (_FIND_TOOL, _SOURCES, _CHECK),
+    "tool_not_allowed": (_SHOW_DEPLOYMENT, _INSPECT, _CHECK),
+    "arguments_incompatible": (_INSPECT, _SHOW_ARTIFACT, _CHECK),
+    "schema_drift": (_INSPECT, _VALIDATE_RUN, _INSPECT_RUN, _CHECK),
     "description_changed": (_INSPECT, _INSPECT_RUN),
     "server_changed": (_SOURCES, _INSPECT_RUN),
     "pin_missing": (_INSPECT_RUN, _DEPLOYMENTS),
