@@ -5,7 +5,7 @@ ephemeral port: ``GET /openapi.json`` (the document, which a test may change:
 `ItemService.document`), ``GET /items`` (``listItems``: the items, optionally the first
 ``limit``; read-only), ``POST /items`` (``addItem``: appends ``body.name``, answers the
 new item with status 201), ``GET /items/{item_id}`` (``getItem``; 404 when there is no
-such item), ``GET /broken`` (``broken``: answers JSON its document says it will not).
+such item; `serving` False makes the document answer 503), ``GET /broken`` (``broken``: answers JSON its document says it will not).
 Every request is counted (`requests`, by method and path) and the ``X-Key`` header
 (the credential a source sends) recorded, so tests can see what reached the service.
 """
@@ -148,12 +148,15 @@ class ItemService:
         self.requests: list[tuple[str, str]] = []
         self.keys: list[str | None] = []
         self.url = ""
+        self.serving = True  # False: the document answers 503
 
     def count(self, method: str, path: str) -> int:
         return sum(1 for seen in self.requests if seen == (method, path))
 
     def app(self) -> Starlette:
         async def openapi(request: Request) -> Response:
+            if not self.serving:
+                return JSONResponse({"detail": "down for maintenance"}, status_code=503)
             return JSONResponse(self.document)
 
         async def items(request: Request) -> Response:
