@@ -5,7 +5,8 @@ ephemeral port: ``GET /openapi.json`` (the document, which a test may change:
 `ItemService.document`), ``GET /items`` (``listItems``: the items, optionally the first
 ``limit``; read-only), ``POST /items`` (``addItem``: appends ``body.name``, answers the
 new item with status 201), ``GET /items/{item_id}`` (``getItem``; 404 when there is no
-such item; `serving` False makes the document answer 503), ``GET /broken`` (``broken``: answers JSON its document says it will not).
+such item), ``GET /broken`` (``broken``: answers JSON its document says it will not).
+`ItemService.serving` False makes the document answer 503.
 Every request is counted (`requests`, by method and path) and the ``X-Key`` header
 (the credential a source sends) recorded, so tests can see what reached the service.
 """
