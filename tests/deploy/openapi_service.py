@@ -7,8 +7,9 @@ ephemeral port: ``GET /openapi.json`` (the document, which a test may change:
 new item with status 201), ``GET /items/{item_id}`` (``getItem``; 404 when there is no
 such item), ``GET /broken`` (``broken``: answers JSON its document says it will not).
 `ItemService.serving` False makes the document answer 503.
-Every request is counted (`requests`, by method and path) and the ``X-Key`` header
-(the credential a source sends) recorded, so tests can see what reached the service.
+Every request is counted (`requests`, by method and path) and its ``X-Key`` header
+(`keys`) and query string (`queries`) recorded (where a source sends its credential),
+so tests can see what reached the service.
 """
 
 from __future__ import annotations
@@ -148,6 +149,7 @@ class ItemService:
         self.items: list[dict[str, Any]] = []
         self.requests: list[tuple[str, str]] = []
         self.keys: list[str | None] = []
+        self.queries: list[str] = []
         self.url = ""
         self.serving = True  # False: the document answers 503
 
@@ -199,6 +201,7 @@ class ItemService:
                 headers = dict(scope.get("headers") or [])
                 key = headers.get(b"x-key")
                 self.keys.append(None if key is None else key.decode())
+                self.queries.append(scope.get("query_string", b"").decode())
             await app(scope, receive, send)
 
         return counted  # type: ignore[return-value]

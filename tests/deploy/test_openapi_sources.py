@@ -97,6 +97,9 @@ async def test_operations_are_tools_and_calls_reach_the_base_url_only(tmp_path: 
             assert len(service.requests) == before  # nothing was sent
         assert service.items == [{"id": 1, "name": "pear"}]
         assert all(path != "/openapi.json" for _, path in service.requests)  # a file document
+        calls = [q for (_, path), q in zip(service.requests, service.queries, strict=True)
+                 if path != "/"]  # fmt: skip
+        assert calls == ["key=q-secret", "limit=1&key=q-secret", "key=q-secret", "key=q-secret"]
         assert ("POST", "/items") in service.requests
 
 

@@ -26,12 +26,13 @@ connection that cannot be made is ``unavailable`` (nothing was sent), no answer 
 from __future__ import annotations
 
 import asyncio
-import functools
 import hashlib
 import json
+import threading
+from collections import OrderedDict
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Final, TextIO
+from typing import Any, Final, TextIO, TypeAlias
 
 import httpx2 as httpx
 import yaml
@@ -59,11 +60,36 @@ MAX_RESPONSE_BYTES: Final = 4 * 1024 * 1024
 MAX_ERROR_BODY_CHARS: Final = 1000
 
 
-@functools.lru_cache(maxsize=64)
+_Listing: TypeAlias = tuple[ServerInfo, dict[str, tuple[OpenApiOperation, Any, Any]]]
+#: Listings by (label, document, digest, selection), the oldest dropped first. Keyed by
+#: digest, not bytes: a cache of documents' bytes would hold up to 8 MiB an entry.
+_listings: OrderedDict[tuple[str, str, str, tuple[str, ...] | None], _Listing] = OrderedDict()
+_listings_lock = threading.Lock()
+MAX_LISTINGS: Final = 32
+
+
 def _listing(
     label: str, shown: str, digest: str, data: bytes, selected: tuple[str, ...] | None
-) -> tuple[ServerInfo, dict[str, tuple[OpenApiOperation, Any, Any]]]:
-    """Parse, validate and list a document (once per digest and selection)."""
+) -> _Listing:
+    """`_parse`, once per digest and selection in this process."""
+    key = (label, shown, digest, selected)
+    with _listings_lock:
+        found = _listings.get(key)
+        if found is not None:
+            _listings.move_to_end(key)
+            return found
+    made = _parse(label, shown, digest, data, selected)
+    with _listings_lock:
+        _listings[key] = made
+        while len(_listings) > MAX_LISTINGS:
+            _listings.popitem(last=False)
+    return made
+
+
+def _parse(
+    label: str, shown: str, digest: str, data: bytes, selected: tuple[str, ...] | None
+) -> _Listing:
+    """Parse, validate and list a document."""
     from openapi_spec_validator import validate  # imported only where a document is read
 
     try:
