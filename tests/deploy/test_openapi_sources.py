@@ -247,3 +247,16 @@ def test_specs_and_documents_are_checked_with_places() -> None:
     assert [(i.place, i.code) for i in inline.value.issues] == [
         ("sources.items.openapi", "field_unknown")
     ]
+
+
+async def test_a_service_gone_after_opening_is_unavailable_and_nothing_was_sent() -> None:
+    with item_service() as service:
+        session = OpenApiSession(OpenApiSource(f"{service.url}/openapi.json", service.url))
+        await session.open()
+    try:
+        with pytest.raises(SourceUnreachableError, match="the base URL does not answer") as gone:
+            await session.call_tool("addItem", {"body": {"name": "late"}})
+        assert (gone.value.failure_kind, gone.value.outcome_unknown) == ("unavailable", False)
+    finally:
+        await session.close()
+    assert service.items == []
