@@ -32,6 +32,7 @@ _FIELDS = (
     "http",
     "python",
     "builtin",
+    "openapi",
     "secrets",
     "sessions",
     "allow_tools",
@@ -43,6 +44,7 @@ _TRANSPORT_FIELDS = {
     "stdio": ("command", "args", "env", "cwd"),
     "http": ("url", "headers"),
     "python": ("module", "functions", "read_only", "idempotent"),
+    "openapi": ("document", "base_url", "operations", "auth"),
 }
 
 

@@ -17,7 +17,8 @@ deployment's current revision), their secrets, and each pinned tool's fingerprin
 under the pinned drift policy. A changed contract is ``schema_drift``: an error under
 ``block``; under ``compatible`` an error only when a call site's literal arguments no
 longer validate; under ``warn`` a warning. A changed full fingerprint alone is a
-``description_changed`` warning, another server name or version ``server_changed``.
+``description_changed`` warning, another server name or version (or, for an OpenAPI
+source, another document digest) ``server_changed``.
 """
 
 from __future__ import annotations
@@ -37,6 +38,7 @@ from ..artifacts.validated import ValidatedArtifact
 from ..registry.store import RegisteredSource
 from ..sources.connect import session_for
 from ..sources.errors import SourceError
+from ..sources.openapi_tools import META_KEY as OPENAPI_META_KEY
 from ..sources.python_tools import META_KEY
 from ..sources.tool_info import ToolInfo
 from .diagnostics import (
@@ -162,7 +164,8 @@ async def _observe(prepared: Prepared, seconds: float) -> _Probe:
                 SOURCE_UNREACHABLE,
                 f"dependency {prepared.dependency!r}: {exc}",
                 "start the server or repair its command, URL or credentials (a Python "
-                "source: make its module importable), then check again",
+                "source: make its module importable; an OpenAPI source: its document and "
+                "base URL), then check again",
                 place=prepared.dependency,
                 dependency=prepared.dependency,
                 source=_registered_name(prepared.registered),
@@ -276,6 +279,9 @@ async def check_start(
             python = (info.entry.get("_meta") or {}).get(META_KEY)
             if isinstance(python, Mapping):  # module, qualified name, distribution, version
                 pinned_tools[tool]["python"] = dict(python)
+            operation = (info.entry.get("_meta") or {}).get(OPENAPI_META_KEY)
+            if isinstance(operation, Mapping):  # the operation's method and path template
+                pinned_tools[tool]["openapi"] = dict(operation)
         observed[probe.dependency] = {
             "identity": probe.identity,
             "server": probe.server,
@@ -363,6 +369,15 @@ async def check_pinned(
                     place=probe.dependency,
                     dependency=probe.dependency,
                     source=_registered_name(probe.registered),
+                )
+            )
+        elif server.get("document") != now.get("document"):
+            diagnostics.append(
+                warning(
+                    SERVER_CHANGED,
+                    f"the document of {probe.dependency!r} changed since the run started "
+                    f"({server.get('document')} then, {now.get('document')} now); each tool "
+                    "the run calls is checked below",
                 )
             )
         for tool, prints in sorted(pinned["tools"].items()):

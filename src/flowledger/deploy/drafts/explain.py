@@ -466,6 +466,21 @@ EXPLANATIONS: Final[dict[str, tuple[str, str, str]]] = {
         "of the source's python.functions.",
         "def lookup(city: str, days: int = 1) -> dict[str, float]: ...",
     ),
+    "openapi_document_invalid": (
+        "The document of an OpenAPI source does not parse, is not OpenAPI 3.0 or 3.1, or "
+        "the validator refuses it (its message says where).",
+        "Fix the document (or point the source at a valid one); nothing of the source is "
+        "listed until then.",
+        "flowledger source probe items",
+    ),
+    "openapi_operation_unsupported": (
+        "An operation of an OpenAPI source cannot be a tool: a required cookie parameter, a "
+        "parameter described by content, an unsupported style, two parameters of one name, "
+        "a request body without JSON, or a reference outside the document.",
+        "Change the operation, or leave it out of the source's openapi.operations.",
+        "openapi: {document: /srv/items.json, base_url: http://items:8080, operations: "
+        "[listItems]}",
+    ),
     "builtin_unknown": (
         "A builtin source's functions names a function the standard library does not have.",
         'Name functions of the library (docs/sources.md, "Built-in transforms").',
