@@ -25,7 +25,6 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from ..host import database_url
 from .runtime import CliError, DbOption, emit_json, run_command, stdout_console
 from .source_document import FLAG_OPTIONS, document_from_flags, read_document_file
 from .source_render import render_probe, render_saved, render_source, render_sources
@@ -287,6 +286,7 @@ async def _opened(
     db: str | None, *, read_only: bool
 ) -> AsyncIterator[tuple[SourceRegistry, Store]]:
     from ..deploy.registry.store import SourceRegistry
+    from ..host import database_url
     from ..storage import open_store
 
     async with open_store(database_url(db), read_only=read_only) as store:
