@@ -6,11 +6,19 @@ child, an input the child's schema refuses, a child whose closure can pause).
 
 The child ``stamp`` calls ``append_item`` of ``tests/deploy/runs/item_server.py`` (not
 idempotent: one line per call in ``ITEM_DIR/lines``; a text starting with ``bad`` is
-answered with an error result), so the file counts the child's calls."""
+answered with an error result), so the file counts the child's calls. The crash test
+runs ``foreach_child_write`` of ``tests/deploy/runs/app.py`` (child ``item_write``:
+two calls per item) in a ``flowledger start`` process and SIGKILLs it mid-item."""
 
 from __future__ import annotations
 
+import asyncio
 import json
+import os
+import signal
+import subprocess
+import sys
+import time
 import uuid
 from pathlib import Path
 from typing import Any
@@ -20,10 +28,13 @@ import pytest
 from flowledger.deploy import ArtifactValidationError, DeployService, validate_artifact
 from flowledger.deploy.drafts.explain import explain
 from flowledger.storage import open_store
+from flowledger.tools import WorkflowTools
 from flowledger.workflows import Catalog
 from flowledger.workflows.runtime.session import WorkflowSession
 
-from .test_foreach import artifact, item_deployment
+from .servers import REPO
+from .test_foreach import artifact, done_intents, item_deployment
+from .test_runs import APP, adopting
 
 SESSION = str(uuid.UUID(int=27, version=4))
 
@@ -282,3 +293,63 @@ async def test_save_refuses_bad_child_bodies_with_placed_issues(tmp_path: Path) 
                 if issue.code == "foreach_child_interrupt":
                     assert "interrupt node 'ask'" in issue.message and issue.hint
         assert [r.name for r in await deploy.artifacts.list(SESSION, "each")] == []
+
+
+async def test_a_crash_mid_item_never_repeats_a_finished_item_or_call(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """SIGKILL of the run's owner while item b's child is in its second call
+    (``b2``, held open by the server), in a serial foreach whose child makes two calls
+    of ``append_item`` (not idempotent) per item; another process adopts the run. Item
+    a finished in an earlier step (its record is state) and is not run again; item b's
+    child runs again under the same nested run id: its first call returned before the
+    kill (its intent says done), so it is not made again, and its second call was under
+    way, so the run fails with tool_outcome_unknown rather than call it twice."""
+    db = f"sqlite:///{tmp_path / 'crash.db'}"
+    monkeypatch.setenv("ITEM_DIR", str(tmp_path))
+    (tmp_path / "hold-b2").touch()
+    owner = subprocess.Popen(  # noqa: ASYNC220 - one child, killed below
+        [
+            sys.executable, "-m", "flowledger", "start", "foreach_child_write", "1",
+            "--input", json.dumps({"texts": ["a", "b", "c"]}), "--db", db, *APP,
+        ],
+        cwd=REPO,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )  # fmt: skip
+    lines = tmp_path / "lines"
+
+    def called() -> list[str]:
+        return lines.read_text().splitlines() if lines.exists() else []
+
+    try:
+        deadline = time.monotonic() + 300
+        while not (
+            (tmp_path / "started-b2").exists()
+            and called() == ["a", "a2", "b"]
+            and await done_intents(db) == 3
+        ):
+            assert time.monotonic() < deadline, "timed out waiting for item b's second call"
+            await asyncio.sleep(0.05)
+    finally:
+        os.killpg(owner.pid, signal.SIGKILL)
+        await asyncio.to_thread(owner.wait, 60)
+    # The hold stays: the killed owner's server (a session of its own, so it outlives
+    # the kill until it reads EOF) must not finish the held call; a new call of b2 by
+    # the adopter would show as a new started-b2.
+    (tmp_path / "started-b2").unlink()
+    from .runs.app import catalog
+
+    async with adopting(db, catalog()) as adopted:  # activation adopts the run
+        assert await adopted.supervisor.wait_idle() is None
+        [run] = (await adopted.registry.list(adopted.session_id)).runs
+        final = await WorkflowTools.for_session(adopted).call(
+            "workflow_run_get", {"run_id": run.id}
+        )
+    assert final["run_status"] == "failed", final
+    assert final["error"]["type"] == "ToolOutcomeUnknownError"
+    assert "a call of items.append_item was under way" in final["error"]["message"]
+    assert called() == ["a", "a2", "b"]  # no finished item or call again
+    assert not (tmp_path / "started-b2").exists()  # the held call was not made again
+    assert not (tmp_path / "started-c").exists()  # nothing after the held call ran
