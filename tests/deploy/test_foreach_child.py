@@ -25,7 +25,13 @@ from typing import Any
 
 import pytest
 
-from flowledger.deploy import ArtifactValidationError, DeployService, validate_artifact
+from flowledger.deploy import (
+    ArtifactValidationError,
+    DeployService,
+    StdioSource,
+    compile_artifact,
+    validate_artifact,
+)
 from flowledger.deploy.drafts.explain import explain
 from flowledger.storage import open_store
 from flowledger.tools import WorkflowTools
@@ -34,7 +40,7 @@ from flowledger.workflows.runtime.session import WorkflowSession
 
 from .servers import REPO
 from .test_foreach import artifact, done_intents, item_deployment
-from .test_runs import APP, adopting
+from .test_runs import APP, adopting, outcome, session, settle, start
 
 SESSION = str(uuid.UUID(int=27, version=4))
 
@@ -178,6 +184,33 @@ async def test_child_bodies_serial_and_concurrent_with_each_item_error_policy(
             assert lines.read_text().splitlines()[-2:] == ["d", "bad2"]  # e never ran
         finally:
             await built.supervisor.shutdown()
+
+
+async def test_a_failure_inside_the_child_that_is_no_item_error_fails_the_run(
+    tmp_path: Path,
+) -> None:
+    """Whatever ``on_item_error`` says (here ``collect``), a child whose tool's server
+    cannot be reached (``unavailable``: not the item's fault) fails the run with the
+    source's error, as a tool body's would. An empty list runs no child and gives
+    ``[]``."""
+    document = parent("1", {"first": child_foreach(on_item_error="collect")})
+    catalog = Catalog()
+    missing = StdioSource(str(tmp_path / "no-such-server"))
+    catalog.register(
+        compile_artifact(
+            validate_artifact(document),
+            children={"stamp": validate_artifact(stamp())},
+            sources={"items": missing},
+        )
+    )
+    async with session(f"sqlite:///{tmp_path / 'u.db'}", catalog) as (built, tools):
+        run_id = await start(tools, "each", {"xs": ["a"]})
+        got = await settle(built, tools, run_id)
+        assert got["run_status"] == "failed", got
+        assert got["error"]["type"] == "SourceUnreachableError", got["error"]
+        run_id = await start(tools, "each", {"xs": []})
+        assert (await settle(built, tools, run_id))["run_status"] == "completed"
+        assert (await outcome(built, "each", run_id))["$output"]["out"] == []
 
 
 async def test_the_child_is_pinned_in_the_closure(tmp_path: Path) -> None:
