@@ -216,7 +216,7 @@ async def test_a_failure_inside_the_child_that_is_no_item_error_fails_the_run(
 async def test_the_child_is_pinned_in_the_closure(tmp_path: Path) -> None:
     """The foreach's child is part of the parent's closure: the saved record pins it
     (name, version, digest), so deployments and drift checks cover it like a workflow
-    node's child."""
+    node's child; another session cannot reach it."""
     async with open_store(f"sqlite:///{tmp_path / 'p.db'}") as store:
         built = WorkflowSession.build(store, SESSION, Catalog())
         deploy = DeployService(built, check_timeout=30)
@@ -228,6 +228,15 @@ async def test_the_child_is_pinned_in_the_closure(tmp_path: Path) -> None:
         assert (pin.name, pin.version, pin.digest) == ("stamp", "1", child.digest)
         closure = await deploy.artifacts.closure(SESSION, "each", "1")
         assert set(closure) == {"each@1", "stamp@1"}
+        # Another tenant's session cannot run this session's child in a foreach: the
+        # child is resolved in the saving session only, and nothing is saved.
+        other = str(uuid.UUID(int=28, version=4))
+        with pytest.raises(ArtifactValidationError) as raised:
+            await deploy.artifacts.save(other, json.dumps(parent("1", {"first": child_foreach()})))
+        assert [(i.place, i.code) for i in raised.value.issues] == [
+            ("children.stamp", "child_missing")
+        ]
+        assert await deploy.artifacts.list(other) == []
 
 
 async def test_save_refuses_bad_child_bodies_with_placed_issues(tmp_path: Path) -> None:
