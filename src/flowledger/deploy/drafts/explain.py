@@ -126,7 +126,7 @@ EXPLANATIONS: Final[dict[str, tuple[str, str, str]]] = {
     ),
     "bad_kind": (
         "A node's `kind` is missing or not one of tool, set, switch, parallel, interrupt, "
-        "workflow, foreach, end (a foreach body's: tool, value).",
+        "workflow, foreach, end (a foreach body's: tool, value, workflow).",
         "Give the node (or the body) one of the kinds.",
         "greet: {kind: set, assign: {text: '${ input.name }'}, next: done}",
     ),
@@ -243,6 +243,13 @@ EXPLANATIONS: Final[dict[str, tuple[str, str, str]]] = {
         "Use 1 to 16 with `mode: concurrent`; leave it out for `mode: serial`.",
         "mode: concurrent\nmax_concurrency: 8",
     ),
+    "foreach_child_interrupt": (
+        "A foreach's workflow body runs a child whose closure (the child or any of its "
+        "children) has an interrupt node; a foreach item cannot pause.",
+        "Run a child without interrupt nodes in the foreach, and ask before or after it "
+        "(an interrupt node, or a workflow node outside the foreach, may pause).",
+        "approve: {kind: interrupt, ..., next: each}   # ask once, then map",
+    ),
     "foreach_into": (
         "A foreach's `into` field has a reducer other than `replace`; the foreach writes "
         "the whole list of results into it once.",
@@ -250,13 +257,13 @@ EXPLANATIONS: Final[dict[str, tuple[str, str, str]]] = {
         "state: {results: {}}\n# node: into: results",
     ),
     "unknown_child": (
-        "A workflow node runs an artifact not listed in `children`.",
+        "A workflow node (or a foreach's workflow body) runs an artifact not listed in `children`.",
         "Add it to `children` with its exact version.",
         "children: {approval: '1.0.0'}",
     ),
     "unused_child": (
-        "`children` lists an artifact no workflow node runs.",
-        "Remove it, or add a workflow node running it.",
+        "`children` lists an artifact no workflow node or foreach body runs.",
+        "Remove it, or add a workflow node (or a foreach workflow body) running it.",
         "children: {}   # or nodes: {review: {kind: workflow, workflow: approval, ...}}",
     ),
     "unknown_state_field": (
@@ -644,6 +651,13 @@ EXPLANATIONS: Final[dict[str, tuple[str, str, str]]] = {
         "item's index and its error's code.",
         "Fix the item or the body, or choose `on_item_error: skip` (leave failed items "
         "out) or `collect` (keep every item's {ok, result} or {ok: false, error}).",
+        "on_item_error: collect",
+    ),
+    "foreach_child_failed": (
+        "The child run of a foreach item failed (its input did not match the child's "
+        "input schema, or a node of the child failed with an item error); the item's "
+        "record has the child's error code and `on_item_error` decided.",
+        "Fix the item or the child, or choose `on_item_error: skip` or `collect`.",
         "on_item_error: collect",
     ),
     "tool_call_failed": (
