@@ -35,8 +35,8 @@ Where the store's KV writes in batches (`storage.BatchKV`: every bundled backend
 go `BATCH_RUNS` at a time through the same steps, each step one transaction for the whole
 batch instead of one per key: 1. all tombstones; 2. each record re-read; 3. the records
 and then their index entries and side keys (with the tombstones of runs step 2 kept);
-4. the logs (`Ledger.drop`, 64 names a transaction); 5. the tombstones. A crash leaves
-at most one batch's tombstones for the next pass, exactly as it leaves one run's.
+4. the logs (one `Ledger.drop`, which bounds its own transactions); 5. the tombstones.
+A crash leaves at most one batch's tombstones for the next pass, as it leaves one run's.
 
 Input blobs go last, for the whole pass (`input_claims`). A pass first finishes the
 tombstones an interrupted pass left (their record already gone), and deletes run-order
@@ -601,7 +601,8 @@ class _Pass:
             # takes the tombstone over.
             return {run.id for run in runs if await self.prune_run(scan, run, chosen)}
         going = [run for run in runs if await self._still_prunable(run, chosen)]
-        staying = [run for run in runs if run not in going]
+        gone_ids = {run.id for run in going}
+        staying = [run for run in runs if run.id not in gone_ids]
         keys: list[str] = []
         logs: list[str] = []
         for run in going:
@@ -628,7 +629,7 @@ class _Pass:
         await self.storage.drop_logs(logs)
         done = [KVDelete(_tombstone_key(self.session_id, run.id)) for run in going]
         await self.storage.write(done, self._fence())
-        return {run.id for run in going}
+        return gone_ids
 
     async def _still_prunable(self, run: Run, chosen: set[str]) -> bool:
         key = f"{runs_prefix(self.session_id)}{run.id}"

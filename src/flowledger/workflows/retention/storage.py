@@ -15,7 +15,6 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Final
 
 from ...storage import (
     MAX_KV_BATCH_BYTES,
@@ -33,8 +32,6 @@ from ...storage import (
 )
 
 __all__ = ["RetentionStorage", "Swept"]
-
-_DROP_BATCH: Final = 64
 
 
 def _chunks(writes: Sequence[KVWrite]) -> list[list[KVWrite]]:
@@ -69,8 +66,10 @@ class RetentionStorage:
         self.store = store
 
     async def drop_logs(self, names: Sequence[str]) -> None:
-        for start in range(0, len(names), _DROP_BATCH):
-            await self.store.ledger.drop(list(names[start : start + _DROP_BATCH]))
+        """One ``Ledger.drop``: the backend cuts it into bounded transactions itself, and
+        gives the freed space back once for all of them."""
+        if names:
+            await self.store.ledger.drop(list(names))
 
     @property
     def batched(self) -> bool:
