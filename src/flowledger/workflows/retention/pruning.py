@@ -50,7 +50,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 from typing import Any, Final
@@ -600,7 +600,12 @@ class _Pass:
             # so only a pass outside it could have written it): one run at a time, which
             # takes the tombstone over.
             return {run.id for run in runs if await self.prune_run(scan, run, chosen)}
-        going = [run for run in runs if await self._still_prunable(run, chosen)]
+        # One listing of the fork markers for the batch, after all its tombstones.
+        markers: dict[str, list[str]] = {}
+        for marker in await self.kv.keys(f"{self.base}workflows/forks/"):
+            origin = marker.removeprefix(f"{self.base}workflows/forks/").partition("/")[0]
+            markers.setdefault(origin, []).append(marker)
+        going = [run for run in runs if await self._still_prunable(run, chosen, markers)]
         gone_ids = {run.id for run in going}
         staying = [run for run in runs if run.id not in gone_ids]
         keys: list[str] = []
@@ -631,7 +636,12 @@ class _Pass:
         await self.storage.write(done, self._fence())
         return gone_ids
 
-    async def _still_prunable(self, run: Run, chosen: set[str]) -> bool:
+    async def _still_prunable(
+        self, run: Run, chosen: set[str], markers: Mapping[str, list[str]] | None = None
+    ) -> bool:
+        """The record is unchanged and no fork outside ``chosen`` refers to it. The fork
+        markers are listed now, or taken from ``markers``: a listing of every marker of
+        the session made after this run's tombstone was written."""
         key = f"{runs_prefix(self.session_id)}{run.id}"
         try:
             entry = await self.kv.get(key)
@@ -641,7 +651,8 @@ class _Pass:
             self.report.kept["changed"] += 1
             return False
         forks = f"{self.base}workflows/forks/{run.id}/"
-        for marker in await self.kv.keys(forks):
+        listed = await self.kv.keys(forks) if markers is None else markers.get(run.id, [])
+        for marker in listed:
             fork = marker[len(forks) :]
             if fork in chosen or not is_id(fork):
                 continue
