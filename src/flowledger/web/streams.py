@@ -143,9 +143,7 @@ class RowEvents:
         newest, known = self._newest, set(self._at_newest)
         size = 1
         while len(found) < _NEW_RUNS:
-            page = await session.registry.list_newest(
-                session.session_id, cursor=cursor, limit=size
-            )
+            page = await session.registry.list_newest(session.session_id, cursor=cursor, limit=size)
             size = min(size * 2, _NEW_PAGE)
             for run in page.runs:
                 if newest is not None and (
