@@ -10,6 +10,7 @@ from __future__ import annotations
 import copy
 import json
 import socket
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +22,7 @@ from flowledger.deploy.registry.document import validate_source
 from flowledger.deploy.sources.connect import session_for
 from flowledger.deploy.sources.errors import (
     OpenApiDocumentError,
+    OpenApiExtraMissingError,
     OpenApiOperationError,
     SourceSpecError,
     SourceUnreachableError,
@@ -260,3 +262,18 @@ async def test_a_service_gone_after_opening_is_unavailable_and_nothing_was_sent(
     finally:
         await session.close()
     assert service.items == []
+
+
+async def test_without_the_openapi_extra_a_document_is_not_read(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The validator is the `openapi` extra: without it, opening a source says to install
+    it (openapi_extra_missing) instead of failing on an import."""
+    document = item_document()
+    document["info"]["title"] = "not read before"  # a digest no listing is cached under
+    source = OpenApiSource(_write(tmp_path, document), "http://127.0.0.1:1")
+    monkeypatch.setitem(sys.modules, "openapi_spec_validator", None)  # import fails
+    with pytest.raises(OpenApiExtraMissingError, match=r"flowledger\[openapi\]") as raised:
+        async with OpenApiSession(source, connect_timeout=10):
+            pass
+    assert raised.value.code == "openapi_extra_missing"

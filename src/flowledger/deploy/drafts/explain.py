@@ -473,6 +473,12 @@ EXPLANATIONS: Final[dict[str, tuple[str, str, str]]] = {
         "of the source's python.functions.",
         "def lookup(city: str, days: int = 1) -> dict[str, float]: ...",
     ),
+    "openapi_extra_missing": (
+        "An OpenAPI source was probed, checked or called by a flowledger installed without "
+        "its openapi extra (the document validator).",
+        "Install the extra where the source is used: pip install 'flowledger[openapi]'.",
+        "pip install 'flowledger[openapi]' && flowledger source probe items",
+    ),
     "openapi_document_invalid": (
         "The document of an OpenAPI source does not parse, is not OpenAPI 3.0 or 3.1, or "
         "the validator refuses it (its message says where).",

@@ -27,6 +27,7 @@ from typing import ClassVar, Final
 __all__ = [
     "ConnectionLostError",
     "OpenApiDocumentError",
+    "OpenApiExtraMissingError",
     "OpenApiOperationError",
     "PythonSignatureError",
     "SessionClosedError",
@@ -122,6 +123,20 @@ class PythonSignatureError(SourceProtocolError):
         )
         self.problem = problem
         self.function = function
+
+
+class OpenApiExtraMissingError(SourceError):
+    """An OpenAPI source's document is read in a process without the ``openapi`` extra
+    (its validator, ``openapi-spec-validator``): nothing is listed or called."""
+
+    code = "openapi_extra_missing"
+
+    def __init__(self, source: str) -> None:
+        super().__init__(
+            source,
+            f"{named(source)} is an OpenAPI source, and this installation cannot read its "
+            "document: install flowledger's openapi extra (pip install 'flowledger[openapi]')",
+        )
 
 
 class OpenApiDocumentError(SourceProtocolError):

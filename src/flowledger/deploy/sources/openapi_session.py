@@ -39,6 +39,7 @@ import yaml
 
 from .errors import (
     OpenApiDocumentError,
+    OpenApiExtraMissingError,
     SessionClosedError,
     SourceUnreachableError,
     ToolArgumentsError,
@@ -90,7 +91,10 @@ def _parse(
     label: str, shown: str, digest: str, data: bytes, selected: tuple[str, ...] | None
 ) -> _Listing:
     """Parse, validate and list a document."""
-    from openapi_spec_validator import validate  # imported only where a document is read
+    try:  # the `openapi` extra, imported only where a document is read
+        from openapi_spec_validator import validate
+    except ImportError:
+        raise OpenApiExtraMissingError(label) from None
 
     try:
         document = json.loads(data) if data.lstrip()[:1] in (b"{", b"[") else None
