@@ -659,13 +659,6 @@ EXPLANATIONS: Final[dict[str, tuple[str, str, str]]] = {
         "out) or `collect` (keep every item's {ok, result} or {ok: false, error}).",
         "on_item_error: collect",
     ),
-    "foreach_child_failed": (
-        "The child run of a foreach item failed (its input did not match the child's "
-        "input schema, or a node of the child failed with an item error); the item's "
-        "record has the child's error code and `on_item_error` decided.",
-        "Fix the item or the child, or choose `on_item_error: skip` or `collect`.",
-        "on_item_error: collect",
-    ),
     "tool_call_failed": (
         "An attempt's failure recorded before the run's owner stopped is final: its kind "
         "is neither retried nor routed by the node.",

@@ -98,7 +98,6 @@ from ..sources.spec import Source
 from .errors import (
     ArtifactCompileError,
     ForeachChildError,
-    NodeExecutionError,
     NodeOutputError,
     ToolContractChangedError,
     ToolErrorResult,
@@ -1021,10 +1020,11 @@ class _Compiler:
                 ) from None
             if isinstance(cause, Exception):
                 raise cause  # fails the run, as the same failure of a tool body would
-            raise NodeExecutionError(
-                name,
-                f"item {index}: child {label} stopped ({result.run.status.value}) without "
-                "reaching an end node",
+            # not reachable: a child that pauses is refused at save, and one whose task
+            # failed halts with its cause; say so rather than return a result it has not
+            raise RuntimeError(
+                f"node {name}: item {index}: child {label} stopped "
+                f"({result.run.status.value}) without reaching an end node"
             )
 
         return run

@@ -90,8 +90,6 @@ class ForeachChildError(NodeExecutionError):
     (``schema_mismatch`` when the item's input does not match the child's input schema),
     and the message names the item, the child and the child's node."""
 
-    code = "foreach_child_failed"
-
     def __init__(self, node: str, message: str, code: str) -> None:
         super().__init__(node, message)
         self.code = code
