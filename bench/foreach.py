@@ -1,6 +1,7 @@
-"""What a `foreach` node costs per item: serial, and concurrent 16, with a value body.
+"""What a `foreach` node costs per item: serial, and concurrent 16, with a value body
+(or, with ``--body child``, a saved child artifact per item).
 
-    python bench/foreach.py [--items 1000] [--reps 3] [--db-dir DIR]
+    python bench/foreach.py [--items 1000] [--reps 3] [--db-dir DIR] [--body value|child]
 
 An artifact whose one `foreach` maps ``--items`` objects through a cheap value body
 (``{i: index, v: item.v}``, two expressions per item) into a state field, through the
@@ -18,6 +19,11 @@ For comparison, in the same process and repetitions: a chain of ``--chain`` `set
 (one super-step each, the cheapest node there is) given the same input (the list of
 ``--items`` objects, so each step carries the same state), per node: the difference to
 the serial foreach's time per item is what a foreach item costs beyond a super-step.
+
+With ``--body child`` the body runs the child ``shape`` per item (a `set` node computing
+the same ``{i, v}`` from its input, then an `end` node returning it: a nested run of two
+super-steps over in-memory checkpoints, with a trace entry per child node in the
+database), and the item's result is the child's ``{outcome, output}``.
 
 Printed as a Markdown table: median and (min-max) of the repetitions. Nothing here is a
 test.
@@ -70,7 +76,38 @@ def chain_artifact(length: int) -> dict[str, Any]:
     }
 
 
-def foreach_artifact(mode: str) -> dict[str, Any]:
+CHILD: dict[str, Any] = {
+    "format": "flowledger.artifact/v1",
+    "name": "shape",
+    "version": "1",
+    "input_schema": {
+        "type": "object",
+        "additionalProperties": False,
+        "properties": {"i": {"type": "integer"}, "v": {"type": "string"}},
+    },
+    "output_schema": {
+        "type": "object",
+        "additionalProperties": False,
+        "properties": {"i": {}, "v": {}},
+    },
+    "state": {"shaped": {}},
+    "start": "shape",
+    "nodes": {
+        "shape": {
+            "kind": "set",
+            "assign": {"shaped": {"i": "${ input.i }", "v": "${ input.v }"}},
+            "next": "done",
+        },
+        "done": {
+            "kind": "end",
+            "outcome": "shaped",
+            "output": {"i": "${ state.shaped.i }", "v": "${ state.shaped.v }"},
+        },
+    },
+}
+
+
+def foreach_artifact(mode: str, body: str = "value") -> dict[str, Any]:
     node: dict[str, Any] = {
         "kind": "foreach",
         "items": "${ input.items }",
@@ -78,6 +115,12 @@ def foreach_artifact(mode: str) -> dict[str, Any]:
         "into": "out",
         "next": "done",
     }
+    if body == "child":
+        node["body"] = {
+            "kind": "workflow",
+            "workflow": "shape",
+            "input": {"i": "${ index }", "v": "${ item.v }"},
+        }
     if mode == "concurrent":
         node.update(mode="concurrent", max_concurrency=16)
     return {
@@ -93,18 +136,22 @@ def foreach_artifact(mode: str) -> dict[str, Any]:
         "state": {"out": {}},
         "start": "each",
         "nodes": {"each": node, "done": {"kind": "end", "outcome": "done"}},
+        **({"children": {"shape": "1"}} if body == "child" else {}),
     }
 
 
 async def one_run(
-    path: Path, mode: str, items: int, document: dict[str, Any] | None = None
+    path: Path, mode: str, items: int, document: dict[str, Any] | None = None, body: str = "value"
 ) -> tuple[float, int, int]:
-    """(wall seconds, database bytes, steps before the end) of one run over ``items``
-    items (of ``document``, by default the foreach artifact of ``mode``)."""
-    document = document or foreach_artifact(mode)
+    """(wall seconds, database bytes, foreach steps) of one run over ``items`` items (of
+    ``document``, by default the foreach artifact of ``mode`` with ``body``)."""
+    document = document or foreach_artifact(mode, body)
+    children = {"shape": validate_artifact(CHILD)} if body == "child" else {}
     async with open_store(f"sqlite:///{path}") as store:
         catalog = Catalog()
-        catalog.register(compile_artifact(validate_artifact(document), sources={}))
+        catalog.register(
+            compile_artifact(validate_artifact(document), children=children, sources={})
+        )
         session = WorkflowSession.build(store, str(uuid.uuid4()), catalog)
         await session.supervisor.activate()
         tools = WorkflowTools.for_session(session)
@@ -120,7 +167,8 @@ async def one_run(
         assert record.status.value == "completed", record
         definition = session.catalog.resolve("each", "1")
         page = await definition.trace.read(record.graph_run_id, limit=1)  # type: ignore[attr-defined]
-        steps = page.total - 1  # every trace entry but the end node's
+        # Every trace entry but the end node's, and but a child item's two (its nodes').
+        steps = page.total - 1 - (2 * items if body == "child" else 0)
         await session.supervisor.shutdown()
     return wall, database_bytes(path), steps
 
@@ -144,6 +192,7 @@ async def main() -> None:
     parser.add_argument("--reps", type=int, default=3)
     parser.add_argument("--chain", type=int, default=100)
     parser.add_argument("--db-dir", default=None)
+    parser.add_argument("--body", choices=["value", "child"], default="value")
     options = parser.parse_args()
     folder = Path(options.db_dir or tempfile.mkdtemp(prefix="flowledger-bench-"))
     rows = []
@@ -152,8 +201,11 @@ async def main() -> None:
         per_item_bytes: list[float] = []
         steps = 0
         for rep in range(options.reps):
-            _, empty, _ = await one_run(folder / f"{mode}-{rep}-empty.db", mode, 0)
-            wall, size, steps = await one_run(folder / f"{mode}-{rep}.db", mode, options.items)
+            body = options.body
+            _, empty, _ = await one_run(folder / f"{mode}-{rep}-e.db", mode, 0, body=body)
+            wall, size, steps = await one_run(
+                folder / f"{mode}-{rep}.db", mode, options.items, body=body
+            )
             per_item_ms.append(wall * 1000 / options.items)
             per_item_bytes.append((size - empty) / options.items)
         label = "serial" if mode == "serial" else "concurrent, max_concurrency 16"
@@ -177,7 +229,7 @@ async def main() -> None:
     )
     print(
         f"python bench/foreach.py --items {options.items} --reps {options.reps} "
-        f"--chain {options.chain}\n"
+        f"--chain {options.chain} --body {options.body}\n"
     )
     print("| foreach | items | steps | ms per item, median (min-max) | bytes per item |")
     print("|---|---|---|---|---|")

@@ -41,6 +41,12 @@
 # has LangGraph and both of its savers:
 #
 #   bash bench/run.sh langgraph [--quick] [--reps N] [--out docs/benchmarks.md]
+#
+# "prune" runs bench/prune.py (a retention pass over N finished runs; with --before REV it
+# alternates the code at REV and this checkout, on SQLite and PostgreSQL) with the
+# project's interpreter, which has the test helpers it builds its runs with:
+#
+#   bash bench/run.sh prune --runs 150 --repeat 5 --before REV --backends sqlite,postgres
 set -euo pipefail
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -54,6 +60,11 @@ if [ "${1:-}" = "langgraph" ]; then
     shift
     cd "$root"
     exec "${FLOWLEDGER_PYTHON:-$root/.venv/bin/python}" "$here/langgraph_saver.py" "$@"
+fi
+if [ "${1:-}" = "prune" ]; then
+    shift
+    cd "$root"
+    exec "${FLOWLEDGER_PYTHON:-$root/.venv/bin/python}" "$here/prune.py" "$@"
 fi
 if [ "${1:-}" = "scale" ]; then
     shift

@@ -56,6 +56,10 @@ UNKNOWN_RUN = "6f1d3c2b-0a9e-4f8d-b7c6-5e4d3c2b1a09"
         (["runs", "list", "--session", "not-a-uuid"], ["--session must be a UUID"]),
         (["definitions", "--app", "no_such_module:catalog"], ["cannot import 'no_such_module'"]),
         (["definitions", "--app", "no-colon"], ["--app must look like module:attribute"]),
+        # regression: the deploy and draft commands printed a traceback for bad JSON
+        (["deploy", "run", "clock", "--input", "{bad"], ["--input is not valid JSON"]),
+        (["deploy", "resume", UNKNOWN_RUN, "--payload", "{bad"], ["--payload is not valid JSON"]),
+        (["draft", "patch", "d", "--ops", "{bad"], ["--ops is not valid JSON"]),
     ],
 )
 def test_bad_input_is_one_line_and_exit_code_1(

@@ -325,7 +325,7 @@ def test_refusals_are_one_line_errors_and_write_nothing(sqlite_db: str, tmp_path
     cases: list[tuple[tuple[str, ...], list[str]]] = [
         (
             ("add", files["bad"]),
-            ["bad.yaml: invalid source", "exactly one of stdio, http, python and builtin"],
+            ["bad.yaml: invalid source", "exactly one of stdio, http, python, builtin and openapi"],
         ),
         (("add", files["broken"]), ["broken.yaml: invalid source", "line 3"]),
         (("add", files["reserved"]), ["FLOWLEDGER_MCP_TOKENS", "server's own configuration"]),
@@ -365,7 +365,7 @@ def test_refusals_are_one_line_errors_and_write_nothing(sqlite_db: str, tmp_path
         (("add", "x", "--stdio", "a", "--secret", "=V"), "SECRET or SECRET=VARIABLE"),
         (
             ("add", "file.yaml", "--env", "A=b"),
-            "describe a source only with --stdio, --url, --python or --builtin",
+            "describe a source only with --stdio, --url, --python, --builtin or --openapi",
         ),
         (("add", "x", "--python", "m", "--url", "http://127.0.0.1:1/mcp"), "exactly one"),
         (("add", "x", "--builtin", "--env", "A=b"), "go with --stdio or --url"),

@@ -493,3 +493,19 @@ async def test_bad_arguments_are_typed_errors_naming_the_place(store: storage.St
     assert code_of(disabled) == "source_disabled"
     assert code_of(await failure(tools, "capability_list", {"source": "nope"})) == "source_missing"
     assert (await tools.call("capability_audit", {}))["entries"] == []
+
+
+async def test_a_damaged_audit_record_is_named_not_skipped() -> None:
+    """``capability_audit`` refuses a page holding a record it cannot read (audit_corrupt,
+    naming its sequence number) rather than showing a log with a hole in it."""
+    async with open_store("memory://") as store:
+        tools = tools_for(store, CapabilityCatalog())
+        audit = CallAudit(store.ledger, SESSION_A, "test")
+        await audit.record("c1", "clock", 1, "get_current_time", "started")
+        name = audit_log(SESSION_A)
+        await store.ledger.append(name, [b'{"call": "c2"}'], expected=1)
+        first = await tools.call("capability_audit", {"limit": 1})
+        assert [entry["call"] for entry in first["entries"]] == ["c1"]
+        message = await failure(tools, "capability_audit", {"cursor": first["next_cursor"]})
+        assert code_of(message) == "audit_corrupt"
+        assert "audit record 2 is damaged: KeyError" in message

@@ -1,4 +1,5 @@
-"""``flowledger artifact schema`` and ``flowledger artifact validate``, as child processes."""
+"""``flowledger artifact schema`` and ``flowledger artifact validate``, as child processes
+(and in-process through the CLI's app where only the answer matters)."""
 
 from __future__ import annotations
 
@@ -11,6 +12,9 @@ from pathlib import Path
 from typing import Any
 
 import jsonschema
+from typer.testing import CliRunner
+
+from flowledger.cli import app
 
 from .conftest import APPROVAL, BRIEFING, briefing_data
 
@@ -103,3 +107,20 @@ def test_the_docs_show_the_tested_examples() -> None:
     page = (Path(__file__).resolve().parents[2] / "docs" / "deploy.md").read_text()
     blocks = re.findall(r"```yaml\n(format: flowledger\.artifact/v1\n.*?)```", page, re.S)
     assert blocks == [APPROVAL, BRIEFING]
+
+
+def test_validate_names_a_lone_surrogate_in_a_json_file(tmp_path: Path) -> None:
+    """A JSON file may escape half of a surrogate pair (``\\ud800``): that text is no
+    Unicode, and ``validate`` names its place (in-process, through the CLI's app)."""
+    data = briefing_data()
+    data["nodes"]["compose"]["label"] = "Compose"
+    text = json.dumps(data).replace('"Compose"', '"Comp\\ud800ose"')
+    path = tmp_path / "lone.json"
+    path.write_text(text, encoding="utf-8")
+    done = CliRunner().invoke(app, ["artifact", "validate", "--json", str(path)])
+    assert done.exit_code == 1, done.output
+    answer = json.loads(done.stdout)
+    assert answer["valid"] is False
+    assert [(i["place"], i["code"]) for i in answer["issues"]] == [
+        ("nodes.compose.label", "not_unicode")
+    ]

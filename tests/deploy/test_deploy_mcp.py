@@ -140,7 +140,10 @@ async def test_discovery_tools_probe_validate_list_and_show(tmp_path: Path) -> N
             )
         )
         assert broken["valid"] is False and broken["issues"]
-        assert all(set(issue) == {"place", "code", "message", "hint"} for issue in broken["issues"])
+        assert all(
+            set(issue) == {"place", "code", "message", "hint", "next_actions"}
+            for issue in broken["issues"]
+        )
         assert payload(await client.call_tool("artifact_list", {})) == {
             "artifacts": [],
             "next": None,

@@ -134,6 +134,7 @@ def stored_bytes(snap: dict[str, Any]) -> list[bytes]:
         ("tool_not_allowed", [("tool_not_allowed", "error")]),
         ("tool_missing", [("tool_missing", "error"), ("tool_missing", "error")]),
         ("deployment_missing", [("deployment_missing", "error")]),
+        ("arguments_incompatible", [("arguments_incompatible", "error")]),
     ],
 )
 async def test_an_unrunnable_start_writes_nothing(
@@ -145,6 +146,8 @@ async def test_an_unrunnable_start_writes_nothing(
     database is byte for byte what it was."""
     monkeypatch.delenv("SOURCE_TEST_UNSET", raising=False)
     script = server_script(tmp_path)
+    shape = tmp_path / "shape"
+    shape.write_text("required")  # whoami requires `mode`, which the artifact never sends
     document = {
         "binding_missing": deployment(script, sources={}),
         "credential_missing": deployment(
@@ -154,6 +157,7 @@ async def test_an_unrunnable_start_writes_nothing(
         "tool_not_allowed": deployment(script, allow=("whoami",)),
         "tool_missing": deployment(Path(sys.executable).parent / "mcp-server-time"),
         "deployment_missing": deployment(script),
+        "arguments_incompatible": deployment(script, env={"SHAPE_FILE": str(shape)}),
     }[case]
     async with service(f"sqlite:///{tmp_path / 'u.db'}") as (deploy, store):
         await prepared(deploy, document)
@@ -166,6 +170,9 @@ async def test_an_unrunnable_start_writes_nothing(
     assert "run_id" not in result
     assert codes(result) == expected
     assert all(item["hint"] for item in result["diagnostics"])
+    if case == "arguments_incompatible":
+        assert result["diagnostics"][0]["message"].startswith("env.whoami: ")
+        assert "mode" in result["diagnostics"][0]["message"]
     assert after == before
     assert list(runs.runs) == []
 
@@ -367,9 +374,17 @@ async def test_a_deployed_definition_never_runs_without_a_pin(tmp_path: Path) ->
         )
         await deploy.session.supervisor.wait_idle()
         got = await deploy.inspect_run(started["run_id"])
+        # what a host asks before resuming such a run: pin_missing, naming the graph run
+        record = await deploy.session.registry.get(SESSION, started["run_id"])
+        definition = deploy.session.catalog.resolve("env_dep", "r1")
+        found = await definition.check_resume(record.graph_run_id)
     assert got["status"] == "failed", got
     assert got["error"]["type"] == "PinMissingError"
     assert "pin" not in got and got["trace_count"] == 1  # the first node, refused
+    [diagnostic] = found
+    assert (diagnostic.code, diagnostic.severity) == ("pin_missing", "error")
+    assert diagnostic.message == f"graph run {record.graph_run_id} has no pinned environment"
+    assert got["error"]["message"] == diagnostic.message
 
 
 def test_the_env_server_spec_is_a_stdio_source(tmp_path: Path) -> None:

@@ -31,7 +31,7 @@ from flowledger.deploy.artifacts.limits import (
 )
 
 REPO = Path(__file__).resolve().parents[2]
-ROOTS = frozenset(SCOPE_NAMES)
+ROOTS = frozenset({*SCOPE_NAMES, "item", "index", "error"})  # foreach bodies, on_error
 PLACE = ("nodes", "n", "assign", "x")
 
 
@@ -237,6 +237,9 @@ SCOPE: dict[str, Any] = {
         "output": {"approved": True},
     },
     "resume": {"go": True, "approved": False},
+    "item": {"email": "ada@example.org", "name": "Ada"},
+    "index": 2,
+    "error": {"kind": "tool_error", "message": "refused", "code": "tool_error"},
 }
 EXPRESSION = re.compile(r'"(\$\{.*?\})"|`(\$\{[^`]*?\})`')
 
@@ -250,7 +253,7 @@ def documented_expressions() -> list[str]:
             continue
         for match in EXPRESSION.finditer(path.read_text()):
             text = match.group(1) or match.group(2)
-            if text != "${ ... }":  # the prose's placeholder
+            if text != "${ ... }" and "<" not in text:  # the prose's placeholders
                 found[text] = None
     return list(found)
 

@@ -30,6 +30,7 @@ from flowledger.deploy import (
     validate_artifact,
 )
 from flowledger.deploy.drafts.explain import explain
+from flowledger.deploy.runs import errors as run_errors
 from flowledger.storage import open_store
 from flowledger.tools import WorkflowTools
 from flowledger.workflows import Catalog
@@ -38,6 +39,13 @@ from flowledger.workflows.runtime.session import WorkflowSession
 from .runs.app import item_source
 from .servers import REPO
 from .test_runs import APP, adopting, outcome, session, settle, start, trace_of
+
+
+def shown_code(got: dict[str, Any]) -> str:
+    """The code of the error type a failed run shows, with its explain entry."""
+    code = str(getattr(run_errors, got["error"]["type"]).code)
+    assert explain(code)["code"] == code
+    return code
 
 
 def artifact(nodes: dict[str, Any], **extra: Any) -> dict[str, Any]:
@@ -148,6 +156,7 @@ async def test_item_error_policies_of_a_value_body(tmp_path: Path) -> None:
     got, _, entries = await run_once(f"sqlite:///{tmp_path / 'f.db'}", failing, [-1, "x", 3])
     assert got["run_status"] == "failed"
     assert got["error"]["type"] == "ForeachItemError"
+    assert shown_code(got) == "foreach_item_failed"
     assert "node first: item 1 failed (expression_failed)" in got["error"]["message"]
     assert [e.status for e in entries if e.node == "first"] == ["ok", "error"]
 
@@ -233,6 +242,7 @@ async def test_run_time_bounds_fail_the_run_naming_the_node(tmp_path: Path) -> N
         got, state, _ = await run_once(url, document, xs)
         assert got["run_status"] == "failed"
         assert got["error"]["type"] == "ForeachItemsError"
+        assert shown_code(got) == "foreach_items"
         assert got["error"]["message"].startswith(f"node first: {expected}")
         assert state.get("$each/first/items") is None
 
@@ -275,7 +285,7 @@ def test_bad_fields_are_refused_with_placed_issues() -> None:
     placed = {issue.place: issue for issue in raised.value.issues}
     assert placed["nodes.first.mode"].code == "bad_value"
     assert placed["nodes.first.body"].code == "bad_kind"
-    assert placed["nodes.first.body"].hint == "a body's kind is one of tool, value"
+    assert placed["nodes.first.body"].hint == "a body's kind is one of tool, value, workflow"
 
 
 # -- a crash mid-foreach --------------------------------------------------------------

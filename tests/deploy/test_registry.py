@@ -71,6 +71,17 @@ def test_a_document_is_canonical_and_its_bad_parts_are_named() -> None:
     with pytest.raises(SourceSpecValidationError) as caught:
         validate_source(clock(name="Bad Name", sessions=["nope"], allow_tools=[]))
     assert {place for place, _ in places(caught.value)} == {"name", "sessions[0]", "allow_tools"}
+    # a secret may be granted only to sessions that see the source at all
+    with pytest.raises(SourceSpecValidationError) as caught:
+        validate_source(
+            clock(
+                stdio={"command": "x", "env": {"K": {"secret": "key"}}},
+                sessions=[A],
+                secrets={"key": {"env": "CLOCK_KEY", "sessions": [A, B]}},
+            )
+        )
+    assert places(caught.value) == [("secrets.key.sessions", "secret_sessions")]
+    assert caught.value.issues[0].message.startswith("1 session(s) may use the secret")
 
 
 def test_a_session_gets_only_the_secrets_granted_to_it() -> None:
@@ -100,8 +111,9 @@ async def test_revisions_enable_disable_and_remove(store: Store) -> None:
     registry = SourceRegistry.over(store)
     first = await registry.add(clock())
     assert (first.revision, first.latest, first.enabled) == (1, 1, True)
-    with pytest.raises(SourceExistsError):
+    with pytest.raises(SourceExistsError) as exists:
         await registry.add(clock(description="again"))
+    assert exists.value.code == "source_exists" and exists.value.source == "clock"
     assert (await registry.set(clock())).revision == 1  # unchanged: nothing written
     second = await registry.set(clock(description="v2"), expected=1)
     assert second.revision == 2
@@ -130,6 +142,7 @@ async def test_revisions_enable_disable_and_remove(store: Store) -> None:
     with pytest.raises(SourceInUseError) as caught:
         await registry.remove("clock", is_unfinished)
     assert caught.value.runs == (run,)
+    assert caught.value.code == "source_in_use" and run in str(caught.value)
     assert (await registry.get("clock")).revision == 2  # nothing changed
     unfinished.clear()
     await registry.remove("clock", is_unfinished)
@@ -150,8 +163,10 @@ async def test_a_damaged_record_is_corrupt_not_missing(store: Store) -> None:
     record = json.loads(entry.value)
     record["document"]["stdio"]["command"] = "sh"
     await store.kv.put(key, json.dumps(record).encode(), expected=entry.revision)
-    with pytest.raises(RegistryCorruptError):
+    with pytest.raises(RegistryCorruptError) as caught:
         await registry.get("clock")
+    assert caught.value.code == "registry_corrupt"
+    assert "revisions/clock/1" in str(caught.value)
 
 
 # -- what a session sees ---------------------------------------------------------------------

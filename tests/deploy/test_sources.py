@@ -234,6 +234,7 @@ async def test_an_unexpected_failure_inside_the_sdk_is_typed(
         with pytest.raises(ToolCallFailedError) as caught:
             await session.call_tool("get_current_time", {"timezone": "UTC"})
         assert caught.value.outcome_unknown
+        assert (caught.value.code, caught.value.tool) == ("tool_failed", "get_current_time")
         assert "BrokenResourceError: injected" in str(caught.value)
         assert isinstance(caught.value.__cause__, anyio.BrokenResourceError)
 
@@ -434,8 +435,10 @@ async def test_closing_a_session_ends_the_calls_in_flight(everything: StdioSourc
 
 async def test_a_closed_session_refuses_calls(time_server: StdioSource) -> None:
     session = SourceSession(time_server, errlog=DEVNULL)
-    with pytest.raises(SessionClosedError):
+    with pytest.raises(SessionClosedError) as caught:
         await session.call_tool("get_current_time", {"timezone": "UTC"})
+    assert caught.value.code == "source_closed"
+    assert caught.value.source == time_server.label
     async with session:
         assert session.is_open
     assert not session.is_open

@@ -302,7 +302,7 @@ def test_web_and_worker_refuse_an_invalid_file_at_start(tmp_path: Path, name: st
     assert done.returncode == 1, (done.stdout, done.stderr)
     lines = done.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith(f"error: --sources: {bad} (source 'x')")
-    assert "exactly one of stdio, http, python and builtin" in lines[0]
+    assert "exactly one of stdio, http, python, builtin and openapi" in lines[0]
     assert not (tmp_path / "w.db").exists()
 
 

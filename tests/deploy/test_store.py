@@ -196,6 +196,7 @@ async def test_referenced_artifacts_cannot_be_deleted(store: Store) -> None:
     with pytest.raises(ArtifactInUseError) as caught:
         await artifacts.delete(SESSION, "approval", "1.0.0")
     assert "city_briefing" in str(caught.value)
+    assert (caught.value.code, caught.value.place) == ("artifact_in_use", "$")
     run = Referrer("run", str(uuid.uuid4()))
     await artifacts.add_reference(SESSION, "city_briefing", "1.0.0", run)
     await artifacts.add_reference(SESSION, "city_briefing", "1.0.0", run)  # idempotent
@@ -216,8 +217,9 @@ async def test_referenced_artifacts_cannot_be_deleted(store: Store) -> None:
     assert await artifacts.list(SESSION) == []
     assert await store.blobs.list("") == []
     await artifacts.delete(SESSION, "approval", "1.0.0")  # finishing again is harmless
-    with pytest.raises(ArtifactNotFoundError):
+    with pytest.raises(ArtifactNotFoundError) as missing:
         await artifacts.delete(SESSION, "never", "1")
+    assert missing.value.code == "artifact_missing" and "never@1" in str(missing.value)
     with pytest.raises(ArtifactNotFoundError):
         await artifacts.add_reference(SESSION, "approval", "1.0.0", run)
 
@@ -298,8 +300,10 @@ async def test_tampered_data_is_detected(store: Store) -> None:
     record = await artifacts.save(SESSION, APPROVAL)
     blob = f"sessions/{SESSION}/deploy/artifacts/blobs/sha256/{record.digest}"
     await store.blobs.delete(blob)
-    with pytest.raises(ArtifactCorruptError):
+    with pytest.raises(ArtifactCorruptError) as caught:
         await artifacts.get(SESSION, "approval", "1.0.0")
+    assert caught.value.code == "artifact_corrupt"
+    assert caught.value.key == blob and "blob is missing" in str(caught.value)
     await store.blobs.put(blob, load_artifact(APPROVAL).canonical.replace(b"approve", b"APPROVE"))
     with pytest.raises(ArtifactCorruptError, match="digest"):
         await artifacts.get(SESSION, "approval", "1.0.0")

@@ -299,6 +299,30 @@ def test_nested_parallel_must_join_inside_its_branch() -> None:
     assert nested.branches["outer"][1] == frozenset({"inner", "b", "c", "merge"})
 
 
+def test_parallel_branches_must_reach_their_own_join() -> None:
+    state = {"items": {"reduce": "append"}}
+    write = {"items": "${ [`1`] }"}
+    nodes = {
+        "one": {"kind": "parallel", "branches": ["a", "b"], "join": "merge"},
+        "a": {"kind": "set", "assign": write, "next": "merge"},
+        "b": {"kind": "end", "outcome": "early"},  # never reaches the join
+        "merge": {"kind": "parallel", "branches": ["c", "d"], "join": "done"},
+        "c": {"kind": "set", "assign": write, "next": "done"},
+        "d": {"kind": "set", "assign": write, "next": "done"},
+        "done": {"kind": "end", "outcome": "ok"},
+    }
+    found = refused(minimal(start="one", state=state, nodes=nodes))
+    assert ("nodes.one.branches[1]", "branch_without_join") in found
+    # two parallel nodes may not share one join node
+    nodes["b"] = {"kind": "set", "assign": write, "next": "merge"}
+    nodes["two"] = {"kind": "parallel", "branches": ["e", "f"], "join": "done"}
+    nodes["e"] = {"kind": "set", "assign": write, "next": "done"}
+    nodes["f"] = {"kind": "set", "assign": write, "next": "done"}
+    nodes["c"]["next"] = "two"
+    found = refused(minimal(start="one", state=state, nodes=nodes))
+    assert ("nodes.two.join", "shared_join") in found
+
+
 def test_sum_and_merge_fields_may_be_written_by_every_branch() -> None:
     data = briefing_data()
     data["state"]["count"] = {"reduce": "sum"}
@@ -364,7 +388,7 @@ def test_the_error_lists_every_issue() -> None:
         validate_artifact(data)
     assert len(caught.value.issues) >= 2
     assert "and 1 more issue" in str(caught.value) or "more issues" in str(caught.value)
-    assert caught.value.to_json()[0].keys() == {"place", "code", "message", "hint"}
+    assert caught.value.to_json()[0].keys() == {"place", "code", "message", "hint", "next_actions"}
 
 
 # -- generated artifacts -------------------------------------------------------------------

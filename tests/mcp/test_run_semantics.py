@@ -106,6 +106,15 @@ async def test_a_changed_graph_blocks_the_resume_over_mcp(tmp_path: Path) -> Non
     async with Client(server(db, flag, graph="changed")) as client:
         before = payload(await client.call_tool("workflow_run_get", {"run_id": run_id}))
         assert before["resume_readiness"]["status"] == "blocked"
+        [changed] = before["resume_readiness"]["diagnostics"]
+        assert (changed["code"], changed["place"]) == ("graph_changed", "")
+        assert changed["next_actions"] == [  # the bridge's diagnostics are guided too
+            {"tool": "workflow_run_get", "arguments": {"run_id": run_id}},
+            {"tool": "workflow_definition_list", "arguments": {}},
+            {"tool": "explain", "arguments": {"code": "graph_changed"}},
+        ]
+        explained = payload(await client.call_tool("explain", {"code": "graph_changed"}))
+        assert explained["code"] == "graph_changed"
         refused = await client.call_tool(
             "workflow_run_resume", {"run_id": run_id, "resume": {"approved": True}}
         )

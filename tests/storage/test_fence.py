@@ -20,6 +20,8 @@ from flowledger.storage import (
     InvalidNameError,
     InvalidValueError,
     KeyNotFoundError,
+    KVDelete,
+    KVPut,
     Store,
     current_fence,
     fence_arg,
@@ -38,6 +40,9 @@ def writes(store: Store) -> dict[str, Write]:
         "kv create": lambda f: store.kv.put("w/created", b"v", expected=0, fence=f),
         "kv update": lambda f: store.kv.put("w/existing", b"new", expected=1, fence=f),
         "kv delete": lambda f: store.kv.delete("w/existing", fence=f),
+        "kv batch": lambda f: store.kv.write_many(
+            [KVPut("w/created", b"v", 0), KVDelete("w/existing")], fence=f
+        ),
         "blob put": lambda f: store.blobs.put("w/blob", b"b", fence=f),
         "blob delete": lambda f: store.blobs.delete("w/old-blob", fence=f),
         "ledger append": lambda f: store.ledger.append(

@@ -300,16 +300,28 @@ def test_a_damaged_registry_record_is_a_500_that_names_nothing(db: Path) -> None
             assert "secretive" not in body(page)
 
 
-def test_python_and_builtin_sources_are_shown(db: Path) -> None:
+def test_python_builtin_and_openapi_sources_are_shown(db: Path) -> None:
     """Regression: the pages read a URL and secrets from every source that was not stdio,
-    so a registered python or builtin source made /sources answer 500."""
+    so a registered python or builtin source made /sources answer 500 (and an OpenAPI
+    source read as a module named None)."""
     python_source = {
         "format": "flowledger.source/v1",
         "name": "helpers",
         "python": {"module": "json", "functions": ["dumps"], "read_only": ["dumps"]},
     }
     builtin_source = {"format": "flowledger.source/v1", "name": "std", "builtin": {}}
-    register(db, [clock(), python_source, builtin_source])
+    openapi_source = {
+        "format": "flowledger.source/v1",
+        "name": "items",
+        "openapi": {
+            "document": "https://items.example/openapi.json",
+            "base_url": "https://items.example/api",
+            "operations": ["listItems"],
+            "auth": {"header": "X-Api-Key", "secret": "items_key"},
+        },
+        "secrets": {"items_key": {"env": SECRET_VAR}},
+    }
+    register(db, [clock(), python_source, builtin_source, openapi_source])
     with dashboard(db, read_only=True) as client:
         listing = client.get("/sources")
         assert listing.status_code == 200
@@ -319,3 +331,7 @@ def test_python_and_builtin_sources_are_shown(db: Path) -> None:
         assert "json" in body(helpers) and "dumps" in body(helpers)
         std = client.get("/sources/std")
         assert std.status_code == 200 and "builtin" in body(std)
+        items = body(client.get("/sources/items"))
+        for shown in ("https://items.example/api", "openapi.json", "listItems", "X-Api-Key"):
+            assert shown in items, shown
+        assert "None" not in items and SECRET_VALUE not in items

@@ -27,21 +27,15 @@ from rich.console import Console
 from rich.text import Text
 
 from .. import __version__
-from ..tools import ToolError
-from ..workflows.retention.pruning import RetentionPolicy
-from ..workflows.runtime.worker import WorkerSettings
 from .artifact import artifact_app
 from .capability import capability_app
 from .check import register_check
-from .continuing import follow_left_run, print_continue_hint, refuse_payload_for_left_run
-from .demo import run_demo
 from .deploy import deploy_app
 from .deploy import inspect as deploy_inspect
 from .deploy import trace as deploy_trace
 from .draft import draft_app
 from .explain import register_explain
 from .helptext import hide_redundant_types
-from .loops import definition_loops
 from .prune import register_prune
 from .render import (
     Pause,
@@ -68,9 +62,12 @@ from .runtime import (
 )
 from .source import source_app
 from .sources_file import SourcesOption
-from .watch import Watch, load_pause
 from .web import register_web
-from .worker import run_worker
+
+# Every module imported above is light (typer, rich and the CLI's own option types). The
+# library behind a command (the engine, the tools, the deploy layer, the MCP SDK) is
+# imported inside the command that runs, so `flowledger --help` or a read of one table
+# does not pay for all of it; tests/cli/test_startup.py keeps it that way.
 
 __all__ = ["app", "main"]
 
@@ -163,6 +160,8 @@ def demo(
     db: DbOption = None,
     session: SessionOption = None,
 ) -> None:
+    from .demo import run_demo
+
     options = Options(db, None, session)
 
     async def work() -> None:
@@ -242,6 +241,8 @@ def runs_show(
     json_output: JsonOption = False,
 ) -> None:
     """Show one run; for a paused run, what it waits for and how to resume it."""
+    from .continuing import print_continue_hint
+
     options = Options(db, app_ref, session)
 
     async def work() -> None:
@@ -291,6 +292,8 @@ def runs_fork(
     """Fork a run from one of its revisions: a new run of the same definition version
     continues from the state there (steps after it run again) and executes here, with
     live progress, until it stops."""
+    from .watch import Watch
+
     options = Options(db, app_ref, session)
 
     async def work() -> None:
@@ -359,6 +362,8 @@ def history(
     json_output: JsonOption = False,
 ) -> None:
     """Show a run's activity history (one page; follow the printed cursor for more)."""
+    from .loops import definition_loops
+
     options = Options(db, app_ref, session)
 
     async def work() -> None:
@@ -429,6 +434,8 @@ def start(
 ) -> None:
     """Start a run and execute it here, with live progress, until it stops: completed,
     paused (interrupted), failed or cancelled."""
+    from .watch import Watch
+
     options = Options(db, app_ref, session)
 
     async def work() -> None:
@@ -477,6 +484,8 @@ def start(
 
 async def _status(host: Host, run: str) -> str:
     """The run's status, or ``""`` if it cannot be read (the resume then says why)."""
+    from ..tools import ToolError
+
     try:
         current = await host.call("workflow_run_get", {"run_id": run})
     except ToolError:
@@ -487,6 +496,8 @@ async def _status(host: Host, run: str) -> str:
 async def _title(host: Host, run: str) -> str:
     """``"<definition> <version>"`` of an interrupted run, else ``""`` (the resume tool
     says what is wrong, in its own words)."""
+    from ..tools import ToolError
+
     try:
         current = await host.call("workflow_run_get", {"run_id": run})
     except ToolError:
@@ -519,6 +530,9 @@ def resume(
 ) -> None:
     """Resume a paused run here, with live progress, until it pauses again or ends; or,
     without --payload, continue a run nobody executes any more."""
+    from .continuing import follow_left_run, refuse_payload_for_left_run
+    from .watch import Watch
+
     options = Options(db, app_ref, session)
 
     async def work() -> None:
@@ -790,6 +804,10 @@ def worker(
         raise typer.BadParameter("needs --retention", param_hint="--retention-status/-every")
 
     async def work() -> None:
+        from ..workflows.retention.pruning import RetentionPolicy
+        from ..workflows.runtime.worker import WorkerSettings
+        from .worker import run_worker
+
         try:
             policy = (
                 None
@@ -832,6 +850,8 @@ def _print_status(console: Console, result: dict[str, Any], *, note: str = "") -
 
 
 async def _pause_or_none(host: Host, run_id: str) -> Pause | None:
+    from .watch import load_pause
+
     try:
         return await load_pause(host.session, run_id, host.options.flags())
     except Exception:  # the record says interrupted; what it waits for is the extra detail

@@ -10,22 +10,23 @@ code 0 when nothing is damaged, 1 when something is (or the database cannot be r
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.console import Console
 from rich.text import Text
 
-from ..deploy.audit import audit_store
-from ..storage import open_store
-from ..storage.store import redact_url
-from ..workflows.audit import AuditReport
 from .runtime import DbOption, Options, emit_json, run_command, stdout_console
+
+if TYPE_CHECKING:  # the audit is imported when the command runs (`flowledger` starts fast)
+    from ..workflows.audit import AuditReport
 
 __all__ = ["register_check"]
 
 
 def render_report(console: Console, url: str, report: AuditReport) -> None:
+    from ..storage.store import redact_url
+
     database = report.database
     verdict = "ok" if database.ok else f"{len(database.problems)} problem(s)"
     console.print(
@@ -84,6 +85,9 @@ def check_command(
     damaged = False
 
     async def work() -> None:
+        from ..deploy.audit import audit_store
+        from ..storage import open_store
+
         nonlocal damaged
         async with open_store(options.url, read_only=True) as store:
             report = await audit_store(store)

@@ -38,6 +38,7 @@ from .runtime import (
     CliError,
     Options,
     emit_json,
+    fail,
     parse_json_option,
     run_command,
     stdout_console,
@@ -310,7 +311,10 @@ def run(
     session: Session = None,
     as_json: Json = False,
 ) -> None:
-    document = parse_json_option("--input", input)
+    try:
+        document = parse_json_option("--input", input)
+    except CliError as exc:
+        fail(str(exc))
 
     async def work(service: Any) -> dict[str, Any]:
         result: dict[str, Any] = await service.run_deployment(
@@ -342,7 +346,10 @@ def resume(
     session: Session = None,
     as_json: Json = False,
 ) -> None:
-    document = None if payload is None else parse_json_option("--payload", payload)
+    try:
+        document = None if payload is None else parse_json_option("--payload", payload)
+    except CliError as exc:
+        fail(str(exc))
 
     async def work(service: Any) -> dict[str, Any]:
         result: dict[str, Any] = await service.resume_run(run_id, document, wait_seconds=600)

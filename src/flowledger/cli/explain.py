@@ -9,7 +9,6 @@ from typing import Annotated
 import typer
 from rich.text import Text
 
-from ..deploy.drafts.explain import UnknownCodeError, explain
 from .runtime import emit_json, stdout_console
 
 __all__ = ["register_explain"]
@@ -19,6 +18,10 @@ def explain_command(
     code: Annotated[str, typer.Argument(help="A code, such as revision_conflict.")],
     json_output: Annotated[bool, typer.Option("--json", help="One line of JSON.")] = False,
 ) -> None:
+    # imported here: the table lives in the deploy layer, which `flowledger` loads only
+    # for the commands that use it
+    from ..deploy.drafts.explain import UnknownCodeError, explain
+
     try:
         entry = explain(code)
     except UnknownCodeError as exc:

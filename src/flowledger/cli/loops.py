@@ -8,10 +8,11 @@ before the run ends: displays then show steps and revisions instead of that frac
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from .. import flow
-from ..workflows import Catalog
+if TYPE_CHECKING:  # the engine is imported by the functions that look into a graph
+    from .. import flow
+    from ..workflows import Catalog
 
 __all__ = ["definition_loops", "entries_loop", "graph_loops"]
 
@@ -49,6 +50,8 @@ def graph_loops(graph: flow.CompiledGraph) -> bool:
 def definition_loops(catalog: Catalog, name: str, version: str) -> bool | None:
     """Whether the definition's graph has a loop; ``None`` if the catalog does not know
     the definition or it is not a graph the CLI can look into."""
+    from .. import flow
+
     try:
         definition = catalog.resolve(name, version)
     except Exception:

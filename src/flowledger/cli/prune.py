@@ -11,20 +11,17 @@ registered its logs' references, once, after every process writing to it was upg
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from ..deploy.refs import backfill_refs
-from ..deploy.runs.retention import deployed_run_logs
-from ..storage import open_store
-from ..workflows.records.run import is_id
-from ..workflows.retention.pruning import PruneReport, RetentionPolicy, prune
-from ..workflows.runtime.session import default_session_id
 from .runtime import CliError, DbOption, Options, emit_json, run_command, stdout_console
+
+if TYPE_CHECKING:  # the library is imported when a command runs (`flowledger` starts fast)
+    from ..workflows.retention.pruning import PruneReport
 
 __all__ = ["register_prune"]
 
@@ -121,11 +118,18 @@ def prune_command(
 
     Never a pending, running or interrupted run, one with a resume or cancel request,
     or one a remaining fork or child run refers to."""
+    from ..workflows.records.run import is_id
+
     options = Options(db, None, session)
     if session is not None and not is_id(session):
         raise typer.BadParameter(f"{session!r} is not a UUID", param_hint="--session")
 
     async def work() -> None:
+        from ..deploy.runs.retention import deployed_run_logs
+        from ..storage import open_store
+        from ..workflows.retention.pruning import RetentionPolicy, prune
+        from ..workflows.runtime.session import default_session_id
+
         try:
             policy = RetentionPolicy.parse(older_than, status)
         except ValueError as exc:
@@ -156,6 +160,9 @@ def backfill_refs_command(
     options = Options(db, None, None)
 
     async def work() -> None:
+        from ..deploy.refs import backfill_refs
+        from ..storage import open_store
+
         async with open_store(options.url) as store:
             logs = await backfill_refs(store)
         if json_output:

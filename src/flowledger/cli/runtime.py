@@ -30,25 +30,23 @@ from collections.abc import AsyncIterator, Callable, Coroutine
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated, Any, Final, NoReturn
+from typing import TYPE_CHECKING, Annotated, Any, Final, NoReturn
 
 import click
 import typer
 from rich.console import Console
 from rich.text import Text
 
-from ..flow import FlowError
-from ..host import DEFAULT_DATABASE, database_url, load_catalog, open_session
 from ..jsontext import decode_json
-from ..storage import StorageError
-from ..tools import ForkTools, SupervisorPort, ToolError, WorkflowTools
-from ..tools.reading import ReadingControl
-from ..workflows import SessionOwnedError, WorkflowError
-from ..workflows.records.run import Run, RunStatus
-from ..workflows.runtime.frontdoor import FrontDoor
-from ..workflows.runtime.ownership import left_message
-from ..workflows.runtime.session import WorkflowSession
-from .stopping import OwnerExit
+
+# The engine, the tools and the session are imported where a command first needs them:
+# every `flowledger` process imports this module, most need only part of the library
+# (`flowledger --help` none of it), and importing all of it costs about a second.
+if TYPE_CHECKING:
+    from ..tools import ForkTools, WorkflowTools
+    from ..workflows.records.run import Run
+    from ..workflows.runtime.session import WorkflowSession
+    from .stopping import OwnerExit
 
 __all__ = [
     "CONNECTION",
@@ -97,6 +95,8 @@ class Options:
 
     @property
     def url(self) -> str:
+        from ..host import database_url
+
         return database_url(self.db)
 
     def flags(self) -> list[str]:
@@ -156,6 +156,10 @@ class Host:
 
 
 def make_tools(session: WorkflowSession, *, owner: bool, front_door: bool = False) -> WorkflowTools:
+    from ..tools import SupervisorPort, WorkflowTools
+    from ..tools.reading import ReadingControl
+    from ..workflows.runtime.frontdoor import FrontDoor
+
     control: SupervisorPort = (
         session.supervisor if owner else ReadingControl(session, NotOwnedError)
     )
@@ -170,6 +174,9 @@ def make_tools(session: WorkflowSession, *, owner: bool, front_door: bool = Fals
 def make_fork_tools(session: WorkflowSession, *, owner: bool) -> ForkTools:
     """``workflow_run_fork`` for an owner (its supervisor executes the fork) or a front
     door (a worker does)."""
+    from ..tools import ForkTools, SupervisorPort
+    from ..workflows.runtime.frontdoor import FrontDoor
+
     control: SupervisorPort = session.supervisor
     start_timeout = 30.0
     if not owner:
@@ -193,6 +200,10 @@ async def open_host(
     unfinished runs) until the block ends; as a ``front_door``, write pending runs and
     requests for workers without owning it; else read only: the database must exist
     (``no database at PATH``), nothing is written, and a read-only directory will do."""
+    from ..host import load_catalog, open_session
+    from ..workflows.runtime.ownership import left_message
+    from .stopping import OwnerExit
+
     catalog = load_catalog(options.app)
     read_only = not owner and not front_door
     async with open_session(
@@ -229,6 +240,8 @@ async def open_host(
 
 async def _announce_adopted(session: WorkflowSession) -> None:
     """Say which runs left by an earlier owner this process continues (on stderr)."""
+    from ..workflows.records.run import RunStatus
+
     index = session.supervisor.index
     if index is None:
         return
@@ -296,17 +309,25 @@ def parse_json_option(option: str, text: str) -> Any:
 
 # -- errors -----------------------------------------------------------------------------
 
-_KNOWN: Final = (
-    CliError,
-    ToolError,
-    WorkflowError,
-    FlowError,
-    StorageError,
-    ValueError,
-    LookupError,
-    OSError,
-    TimeoutError,
-)
+
+def _known() -> tuple[type[BaseException], ...]:
+    """The errors whose message is shown as it is (no type name in front)."""
+    from ..flow import FlowError
+    from ..storage import StorageError
+    from ..tools import ToolError
+    from ..workflows import WorkflowError
+
+    return (
+        CliError,
+        ToolError,
+        WorkflowError,
+        FlowError,
+        StorageError,
+        ValueError,
+        LookupError,
+        OSError,
+        TimeoutError,
+    )
 
 
 def _one_line(text: str) -> str:
@@ -318,6 +339,9 @@ def _one_line(text: str) -> str:
 
 def describe(error: BaseException) -> str:
     """The one line a user reads for ``error``."""
+    from ..tools import ToolError
+    from ..workflows import SessionOwnedError
+
     if isinstance(error, SessionOwnedError):
         return _one_line(
             f"the session is owned by another process (session {error.session_id}, "
@@ -333,7 +357,7 @@ def describe(error: BaseException) -> str:
         text = str(error.args[0])
     if _is_database_error(error):
         text = f"database: {text}"
-    elif not isinstance(error, _KNOWN):
+    elif not isinstance(error, _known()):
         text = f"{type(error).__name__}: {text}" if text else type(error).__name__
     return _one_line(text or type(error).__name__)
 
@@ -401,4 +425,6 @@ def run_command(work: Callable[[], Coroutine[Any, Any, None]], *, quiet_logs: bo
 
 
 def default_database_note(options: Options) -> str:
+    from ..host import DEFAULT_DATABASE
+
     return options.url if options.url != DEFAULT_DATABASE else f"{DEFAULT_DATABASE} (default)"

@@ -12,6 +12,9 @@ say but ``secrets.<name>.sessions`` has a flag:
   own name) of the process that connects the source;
 * ``--python MODULE[:FUNCTION,...]`` with ``--read-only FUNCTION`` and ``--idempotent
   FUNCTION`` (the operator's annotations), or ``--builtin`` (the standard library);
+* ``--openapi DOCUMENT --base-url URL`` (a path, made absolute, or a URL) with
+  ``--operation ID`` (repeatable: these operations only) and ``--auth-header
+  NAME=SECRET`` or ``--auth-query NAME=SECRET`` (a secret declared with ``--secret``);
 * ``--session UUID`` (visibility), ``--allow-tool``, ``--call-tool``, ``--description``.
 
 Bad flags are usage errors (typer's, exit code 2); a document that is not valid is the
@@ -36,6 +39,10 @@ __all__ = ["FLAG_OPTIONS", "SECRET_PREFIX", "document_from_flags", "read_documen
 SECRET_PREFIX: Final = "secret:"
 #: The options that build a document (refused with a FILE).
 FLAG_OPTIONS: Final = (
+    "--base-url",
+    "--operation",
+    "--auth-header",
+    "--auth-query",
     "--read-only",
     "--idempotent",
     "--env",
@@ -111,9 +118,45 @@ def _python(given: str, read_only: list[str], idempotent: list[str]) -> dict[str
     return spec
 
 
+def _openapi(
+    document: str,
+    base_url: str | None,
+    operations: list[str],
+    auth_header: str | None,
+    auth_query: str | None,
+) -> dict[str, Any]:
+    """The flags of ``--openapi`` as an ``openapi`` entry."""
+    if base_url is None:
+        raise typer.BadParameter("--openapi needs --base-url URL", param_hint="--base-url")
+    if not document.startswith(("http://", "https://")):
+        document = str(Path(document).absolute())  # the connecting process may run elsewhere
+    spec: dict[str, Any] = {"document": document, "base_url": base_url}
+    if operations:
+        spec["operations"] = operations
+    if auth_header is not None and auth_query is not None:
+        raise typer.BadParameter(
+            "give one of --auth-header and --auth-query", param_hint="--auth-header"
+        )
+    for option, where, given in (
+        ("--auth-header", "header", auth_header),
+        ("--auth-query", "query", auth_query),
+    ):
+        if given is not None:
+            name, equals, secret = given.partition("=")
+            if not equals or not name or not secret:
+                raise typer.BadParameter("expected NAME=SECRET", param_hint=option)
+            spec["auth"] = {where: name, "secret": secret}
+    return spec
+
+
 def document_from_flags(
     name: str,
     *,
+    openapi: str | None = None,
+    base_url: str | None = None,
+    operations: list[str] | None = None,
+    auth_header: str | None = None,
+    auth_query: str | None = None,
     stdio: str | None,
     url: str | None,
     env: list[str],
@@ -130,11 +173,16 @@ def document_from_flags(
     description: str | None,
 ) -> dict[str, Any]:
     """The source document the flags describe (JSON data, not validated yet)."""
-    kinds = [stdio is not None, url is not None, python is not None, builtin]
+    kinds = [stdio is not None, url is not None, python is not None, builtin, openapi is not None]
     if sum(kinds) != 1:
         raise typer.BadParameter(
-            "give exactly one of --stdio, --url, --python and --builtin",
-            param_hint="--stdio/--url/--python/--builtin",
+            "give exactly one of --stdio, --url, --python, --builtin and --openapi",
+            param_hint="--stdio/--url/--python/--builtin/--openapi",
+        )
+    if openapi is None and (base_url or operations or auth_header or auth_query):
+        raise typer.BadParameter(
+            "--base-url, --operation, --auth-header and --auth-query go with --openapi",
+            param_hint="--base-url",
         )
     document: dict[str, Any] = {"format": "flowledger.source/v1", "name": name}
     if description is not None:
@@ -144,12 +192,16 @@ def document_from_flags(
             "--read-only and --idempotent annotate functions of --python",
             param_hint="--read-only/--idempotent",
         )
-    if python is not None or builtin:
+    if python is not None or builtin or openapi is not None:
         if env or cwd is not None or headers:
             raise typer.BadParameter(
                 "--env, --cwd and --header go with --stdio or --url", param_hint="--env"
             )
-        if builtin:
+        if openapi is not None:
+            document["openapi"] = _openapi(
+                openapi, base_url, operations or [], auth_header, auth_query
+            )
+        elif builtin:
             document["builtin"] = {}
         else:
             document["python"] = _python(python or "", read_only or [], idempotent or [])

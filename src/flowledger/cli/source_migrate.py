@@ -14,8 +14,6 @@ from typing import Annotated
 
 import typer
 
-from ..host import database_url
-from ..workflows.records.run import is_id
 from .runtime import CliError, DbOption, emit_json, run_command, stdout_console
 from .source_render import render_migration
 
@@ -43,6 +41,8 @@ def migrate(
     """Move deployments' inline sources (stdio/http bindings) into the registry: each
     distinct spec becomes a registered source visible to the sessions that used it, and
     each such deployment a new revision binding it by name. Started runs keep their pins."""
+    from ..workflows.records.run import is_id
+
     for item in session or []:
         if not is_id(item):
             raise typer.BadParameter(f"{item!r} is not a lowercase UUID", param_hint="--session")
@@ -50,6 +50,7 @@ def migrate(
     async def work() -> None:
         from ..deploy import DeploymentConflictError, SourceError
         from ..deploy.deployments.migration import migrate_inline_sources
+        from ..host import database_url
         from ..storage import open_store
 
         async with open_store(database_url(db), read_only=dry_run) as store:

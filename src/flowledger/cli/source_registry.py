@@ -25,7 +25,6 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from ..host import database_url
 from .runtime import CliError, DbOption, emit_json, run_command, stdout_console
 from .source_document import FLAG_OPTIONS, document_from_flags, read_document_file
 from .source_render import render_probe, render_saved, render_source, render_sources
@@ -56,7 +55,8 @@ TargetArgument = Annotated[
     typer.Argument(
         metavar="FILE|NAME",
         help="A flowledger.source/v1 document (YAML or JSON; - reads stdin), or, with "
-        "--stdio, --url, --python or --builtin, the name of the source the flags describe.",
+        "--stdio, --url, --python, --builtin or --openapi, the name of the source the flags "
+        "describe.",
     ),
 ]
 JsonOption = Annotated[
@@ -89,6 +89,57 @@ PythonOption = Annotated[
         metavar="MODULE[:FUNCTION,...]",
         help="Functions of an importable Python module, called in the process that runs "
         "the workflow (default: every public function the module defines).",
+        show_default=False,
+        rich_help_panel=FLAGS,
+    ),
+]
+OpenApiOption = Annotated[
+    str | None,
+    typer.Option(
+        "--openapi",
+        metavar="DOCUMENT",
+        help="The operations of an OpenAPI 3.0/3.1 document (a file path or a URL) as tools, "
+        "called against --base-url.",
+        show_default=False,
+        rich_help_panel=FLAGS,
+    ),
+]
+BaseUrlOption = Annotated[
+    str | None,
+    typer.Option(
+        "--base-url",
+        metavar="URL",
+        help="--openapi: where the operations are called (the document's servers are not used).",
+        show_default=False,
+        rich_help_panel=FLAGS,
+    ),
+]
+OperationOption = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--operation",
+        metavar="OPERATION_ID",
+        help="--openapi: this operation only (repeatable; default: every operation).",
+        show_default=False,
+        rich_help_panel=FLAGS,
+    ),
+]
+AuthHeaderOption = Annotated[
+    str | None,
+    typer.Option(
+        "--auth-header",
+        metavar="NAME=SECRET",
+        help="--openapi: send secret SECRET (declared with --secret) as header NAME.",
+        show_default=False,
+        rich_help_panel=FLAGS,
+    ),
+]
+AuthQueryOption = Annotated[
+    str | None,
+    typer.Option(
+        "--auth-query",
+        metavar="NAME=SECRET",
+        help="--openapi: send secret SECRET (declared with --secret) as query parameter NAME.",
         show_default=False,
         rich_help_panel=FLAGS,
     ),
@@ -235,6 +286,7 @@ async def _opened(
     db: str | None, *, read_only: bool
 ) -> AsyncIterator[tuple[SourceRegistry, Store]]:
     from ..deploy.registry.store import SourceRegistry
+    from ..host import database_url
     from ..storage import open_store
 
     async with open_store(database_url(db), read_only=read_only) as store:
@@ -249,7 +301,7 @@ def _run(work: Callable[[], Coroutine[Any, Any, None]]) -> None:
 def _from_flags(target: str, flags: dict[str, Any]) -> dict[str, Any] | None:
     """Before the command runs (a bad flag is a usage error): the document the flags
     describe, or ``None`` when ``target`` is a file (then no flag may describe one)."""
-    if flags["stdio"] is None and flags["url"] is None and flags["python"] is None:
+    if all(flags[kind] is None for kind in ("stdio", "url", "python", "openapi")):
         if flags["builtin"]:
             return document_from_flags(target, **flags)
         given = [
@@ -259,8 +311,8 @@ def _from_flags(target: str, flags: dict[str, Any]) -> dict[str, Any] | None:
         ]
         if given:
             raise typer.BadParameter(
-                f"{', '.join(given)} describe a source only with --stdio, --url, --python "
-                "or --builtin (a FILE holds the whole document)",
+                f"{', '.join(given)} describe a source only with --stdio, --url, --python, "
+                "--builtin or --openapi (a FILE holds the whole document)",
                 param_hint=given[0],
             )
         return None
@@ -293,6 +345,10 @@ def _validated(target: str, document: dict[str, Any] | None) -> Any:
 
 
 _FLAG_KEYS = (
+    "base_url",
+    "operations",
+    "auth_header",
+    "auth_query",
     "read_only",
     "idempotent",
     "env",
@@ -336,6 +392,11 @@ def add(
     builtin: BuiltinOption = False,
     read_only: ReadOnlyOption = None,
     idempotent: IdempotentOption = None,
+    openapi: OpenApiOption = None,
+    base_url: BaseUrlOption = None,
+    operation: OperationOption = None,
+    auth_header: AuthHeaderOption = None,
+    auth_query: AuthQueryOption = None,
     env: EnvOption = None,
     header: HeaderOption = None,
     cwd: CwdOption = None,
@@ -358,6 +419,11 @@ def add(
             "builtin": builtin,
             "read_only": read_only or [],
             "idempotent": idempotent or [],
+            "openapi": openapi,
+            "base_url": base_url,
+            "operations": operation or [],
+            "auth_header": auth_header,
+            "auth_query": auth_query,
         },
     )
 
@@ -388,6 +454,11 @@ def set_source(
     builtin: BuiltinOption = False,
     read_only: ReadOnlyOption = None,
     idempotent: IdempotentOption = None,
+    openapi: OpenApiOption = None,
+    base_url: BaseUrlOption = None,
+    operation: OperationOption = None,
+    auth_header: AuthHeaderOption = None,
+    auth_query: AuthQueryOption = None,
     env: EnvOption = None,
     header: HeaderOption = None,
     cwd: CwdOption = None,
@@ -411,6 +482,11 @@ def set_source(
             "builtin": builtin,
             "read_only": read_only or [],
             "idempotent": idempotent or [],
+            "openapi": openapi,
+            "base_url": base_url,
+            "operations": operation or [],
+            "auth_header": auth_header,
+            "auth_query": auth_query,
         },
     )
 

@@ -6,7 +6,6 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-import yaml
 from rich import box
 from rich.console import Console
 from rich.table import Table
@@ -32,6 +31,7 @@ _FIELDS = (
     "http",
     "python",
     "builtin",
+    "openapi",
     "secrets",
     "sessions",
     "allow_tools",
@@ -43,6 +43,7 @@ _TRANSPORT_FIELDS = {
     "stdio": ("command", "args", "env", "cwd"),
     "http": ("url", "headers"),
     "python": ("module", "functions", "read_only", "idempotent"),
+    "openapi": ("document", "base_url", "operations", "auth"),
 }
 
 
@@ -193,6 +194,8 @@ def render_source(console: Console, result: Mapping[str, Any]) -> None:
         ),
         soft_wrap=True,
     )
+    import yaml  # only `source show` prints YAML: the other commands start without it
+
     text = yaml.safe_dump(
         _ordered(document), sort_keys=False, allow_unicode=True, default_flow_style=False
     )

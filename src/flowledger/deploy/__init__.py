@@ -10,7 +10,8 @@
   listing, typed errors), one session per source for a run (`SourcePool`), and tool
   fingerprints (`contract_fingerprint`, `full_fingerprint`). Functions of a Python
   module and the built-in transforms are sources too (`PythonSource`, `PythonSession`:
-  the same interface as an MCP session; registered by the operator only).
+  the same interface as an MCP session; registered by the operator only), and so are the
+  operations of an OpenAPI document (`OpenApiSource`, `OpenApiSession`).
 * Deployments (``flowledger.deployment/v1``, docs/deploy.md "Deployments"): an exact
   artifact version bound to concrete sources, credentials by reference, a drift policy;
   `DeploymentStore` keeps immutable revisions with a ``live`` pointer. `DeployService`
@@ -121,6 +122,8 @@ from .sources.fingerprint import (
     full_fingerprint,
     strip_annotations,
 )
+from .sources.openapi_session import OpenApiSession
+from .sources.openapi_spec import OpenApiAuth, OpenApiSource
 from .sources.pool import SourcePool
 from .sources.python_session import PythonSession
 from .sources.python_spec import PythonSource
@@ -171,6 +174,9 @@ __all__ = [
     "NodeExecutionError",
     "NodeOutputError",
     "NotADeployedRunError",
+    "OpenApiAuth",
+    "OpenApiSession",
+    "OpenApiSource",
     "ParallelNode",
     "Pin",
     "PinMissingError",

@@ -1,5 +1,6 @@
 """L4 surface: a session's tools over MCP (official ``mcp`` SDK): the ``workflow_*`` bundle,
-the deploy tools, fork and prune.
+the deploy, draft and capability tools, fork and prune; the document formats' JSON
+Schemas as resources; instructions that describe the authoring loop.
 
 * `serve_stdio` - one session over stdin/stdout (``flowledger mcp``);
 * `serve_http` / `HttpMcpServer` - streamable HTTP with bearer tokens, one session per

@@ -15,7 +15,7 @@ from . import DEFAULT_HOST, DEFAULT_PORT, serve
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="python -m flowledger.mcp",
-        description="Serve the workflow_* tools over MCP (stdio, or streamable HTTP).",
+        description="Serve a workflow session's tools over MCP (stdio, or streamable HTTP).",
     )
     p.add_argument("--db", help="database URL (default: $FLOWLEDGER_DB or sqlite:///flowledger.db)")
     p.add_argument("--app", help="module:attribute naming a Catalog (default: built-in examples)")

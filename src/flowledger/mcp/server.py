@@ -1,5 +1,12 @@
-"""The MCP server over one session's ``workflow_*`` tool bundle (official ``mcp`` SDK,
-low-level `mcp.server.lowlevel.Server`).
+"""The MCP server over one session's tools (official ``mcp`` SDK, low-level
+`mcp.server.lowlevel.Server`): the ``workflow_*`` bundle, or that bundle combined with the
+deploy, draft, capability, fork and prune tools (`flowledger.mcp._session`).
+
+* The initialize result's ``instructions`` describe the tools; with the authoring tools
+  (drafts, capabilities, deployments) also the authoring loop, the shape of a
+  diagnostic and the resources.
+* ``resources/list`` and ``resources/read`` serve the document formats' JSON Schemas
+  (`flowledger.mcp.resources`): the same for every session, reading nothing stored.
 
 * ``tools/list`` publishes the bundle's tools with their exact names, descriptions and
   input schemas (plus a ``readOnlyHint`` annotation). With ``read_only`` the mutating
@@ -54,6 +61,7 @@ from ..tools import ToolError, ToolInfo, result_text
 from ..workflows.activities.activity import ActivityKind, ActivityRecord
 from ..workflows.activities.follow import JournalFollower
 from ..workflows.activities.journal import ActivityJournal
+from .resources import list_resources, read_resource
 
 __all__ = [
     "LOGGER_NAME",
@@ -77,6 +85,23 @@ INSTRUCTIONS: Final = (
     "Durable graph workflows. List definitions with workflow_definition_list, start a run "
     "with workflow_run_start, follow it with workflow_run_get / workflow_run_history, answer "
     "an interrupted run with workflow_run_resume, stop one with workflow_run_cancel."
+)
+#: Told when the server has the authoring tools (drafts, capabilities, deployments).
+AUTHORING_INSTRUCTIONS: Final = (
+    "Build and run declarative workflows (flowledger.artifact/v1) against the registered "
+    "MCP sources: 1. find tools with capability_list {query} and read one with "
+    "capability_inspect {source, tool}; 2. draft_create {name, from?} starts a draft "
+    "(from a capability {source, tool} gives a one-node workflow calling it); 3. edit it "
+    "with draft_add_tool, draft_connect, draft_set_output or draft_patch (RFC 6902), each "
+    "with the draft's current revision; 4. draft_validate checks it against the "
+    "catalog; 5. draft_publish {draft, revision, version, deploy: true} saves the "
+    "artifact and a deployment; 6. run_deployment {deployment, input} starts a run; "
+    "7. inspect_run, read_run_trace and resume_run {run_id, payload} follow and answer it. "
+    "Every diagnostic is {place, code, message, hint, next_actions}: each next action is a "
+    "tool call {tool, arguments} to make as it is, and explain {code} answers cause, fix "
+    "and an example. The document formats' JSON Schemas are resources: "
+    "flowledger://schemas/artifact, flowledger://schemas/deployment and "
+    "flowledger://schemas/source (resources/read)."
 )
 _LEVELS: Final[tuple[LoggingLevel, ...]] = (
     "debug",
@@ -274,12 +299,10 @@ class WorkflowMcpServer:
             name,
             version=__version__,
             title="flowledger workflows",
-            instructions=(
-                f"{INSTRUCTIONS}\n\nThis server is read-only because {notice}."
-                if notice
-                else INSTRUCTIONS
-            ),
+            instructions=self._instructions(),
             on_list_tools=self._list_tools,
+            on_list_resources=self._list_resources,
+            on_read_resource=self._read_resource,
             on_call_tool=self._call_tool,
             get_tool_input_schema=self._input_schema,
         )
@@ -290,6 +313,14 @@ class WorkflowMcpServer:
         self.server.add_request_handler(
             "logging/setLevel", types.SetLevelRequestParams, self._set_level
         )
+
+    def _instructions(self) -> str:
+        parts = [INSTRUCTIONS]
+        if "explain" in self._visible:  # the authoring tools are served
+            parts.append(AUTHORING_INSTRUCTIONS)
+        if self.notice:
+            parts.append(f"This server is read-only because {self.notice}.")
+        return "\n\n".join(parts)
 
     async def drain(self) -> None:
         """Wait until no request is being handled and a short grace has passed since: for
@@ -323,6 +354,18 @@ class WorkflowMcpServer:
     def _input_schema(self, name: str) -> Mapping[str, Any] | None:
         info = self._visible.get(name)
         return None if info is None else info.schema_copy()
+
+    # -- resources -------------------------------------------------------------------------
+
+    async def _list_resources(
+        self, ctx: ServerRequestContext[Any], params: types.PaginatedRequestParams | None
+    ) -> types.ListResourcesResult:
+        return types.ListResourcesResult(resources=list_resources())
+
+    async def _read_resource(
+        self, ctx: ServerRequestContext[Any], params: types.ReadResourceRequestParams
+    ) -> types.ReadResourceResult:
+        return read_resource(str(params.uri))
 
     # -- tools/call --------------------------------------------------------------------------
 

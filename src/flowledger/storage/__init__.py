@@ -28,7 +28,17 @@ from .errors import (
 )
 from .fence import Fence, FenceArg, current_fence, fence_arg, fencing
 from .integrity import EngineCheck, Integrity, Unchecked
-from .kv import KV, Entry, PagedKV
+from .kv import (
+    KV,
+    MAX_KV_BATCH_BYTES,
+    MAX_KV_WRITES,
+    BatchKV,
+    Entry,
+    KVDelete,
+    KVPut,
+    KVWrite,
+    PagedKV,
+)
 from .lease import Lease, Leaser, LeaseStatus, LostReason
 from .ledger import Ledger, LedgerUsage, Record, SweepReport, digest_of
 from .limits import (
@@ -49,13 +59,16 @@ __all__ = [
     "MAX_ATTACHMENTS_PER_APPEND",
     "MAX_ATTACHMENT_BYTES",
     "MAX_BLOB_BYTES",
+    "MAX_KV_BATCH_BYTES",
     "MAX_KV_VALUE_BYTES",
+    "MAX_KV_WRITES",
     "MAX_NAME_BYTES",
     "MAX_READ_LIMIT",
     "MAX_RECORDS_PER_APPEND",
     "MAX_RECORD_BYTES",
     "MAX_REFS_PER_APPEND",
     "AttachmentNotFoundError",
+    "BatchKV",
     "BlobConflictError",
     "BlobNotFoundError",
     "Blobs",
@@ -69,6 +82,9 @@ __all__ = [
     "Integrity",
     "InvalidNameError",
     "InvalidValueError",
+    "KVDelete",
+    "KVPut",
+    "KVWrite",
     "KeyNotFoundError",
     "Lease",
     "LeaseHeldError",

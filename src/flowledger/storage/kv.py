@@ -19,16 +19,42 @@ Semantics every backend keeps:
 * ``put`` and ``delete`` take an optional ``fence=`` (see `fence`): checked in the
   same transaction, a grant that is no longer current raises `FencedWriteError`
   and changes nothing.
+* ``write_many(writes, fence=...)`` (`BatchKV`, which every bundled backend implements)
+  applies up to `MAX_KV_WRITES` puts (`KVPut`, a compare-and-swap as ``put``) and
+  deletes (`KVDelete`, idempotent as ``delete``) of distinct keys in *one* transaction:
+  all of them or, on the first conflict or a refused fence, none. It returns the new
+  revision of each put (0 for a delete), in order. Arguments are checked before
+  anything is touched (`InvalidValueError`, `ValueTooLargeError`, `InvalidNameError`).
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Protocol, runtime_checkable
+from typing import Final, Protocol, runtime_checkable
 
+from .errors import InvalidValueError, ValueTooLargeError
 from .fence import Fence
+from .limits import MAX_KV_VALUE_BYTES, check_bytes, check_revision
+from .names import validate_name
 
-__all__ = ["KV", "Entry", "PagedKV"]
+__all__ = [
+    "KV",
+    "MAX_KV_BATCH_BYTES",
+    "MAX_KV_WRITES",
+    "BatchKV",
+    "Entry",
+    "KVDelete",
+    "KVPut",
+    "KVWrite",
+    "PagedKV",
+    "check_writes",
+]
+
+MAX_KV_WRITES: Final = 1000
+"""Writes in one ``write_many`` (a bound on one transaction's size and lock time)."""
+MAX_KV_BATCH_BYTES: Final = 16 << 20
+"""The values of one ``write_many`` together (16 MiB)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -71,3 +97,56 @@ def check_page(start: str, limit: int) -> None:
         raise TypeError("limit must be an int")
     if limit < 1:
         raise ValueError(f"page limit {limit} must be at least 1")
+
+
+@dataclass(frozen=True, slots=True)
+class KVPut:
+    """In a batch: ``put(key, value, expected=expected)``."""
+
+    key: str
+    value: bytes
+    expected: int
+
+
+@dataclass(frozen=True, slots=True)
+class KVDelete:
+    """In a batch: ``delete(key)``."""
+
+    key: str
+
+
+KVWrite = KVPut | KVDelete
+
+
+@runtime_checkable
+class BatchKV(Protocol):
+    """A `KV` that applies many writes in one transaction (see the module documentation)."""
+
+    async def write_many(
+        self, writes: Sequence[KVWrite], *, fence: Fence | None = None
+    ) -> list[int]: ...
+
+
+def check_writes(writes: object) -> list[KVWrite]:
+    """The argument rules of ``write_many`` every backend shares: a sequence of at most
+    `MAX_KV_WRITES` `KVPut`/`KVDelete` of distinct valid keys, puts with bytes values
+    and non-negative revisions, `MAX_KV_BATCH_BYTES` of values in all."""
+    if not isinstance(writes, Sequence) or isinstance(writes, str | bytes):
+        raise InvalidValueError("writes", "a sequence of KVPut or KVDelete", writes)
+    if len(writes) > MAX_KV_WRITES:
+        raise ValueError(f"a batch holds at most {MAX_KV_WRITES} writes, not {len(writes)}")
+    seen: set[str] = set()
+    total = 0
+    for index, write in enumerate(writes):
+        if not isinstance(write, KVPut | KVDelete):
+            raise InvalidValueError(f"writes[{index}]", "a KVPut or KVDelete", write)
+        validate_name(write.key)
+        if write.key in seen:
+            raise ValueError(f"writes[{index}]: key {write.key!r} is written twice in one batch")
+        seen.add(write.key)
+        if isinstance(write, KVPut):
+            check_revision(f"writes[{index}].expected", write.expected)
+            total += len(check_bytes(f"writes[{index}].value", write.value, MAX_KV_VALUE_BYTES))
+    if total > MAX_KV_BATCH_BYTES:
+        raise ValueTooLargeError("writes (values)", total, MAX_KV_BATCH_BYTES)
+    return list(writes)

@@ -31,7 +31,7 @@ from .errors import (
     StoreClosedError,
 )
 from .fence import Fence, check_fence, refused
-from .kv import Entry, check_page
+from .kv import Entry, KVPut, KVWrite, check_page, check_writes
 from .lease import LeaseStatus, RenewStatus
 from .ledger import (
     LedgerUsage,
@@ -110,6 +110,30 @@ class MemoryKV:
         self._gate.check()
         with self._lock, self._leases.holding(fence):
             self._kv.pop(key, None)
+
+    async def write_many(
+        self, writes: Sequence[KVWrite], *, fence: Fence | None = None
+    ) -> list[int]:
+        batch = check_writes(writes)
+        check_fence(fence)
+        self._gate.check()
+        with self._lock, self._leases.holding(fence):
+            revisions: list[int] = []
+            for write in batch:  # every compare first: a conflict changes nothing
+                current = self._kv.get(write.key)
+                actual = 0 if current is None else current.revision
+                if isinstance(write, KVPut):
+                    if actual != write.expected:
+                        raise ConflictError(write.key, write.expected, actual)
+                    revisions.append(actual + 1)
+                else:
+                    revisions.append(0)
+            for write, revision in zip(batch, revisions, strict=True):
+                if isinstance(write, KVPut):
+                    self._kv[write.key] = Entry(bytes(write.value), revision)
+                else:
+                    self._kv.pop(write.key, None)
+            return revisions
 
     async def keys(self, prefix: str = "") -> list[str]:
         self._gate.check()

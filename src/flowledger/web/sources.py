@@ -146,6 +146,16 @@ def _transport(registered: RegisteredSource) -> Transport:
     elif identity["transport"] == "http":
         label = str(identity["url"])
         details.append(("headers", ", ".join(identity["headers"]) or "none"))
+    elif identity["transport"] == "openapi":
+        label = str(identity["base_url"])
+        details.append(("document", str(identity["document"])))
+        operations = identity.get("operations")
+        details.append(("operations", ", ".join(operations) if operations else "all"))
+        auth = identity.get("auth") or {}
+        where = next((key for key in ("header", "query") if key in auth), None)
+        credential = f"{auth[where]} ({where}), secret {auth['secret']}" if where else "none"
+        details.append(("credential", credential))
+        return Transport("openapi", clip(label, 240), tuple(details))
     else:  # python, builtin: functions called in the process, no secrets
         label = str(identity.get("module") or identity.get("library"))
         functions = identity.get("functions")

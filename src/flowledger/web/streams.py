@@ -7,11 +7,15 @@ that reconnects with its last event ID picks up exactly where it was.
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from datetime import datetime
 from typing import Any, Final
 
 from starlette.responses import StreamingResponse
 
+from ..tools.results import run_result
 from ..workflows.activities.activity import ActivityRecord
+from ..workflows.errors import NotFoundError
+from ..workflows.records.run import Run, RunStatus
 from .live import Wake, sse, stream
 from .sessions import Served
 from .views import (
@@ -28,6 +32,10 @@ from .views import (
 __all__ = ["RowEvents", "RunEvents", "event_stream"]
 
 _MEDIA: Final = "text/event-stream"
+# New runs are looked for newest first in pages of 1, 2, 4, ... up to 100 runs (each run
+# of a page is read), so a wake with nothing new reads one run; at most 5,000 runs a wake.
+_NEW_PAGE: Final = 100
+_NEW_RUNS: Final = 5000
 
 
 class RunEvents:
@@ -66,7 +74,18 @@ class RunEvents:
 
 class RowEvents:
     """The runs table: each run updated after the mark (an ``updated_at``), if it matches
-    the filter (event ``row``, its ID the latest ``updated_at`` sent)."""
+    the filter (event ``row``, its ID the latest ``updated_at`` sent).
+
+    The first wake reads the session's runs whole (up to `views.MAX_RUNS`), as the table
+    does. Later wakes read only the runs that can have changed since: the unfinished ones
+    (the registry's unfinished-run index, one listing), the ones that were unfinished at
+    the previous wake (to send the row of a run that finished), and the runs created
+    since the newest one seen (the newest-first run order index, read down to it). A
+    terminal run never changes status, so the rest stay as they were. Where the index is
+    not complete yet (a session older than it), every wake reads the runs whole.
+    Runs read off the registry are sent as ``workflow_run_list`` sends them (`run_result`):
+    nothing beyond a tool result reaches the table.
+    """
 
     def __init__(
         self,
@@ -81,9 +100,12 @@ class RowEvents:
         self._mark = since
         self._moment = moment(since)
         self._row_html = row_html
+        self._watch: set[str] | None = None  # the runs unfinished at the last wake
+        self._newest: datetime | None = None  # the latest ``created_at`` seen
+        self._at_newest: set[str] = set()  # the runs created at exactly that moment
 
     async def __call__(self) -> AsyncIterator[str]:
-        runs = await all_runs(self._served.tools)
+        runs = await self._candidates()
         changed = sorted(
             (run for run in runs if moment(run["updated_at"]) > self._moment),
             key=lambda run: (moment(run["updated_at"]), moment(run["created_at"])),
@@ -93,6 +115,56 @@ class RowEvents:
             if self._filter.matches(run):
                 html = await self._row_html(run)
                 yield sse("row", {"run_id": run["run_id"], "html": html}, event_id=self._mark)
+
+    async def _candidates(self) -> list[dict[str, Any]]:
+        session = self._served.session
+        index = session.registry.index
+        if self._watch is None or index is None or not await index.complete(session.session_id):
+            runs = await all_runs(self._served.tools)
+            self._watch = {r["run_id"] for r in runs if r["run_status"] in _OPEN}
+            for run in runs:
+                self._saw_created(moment(run["created_at"]), str(run["run_id"]))
+            return runs
+        found = await self._created()
+        wanted = (set(await index.runs(session.session_id)) | self._watch) - found.keys()
+        for run_id in sorted(wanted):
+            try:
+                found[run_id] = await session.registry.get(session.session_id, run_id)
+            except NotFoundError:
+                continue  # pruned, or an index entry whose record never came
+        self._watch = {run.id for run in found.values() if not run.status.terminal}
+        return [run_result(run) for run in found.values()]
+
+    async def _created(self) -> dict[str, Run]:
+        """The runs created since the newest one seen, newest first off the order index."""
+        session = self._served.session
+        found: dict[str, Run] = {}
+        cursor = ""
+        newest, known = self._newest, set(self._at_newest)
+        size = 1
+        while len(found) < _NEW_RUNS:
+            page = await session.registry.list_newest(session.session_id, cursor=cursor, limit=size)
+            size = min(size * 2, _NEW_PAGE)
+            for run in page.runs:
+                if newest is not None and (
+                    run.created_at < newest or (run.created_at == newest and run.id in known)
+                ):
+                    return found
+                found[run.id] = run
+                self._saw_created(run.created_at, run.id)
+            if not page.next:
+                break
+            cursor = page.next
+        return found
+
+    def _saw_created(self, created: datetime, run_id: str) -> None:
+        if self._newest is None or created > self._newest:
+            self._newest, self._at_newest = created, {run_id}
+        elif created == self._newest:
+            self._at_newest.add(run_id)
+
+
+_OPEN: Final = frozenset(str(status) for status in RunStatus if not status.terminal)
 
 
 def event_stream(

@@ -2,8 +2,8 @@
 result excludes (inputs, state, session internals) can reach a page.
 
 The runs page reads one page of runs (``workflow_run_list`` newest first, filtered by
-the storage index), whatever the session holds. The live runs table still reads the
-runs whole (up to `MAX_RUNS`) to find the ones changed since its mark.
+the storage index), whatever the session holds. The live runs table reads the runs whole
+(up to `MAX_RUNS`) once, then only those that can have changed (`streams.RowEvents`).
 """
 
 from __future__ import annotations

@@ -1,11 +1,13 @@
 """``explain`` has an entry for every code the deploy layer emits: the codes are collected
 from the source itself (issue constructors, ``code = "..."`` class attributes, the
 diagnostics constants, code-mapping functions), so a new code without an entry fails
-here. ``flowledger explain`` is tried as a subprocess."""
+here; and every code appears in some other test file, so a new code that no test
+provokes fails here too. ``flowledger explain`` is tried as a subprocess."""
 
 from __future__ import annotations
 
 import ast
+import functools
 import json
 import re
 import subprocess
@@ -14,9 +16,23 @@ from pathlib import Path
 
 import pytest
 
+from flowledger.deploy.drafts.errors import DraftError
 from flowledger.deploy.drafts.explain import EXPLANATIONS, UnknownCodeError, explain
+from flowledger.deploy.registry.errors import RegistryError
+from flowledger.deploy.runs.errors import NodeExecutionError
+from flowledger.deploy.sources.errors import SourceError
 
 DEPLOY = Path(__file__).resolve().parents[3] / "src" / "flowledger" / "deploy"
+TESTS = Path(__file__).resolve().parents[2]
+# The codes of abstract base classes: every subclass replaces the code, and the class
+# itself is never constructed (`test_base_codes_are_never_raised` checks both), so no
+# front door can show one and no test can provoke it. They keep their explain entries.
+BASE_CODES: dict[str, type[Exception]] = {
+    "draft_error": DraftError,
+    "registry_error": RegistryError,
+    "source_error": SourceError,
+    "node_failed": NodeExecutionError,
+}
 _CODE = re.compile(r"[a-z][a-z0-9]*(?:_[a-z0-9]+)*")
 # callables whose second positional argument is a code: ArtifactIssue(place, code, ...),
 # the checkers' issue(place, code, ...), document.py's _issue, ArtifactError.__init__
@@ -40,6 +56,7 @@ def _literal(node: ast.AST | None) -> str | None:
     return None
 
 
+@functools.cache  # the source does not change while the tests run
 def emitted_codes() -> dict[str, str]:
     """Every code literal of src/flowledger/deploy -> one place it is emitted."""
     found: dict[str, str] = {}
@@ -152,3 +169,40 @@ def test_cli_explain() -> None:
     assert unknown.returncode == 1
     assert unknown.stdout == ""
     assert "no code 'no_such_code'" in unknown.stderr
+
+
+def test_base_codes_are_never_raised() -> None:
+    """Each base class of `BASE_CODES` carries its code, and no code of src/ constructs
+    one itself (only its subclasses, each with a code of its own): else the code would
+    reach a user and need a test of its own."""
+    names = {base.__name__ for base in BASE_CODES.values()}
+    codes = emitted_codes()
+    for code, base in BASE_CODES.items():
+        assert code in codes and getattr(base, "code", None) == code, code
+    source = DEPLOY.parent
+    constructed: set[str] = set()
+    for path in source.rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Call) and _name(node) in names:
+                constructed.add(f"{_name(node)} at {path.relative_to(source)}:{node.lineno}")
+    assert not constructed, (
+        f"a base class is raised itself, so its code needs a test: {constructed}"
+    )
+
+
+def test_every_emitted_code_appears_in_a_test() -> None:
+    """Every code the deploy layer emits is asserted by at least one test file other than
+    this one, quoted (``"code"``) or as a tool error's prefix (``[code]``): a new code
+    without a test that provokes it fails here."""
+    texts = [
+        path.read_text(encoding="utf-8")
+        for path in sorted(TESTS.rglob("*.py"))
+        if path.resolve() != Path(__file__).resolve() and "node_modules" not in path.parts
+    ]
+    untested = {
+        code: where
+        for code, where in emitted_codes().items()
+        if code not in BASE_CODES
+        and not any(f'"{code}"' in text or f"[{code}]" in text for text in texts)
+    }
+    assert not untested, f"codes no test provokes: {untested}"

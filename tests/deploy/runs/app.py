@@ -6,6 +6,9 @@ run from the repository root), bound to the real MCP servers of `tests.deploy.se
   switch, a confirmation interrupt and a child artifact that interrupts.
 * ``slow_write`` 1 (``slow_write.yaml``): one call of the test server ``slow_server.py``
   (a tool that is not idempotent, or a read-only one), for the crash tests.
+* ``foreach_write`` 1 and ``foreach_child_write`` 1 (with its child ``item_write`` 1):
+  foreach nodes calling ``item_server.py``'s ``append_item`` per item (a tool body; a
+  child body making two calls per item), for the foreach crash tests.
 """
 
 from __future__ import annotations
@@ -61,5 +64,12 @@ def catalog() -> Catalog:
     definitions.register(compile_artifact(artifact("slow_write"), sources={"slow": slow_source()}))
     definitions.register(
         compile_artifact(artifact("foreach_write"), sources={"items": item_source()})
+    )
+    definitions.register(
+        compile_artifact(
+            artifact("foreach_child_write"),
+            children={"item_write": artifact("item_write")},
+            sources={"items": item_source()},
+        )
     )
     return definitions

@@ -7,6 +7,7 @@ demand: ``python -m tests.deploy.runs.flaky_server``, working in ``FLAKY_DIR``.
   - ``hold-at`` holds ``K`` and ``n == K``: creates ``held-<n>`` and waits for ``release``;
   - ``exit-at`` holds ``X`` and ``n == X``: the process exits (the request reached it);
   - ``error-upto`` holds ``E`` and ``n <= E``: answers an error result (``isError``);
+  - ``answer-bytes`` holds ``B``: answers ``B`` times ``x`` (a result of that size);
   else answers the line count.
 * ``peek {}`` (read-only) answers the line count, with the same ``error-upto`` rule
   (its calls count in ``peeks``);
@@ -114,7 +115,9 @@ def main() -> None:
             return types.CallToolResult(
                 content=[types.TextContent(type="text", text=f"call {n} failed")], is_error=True
             )
-        return types.CallToolResult(content=[types.TextContent(type="text", text=str(n))])
+        size = _number(folder, "answer-bytes") if params.name == "append" else None
+        answer = "x" * size if size is not None else str(n)
+        return types.CallToolResult(content=[types.TextContent(type="text", text=answer)])
 
     server: Server[Any] = Server(
         "flaky", version="1.0", on_list_tools=list_tools, on_call_tool=call_tool

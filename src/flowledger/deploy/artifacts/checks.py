@@ -28,6 +28,7 @@ from .model import (
     EndNode,
     ForeachNode,
     ForeachToolBody,
+    ForeachWorkflowBody,
     InterruptNode,
     Node,
     SetNode,
@@ -150,6 +151,8 @@ class Checker:
                 used_tools.setdefault(node.body.dependency, set()).add(node.body.tool)
             elif isinstance(node, WorkflowNode):
                 used_children.add(node.workflow)
+            elif isinstance(node, ForeachNode) and isinstance(node.body, ForeachWorkflowBody):
+                used_children.add(node.body.workflow)
         for name, dependency in a.dependencies.items():
             seen: set[str] = set()
             for index, tool in enumerate(dependency.tools):
@@ -169,12 +172,11 @@ class Checker:
                 self.issue(
                     place_of("children", name),
                     "unused_child",
-                    "no workflow node runs this child",
+                    "no workflow node or foreach body runs this child",
                     "remove it",
                 )
 
     def _node(self, node_id: str, node: Node) -> None:
-        a = self.artifact
         base: tuple[str | int, ...] = ("nodes", node_id)
         self._label(base, node.label)
         if isinstance(node, ToolNode):
@@ -196,13 +198,7 @@ class Checker:
             self._schema((*base, "resume_schema"), node.resume_schema)
             self._assign(base, node.assign, _BASE | {"resume"}, node_id)
         elif isinstance(node, WorkflowNode):
-            if node.workflow not in a.children:
-                self.issue(
-                    place_of(*base, "workflow"),
-                    "unknown_child",
-                    f"child {node.workflow!r} is not declared",
-                    "declare it under `children` with its exact version",
-                )
+            self._child_reference(base, node.workflow)
             self._object_template((*base, "input"), node.input, _BASE, node_id)
             self._assign(base, node.assign, _BASE | {"result"}, node_id)
         elif isinstance(node, ForeachNode):
@@ -211,6 +207,15 @@ class Checker:
             template = self._object_template((*base, "output"), node.output, _BASE, node_id)
             if template is not None:
                 self._end_output(base, node.output, template)
+
+    def _child_reference(self, base: tuple[str | int, ...], name: str) -> None:
+        if name not in self.artifact.children:
+            self.issue(
+                place_of(*base, "workflow"),
+                "unknown_child",
+                f"child {name!r} is not declared",
+                "declare it under `children` with its exact version",
+            )
 
     def _tool_reference(self, base: tuple[str | int, ...], dependency_name: str, tool: str) -> None:
         dependencies = self.artifact.dependencies
@@ -242,6 +247,9 @@ class Checker:
             self._object_template(
                 (*body, "arguments"), node.body.arguments, FOREACH_ITEM_ROOTS, node_id
             )
+        elif isinstance(node.body, ForeachWorkflowBody):
+            self._child_reference(body, node.body.workflow)
+            self._object_template((*body, "input"), node.body.input, FOREACH_ITEM_ROOTS, node_id)
         else:
             self._template((*body, "value"), node.body.value, FOREACH_ITEM_ROOTS, node_id)
         if node.max_concurrency > MAX_FOREACH_CONCURRENCY:

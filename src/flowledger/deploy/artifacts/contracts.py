@@ -8,7 +8,7 @@ from typing import Any
 from flowledger.workflows.authoring.schema import SchemaValidationError
 
 from .errors import ArtifactIssue, choices, place_of
-from .model import WorkflowNode
+from .model import ForeachNode, ForeachWorkflowBody, WorkflowNode
 from .validated import ValidatedArtifact
 
 __all__ = ["check_child_contracts", "closed_properties"]
@@ -26,46 +26,23 @@ def closed_properties(schema: Mapping[str, Any]) -> frozenset[str] | None:
 def check_child_contracts(
     validated: ValidatedArtifact, children: Mapping[str, ValidatedArtifact]
 ) -> list[ArtifactIssue]:
-    """What can be checked once the saved children are known: each workflow node's
-    ``input`` against the child's closed ``input_schema`` (property names, required
-    properties, and the whole value when it is literal), and every ``result.output.<f>``
-    it reads against the child's ``output_schema``."""
+    """What can be checked once the saved children are known: each workflow node's and
+    each foreach workflow body's ``input`` against the child's closed ``input_schema``
+    (property names, required properties, and the whole value when it is literal), and
+    every ``result.output.<f>`` a workflow node reads against the child's
+    ``output_schema``."""
     issues: list[ArtifactIssue] = []
     for node_id, node in validated.artifact.nodes.items():
+        if isinstance(node, ForeachNode) and isinstance(node.body, ForeachWorkflowBody):
+            if node.body.workflow in children:
+                child = children[node.body.workflow]
+                base = ("nodes", node_id, "body", "input")
+                issues += _child_input(validated, child, base, node.body.input)
+            continue
         if not isinstance(node, WorkflowNode) or node.workflow not in children:
             continue
         child = children[node.workflow]
-        base = ("nodes", node_id, "input")
-        given = node.input
-        accepted = closed_properties(child.artifact.input_schema)
-        if isinstance(given, dict):
-            for key in given:
-                if accepted is not None and key not in accepted:
-                    issues.append(
-                        ArtifactIssue(
-                            place_of(*base, key),
-                            "unknown_field",
-                            f"child {child.name}@{child.version} has no input property {key!r}",
-                            choices("its input properties", accepted),
-                        )
-                    )
-            required = child.artifact.input_schema.get("required", [])
-            for needed in required if isinstance(required, list) else []:
-                if isinstance(needed, str) and needed not in given:
-                    issues.append(
-                        ArtifactIssue(
-                            place_of(*base),
-                            "field_missing",
-                            f"child {child.name}@{child.version} requires input {needed!r}",
-                        )
-                    )
-            template = validated.templates.get(place_of(*base))
-            schema = child.schemas.get("input_schema")
-            if template is not None and template.is_literal and schema is not None:
-                try:
-                    schema.validate(given)
-                except SchemaValidationError as exc:
-                    issues.append(ArtifactIssue(place_of(*base), "input_invalid", str(exc)))
+        issues += _child_input(validated, child, ("nodes", node_id, "input"), node.input)
         outputs = closed_properties(child.artifact.output_schema)
         if outputs is None:
             continue
@@ -87,4 +64,44 @@ def check_child_contracts(
                                 choices("its output properties", outputs),
                             )
                         )
+    return issues
+
+
+def _child_input(
+    validated: ValidatedArtifact,
+    child: ValidatedArtifact,
+    base: tuple[str, ...],
+    given: Any,
+) -> list[ArtifactIssue]:
+    """A child's ``input`` template (at ``base``) against its closed ``input_schema``."""
+    issues: list[ArtifactIssue] = []
+    accepted = closed_properties(child.artifact.input_schema)
+    if isinstance(given, dict):
+        for key in given:
+            if accepted is not None and key not in accepted:
+                issues.append(
+                    ArtifactIssue(
+                        place_of(*base, key),
+                        "unknown_field",
+                        f"child {child.name}@{child.version} has no input property {key!r}",
+                        choices("its input properties", accepted),
+                    )
+                )
+        required = child.artifact.input_schema.get("required", [])
+        for needed in required if isinstance(required, list) else []:
+            if isinstance(needed, str) and needed not in given:
+                issues.append(
+                    ArtifactIssue(
+                        place_of(*base),
+                        "field_missing",
+                        f"child {child.name}@{child.version} requires input {needed!r}",
+                    )
+                )
+        template = validated.templates.get(place_of(*base))
+        schema = child.schemas.get("input_schema")
+        if template is not None and template.is_literal and schema is not None:
+            try:
+                schema.validate(given)
+            except SchemaValidationError as exc:
+                issues.append(ArtifactIssue(place_of(*base), "input_invalid", str(exc)))
     return issues

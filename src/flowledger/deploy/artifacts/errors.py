@@ -13,7 +13,9 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import Final
+from typing import Any, Final
+
+from ...workflows.authoring.guidance import next_actions
 
 __all__ = [
     "MAX_ISSUES",
@@ -65,8 +67,17 @@ class ArtifactIssue:
         text = f"{self.place}: {self.message}"
         return f"{text} (hint: {self.hint})" if self.hint else text
 
-    def to_json(self) -> dict[str, str]:
-        return {"place": self.place, "code": self.code, "message": self.message, "hint": self.hint}
+    def to_json(self, **context: str) -> dict[str, Any]:
+        """``{place, code, message, hint, next_actions}``; ``context`` is what is known of
+        the document (`guidance.CONTEXT_KEYS`: its artifact and version, a draft) for the
+        next actions."""
+        return {
+            "place": self.place,
+            "code": self.code,
+            "message": self.message,
+            "hint": self.hint,
+            "next_actions": next_actions(self.code, context),
+        }
 
 
 class ArtifactError(Exception):
@@ -101,8 +112,8 @@ class ArtifactValidationError(ArtifactError, ValueError):
         suffix = f" (and {more} more issue{'s' if more != 1 else ''})" if more else ""
         Exception.__init__(self, f"invalid artifact: {first}{suffix}")
 
-    def to_json(self) -> list[dict[str, str]]:
-        return [issue.to_json() for issue in self.issues]
+    def to_json(self, **context: str) -> list[dict[str, Any]]:
+        return [issue.to_json(**context) for issue in self.issues]
 
 
 class ArtifactConflictError(ArtifactError):

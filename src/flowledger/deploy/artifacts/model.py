@@ -43,6 +43,7 @@ __all__ = [
     "ForeachNode",
     "ForeachToolBody",
     "ForeachValueBody",
+    "ForeachWorkflowBody",
     "InterruptNode",
     "Node",
     "OnError",
@@ -71,7 +72,7 @@ NODE_KINDS: Final = (
     "foreach",
     "end",
 )
-FOREACH_BODY_KINDS: Final = ("tool", "value")
+FOREACH_BODY_KINDS: Final = ("tool", "value", "workflow")
 
 NodeId = Annotated[str, StringConstraints(pattern=f"^{VERTEX_ID.pattern}$")]
 FieldName = Annotated[str, StringConstraints(pattern=f"^{VERTEX_ID.pattern}$")]
@@ -248,7 +249,19 @@ class ForeachValueBody(_Strict):
     value: JsonValue
 
 
-ForeachBody = Annotated[ForeachToolBody | ForeachValueBody, Field(discriminator="kind")]
+class ForeachWorkflowBody(_Strict):
+    """Per item: run the declared child ``workflow`` (its version pinned under the
+    artifact's ``children``) with ``input``; the item's result is the child's ``{outcome,
+    output}``. The child's closure may not hold an interrupt node (checked at save)."""
+
+    kind: Literal["workflow"]
+    workflow: ArtifactName
+    input: ObjectTemplate = Field(default_factory=dict)
+
+
+ForeachBody = Annotated[
+    ForeachToolBody | ForeachValueBody | ForeachWorkflowBody, Field(discriminator="kind")
+]
 
 
 class ForeachNode(_Node):

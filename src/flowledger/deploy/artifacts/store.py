@@ -55,7 +55,7 @@ from .errors import (
     place_of,
 )
 from .limits import MAX_CHILD_DEPTH, MAX_CLOSURE_ARTIFACTS
-from .model import Artifact
+from .model import Artifact, ForeachNode, ForeachWorkflowBody, InterruptNode
 from .records import (
     ArtifactRecord,
     ChildPin,
@@ -323,9 +323,47 @@ class ArtifactStore:
                 )
             )
         issues.extend(check_child_contracts(validated, contracts))
+        issues.extend(await self._foreach_bodies(session_id, validated, contracts))
         if issues:
             raise ArtifactValidationError(issues)
         return tuple(pins), height
+
+    async def _foreach_bodies(
+        self,
+        session_id: str,
+        validated: ValidatedArtifact,
+        children: Mapping[str, ValidatedArtifact],
+    ) -> list[ArtifactIssue]:
+        """A child run per foreach item may not pause: an interrupt node anywhere in the
+        closure of a foreach body's child is refused (a paused item would hold the
+        foreach's batch, and its siblings', open across a resume)."""
+        issues: list[ArtifactIssue] = []
+        for node_id, node in validated.artifact.nodes.items():
+            if not isinstance(node, ForeachNode) or not isinstance(node.body, ForeachWorkflowBody):
+                continue
+            child = children.get(node.body.workflow)
+            if child is None:
+                continue
+            closure = await self.closure(session_id, child.name, child.version)
+            for key, stored in sorted(closure.items()):
+                pausing = sorted(
+                    inner
+                    for inner, candidate in stored.validated.artifact.nodes.items()
+                    if isinstance(candidate, InterruptNode)
+                )
+                if pausing:
+                    issues.append(
+                        ArtifactIssue(
+                            place_of("nodes", node_id, "body", "workflow"),
+                            "foreach_child_interrupt",
+                            f"child {child.name}@{child.version} can pause: {key} has "
+                            f"interrupt node {pausing[0]!r}; a foreach item cannot pause",
+                            "run a child without interrupt nodes, or use a workflow node "
+                            "(which can pause) outside the foreach",
+                        )
+                    )
+                    break
+        return issues
 
     async def _walk(
         self,

@@ -137,7 +137,7 @@ class DeployedDefinition(ArtifactDefinition):
         pin = await self.pins.read(graph_run_id)
         if pin is None:
             found.append(_pin_missing(graph_run_id))
-            return tuple(found)
+            return tuple(item.with_context(deployment=self.context.name) for item in found)
         checks = self.context.environment.revalidations
         pool = self.held_pool(graph_run_id)
         reuse = pool is None and not _FRESH.get()
@@ -162,7 +162,8 @@ class DeployedDefinition(ArtifactDefinition):
                 else checks.made(diagnostics)
             )
         revalidation.note(recent)
-        return (*found, *recent.diagnostics)
+        found += recent.diagnostics
+        return tuple(item.with_context(deployment=self.context.name) for item in found)
 
     async def pinned_sources(self, graph_run_id: str) -> Mapping[str, SourceRef] | None:
         """A run's registered sources are the revisions its pin names, resolved (with

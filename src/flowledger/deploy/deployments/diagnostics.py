@@ -32,6 +32,10 @@ block (a start is ``unrunnable``, a resume ``blocked``); warnings are reported a
 * ``checked_against_probe`` (warning): a read-only server compared the pin with the
   registry's last probe instead of contacting the source;
 * ``not_revalidated`` (warning): a read-only server could not check the source at all.
+
+Each names its ``place`` (the dependency, or ``dependency.tool`` for a tool's problem)
+and carries what is known of it (dependency, tool, registered source, deployment, run),
+from which its JSON answers concrete ``next_actions`` (`guidance.next_actions`).
 """
 
 from __future__ import annotations
@@ -86,9 +90,20 @@ CHECKED_AGAINST_PROBE: Final = "checked_against_probe"
 NOT_REVALIDATED: Final = "not_revalidated"
 
 
-def error(code: str, message: str, hint: str) -> Diagnostic:
-    return Diagnostic(code, message, hint, "error")
+def _context(known: dict[str, str | None]) -> tuple[tuple[str, str], ...]:
+    return tuple(sorted((key, value) for key, value in known.items() if value))
 
 
-def warning(code: str, message: str, hint: str = "") -> Diagnostic:
-    return Diagnostic(code, message, hint, "warning")
+def error(
+    code: str, message: str, hint: str, *, place: str = "", **context: str | None
+) -> Diagnostic:
+    """An error about ``place`` (the dependency, or ``dependency.tool``); ``context``:
+    what is known of it for its next actions (`guidance.CONTEXT_KEYS`)."""
+    return Diagnostic(code, message, hint, "error", place, _context(context))
+
+
+def warning(
+    code: str, message: str, hint: str = "", *, place: str = "", **context: str | None
+) -> Diagnostic:
+    """A warning, like `error`."""
+    return Diagnostic(code, message, hint, "warning", place, _context(context))

@@ -110,6 +110,8 @@ class SourceEnvironment:
                         BINDING_MISSING,
                         f"the pinned revision has no source {dependency!r}",
                         "start a new run",
+                        place=dependency,
+                        dependency=dependency,
                     )
                 ],
             )
@@ -125,6 +127,9 @@ class SourceEnvironment:
                     SOURCE_DISABLED,
                     f"dependency {dependency!r}: {exc}",
                     f"ask the operator to enable it (flowledger source enable {name})",
+                    place=dependency,
+                    dependency=dependency,
+                    source=name,
                 )
             )
             return prepared
@@ -135,6 +140,8 @@ class SourceEnvironment:
                     f"dependency {dependency!r}: {exc}",
                     "bind a source listed by capability_list, or ask the operator to "
                     "register it (flowledger source add)",
+                    place=dependency,
+                    dependency=dependency,
                 )
             )
             return prepared
@@ -152,6 +159,9 @@ class SourceEnvironment:
                     CREDENTIAL_MISSING,
                     str(exc),
                     "ask the operator to set and grant the secret (the source's `secrets`)",
+                    place=dependency,
+                    dependency=dependency,
+                    source=name,
                 )
             )
             return prepared
@@ -165,6 +175,9 @@ class SourceEnvironment:
                         CHECKED_AGAINST_PROBE,
                         f"dependency {dependency!r}: compared with the registry's probe of "
                         f"{probe.probed_at}; this server starts and contacts no source",
+                        place=dependency,
+                        dependency=dependency,
+                        source=name,
                     )
                 )
             else:
@@ -182,6 +195,8 @@ class SourceEnvironment:
                     "bind a registered source (sources.<dependency>.source: NAME); the "
                     "operator can move inline bindings into the registry with "
                     "`flowledger source migrate`",
+                    place=dependency,
+                    dependency=dependency,
                 )
             )
             return prepared
@@ -195,6 +210,8 @@ class SourceEnvironment:
                     str(exc),
                     f"set {exc.variable} in the environment of the process that runs the "
                     "workflow (the CLI, MCP server or worker)",
+                    place=dependency,
+                    dependency=dependency,
                 )
             )
             prepared.source = None
@@ -228,4 +245,6 @@ def _not_revalidated(dependency: str) -> Diagnostic:
         NOT_REVALIDATED,
         f"dependency {dependency!r} was not revalidated: this server starts and contacts no source",
         "the process that resumes the run revalidates it",
+        place=dependency,
+        dependency=dependency,
     )

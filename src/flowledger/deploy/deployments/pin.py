@@ -7,7 +7,9 @@ digest), the drift policy, and per dependency the source's identity (transport f
 variable and header *names*, which of them are secrets; never a value), the server's
 self-description, and per tool the artifact calls its contract and full fingerprints
 and read-only / idempotent annotations (for a function of a Python source also
-``python``: its module, qualified name, distribution and version).
+``python``: its module, qualified name, distribution and version; for an operation of
+an OpenAPI source ``openapi``: its method and path, the server part holding the
+document's digest).
 
 `PinStore` keeps one pin per graph run as the single record of the ledger log
 ``deploy/pins/<graph run id>``, appended with ``expected=0``: a log holds at most one

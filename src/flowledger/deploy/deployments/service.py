@@ -437,7 +437,15 @@ class DeployService:
         try:
             chosen = await self.deployments.get(self._sid, deployment, revision)
         except DeploymentNotFoundError as exc:
-            return [error(DEPLOYMENT_MISSING, str(exc), "save the deployment (deployment_save)")]
+            return [
+                error(
+                    DEPLOYMENT_MISSING,
+                    str(exc),
+                    "save the deployment (deployment_save)",
+                    place=deployment,
+                    deployment=deployment,
+                )
+            ]
         ref = chosen.validated.deployment.artifact
         try:
             closure = await self._closure(chosen)
@@ -448,6 +456,10 @@ class DeployService:
                     ARTIFACT_MISSING if root else CHILD_MISSING,
                     f"deployment {deployment} revision {chosen.revision}: {exc}",
                     "save the artifact version (and its children) it names",
+                    place=f"{exc.name}@{exc.version}",
+                    deployment=deployment,
+                    artifact=exc.name,
+                    version=exc.version,
                 )
             ]
         diagnostics, sources = await check_start(
@@ -456,6 +468,10 @@ class DeployService:
             self.environment,
             seconds=self.check_timeout,
         )
+        diagnostics = [
+            item.with_context(deployment=deployment, artifact=ref.name, version=ref.version)
+            for item in diagnostics
+        ]
         if any(item.severity == "error" for item in diagnostics):
             return diagnostics
         return chosen, closure, diagnostics, sources

@@ -38,6 +38,7 @@ first (unknown fields refused), naming the field.
 from __future__ import annotations
 
 import builtins
+import json
 from collections.abc import Mapping, Sequence
 from typing import Any, Final, Protocol
 
@@ -45,11 +46,13 @@ from ...tools import ToolError, ToolInfo
 from ...tools.table import TableTools
 from ...workflows.errors import NotFoundError
 from ..artifacts.errors import ArtifactError, ArtifactValidationError
+from ..artifacts.schema import artifact_json_schema, document_input_schema
 from ..listing import MAX_CURSOR, MAX_PAGE, MAX_QUERY
 from ..runs.trace import MAX_TRACE_PAGE
 from ..sources.errors import SourceError
 from .document import CredentialMissingError
 from .lifecycle import DeploymentInUseError
+from .schema import deployment_json_schema
 from .service import MAX_WAIT_SECONDS, DeployService, NotADeployedRunError
 from .store import (
     DeploymentConflictError,
@@ -99,6 +102,11 @@ def _schema(properties: dict[str, Any], required: Sequence[str] = ()) -> dict[st
         "additionalProperties": False,
     }
 
+
+# The documents' own schemas, typed for a model (see `document_input_schema`).
+_ARTIFACT_DOCUMENT: Final = document_input_schema(
+    artifact_json_schema(), "flowledger://schemas/artifact"
+)
 
 _TOOLS: Final[dict[str, tuple[str, dict[str, Any], bool]]] = {
     "run_deployment": (
@@ -152,13 +160,13 @@ _TOOLS: Final[dict[str, tuple[str, dict[str, Any], bool]]] = {
     "artifact_save": (
         "Save a flowledger.artifact/v1 document (its children must be saved first). "
         "Artifacts are immutable: the same bytes again is a no-op, others a conflict.",
-        _schema({"document": {"type": ["object", "string"]}}, ["document"]),
+        _ARTIFACT_DOCUMENT,
         True,
     ),
     "artifact_validate": (
         "Validate a flowledger.artifact/v1 document without saving it: valid with its "
         "digest, or every problem with its place, code, message and repair hint.",
-        _schema({"document": {"type": ["object", "string"]}}, ["document"]),
+        _ARTIFACT_DOCUMENT,
         False,
     ),
     "artifact_list": (
@@ -199,7 +207,7 @@ _TOOLS: Final[dict[str, tuple[str, dict[str, Any], bool]]] = {
     "deployment_save": (
         "Save a flowledger.deployment/v1 document as the deployment's next revision and "
         "make it live.",
-        _schema({"document": {"type": ["object", "string"]}}, ["document"]),
+        document_input_schema(deployment_json_schema(), "flowledger://schemas/deployment"),
         True,
     ),
     "deployment_list": (
@@ -323,8 +331,13 @@ class DeployTools(TableTools):
 
     def failure(self, name: str, exc: Exception) -> ToolError:
         if isinstance(exc, ArtifactValidationError):
+            # The text for people, then every issue with its next actions for programs.
             issues = "; ".join(str(issue) for issue in exc.issues[:10])
-            return ToolError(f"{name}: {exc.args[0].split(':', 1)[0]}: {issues}", cause=exc)
+            diagnostics = json.dumps(exc.to_json(), ensure_ascii=False, separators=(",", ":"))
+            return ToolError(
+                f"{name}: {exc.args[0].split(':', 1)[0]}: {issues}\ndiagnostics: {diagnostics}",
+                cause=exc,
+            )
         if isinstance(
             exc,
             DeploymentInUseError

@@ -17,7 +17,8 @@ deployment's current revision), their secrets, and each pinned tool's fingerprin
 under the pinned drift policy. A changed contract is ``schema_drift``: an error under
 ``block``; under ``compatible`` an error only when a call site's literal arguments no
 longer validate; under ``warn`` a warning. A changed full fingerprint alone is a
-``description_changed`` warning, another server name or version ``server_changed``.
+``description_changed`` warning, another server name or version (or, for an OpenAPI
+source, another document digest) ``server_changed``.
 """
 
 from __future__ import annotations
@@ -37,6 +38,7 @@ from ..artifacts.validated import ValidatedArtifact
 from ..registry.store import RegisteredSource
 from ..sources.connect import session_for
 from ..sources.errors import SourceError
+from ..sources.openapi_tools import META_KEY as OPENAPI_META_KEY
 from ..sources.pool import SourcePool
 from ..sources.python_tools import META_KEY
 from ..sources.tool_info import ToolInfo
@@ -173,7 +175,11 @@ async def _observe(prepared: Prepared, seconds: float, pool: SourcePool | None =
                 SOURCE_UNREACHABLE,
                 f"dependency {prepared.dependency!r}: {exc}",
                 "start the server or repair its command, URL or credentials (a Python "
-                "source: make its module importable), then check again",
+                "source: make its module importable; an OpenAPI source: its document and "
+                "base URL), then check again",
+                place=prepared.dependency,
+                dependency=prepared.dependency,
+                source=_registered_name(prepared.registered),
             )
         )
     return probe
@@ -209,6 +215,8 @@ async def check_start(
                     BINDING_MISSING,
                     f"dependency {dependency!r} is not bound to a source",
                     f"add sources.{dependency} (stdio or http, allow_tools) to the deployment",
+                    place=dependency,
+                    dependency=dependency,
                 )
             )
             continue
@@ -220,6 +228,10 @@ async def check_start(
                         f"the artifact calls {dependency}.{tool}, which the deployment does "
                         "not allow",
                         f"add {tool} to sources.{dependency}.allow_tools",
+                        place=f"{dependency}.{tool}",
+                        dependency=dependency,
+                        tool=tool,
+                        source=binding.registered,
                     )
                 )
         to_probe.append(binding)
@@ -237,6 +249,10 @@ async def check_start(
                             f"the artifact calls {probe.dependency}.{tool}, which source "
                             f"{probe.registered.name!r} does not allow deployments to bind",
                             "ask the operator to add it to the source's allow_tools",
+                            place=f"{probe.dependency}.{tool}",
+                            dependency=probe.dependency,
+                            tool=tool,
+                            source=probe.registered.name,
                         )
                     )
         if probe.tools is None or probe.identity is None:
@@ -245,7 +261,7 @@ async def check_start(
         for tool in used[probe.dependency]:
             info = probe.tools.get(tool)
             if info is None:
-                diagnostics.append(_tool_missing(probe.dependency, tool, probe.tools))
+                diagnostics.append(_tool_missing(probe, tool))
                 continue
             for problem in incompatible_calls(sites, info):
                 diagnostics.append(
@@ -254,6 +270,10 @@ async def check_start(
                         f"{probe.dependency}.{tool}: {problem}",
                         "change the call's arguments in a new artifact version, or bind a "
                         "source whose tool accepts them",
+                        place=f"{probe.dependency}.{tool}",
+                        dependency=probe.dependency,
+                        tool=tool,
+                        source=_registered_name(probe.registered),
                     )
                 )
             binding = bindings[probe.dependency]
@@ -270,12 +290,19 @@ async def check_start(
             python = (info.entry.get("_meta") or {}).get(META_KEY)
             if isinstance(python, Mapping):  # module, qualified name, distribution, version
                 pinned_tools[tool]["python"] = dict(python)
+            operation = (info.entry.get("_meta") or {}).get(OPENAPI_META_KEY)
+            if isinstance(operation, Mapping):  # the operation's method and path template
+                pinned_tools[tool]["openapi"] = dict(operation)
         observed[probe.dependency] = {
             "identity": probe.identity,
             "server": probe.server,
             "tools": pinned_tools,
         }
     return diagnostics, observed
+
+
+def _registered_name(registered: RegisteredSource | None) -> str | None:
+    return None if registered is None else registered.name
 
 
 def retry_table_diagnostics(
@@ -292,6 +319,9 @@ def retry_table_diagnostics(
             f"remove {kind} from retry.on (route it with on_error instead), or, if calling "
             f"the tool twice is harmless, declare it: sources.{dependency}.idempotent: "
             f"[{info.name}]",
+            place=f"{dependency}.{info.name}",
+            dependency=dependency,
+            tool=info.name,
         )
         for site in sites
         if site.dependency == dependency and site.tool == info.name
@@ -300,12 +330,16 @@ def retry_table_diagnostics(
     ]
 
 
-def _tool_missing(dependency: str, tool: str, listed: Mapping[str, ToolInfo]) -> Diagnostic:
-    names = ", ".join(sorted(listed)[:20]) or "none"
+def _tool_missing(probe: _Probe, tool: str) -> Diagnostic:
+    names = ", ".join(sorted(probe.tools or {})[:20]) or "none"
     return error(
         TOOL_MISSING,
-        f"the source of {dependency!r} does not list tool {tool!r} (it lists: {names})",
+        f"the source of {probe.dependency!r} does not list tool {tool!r} (it lists: {names})",
         "bind a source that has the tool, or bring the tool back",
+        place=f"{probe.dependency}.{tool}",
+        dependency=probe.dependency,
+        tool=tool,
+        source=_registered_name(probe.registered),
     )
 
 
@@ -346,46 +380,77 @@ async def check_pinned(
                     f"the source of {probe.dependency!r} was {server.get('name')} "
                     f"{server.get('version')} when the run started; now it is "
                     f"{now.get('name')} {now.get('version')}",
+                    place=probe.dependency,
+                    dependency=probe.dependency,
+                    source=_registered_name(probe.registered),
+                )
+            )
+        elif server.get("document") != now.get("document"):
+            diagnostics.append(
+                warning(
+                    SERVER_CHANGED,
+                    f"the document of {probe.dependency!r} changed since the run started "
+                    f"({server.get('document')} then, {now.get('document')} now); each tool "
+                    "the run calls is checked below",
                 )
             )
         for tool, prints in sorted(pinned["tools"].items()):
             info = probe.tools.get(tool)
             if info is None:
-                diagnostics.append(_tool_missing(probe.dependency, tool, probe.tools))
+                diagnostics.append(_tool_missing(probe, tool))
             elif info.contract_fingerprint != prints["contract"]:
-                diagnostics.append(_drift(probe.dependency, info, drift, sites))
+                diagnostics.append(_drift(probe, info, drift, sites))
             elif info.full_fingerprint != prints["full"]:
                 diagnostics.append(
                     warning(
                         DESCRIPTION_CHANGED,
                         f"{probe.dependency}.{tool}: its descriptions or annotations changed "
                         "since the run started (its contract did not)",
+                        place=f"{probe.dependency}.{tool}",
+                        dependency=probe.dependency,
+                        tool=tool,
+                        source=_registered_name(probe.registered),
                     )
                 )
     return diagnostics
 
 
-def _drift(dependency: str, info: ToolInfo, policy: str, sites: Sequence[CallSite]) -> Diagnostic:
+def _drift(probe: _Probe, info: ToolInfo, policy: str, sites: Sequence[CallSite]) -> Diagnostic:
+    dependency = probe.dependency
+    place = f"{dependency}.{info.name}"
+    where: dict[str, str | None] = {
+        "dependency": dependency,
+        "tool": info.name,
+        "source": _registered_name(probe.registered),
+    }
     what = (
         f"{dependency}.{info.name}: its contract (input or output schema) changed since "
         "the run started"
     )
     if policy == "warn":
-        return warning(SCHEMA_DRIFT, what + " (drift policy warn)")
+        return warning(SCHEMA_DRIFT, what + " (drift policy warn)", "", place=place, **where)
     if policy == "compatible":
         problems = incompatible_calls(sites, info)
         if not problems:
             return warning(
-                SCHEMA_DRIFT, what + "; every call site's arguments still validate (compatible)"
+                SCHEMA_DRIFT,
+                what + "; every call site's arguments still validate (compatible)",
+                "",
+                place=place,
+                **where,
             )
         return error(
             SCHEMA_DRIFT,
             what + "; a call site no longer validates: " + "; ".join(problems[:3]),
             "restore the tool's previous contract, or start a new run of a fixed artifact",
+            place=place,
+            **where,
         )
     return error(
         SCHEMA_DRIFT,
         what + " (drift policy block)",
         "restore the tool's previous contract, or start a new run; a deployment with "
         "drift: compatible accepts changes its call sites still validate against",
+        place=place,
+        **where,
     )

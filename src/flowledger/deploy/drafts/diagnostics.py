@@ -3,11 +3,13 @@ answers every issue with a JSON Pointer to its place and the next actions to tak
 
 A diagnostic is an artifact issue (``place``, ``code``, ``message``, ``hint``) plus
 ``pointer`` (RFC 6901, what a ``draft_patch`` operation's ``path`` names; ``""`` is the
-whole document) and ``next_actions``: concrete tool calls (``explain`` of the code, and
-a ``draft_get`` to read the current revision before patching), after the actions that
-fix the issue when a check knows them (the catalog's checks,
-`flowledger.deploy.drafts.contracts`). Messages are clipped to `MAX_MESSAGE_CHARS` so a
-stored draft stays bounded.
+whole document) and ``next_actions``: concrete tool calls: first the actions that fix
+the issue when a check knows them (the catalog's checks,
+`flowledger.deploy.drafts.contracts`; for an ``unreachable_node``, the ``draft_connect``
+from each node that continues where it does, which puts it on that path), then those
+every diagnostic of its code gets (`guidance.next_actions`: the code's rules, ``explain``
+of the code, and a ``draft_get`` to read the current revision before patching).
+Messages are clipped to `MAX_MESSAGE_CHARS` so a stored draft stays bounded.
 """
 
 from __future__ import annotations
@@ -17,9 +19,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final
 
+from ...workflows.authoring.guidance import next_actions
 from ..artifacts.errors import ROOT_PLACE, ArtifactIssue, ArtifactValidationError
 from ..artifacts.validate import validate_artifact
 from ..artifacts.validated import ValidatedArtifact
+from .edits import CONTINUING
 
 __all__ = ["MAX_MESSAGE_CHARS", "Diagnosis", "action", "diagnose", "diagnostic", "pointer_of"]
 
@@ -63,17 +67,14 @@ def diagnostic(
 ) -> dict[str, Any]:
     """One issue of draft ``draft`` as a diagnostic (see the module); ``actions`` fix it
     and come first."""
+    guided = next_actions(issue.code, {"draft": draft})
     return {
         "place": issue.place,
         "pointer": pointer_of(issue.place),
         "code": issue.code,
         "message": _clip(issue.message),
         "hint": _clip(issue.hint),
-        "next_actions": [
-            *actions,
-            action("explain", code=issue.code),
-            action("draft_get", draft=draft),
-        ],
+        "next_actions": [*actions, *(item for item in guided if item not in actions)],
     }
 
 
@@ -92,11 +93,54 @@ class Diagnosis:
     capabilities: tuple[dict[str, Any], ...] = ()
 
 
-def diagnose(document: Any, draft: str) -> Diagnosis:
+#: At most this many routing suggestions per unreachable node.
+MAX_ROUTES: Final = 3
+
+
+def routes_to(document: Any, place: str, draft: str, revision: int) -> list[dict[str, Any]]:
+    """The ``draft_connect`` calls that would reach the node at ``place`` (an unreachable
+    one): from each node that continues at the node's own ``next``, so connecting it
+    puts the node between them (a step added but not yet routed to)."""
+    parts = pointer_of(place).split("/")
+    nodes = document.get("nodes") if isinstance(document, dict) else None
+    if len(parts) != 3 or parts[1] != "nodes" or not isinstance(nodes, dict):
+        return []
+    node_id = parts[2].replace("~1", "/").replace("~0", "~")
+    node = nodes.get(node_id)
+    after = node.get("next") if isinstance(node, dict) else None
+    if not isinstance(after, str):
+        return []
+    sources = sorted(
+        other
+        for other, value in nodes.items()
+        if other != node_id
+        and isinstance(value, dict)
+        and value.get("kind") in CONTINUING
+        and value.get("next") == after
+    )
+    return [
+        action(
+            "draft_connect", **{"draft": draft, "revision": revision, "from": source, "to": node_id}
+        )
+        for source in sources[:MAX_ROUTES]
+    ]
+
+
+def diagnose(document: Any, draft: str, revision: int | None = None) -> Diagnosis:
+    """``revision``: the one the document is stored as, which fixing actions name."""
     try:
         validated = validate_artifact(document)
     except ArtifactValidationError as exc:
+
+        def fixes(issue: ArtifactIssue) -> list[dict[str, Any]]:
+            if issue.code != "unreachable_node" or revision is None:
+                return []
+            return routes_to(document, issue.place, draft, revision)
+
         return Diagnosis(
-            False, None, tuple(diagnostic(issue, draft) for issue in exc.issues), exc.truncated
+            False,
+            None,
+            tuple(diagnostic(issue, draft, fixes(issue)) for issue in exc.issues),
+            exc.truncated,
         )
     return Diagnosis(True, validated.digest, (), validated=validated)

@@ -28,13 +28,15 @@ from .errors import EditInvalidError
 from .skeleton import input_reference
 
 __all__ = [
+    "CONTINUING",
     "ToolStep",
     "add_tool_operations",
     "connect_operations",
     "set_output_operations",
 ]
 
-_CONTINUING: Final = frozenset({"tool", "set", "interrupt", "workflow", "foreach"})
+#: The kinds of node that continue at one ``next``.
+CONTINUING: Final = frozenset({"tool", "set", "interrupt", "workflow", "foreach"})
 
 
 def _escape(segment: str) -> str:
@@ -98,7 +100,7 @@ def add_tool_operations(
         operations.append({"op": "add", "path": "/start", "value": node})
     else:
         before = _node(edit, nodes, after, "after")
-        if before.get("kind") not in _CONTINUING:
+        if before.get("kind") not in CONTINUING:
             raise EditInvalidError(
                 edit,
                 f"node {after!r} is a {before.get('kind')!r} node, which has no single `next`: "
@@ -174,7 +176,7 @@ def connect_operations(
         return [{"op": "add", "path": f"{base}/cases/-", "value": {"when": when, "next": target}}]
     if when is not None:
         raise EditInvalidError(edit, f"`when` routes a switch; {source!r} is a {kind!r} node")
-    if kind in _CONTINUING:
+    if kind in CONTINUING:
         return [{"op": "add", "path": f"{base}/next", "value": target}]
     if kind == "parallel":
         branches = origin.get("branches")

@@ -3,7 +3,8 @@
 The codes are those of artifact issues (deploy/artifacts/), deployment and source-document
 issues, deployment diagnostics (deploy/deployments/diagnostics.py), source and registry
 errors (deploy/sources/errors.py, deploy/registry/errors.py), deployed-run errors
-(deploy/runs/errors.py), the bridge's ``graph_changed``, and the drafts' own codes.
+(deploy/runs/errors.py), the bridge's ``graph_changed`` and ``definition_missing``, and
+the drafts' own codes.
 ``tests/deploy/drafts/test_explain.py`` collects every code the source emits and fails
 when one has no entry here.
 """
@@ -125,7 +126,7 @@ EXPLANATIONS: Final[dict[str, tuple[str, str, str]]] = {
     ),
     "bad_kind": (
         "A node's `kind` is missing or not one of tool, set, switch, parallel, interrupt, "
-        "workflow, foreach, end (a foreach body's: tool, value).",
+        "workflow, foreach, end (a foreach body's: tool, value, workflow).",
         "Give the node (or the body) one of the kinds.",
         "greet: {kind: set, assign: {text: '${ input.name }'}, next: done}",
     ),
@@ -242,6 +243,13 @@ EXPLANATIONS: Final[dict[str, tuple[str, str, str]]] = {
         "Use 1 to 16 with `mode: concurrent`; leave it out for `mode: serial`.",
         "mode: concurrent\nmax_concurrency: 8",
     ),
+    "foreach_child_interrupt": (
+        "A foreach's workflow body runs a child whose closure (the child or any of its "
+        "children) has an interrupt node; a foreach item cannot pause.",
+        "Run a child without interrupt nodes in the foreach, and ask before or after it "
+        "(an interrupt node, or a workflow node outside the foreach, may pause).",
+        "approve: {kind: interrupt, ..., next: each}   # ask once, then map",
+    ),
     "foreach_into": (
         "A foreach's `into` field has a reducer other than `replace`; the foreach writes "
         "the whole list of results into it once.",
@@ -249,13 +257,13 @@ EXPLANATIONS: Final[dict[str, tuple[str, str, str]]] = {
         "state: {results: {}}\n# node: into: results",
     ),
     "unknown_child": (
-        "A workflow node runs an artifact not listed in `children`.",
+        "A workflow node (or a foreach's workflow body) runs an artifact not listed in `children`.",
         "Add it to `children` with its exact version.",
         "children: {approval: '1.0.0'}",
     ),
     "unused_child": (
-        "`children` lists an artifact no workflow node runs.",
-        "Remove it, or add a workflow node running it.",
+        "`children` lists an artifact no workflow node or foreach body runs.",
+        "Remove it, or add a workflow node (or a foreach workflow body) running it.",
         "children: {}   # or nodes: {review: {kind: workflow, workflow: approval, ...}}",
     ),
     "unknown_state_field": (
@@ -465,6 +473,27 @@ EXPLANATIONS: Final[dict[str, tuple[str, str, str]]] = {
         "of the source's python.functions.",
         "def lookup(city: str, days: int = 1) -> dict[str, float]: ...",
     ),
+    "openapi_extra_missing": (
+        "An OpenAPI source was probed, checked or called by a flowledger installed without "
+        "its openapi extra (the document validator).",
+        "Install the extra where the source is used: pip install 'flowledger[openapi]'.",
+        "pip install 'flowledger[openapi]' && flowledger source probe items",
+    ),
+    "openapi_document_invalid": (
+        "The document of an OpenAPI source does not parse, is not OpenAPI 3.0 or 3.1, or "
+        "the validator refuses it (its message says where).",
+        "Fix the document (or point the source at a valid one); nothing of the source is "
+        "listed until then.",
+        "flowledger source probe items",
+    ),
+    "openapi_operation_unsupported": (
+        "An operation of an OpenAPI source cannot be a tool: a required cookie parameter, a "
+        "parameter described by content, an unsupported style, two parameters of one name, "
+        "a request body without JSON, or a reference outside the document.",
+        "Change the operation, or leave it out of the source's openapi.operations.",
+        "openapi: {document: /srv/items.json, base_url: http://items:8080, operations: "
+        "[listItems]}",
+    ),
     "builtin_unknown": (
         "A builtin source's functions names a function the standard library does not have.",
         'Name functions of the library (docs/sources.md, "Built-in transforms").',
@@ -542,6 +571,13 @@ EXPLANATIONS: Final[dict[str, tuple[str, str, str]]] = {
         "The definition's graph no longer matches the run's checkpoint; the resume is blocked.",
         "Resume with the definition version the run started with.",
         "workflow_run_get {run_id: ...}   # shows the version",
+    ),
+    "definition_missing": (
+        "No definition of the run's name and version is registered in this process, so "
+        "the paused run cannot be resumed here (a blocked readiness, not a failure).",
+        "Serve the application that registers it (for the CLI and MCP server: --app "
+        "module:catalog), or, for a deployed run, keep its deployment revision saved.",
+        "workflow_definition_list {}   # what this server has registered",
     ),
     # -- sources and tool calls ---------------------------------------------------------
     "source_error": (

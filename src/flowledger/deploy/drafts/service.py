@@ -257,7 +257,7 @@ class DraftService:
         """The artifact's own checks, and when they pass the checks against the catalog
         (`check_contracts`) with ``bindings``; ``recorded`` capabilities are compared
         with the probes now (``contract_changed``)."""
-        diagnosis = diagnose(document, name)
+        diagnosis = diagnose(document, name, revision)
         if diagnosis.validated is None:
             return diagnosis
         checked = await check_contracts(

@@ -51,7 +51,7 @@ async def artifact_check(
     name: str, document: Any, bindings: Mapping[str, str], revision: int
 ) -> Diagnosis:
     """The artifact's own validation only."""
-    return diagnose(document, name)
+    return diagnose(document, name, revision)
 
 
 @dataclass(frozen=True, slots=True)

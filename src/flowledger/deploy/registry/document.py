@@ -21,8 +21,12 @@ call_tools: [get_forecast]             # tried by capability_call beyond read-on
   ``python: {module, functions?, read_only?, idempotent?}`` (functions of an importable
   module, called in the process that runs the workflow; ``read_only`` and ``idempotent``
   name the functions the operator annotates so) and ``builtin: {functions?}`` (the
-  standard library of transforms, `flowledger.deploy.sources.std`). Only a registered
-  source can be ``python`` or ``builtin``: no inline binding names a module.
+  standard library of transforms, `flowledger.deploy.sources.std`), or ``openapi:
+  {document, base_url, operations?, auth?}`` (the operations of an OpenAPI 3.0/3.1
+  document, an absolute path or a URL, called against ``base_url``; ``auth: {header:
+  NAME, secret: SECRET}`` or ``{query: NAME, secret: SECRET}`` sends a declared secret
+  with every call). Only a registered source can be ``python``, ``builtin`` or
+  ``openapi``: no inline binding names a module, a document or a base URL.
 * Every ``{secret: NAME}`` names a secret declared under ``secrets``; a declared secret
   is read from environment variable ``env`` (default: its own name) of the process that
   connects the source, and may be used by the sessions in its ``sessions`` (default:
@@ -53,6 +57,7 @@ from ..artifacts.model import TOOL_NAME_PATTERN
 from ..artifacts.structure import structure_issues
 from ..sources import std
 from ..sources.errors import SourceSpecError
+from ..sources.openapi_spec import OPERATION_PATTERN, OpenApiAuth, OpenApiSource
 from ..sources.python_spec import MODULE_PATTERN, PythonSource
 from ..sources.spec import Source
 from .spec import (
@@ -61,6 +66,7 @@ from .spec import (
     SourceSpec,
     SourceSpecValidationError,
     Strict,
+    _secret,
     identity_of,
     reserved_secret_issues,
     secret_names,
@@ -77,6 +83,8 @@ __all__ = [
 ]
 
 SOURCE_FORMAT: Final = "flowledger.source/v1"
+#: The kinds of registered source, each a field of the document (exactly one is given).
+KINDS: Final = ("stdio", "http", "python", "builtin", "openapi")
 SESSION_ID: Final = r"^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$"
 
 SourceName = Annotated[str, StringConstraints(pattern=f"^{VERTEX_ID.pattern}$")]
@@ -104,6 +112,33 @@ class BuiltinSpec(Strict):
     functions: Functions | None = None
 
 
+class OpenApiAuthSpec(Strict):
+    """A declared secret sent with every call, as header ``header`` or query parameter
+    ``query`` (exactly one)."""
+
+    header: (
+        Annotated[str, StringConstraints(pattern=r"^[!#$%&'*+\-.^_`|~0-9A-Za-z]{1,128}$")] | None
+    ) = None
+    query: Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9_.\-\[\]]{1,128}$")] | None = None
+    secret: EnvName
+
+
+class OpenApiSpec(Strict):
+    """Operations of an OpenAPI document (``operations``: these only; default every
+    operation with an ``operationId``) called against ``base_url``."""
+
+    document: Annotated[str, StringConstraints(min_length=1, max_length=4096)]
+    base_url: Annotated[str, StringConstraints(min_length=1, max_length=4096)]
+    operations: (
+        Annotated[
+            list[Annotated[str, StringConstraints(pattern=OPERATION_PATTERN)]],
+            Field(min_length=1, max_length=1024),
+        ]
+        | None
+    ) = None
+    auth: OpenApiAuthSpec | None = None
+
+
 class DeclaredSecret(Strict):
     env: EnvName | None = None
     sessions: Annotated[list[SessionId], Field(max_length=1024)] | None = None
@@ -113,6 +148,7 @@ class SourceDocument(SourceSpec):
     format: Literal["flowledger.source/v1"]
     python: PythonSpec | None = None
     builtin: BuiltinSpec | None = None
+    openapi: OpenApiSpec | None = None
     name: SourceName
     description: Annotated[str, StringConstraints(max_length=1024)] = ""
     secrets: Annotated[dict[EnvName, DeclaredSecret], Field(max_length=64)] = Field(
@@ -159,7 +195,7 @@ class ValidatedSource:
     def missing_secret(self, session_id: str, environ: Mapping[str, str]) -> tuple[str, str] | None:
         """A secret that cannot be resolved for ``session_id`` and why (the end of a
         sentence), or ``None``."""
-        for name in secret_names(self.document):
+        for name in document_secrets(self.document):
             declared = self.document.secrets[name]
             if declared.sessions is not None and session_id not in declared.sessions:
                 return name, "which is not granted to this session"
@@ -170,7 +206,7 @@ class ValidatedSource:
 
     @property
     def kind(self) -> str:
-        """``stdio``, ``http``, ``python`` or ``builtin``."""
+        """``stdio``, ``http``, ``python``, ``builtin`` or ``openapi``."""
         return kind_of(self.document)
 
     def source(self, session_id: str, environ: Mapping[str, str]) -> Source:
@@ -184,6 +220,8 @@ class ValidatedSource:
         python = python_source(self.document)
         if python is not None:
             return python
+        if self.document.openapi is not None:
+            return openapi_source(self.name, self.document.openapi, secrets)
         return source_of(self.name, self.document, secrets)
 
     def identity(self) -> dict[str, Any]:
@@ -191,15 +229,44 @@ class ValidatedSource:
         python = python_source(self.document)
         if python is not None:
             return {**python.identity(), "secrets": []}
+        if self.document.openapi is not None:
+            shown = openapi_source(self.name, self.document.openapi, None)
+            return {**shown.identity(), "secrets": list(document_secrets(self.document))}
         return identity_of(self.document)
 
 
 def kind_of(document: SourceDocument) -> str:
     """Which kind of source ``document`` (a valid one) describes."""
-    for kind in ("stdio", "http", "python", "builtin"):
+    for kind in KINDS:
         if getattr(document, kind) is not None:
             return kind
     raise ValueError("a source document without a kind")
+
+
+def document_secrets(document: SourceDocument) -> tuple[str, ...]:
+    """Every secret name ``document`` refers to (its transport's and its OpenAPI
+    ``auth``), sorted."""
+    names = set(secret_names(document))
+    if document.openapi is not None and document.openapi.auth is not None:
+        names.add(document.openapi.auth.secret)
+    return tuple(sorted(names))
+
+
+def openapi_source(
+    name: str, spec: OpenApiSpec, secrets: Mapping[str, str] | None
+) -> OpenApiSource:
+    """The `OpenApiSource` of ``spec`` with its credential read from ``secrets``
+    (``None``: a placeholder value, for identities; `CredentialMissingError` for a
+    secret ``secrets`` lacks; `SourceSpecError` for a bad spec)."""
+    auth = None
+    if spec.auth is not None:
+        where: Literal["header", "query"] = "header" if spec.auth.header is not None else "query"
+        value = "" if secrets is None else _secret(name, spec.auth.secret, secrets)
+        auth = OpenApiAuth(
+            where, spec.auth.header or spec.auth.query or "", spec.auth.secret, value
+        )
+    operations = None if spec.operations is None else tuple(spec.operations)
+    return OpenApiSource(spec.document, spec.base_url, operations, auth)
 
 
 def python_source(document: SourceDocument) -> PythonSource | None:
@@ -219,18 +286,28 @@ def python_source(document: SourceDocument) -> PythonSource | None:
 
 
 def _kind_issues(source: SourceDocument) -> list[ArtifactIssue]:
-    kinds = [kind for kind in ("stdio", "http", "python", "builtin") if getattr(source, kind)]
+    kinds = [kind for kind in KINDS if getattr(source, kind)]
     if len(kinds) != 1:
         return [
             ArtifactIssue(
                 ROOT_PLACE,
                 "bad_binding",
-                "a source has exactly one of stdio, http, python and builtin",
-                "give `stdio: {command, ...}`, `http: {url, ...}`, `python: {module, ...}` "
-                "or `builtin: {}`",
+                "a source has exactly one of stdio, http, python, builtin and openapi",
+                "give `stdio: {command, ...}`, `http: {url, ...}`, `python: {module, ...}`, "
+                "`builtin: {}` or `openapi: {document, base_url}`",
             )
         ]
     issues = []
+    auth = source.openapi.auth if source.openapi is not None else None
+    if auth is not None and (auth.header is None) == (auth.query is None):
+        issues.append(
+            ArtifactIssue(
+                "openapi.auth",
+                "bad_binding",
+                "auth has exactly one of header and query",
+                "give `auth: {header: NAME, secret: SECRET}` or `auth: {query: NAME, secret: ...}`",
+            )
+        )
     if source.builtin is not None:
         for index, name in enumerate(source.builtin.functions or []):
             if name not in BUILTIN_FUNCTIONS:
@@ -262,6 +339,7 @@ def _kind_issues(source: SourceDocument) -> list[ArtifactIssue]:
         "python.read_only": source.python and source.python.read_only,
         "python.idempotent": source.python and source.python.idempotent,
         "builtin.functions": source.builtin and source.builtin.functions,
+        "openapi.operations": source.openapi and source.openapi.operations,
     }
     for place, names in lists.items():
         if names and len(set(names)) != len(names):
@@ -290,7 +368,18 @@ def validate_source(document: Mapping[str, Any] | Any) -> ValidatedSource:
     if issues:
         raise SourceSpecValidationError(issues)
     issues = reserved_secret_issues(source, ROOT_PLACE)
-    for name in secret_names(source):
+    if source.openapi is not None and source.openapi.auth is not None:
+        reserved = source.openapi.auth.secret
+        if reserved.startswith(RESERVED_PREFIX):
+            issues.append(
+                ArtifactIssue(
+                    "openapi.auth.secret",
+                    "secret_reserved",
+                    f"secret {reserved} is the server's own configuration and is never resolvable",
+                    "declare the credential under another name",
+                )
+            )
+    for name in document_secrets(source):
         if name not in source.secrets:
             issues.append(
                 ArtifactIssue(
@@ -327,7 +416,9 @@ def validate_source(document: Mapping[str, Any] | Any) -> ValidatedSource:
         if len(set(values)) != len(values):
             issues.append(ArtifactIssue(field, "duplicate", "a value is listed twice"))
     try:
-        if python_source(source) is None:
+        if source.openapi is not None:
+            openapi_source(source.name, source.openapi, None)
+        elif python_source(source) is None:
             identity_of(source)
     except SourceSpecError as exc:
         issues.append(ArtifactIssue(kind_of(source), "bad_source", str(exc)))

@@ -80,6 +80,7 @@ from ..artifacts.model import (
     EndNode,
     ForeachNode,
     ForeachToolBody,
+    ForeachWorkflowBody,
     InterruptNode,
     ParallelNode,
     SetNode,
@@ -97,6 +98,7 @@ from ..sources.session import ToolResult
 from ..sources.spec import Source
 from .errors import (
     ArtifactCompileError,
+    ForeachChildError,
     NodeOutputError,
     ToolContractChangedError,
     ToolErrorResult,
@@ -104,8 +106,9 @@ from .errors import (
     ToolResultTooLargeError,
 )
 from .failures import Failure, FailurePolicy, RecordedFailureError, classify
-from .foreach import ForeachStep, ItemCall, item_key_suffix
+from .foreach import CHILD_ITEM_ERRORS, ForeachStep, ItemCall, item_key_suffix
 from .intents import MAX_RESULT_BYTES, ToolIntents, attempt_key
+from .nesting import enter, item_run_id, owner_run, trace_prefix
 from .offload import off_loop
 from .trace import RunTrace, TraceEntry, preview, trace_error
 
@@ -473,7 +476,7 @@ class _Compiler:
                 started = _now()
                 error: BaseException | None = None
                 try:
-                    refusal = _runtime().refusals.get(info.graph_run_id)
+                    refusal = _runtime().refusals.get(owner_run(info))
                     if refusal is not None:
                         raise refusal
                     return await body(state, note)
@@ -487,9 +490,9 @@ class _Compiler:
                     shown = error or note.error
                     error_type, message = trace_error(shown) if shown else ("", "")
                     await _runtime().trace.append(
-                        info.graph_run_id,
+                        owner_run(info),
                         TraceEntry(
-                            node=scope.keys + node_id,
+                            node=trace_prefix() + scope.keys + node_id,
                             kind=node.kind,
                             vertex=info.vertex,
                             step=info.step,
@@ -602,7 +605,7 @@ class _Compiler:
                 preview(arguments),
             )
             info = flow.run_info()
-            key, run = info.idempotency_key, info.graph_run_id
+            key, run = info.idempotency_key, owner_run(info)
             pinned = runtime.repeatable.get(run, {}).get(node.dependency, {}).get(node.tool)
             retrying = policy.attempts > 1
 
@@ -623,7 +626,7 @@ class _Compiler:
                 await runtime.trace.append(
                     run,
                     TraceEntry(
-                        node=name,
+                        node=trace_prefix() + name,
                         kind=node.kind,
                         vertex=info.vertex,
                         step=info.step,
@@ -727,7 +730,7 @@ class _Compiler:
         idempotent the attempt's intent is written before the call and its outcome after;
         for one that is, only a failed attempt of a retrying node is recorded."""
         info = flow.run_info()
-        run = info.graph_run_id
+        run = owner_run(info)
         compiled = self.sources[node.dependency]
         chosen = runtime.run_sources.get(run, {}).get(node.dependency, compiled)
         concrete = chosen() if callable(chosen) else chosen
@@ -935,15 +938,25 @@ class _Compiler:
         vertex = scope.vertex(node_id)
         base = f"nodes.{node_id}"
         templates = scope.validated.templates
-        tool_body = node.body if isinstance(node.body, ForeachToolBody) else None
+        value: Template | None = None
+        arguments: Template | None = None
+        call: ItemCall | None = None
+        if isinstance(node.body, ForeachToolBody):
+            arguments = templates[f"{base}.body.arguments"]
+            call = self._item_caller(scope, node_id, node.body)
+        elif isinstance(node.body, ForeachWorkflowBody):
+            arguments = templates[f"{base}.body.input"]
+            call = self._item_child(scope, node_id, node.body)
+        else:
+            value = templates[f"{base}.body.value"]
         step = ForeachStep(
             name=scope.keys + node_id,
             vertex=vertex,
             node=node,
             items=scope.validated.conditions[f"{base}.items"],
-            body=None if tool_body else templates[f"{base}.body.value"],
-            arguments=templates[f"{base}.body.arguments"] if tool_body else None,
-            call=self._item_caller(scope, node_id, tool_body) if tool_body else None,
+            body=value,
+            arguments=arguments,
+            call=call,
             into=scope.key(node.into),
         )
         self.foreach_steps.append(step)
@@ -974,6 +987,62 @@ class _Compiler:
         self.graph.add_vertex(vertex, self._with_join_reset(vertex, traced(body)))
         self.graph.add_route(vertex, targets=[vertex, *exits], pick=pick)
 
+    def _item_child(self, scope: _Scope, node_id: str, body: ForeachWorkflowBody) -> ItemCall:
+        """One foreach item's child run: the child closure compiled as a graph of its own,
+        run per item as a nested flow run (`flowledger.deploy.runs.nesting`) over
+        checkpoints in memory; the item's result is the child's ``{outcome, output}``."""
+        place = f"{scope.label}nodes.{node_id}.body.workflow"
+        child = self.children.get(body.workflow)
+        if child is None:
+            raise ArtifactCompileError(place, f"child artifact {body.workflow!r} was not given")
+        compiler = _Compiler(child, self.children, self.sources)
+        compiler.build()
+        version = closure_digest(child, self.children)
+        graph = compiler.graph.compile(
+            entry=child.artifact.start, finish=FINISH, version=version
+        ).graph
+        input_schema = child.schemas["input_schema"]
+        name = scope.keys + node_id
+        label = f"{body.workflow}@{child.version}"
+
+        async def run(document: Any, index: int) -> Any:
+            try:
+                _check_schema(name, input_schema, document, f"the input of child {label}")
+            except NodeOutputError as exc:
+                raise ForeachChildError(name, f"item {index}: {exc}", exc.code) from None
+            info = flow.run_info()
+            runner: flow.Runner[dict[str, Any]] = flow.Runner(graph, flow.MemoryCheckpointStore())
+            with enter(info, name, index):
+                result = await runner.run(
+                    compiler.initial_state(document),
+                    run_id=item_run_id(info.idempotency_key, index),
+                )
+            if result.run.status is flow.RunStatus.COMPLETED:
+                outcome, output = artifact_outcome(result.state)
+                return {"outcome": outcome, "output": output}
+            cause: BaseException | None = None
+            if result.interrupts:
+                cause = result.interrupts[0].cause
+            elif result.halt is not None:
+                cause = result.halt.cause
+            while isinstance(cause, flow.VertexError):  # the engine's wrapper of a task's error
+                cause = cause.cause
+            if isinstance(cause, CHILD_ITEM_ERRORS):
+                code = str(getattr(cause, "code", "node_failed"))
+                raise ForeachChildError(
+                    name, f"item {index}: child {label} failed: {cause}", code
+                ) from None
+            if isinstance(cause, Exception):
+                raise cause  # fails the run, as the same failure of a tool body would
+            # not reachable: a child that pauses is refused at save, and one whose task
+            # failed halts with its cause; say so rather than return a result it has not
+            raise RuntimeError(
+                f"node {name}: item {index}: child {label} stopped "
+                f"({result.run.status.value}) without reaching an end node"
+            )
+
+        return run
+
     def _item_caller(self, scope: _Scope, node_id: str, body: ForeachToolBody) -> ItemCall:
         """One foreach item's tool call: a tool node's call (pinned contract, argument
         check, intents for a tool that is not read-only or idempotent), keyed per item."""
@@ -994,11 +1063,12 @@ class _Compiler:
                     f"the arguments are {type(arguments).__name__}, not an object",
                 )
             info = flow.run_info()
-            chosen = runtime.run_sources.get(info.graph_run_id, {}).get(body.dependency, source)
+            owner = owner_run(info)
+            chosen = runtime.run_sources.get(owner, {}).get(body.dependency, source)
             concrete = chosen() if callable(chosen) else chosen
-            session = await runtime.pool(info.graph_run_id).session(concrete)
+            session = await runtime.pool(owner).session(concrete)
             tool = await session.tool(body.tool)
-            pinned = runtime.contracts.get(info.graph_run_id, {}).get(body.dependency, {})
+            pinned = runtime.contracts.get(owner, {}).get(body.dependency, {})
             expected = pinned.get(body.tool)
             if expected is not None and tool.contract_fingerprint != expected:
                 raise ToolContractChangedError(
@@ -1007,7 +1077,7 @@ class _Compiler:
                     "was pinned; the tool was not called",
                 )
             _check_arguments(name, body, tool.input_schema, arguments)
-            run, key = info.graph_run_id, info.idempotency_key + item_key_suffix(index)
+            run, key = owner, info.idempotency_key + item_key_suffix(index)
             intent = None if tool.repeatable else await runtime.intents.get(run, key)
             if intent is not None and intent.state == "done" and intent.result is not None:
                 result = _stored_result(intent.result)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 __all__ = [
     "ArtifactCompileError",
+    "ForeachChildError",
     "ForeachItemError",
     "ForeachItemsError",
     "NodeExecutionError",
@@ -81,3 +82,14 @@ class ForeachItemError(NodeExecutionError):
     the item's index and its error's code)."""
 
     code = "foreach_item_failed"
+
+
+class ForeachChildError(NodeExecutionError):
+    """The child run of a foreach item failed in a way ``on_item_error`` decides about
+    (see `flowledger.deploy.runs.foreach`); ``code`` is the code of the child's error
+    (``schema_mismatch`` when the item's input does not match the child's input schema),
+    and the message names the item, the child and the child's node."""
+
+    def __init__(self, node: str, message: str, code: str) -> None:
+        super().__init__(node, message)
+        self.code = code

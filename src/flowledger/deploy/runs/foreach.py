@@ -1,10 +1,13 @@
 """A ``foreach`` node on the flow engine: one body per list element, durable per item.
 
-The body is one step per item: a tool call (``body: {kind: tool, ...}``) or a pure
-template (``body: {kind: value, value: ...}``), both with ``{input, state, item,
-index}`` in scope. (A multi-node body is a saved child artifact's job in a later
-version; one step keeps every item's durability to what a single tool node already
-guarantees.)
+The body is, per item, a tool call (``body: {kind: tool, ...}``), a pure template
+(``body: {kind: value, value: ...}``), or a run of a saved child artifact (``body:
+{kind: workflow, workflow, input}``), each with ``{input, state, item, index}`` in scope.
+A child body runs as a nested flow run per item (`flowledger.deploy.runs.nesting`; built
+by `flowledger.deploy.runs.compile`): the item's result is the child's ``{outcome,
+output}``, and the child's failure is the item's (`ForeachChildError`, when it is one
+``on_item_error`` decides about: see `CHILD_ITEM_ERRORS`). To this module a child body is
+an `ItemCall` like a tool body's, over the evaluated ``input``.
 
 The node compiles to one vertex that routes back to itself until every item is done.
 Each execution of the vertex (one super-step, so one checkpoint) runs a *batch*: the next
@@ -26,9 +29,14 @@ When the last batch is done, the same execution writes ``into`` (see `collected`
 sets all those keys to ``null``, and the vertex continues at ``next``.
 
 Durability: a crash loses at most the batch under way; the batch runs again after
-adoption, and items of earlier batches never do. Inside the batch, a tool that is not
-read-only or idempotent keeps a `ToolIntents` record per item (its key is the vertex's
-flow idempotency key and the item's index): an item whose call returned is not called
+adoption, and items of earlier batches never do. A child item runs again from the
+child's start (its nested checkpoints are in memory), under the same nested run id, so
+its tool nodes' intents (keyed by the nested run's idempotency keys) still hold: a call
+of a tool that is not read-only or idempotent that returned is not made again (its
+result is reused), and one that was under way fails the run (``tool_outcome_unknown``).
+Inside the batch, a tool body whose tool is not read-only or idempotent keeps a
+`ToolIntents` record per item (its key is the vertex's flow idempotency key and the
+item's index): an item whose call returned is not called
 again (its result is reused), and an item whose call was under way fails the run with
 ``tool_outcome_unknown`` (the rule of tool nodes), whatever ``on_item_error`` says.
 A read-only or idempotent tool may simply be called again.
@@ -59,19 +67,54 @@ from ..artifacts.expressions import Expression, Template
 from ..artifacts.limits import MAX_FOREACH_ITEMS
 from ..artifacts.model import ForeachNode
 from ..sources.errors import ToolArgumentsError
-from .errors import ForeachItemError, ForeachItemsError, ToolErrorResult, ToolResultTooLargeError
+from .errors import (
+    ForeachChildError,
+    ForeachItemError,
+    ForeachItemsError,
+    NodeOutputError,
+    ToolErrorResult,
+    ToolResultTooLargeError,
+)
 from .offload import off_loop
 
-__all__ = ["ITEM_ERRORS", "ForeachStep", "ItemCall", "collected", "item_key_suffix"]
+__all__ = [
+    "CHILD_ITEM_ERRORS",
+    "ITEM_ERRORS",
+    "ForeachStep",
+    "ItemCall",
+    "collected",
+    "item_key_suffix",
+]
 
 # The failures of one item that `on_item_error` decides about; any other fails the run.
-ITEM_ERRORS: Final = (ToolErrorResult, ToolArgumentsError, ToolResultTooLargeError, ExpressionError)
+ITEM_ERRORS: Final = (
+    ToolErrorResult,
+    ToolArgumentsError,
+    ToolResultTooLargeError,
+    ExpressionError,
+    ForeachChildError,
+)
+# What a child item's run may fail with that is the item's failure (a child body raises
+# it as `ForeachChildError`): what the item errors of a tool body are, plus a value the
+# child computed that does not match its schema (an end node's output) and a nested
+# foreach's own item failures. Lost connections, timeouts, unknown outcomes and changed
+# contracts inside the child fail the run, as they do in a tool body.
+CHILD_ITEM_ERRORS: Final = (
+    ToolErrorResult,
+    ToolArgumentsError,
+    ToolResultTooLargeError,
+    ExpressionError,
+    NodeOutputError,
+    ForeachItemError,
+    ForeachItemsError,
+    ForeachChildError,
+)
 _MESSAGE_CHARS: Final = 300
 CHUNK: Final = 32  # item records per state key
 
 Update = dict[str, Any]
-# A tool body's call for one item: (arguments, index) -> the item's result. It raises
-# what a tool node would (an item error, or anything that fails the run).
+# A tool body's call (or a child body's run) for one item: (arguments or input, index)
+# -> the item's result. It raises an item error, or anything that fails the run.
 ItemCall = Callable[[dict[str, Any], int], Awaitable[Any]]
 
 
@@ -99,8 +142,8 @@ class ForeachStep:
     node: ForeachNode
     items: Expression
     body: Template | None  # the value template (a value body)
-    arguments: Template | None  # the arguments template (a tool body)
-    call: ItemCall | None  # a tool body's call
+    arguments: Template | None  # the arguments (a tool body) or input (a child) template
+    call: ItemCall | None  # a tool body's call, or a child body's run
     into: str  # the state key of `into`
 
     @property
@@ -186,7 +229,7 @@ class ForeachStep:
                 assert self.body is not None  # a value body
                 result = await off_loop(self.body.evaluate, scope)
             else:
-                assert self.arguments is not None  # a tool body
+                assert self.arguments is not None  # a tool or child body
                 arguments = await off_loop(self.arguments.evaluate, scope)
                 result = await self.call(arguments, index)
         except ITEM_ERRORS as exc:

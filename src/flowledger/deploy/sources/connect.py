@@ -1,4 +1,4 @@
-"""`session_for`: the session of any capability source, MCP or Python.
+"""`session_for`: the session of any capability source, MCP, Python or OpenAPI.
 
 Everything that contacts a source (the run's `SourcePool`, a registry probe, a check
 before a start or a resume, ``capability_call``) asks here, so a new kind of source is
@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from typing import TextIO, TypeAlias
 
+from .openapi_session import OpenApiSession
+from .openapi_spec import OpenApiSource
 from .python_session import PythonSession
 from .python_spec import PythonSource
 from .session import DEFAULT_CALL_TIMEOUT, DEFAULT_CONNECT_TIMEOUT, ServerInfo, SourceSession
@@ -18,7 +20,7 @@ from .tool_info import ToolInfo
 
 __all__ = ["AnySession", "probe_any", "session_for"]
 
-AnySession: TypeAlias = SourceSession | PythonSession
+AnySession: TypeAlias = SourceSession | PythonSession | OpenApiSession
 
 
 def session_for(
@@ -31,6 +33,10 @@ def session_for(
     """A new, unopened session with ``source`` (the timeouts as `SourceSession` has them)."""
     if isinstance(source, PythonSource):
         return PythonSession(
+            source, connect_timeout=connect_timeout, call_timeout=call_timeout, errlog=errlog
+        )
+    if isinstance(source, OpenApiSource):
+        return OpenApiSession(
             source, connect_timeout=connect_timeout, call_timeout=call_timeout, errlog=errlog
         )
     return SourceSession(

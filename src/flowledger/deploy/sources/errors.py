@@ -26,6 +26,9 @@ from typing import ClassVar, Final
 
 __all__ = [
     "ConnectionLostError",
+    "OpenApiDocumentError",
+    "OpenApiExtraMissingError",
+    "OpenApiOperationError",
     "PythonSignatureError",
     "SessionClosedError",
     "SourceError",
@@ -56,7 +59,7 @@ def clip(text: str, limit: int = MAX_DETAIL_CHARS) -> str:
 def named(source: str) -> str:
     """How a message names a source by its label: ``MCP source LABEL``, or the label
     alone for a Python source (``python:MODULE``, ``builtin:std``), which speaks no MCP."""
-    if source.startswith(("python:", "builtin:")):
+    if source.startswith(("python:", "builtin:", "openapi:")):
         return f"source {source}"
     return f"MCP source {source}"
 
@@ -120,6 +123,49 @@ class PythonSignatureError(SourceProtocolError):
         )
         self.problem = problem
         self.function = function
+
+
+class OpenApiExtraMissingError(SourceError):
+    """An OpenAPI source's document is read in a process without the ``openapi`` extra
+    (its validator, ``openapi-spec-validator``): nothing is listed or called."""
+
+    code = "openapi_extra_missing"
+
+    def __init__(self, source: str) -> None:
+        super().__init__(
+            source,
+            f"{named(source)} is an OpenAPI source, and this installation cannot read its "
+            "document: install flowledger's openapi extra (pip install 'flowledger[openapi]')",
+        )
+
+
+class OpenApiDocumentError(SourceProtocolError):
+    """The document of an OpenAPI source is not an OpenAPI 3.0 or 3.1 document (it does
+    not parse, or the validator refuses it). Nothing is listed until it is fixed."""
+
+    code = "openapi_document_invalid"
+
+    def __init__(self, source: str, document: str, problem: str) -> None:
+        SourceError.__init__(
+            self, source, f"the OpenAPI document {document} of {source} is invalid: {clip(problem)}"
+        )
+        self.problem = problem
+
+
+class OpenApiOperationError(SourceProtocolError):
+    """An operation of an OpenAPI source cannot be a tool (a required cookie parameter,
+    a parameter described by ``content``, a style that is not supported, two parameters
+    of one name, a request body without JSON, a reference outside the document). Nothing
+    is listed until it is fixed or left out of the source's ``operations``."""
+
+    code = "openapi_operation_unsupported"
+
+    def __init__(self, source: str, operation: str, problem: str) -> None:
+        SourceError.__init__(
+            self, source, f"operation {operation!r} of {source} cannot be a tool: {clip(problem)}"
+        )
+        self.problem = problem
+        self.operation = operation
 
 
 class SessionClosedError(SourceError):

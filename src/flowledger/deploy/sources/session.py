@@ -130,14 +130,20 @@ class ServerInfo:
     version: str | None
     title: str | None
     protocol_version: str
+    #: The SHA-256 of what describes the tools, where that is a document (an OpenAPI
+    #: source's): pinned with the run, a changed one is ``server_changed``.
+    document: str | None = None
 
     def to_json(self) -> dict[str, Any]:
-        return {
+        found: dict[str, Any] = {
             "name": self.name,
             "version": self.version,
             "title": self.title,
             "protocol_version": self.protocol_version,
         }
+        if self.document is not None:
+            found["document"] = self.document
+        return found
 
 
 @dataclass(frozen=True, eq=False)

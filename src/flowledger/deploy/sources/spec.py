@@ -24,9 +24,10 @@ from typing import Any, Final, TypeAlias
 from urllib.parse import urlsplit, urlunsplit
 
 from .errors import SourceSpecError, clip
+from .openapi_spec import OpenApiSource
 from .python_spec import PythonSource
 
-__all__ = ["HttpSource", "McpSource", "PythonSource", "Source", "StdioSource"]
+__all__ = ["HttpSource", "McpSource", "OpenApiSource", "PythonSource", "Source", "StdioSource"]
 
 MAX_LABEL_CHARS: Final = 120
 _ENV_NAME: Final = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
@@ -188,8 +189,9 @@ class HttpSource:
 
 McpSource: TypeAlias = StdioSource | HttpSource
 """A source spoken to over MCP."""
-Source: TypeAlias = McpSource | PythonSource
-"""Any capability source: an MCP server, or Python functions (`PythonSource`)."""
+Source: TypeAlias = McpSource | PythonSource | OpenApiSource
+"""Any capability source: an MCP server, Python functions (`PythonSource`), or the
+operations of an OpenAPI document (`OpenApiSource`)."""
 
 
 def _stdio_label(command: str, args: tuple[str, ...]) -> str:

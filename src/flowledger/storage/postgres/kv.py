@@ -3,19 +3,23 @@
 KV revisions count 1, 2, 3, ... per key and restart at 1 after a delete. A put (an
 ``INSERT ... ON CONFLICT DO NOTHING`` for a create, an ``UPDATE ... WHERE revision =
 expected`` otherwise) and a delete are single statements (see `Database.statement`);
-a lost acknowledgement is resolved by re-reading the key (see `database`).
+a lost acknowledgement is resolved by re-reading the key (see `database`). A
+``write_many`` batch is one transaction: the fence check (which share-locks the lease
+row until the commit), then each write's statement; a lost acknowledgement is resolved
+by re-reading every key of the batch.
 """
 
 from __future__ import annotations
 
 import contextlib
+from collections.abc import Sequence
 
 import psycopg
 
 from ..checksum import bound_checksum, kv_place, verified
 from ..errors import ConflictError, KeyNotFoundError
 from ..fence import Fence, check_fence
-from ..kv import Entry, check_page
+from ..kv import Entry, KVPut, KVWrite, check_page, check_writes
 from ..limits import MAX_KV_VALUE_BYTES, check_bytes, check_revision
 from ..names import validate_name
 from . import queries
@@ -90,6 +94,54 @@ async def _delete(db: Database, key: str, fence: Fence | None) -> None:
         # A serialization failure (a stricter default isolation): nothing happened.
 
 
+async def _write_many(db: Database, writes: list[KVWrite], fence: Fence | None) -> list[int]:
+    async def body(conn: Conn) -> list[int]:
+        await db.check_fence(conn, fence)
+        revisions: list[int] = []
+        for write in writes:
+            if not isinstance(write, KVPut):
+                await queries.one(conn, db.q.kv_delete, (write.key,))
+                revisions.append(0)
+                continue
+            crc = bound_checksum(kv_place(write.key, write.expected + 1), write.value)
+            if write.expected == 0:
+                row = await queries.one(conn, db.q.kv_create, (write.key, write.value, crc))
+            else:
+                params = (write.value, crc, write.key, write.expected)
+                row = await queries.one(conn, db.q.kv_update, params)
+            if row is None:  # the compare failed: raising rolls the whole batch back
+                current = await queries.one(conn, db.q.kv_revision, (write.key,))
+                actual = 0 if current is None else int(current[0])
+                raise ConflictError(write.key, write.expected, actual)
+            revisions.append(int(row[0]))
+        return revisions
+
+    async def resolve(lost: psycopg.OperationalError) -> list[int]:
+        # Committed if and only if every put holds our bytes at its new revision and
+        # every deleted key is absent; anything else leaves the outcome unknown.
+        async def check(conn: Conn) -> list[int] | None:
+            revisions: list[int] = []
+            for write in writes:
+                row = await queries.one(conn, db.q.kv_get, (write.key,))
+                if isinstance(write, KVPut):
+                    landed = row is not None and int(row[1]) == write.expected + 1
+                    if not landed or row is None or bytes(row[0]) != write.value:
+                        return None
+                    revisions.append(write.expected + 1)
+                elif row is not None:
+                    return None
+                else:
+                    revisions.append(0)
+            return revisions
+
+        found = await db.read(check)
+        if found is None:
+            raise lost
+        return found
+
+    return await db.write(body, resolve)
+
+
 async def _keys(db: Database, low: str, high: str) -> list[str]:
     return await db.read(lambda conn: queries.column(conn, db.q.kv_keys, (low, high)))
 
@@ -131,6 +183,16 @@ class PostgresKV:
         validate_name(key)
         check_fence(fence)
         await _delete(self._db, key, fence)
+
+    async def write_many(
+        self, writes: Sequence[KVWrite], *, fence: Fence | None = None
+    ) -> list[int]:
+        batch = check_writes(writes)
+        check_fence(fence)
+        if not batch:
+            self._db.check_open()
+            return []
+        return await _write_many(self._db, batch, fence)
 
     async def keys(self, prefix: str = "") -> list[str]:
         bounds = prefix_bounds(prefix)

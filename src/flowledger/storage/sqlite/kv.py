@@ -2,18 +2,19 @@
 
 KV revisions count 1, 2, 3, ... per key and restart at 1 after a delete. A put is
 one ``BEGIN IMMEDIATE`` transaction (the fence, the compare on the revision, the
-write); listings are sorted by byte order (the default ``BINARY`` collation; names
-are ASCII).
+write), and so is a whole ``write_many`` batch; listings are sorted by byte order (the
+default ``BINARY`` collation; names are ASCII).
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Final
 
 from ..checksum import bound_checksum, kv_place, verified
 from ..errors import ConflictError, KeyNotFoundError
 from ..fence import Fence, check_fence
-from ..kv import Entry, check_page
+from ..kv import Entry, KVPut, KVWrite, check_page, check_writes
 from ..limits import MAX_KV_VALUE_BYTES, check_bytes, check_revision
 from ..names import validate_name
 from .database import Database, prefix_bounds, rollback
@@ -78,6 +79,35 @@ def _put(db: Database, key: str, value: bytes, expected: int, fence: Fence | Non
     return actual + 1
 
 
+def _write_many(db: Database, writes: list[KVWrite], fence: Fence | None) -> list[int]:
+    conn = db.conn
+    db.check_files()
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        db.check_fence(fence)
+        revisions: list[int] = []
+        for write in writes:
+            if not isinstance(write, KVPut):
+                conn.execute(_KV_DELETE, (write.key,))
+                revisions.append(0)
+                continue
+            row = conn.execute(_KV_REVISION, (write.key,)).fetchone()
+            actual = 0 if row is None else row[0]
+            if actual != write.expected:
+                raise ConflictError(write.key, write.expected, actual)
+            crc = bound_checksum(kv_place(write.key, actual + 1), write.value)
+            if actual == 0:
+                conn.execute(_KV_INSERT, (write.key, write.value, crc))
+            else:
+                conn.execute(_KV_UPDATE, (actual + 1, write.value, crc, write.key))
+            revisions.append(actual + 1)
+        conn.execute("COMMIT")
+    except BaseException:
+        rollback(conn)  # a conflict or a refused fence: none of the batch lands
+        raise
+    return revisions
+
+
 def _delete(db: Database, key: str, fence: Fence | None) -> None:
     db.write_one(_KV_DELETE, (key,), fence)
 
@@ -112,6 +142,16 @@ class SQLiteKV:
         validate_name(key)
         check_fence(fence)
         await self._worker.call(_delete, self._db, key, fence)
+
+    async def write_many(
+        self, writes: Sequence[KVWrite], *, fence: Fence | None = None
+    ) -> list[int]:
+        batch = check_writes(writes)
+        check_fence(fence)
+        if not batch:
+            self._worker.check_open()
+            return []
+        return await self._worker.call(_write_many, self._db, batch, fence)
 
     async def keys(self, prefix: str = "") -> list[str]:
         bounds = prefix_bounds(prefix)

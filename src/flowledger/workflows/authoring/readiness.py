@@ -33,9 +33,11 @@ from __future__ import annotations
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from contextvars import ContextVar
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from enum import StrEnum
 from typing import Any, Final
+
+from .guidance import next_actions
 
 __all__ = [
     "DEFINITION_MISSING",
@@ -79,22 +81,35 @@ class ReadinessStatus(StrEnum):
 @dataclass(frozen=True, slots=True)
 class Diagnostic:
     """One reason a run cannot be resumed (``severity="error"``) or a note that does not
-    block it (``"warning"``)."""
+    block it (``"warning"``). ``place`` is what it concerns (for the deploy layer's
+    dependency checks the dependency, or ``dependency.tool``; empty for the run as a
+    whole); ``context`` is what is known of it (`guidance.CONTEXT_KEYS`: dependency,
+    tool, source, deployment, run_id, ...), from which `to_json` answers the
+    ``next_actions`` (`guidance.next_actions`)."""
 
     code: str
     message: str
     hint: str = ""
     severity: str = "error"
+    place: str = ""
+    context: tuple[tuple[str, str], ...] = ()
+
+    def with_context(self, **known: str) -> Diagnostic:
+        """This diagnostic knowing ``known`` too (what it knew already is kept)."""
+        have = dict(self.context)
+        merged = {**known, **have}
+        return replace(self, context=tuple(sorted(merged.items())))
 
     def to_json(self) -> dict[str, Any]:
-        document: dict[str, Any] = {
+        """``{place, code, severity, message, hint, next_actions}``."""
+        return {
+            "place": self.place,
             "code": self.code,
             "severity": self.severity,
             "message": self.message,
+            "hint": self.hint,
+            "next_actions": next_actions(self.code, dict(self.context)),
         }
-        if self.hint:
-            document["hint"] = self.hint
-        return document
 
 
 @dataclass(frozen=True, slots=True)

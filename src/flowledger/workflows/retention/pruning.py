@@ -31,6 +31,13 @@ Order, per run, so that a crash at any point leaves nothing a reader trips over:
 4. the index entries and side keys, then the logs;
 5. the tombstone.
 
+Where the store's KV writes in batches (`storage.BatchKV`: every bundled backend), runs
+go `BATCH_RUNS` at a time through the same steps, each step one transaction for the whole
+batch instead of one per key: 1. all tombstones; 2. each record re-read; 3. the records
+and then their index entries and side keys (with the tombstones of runs step 2 kept);
+4. the logs (one `Ledger.drop`, which bounds its own transactions); 5. the tombstones.
+A crash leaves at most one batch's tombstones for the next pass, as it leaves one run's.
+
 Input blobs go last, for the whole pass (`input_claims`). A pass first finishes the
 tombstones an interrupted pass left (their record already gone), and deletes run-order
 entries without a record older than the cutoff (a create that crashed before its
@@ -43,7 +50,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 from typing import Any, Final
@@ -53,6 +60,9 @@ from ...storage import (
 )
 from ...storage import (
     KeyNotFoundError,
+    KVDelete,
+    KVPut,
+    KVWrite,
     Lease,
     LeaseHeldError,
     Store,
@@ -75,6 +85,7 @@ from ..records.unfinished import ORPHAN_GRACE
 from .storage import RetentionStorage, Swept
 
 __all__ = [
+    "BATCH_RUNS",
     "PRUNABLE_STATUSES",
     "InvalidDurationError",
     "InvalidStatusError",
@@ -95,6 +106,9 @@ _LEASE_TTL: Final = 30.0
 _MAX_DURATION: Final = timedelta(days=36500)
 _DURATION: Final = re.compile(r"(?:(\d+)d)?(?:(\d+)h)?(?:(\d+)m)?(?:(\d+)s)?")
 _TOMBSTONE_VERSION: Final = 1
+BATCH_RUNS: Final = 100
+"""Runs pruned together: bounds a batch's transactions (a run is about five KV writes,
+within `storage.MAX_KV_WRITES` a transaction) and what a crash leaves to the next pass."""
 
 RunLogs = Callable[[Run], Iterable[str]]
 """More ledger logs that belong to a run (the layers above name their own)."""
@@ -513,7 +527,7 @@ class _Pass:
         self.report.logs += len(plan.logs)
         if self.dry_run:
             return
-        await self.storage.delete_keys(plan.keys)
+        await self.storage.delete_keys(plan.keys, self._fence())
         await self.storage.drop_logs(plan.logs)
 
     async def leftovers(self, scan: _Scan) -> None:
@@ -543,7 +557,7 @@ class _Pass:
             if old:
                 self.report.leftover_keys += len(old)
                 if not self.dry_run:
-                    await self.storage.delete_keys(old)
+                    await self.storage.delete_keys(old, self._fence())
 
     def _fence(self) -> Any:
         return None if self.lease is None else self.lease.fence
@@ -572,7 +586,62 @@ class _Pass:
             await self.kv.delete(_tombstone_key(self.session_id, run.id), fence=self._fence())
         return True
 
-    async def _still_prunable(self, run: Run, chosen: set[str]) -> bool:
+    async def prune_batch(self, scan: _Scan, runs: list[Run], chosen: set[str]) -> set[str]:
+        """`prune_run`'s steps for many runs, each step one write for all of them."""
+        plans = {run.id: await self.plan(scan, run) for run in runs}
+        tombstones = [
+            KVPut(_tombstone_key(self.session_id, run.id), plans[run.id].encode(), 0)
+            for run in runs
+        ]
+        try:
+            await self.storage.write(tombstones, self._fence())
+        except StorageConflictError:
+            # A tombstone is there already (the leftovers were finished under the lease,
+            # so only a pass outside it could have written it): one run at a time, which
+            # takes the tombstone over.
+            return {run.id for run in runs if await self.prune_run(scan, run, chosen)}
+        # One listing of the fork markers for the batch, after all its tombstones.
+        markers: dict[str, list[str]] = {}
+        for marker in await self.kv.keys(f"{self.base}workflows/forks/"):
+            origin = marker.removeprefix(f"{self.base}workflows/forks/").partition("/")[0]
+            markers.setdefault(origin, []).append(marker)
+        going = [run for run in runs if await self._still_prunable(run, chosen, markers)]
+        gone_ids = {run.id for run in going}
+        staying = [run for run in runs if run.id not in gone_ids]
+        keys: list[str] = []
+        logs: list[str] = []
+        for run in going:
+            plan = plans[run.id]
+            self.report.records += 1
+            self.report.record_bytes += scan.sizes.get(run.id, 0)
+            self.report.runs[run.id] = str(run.status)
+            self.report.kv_keys += len(plan.keys)
+            self.report.logs += len(plan.logs)
+            keys.extend(plan.keys)
+            logs.extend(plan.logs)
+        keys = list(dict.fromkeys(keys))  # a fork marker is in its origin's and its fork's plan
+        logs = list(dict.fromkeys(logs))
+        self.report.kv_bytes += await self.storage.key_bytes(keys)
+        self.report.log_bytes += await self.storage.log_bytes(logs)
+        # Records first: if the batch is cut in chunks, no index entry loses its record
+        # while the record stays.
+        deletes: list[KVWrite] = [
+            KVDelete(f"{runs_prefix(self.session_id)}{run.id}") for run in going
+        ]
+        deletes += [KVDelete(key) for key in keys]
+        deletes += [KVDelete(_tombstone_key(self.session_id, run.id)) for run in staying]
+        await self.storage.write(deletes, self._fence())
+        await self.storage.drop_logs(logs)
+        done = [KVDelete(_tombstone_key(self.session_id, run.id)) for run in going]
+        await self.storage.write(done, self._fence())
+        return gone_ids
+
+    async def _still_prunable(
+        self, run: Run, chosen: set[str], markers: Mapping[str, list[str]] | None = None
+    ) -> bool:
+        """The record is unchanged and no fork outside ``chosen`` refers to it. The fork
+        markers are listed now, or taken from ``markers``: a listing of every marker of
+        the session made after this run's tombstone was written."""
         key = f"{runs_prefix(self.session_id)}{run.id}"
         try:
             entry = await self.kv.get(key)
@@ -582,7 +651,8 @@ class _Pass:
             self.report.kept["changed"] += 1
             return False
         forks = f"{self.base}workflows/forks/{run.id}/"
-        for marker in await self.kv.keys(forks):
+        listed = await self.kv.keys(forks) if markers is None else markers.get(run.id, [])
+        for marker in listed:
             fork = marker[len(forks) :]
             if fork in chosen or not is_id(fork):
                 continue
@@ -637,9 +707,16 @@ class _Pass:
         await self.leftovers(scan)
         chosen = self.choose(scan)
         pruned: set[str] = set()
-        for run_id in sorted(chosen, key=lambda r: scan.records[r].updated_at):
-            if await self.prune_run(scan, scan.records[run_id], chosen):
-                pruned.add(run_id)
+        ordered = [
+            scan.records[r] for r in sorted(chosen, key=lambda r: scan.records[r].updated_at)
+        ]
+        if self.dry_run or not self.storage.batched:
+            for run in ordered:
+                if await self.prune_run(scan, run, chosen):
+                    pruned.add(run.id)
+        else:
+            for start in range(0, len(ordered), BATCH_RUNS):
+                pruned |= await self.prune_batch(scan, ordered[start : start + BATCH_RUNS], chosen)
         await self.inputs(scan, pruned)
         self.report.sweep = await self.storage.sweep(
             dry_run=self.dry_run, planned=self.planned_logs if self.dry_run else ()

@@ -1,6 +1,8 @@
 """`RetentionStorage`: the storage operations pruning needs, in one place.
 
-Pruning deletes KV keys and blobs through their public ``delete``, whole ledger logs
+Pruning writes KV keys in bounded batches through ``KV.write_many`` (one transaction per
+`MAX_KV_WRITES` writes; a KV without it, such as a test's wrapper, gets one ``put`` or
+``delete`` per key), deletes blobs through their public ``delete``, whole ledger logs
 through ``Ledger.drop(names)``, and then the attachments no log refers to any more through
 ``Ledger.sweep`` (see docs/storage.md, "Deleting logs and attachments"). ``Ledger.usage``
 measures the logs. A store written before references were kept (`RefsIncompleteError`)
@@ -13,19 +15,37 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Final
 
 from ...storage import (
+    MAX_KV_BATCH_BYTES,
+    MAX_KV_WRITES,
     MAX_READ_LIMIT,
+    BatchKV,
     BlobNotFoundError,
+    Fence,
     KeyNotFoundError,
+    KVDelete,
+    KVPut,
+    KVWrite,
     RefsIncompleteError,
     Store,
 )
 
 __all__ = ["RetentionStorage", "Swept"]
 
-_DROP_BATCH: Final = 64
+
+def _chunks(writes: Sequence[KVWrite]) -> list[list[KVWrite]]:
+    """``writes`` cut, in order, into chunks within `MAX_KV_WRITES` and `MAX_KV_BATCH_BYTES`."""
+    chunks: list[list[KVWrite]] = []
+    size = 0
+    for write in writes:
+        grows = len(write.value) if isinstance(write, KVPut) else 0
+        if not chunks or len(chunks[-1]) >= MAX_KV_WRITES or size + grows > MAX_KV_BATCH_BYTES:
+            chunks.append([])
+            size = 0
+        chunks[-1].append(write)
+        size += grows
+    return chunks
 
 
 @dataclass(frozen=True)
@@ -46,12 +66,32 @@ class RetentionStorage:
         self.store = store
 
     async def drop_logs(self, names: Sequence[str]) -> None:
-        for start in range(0, len(names), _DROP_BATCH):
-            await self.store.ledger.drop(list(names[start : start + _DROP_BATCH]))
+        """One ``Ledger.drop``: the backend cuts it into bounded transactions itself, and
+        gives the freed space back once for all of them."""
+        if names:
+            await self.store.ledger.drop(list(names))
 
-    async def delete_keys(self, keys: Sequence[str]) -> None:
-        for key in keys:
-            await self.store.kv.delete(key)
+    @property
+    def batched(self) -> bool:
+        """Whether the store's KV writes many keys in one transaction."""
+        return isinstance(self.store.kv, BatchKV)
+
+    async def write(self, writes: Sequence[KVWrite], fence: Fence | None = None) -> None:
+        """Apply ``writes`` in order, in as few transactions as the batch limits allow
+        (each chunk all or nothing; a conflict stops at its chunk)."""
+        kv = self.store.kv
+        if not isinstance(kv, BatchKV):
+            for write in writes:
+                if isinstance(write, KVPut):
+                    await kv.put(write.key, write.value, expected=write.expected, fence=fence)
+                else:
+                    await kv.delete(write.key, fence=fence)
+            return
+        for chunk in _chunks(writes):
+            await kv.write_many(chunk, fence=fence)
+
+    async def delete_keys(self, keys: Sequence[str], fence: Fence | None = None) -> None:
+        await self.write([KVDelete(key) for key in dict.fromkeys(keys)], fence)
 
     async def log_bytes(self, names: Sequence[str]) -> int:
         """The payload bytes of the logs' records."""

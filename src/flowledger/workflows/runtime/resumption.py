@@ -57,8 +57,11 @@ async def assess(definition: Definition | None, run: Run) -> ResumeReadiness:
     if run.status is not RunStatus.INTERRUPTED:
         return ResumeReadiness.not_applicable()
     if definition is None:
-        return ResumeReadiness.of([_missing(run)])
-    return ResumeReadiness.of(await definition.check_resume(run.graph_run_id))
+        found: tuple[Diagnostic, ...] = (_missing(run),)
+    else:
+        found = tuple(await definition.check_resume(run.graph_run_id))
+    # The run is known here, not where each diagnostic was made: its next actions name it.
+    return ResumeReadiness.of([item.with_context(run_id=str(run.id)) for item in found])
 
 
 async def assess_stored(definition: Definition | None, run: Run) -> ResumeReadiness:
