@@ -236,6 +236,31 @@ async def test_a_timeout_of_a_read_only_tool_is_retried_then_routed_without_kind
     ]
 
 
+async def test_a_listed_timeout_of_a_tool_that_is_not_idempotent_is_not_retried_at_run_time(
+    tmp_path: Path, flaky: Path
+) -> None:
+    """``append`` (no annotations) holds its first call past the 0.5 s timeout. Run
+    without a deployment, the call-time check of the table refuses the listed
+    ``timeout`` retry: one call, one trace entry, routed by ``on_error`` without
+    ``kinds`` (the table names only ``outcome_unknown`` for explicit routing)."""
+    (flaky / "hold-at").write_text("1")
+    document = one_call(
+        retry={"attempts": 3, "on": ["timeout"], "backoff": {"initial": 0}},
+        on_error={},
+        timeout=0.5,
+    )
+    try:
+        got, state, trace = await run_one(
+            f"sqlite:///{tmp_path / 'held.db'}", document, flaky_source()
+        )
+    finally:
+        (flaky / "release").touch()
+    assert got["status_summary"] == "outcome failed", got
+    assert (state["kind"], state["code"], state["attempt"]) == ("timeout", "tool_timeout", 1)
+    assert [(e.attempt, e.status, e.failure) for e in trace] == [(1, "routed", "timeout")]
+    assert lines(flaky / "calls") == ["x"]  # never called again
+
+
 async def test_unavailable_and_listed_tool_errors_are_retried_with_durable_attempts(
     tmp_path: Path, flaky: Path
 ) -> None:
