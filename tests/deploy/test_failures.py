@@ -213,6 +213,54 @@ async def test_tool_error_and_timeout_are_routed_with_error_in_scope(
     assert [(e.status, e.failure) for e in trace] == [("error", "tool_error")]
 
 
+async def test_a_timeout_of_a_read_only_tool_is_retried_then_routed_without_kinds(
+    tmp_path: Path, everything: Source
+) -> None:
+    """server-everything annotates its slow operation read-only, so the table lets a
+    listed ``timeout`` retry: each attempt outlasts the 0.5 s timeout and is one trace
+    entry; when attempts run out, ``on_error`` without ``kinds`` routes the last one."""
+    slow = one_call(
+        "trigger-long-running-operation",
+        {"duration": 20, "steps": 20},
+        dependency="everything",
+        retry={"attempts": 2, "on": ["timeout"], "backoff": {"initial": 0}},
+        on_error={},
+        timeout=0.5,
+    )
+    got, state, trace = await run_one(f"sqlite:///{tmp_path / 'slow.db'}", slow, everything)
+    assert got["status_summary"] == "outcome failed", got
+    assert (state["kind"], state["code"], state["attempt"]) == ("timeout", "tool_timeout", 2)
+    assert [(e.attempt, e.status, e.failure) for e in trace] == [
+        (1, "error", "timeout"),
+        (2, "routed", "timeout"),
+    ]
+
+
+async def test_a_listed_timeout_of_a_tool_that_is_not_idempotent_is_not_retried_at_run_time(
+    tmp_path: Path, flaky: Path
+) -> None:
+    """``append`` (no annotations) holds its first call past the 0.5 s timeout. Run
+    without a deployment, the call-time check of the table refuses the listed
+    ``timeout`` retry: one call, one trace entry, routed by ``on_error`` without
+    ``kinds`` (the table names only ``outcome_unknown`` for explicit routing)."""
+    (flaky / "hold-at").write_text("1")
+    document = one_call(
+        retry={"attempts": 3, "on": ["timeout"], "backoff": {"initial": 0}},
+        on_error={},
+        timeout=0.5,
+    )
+    try:
+        got, state, trace = await run_one(
+            f"sqlite:///{tmp_path / 'held.db'}", document, flaky_source()
+        )
+    finally:
+        (flaky / "release").touch()
+    assert got["status_summary"] == "outcome failed", got
+    assert (state["kind"], state["code"], state["attempt"]) == ("timeout", "tool_timeout", 1)
+    assert [(e.attempt, e.status, e.failure) for e in trace] == [(1, "routed", "timeout")]
+    assert lines(flaky / "calls") == ["x"]  # never called again
+
+
 async def test_unavailable_and_listed_tool_errors_are_retried_with_durable_attempts(
     tmp_path: Path, flaky: Path
 ) -> None:
