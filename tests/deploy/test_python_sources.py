@@ -24,6 +24,7 @@ from flowledger.deploy.deployments.document import validate_deployment
 from flowledger.deploy.registry.document import validate_source
 from flowledger.deploy.sources.errors import (
     PythonSignatureError,
+    SessionClosedError,
     SourceSpecError,
     SourceUnreachableError,
     ToolArgumentsError,
@@ -356,3 +357,21 @@ async def test_the_builtin_transforms_give_exact_results() -> None:
         for tool, arguments, message in STD_FAILURES:
             result = await session.call_tool(tool, arguments)
             assert result.is_error and message in result.text, (tool, result.text)
+
+
+async def test_a_session_opens_once_and_reports_its_server_only_while_open() -> None:
+    """The life every session has (`SessionBase`): one open, closes that repeat, no
+    server after the close."""
+    session = PythonSession(PythonSource.std(["template"]))
+    with pytest.raises(SessionClosedError):
+        session.server_info  # noqa: B018 - not open yet
+    async with session:
+        assert session.is_open and session.server_info.name == "flowledger-std"
+        with pytest.raises(RuntimeError, match="PythonSession opens only once"):
+            await session.open()
+    assert not session.is_open
+    await session.close()  # again: nothing happens
+    with pytest.raises(SessionClosedError):
+        session.server_info  # noqa: B018 - closed
+    with pytest.raises(RuntimeError, match="opens only once"):
+        await session.open()

@@ -52,6 +52,7 @@ from .errors import (
 from .openapi_spec import OpenApiSource, document_label
 from .openapi_tools import OpenApiOperation, operation_tools
 from .session import DEFAULT_CALL_TIMEOUT, DEFAULT_CONNECT_TIMEOUT, ServerInfo, ToolResult
+from .session_base import SessionBase
 from .tool_info import ToolInfo
 
 __all__ = ["MAX_DOCUMENT_BYTES", "MAX_RESPONSE_BYTES", "OpenApiSession"]
@@ -128,7 +129,7 @@ def _parse(
     }
 
 
-class OpenApiSession:
+class OpenApiSession(SessionBase[OpenApiSource]):
     """Operations of ``source.document`` as tools (see the module). ``errlog`` is
     accepted for the pool's sake and unused."""
 
@@ -140,41 +141,15 @@ class OpenApiSession:
         call_timeout: float = DEFAULT_CALL_TIMEOUT,
         errlog: TextIO | None = None,
     ) -> None:
-        if not connect_timeout > 0 or not call_timeout > 0:
-            raise ValueError("connect_timeout and call_timeout must be positive")
-        self._source = source
-        self._connect_timeout = connect_timeout
-        self._call_timeout = call_timeout
+        super().__init__(
+            source, connect_timeout=connect_timeout, call_timeout=call_timeout, errlog=errlog
+        )
         self._client: httpx.AsyncClient | None = None
-        self._server_info: ServerInfo | None = None
         self._tools: dict[str, tuple[OpenApiOperation, Any, Any]] | None = None
-        self._opened = False
-        self._closed = False
-
-    @property
-    def source(self) -> OpenApiSource:
-        return self._source
-
-    @property
-    def label(self) -> str:
-        return self._source.label
 
     @property
     def is_open(self) -> bool:
         return self._tools is not None and not self._closed
-
-    @property
-    def server_info(self) -> ServerInfo:
-        if self._server_info is None or self._closed:
-            raise SessionClosedError(self.label)
-        return self._server_info
-
-    async def __aenter__(self) -> OpenApiSession:
-        await self.open()
-        return self
-
-    async def __aexit__(self, *exc_info: object) -> None:
-        await self.close()
 
     async def _document(self, client: httpx.AsyncClient) -> bytes:
         where = self._source.document
@@ -207,9 +182,7 @@ class OpenApiSession:
     async def open(self) -> None:
         """Read and list the document and reach the base URL, within the connect
         timeout (see the module)."""
-        if self._opened or self._closed:
-            raise RuntimeError("an OpenApiSession opens only once")
-        self._opened = True
+        self._opening()
         client = httpx.AsyncClient(
             timeout=httpx.Timeout(self._call_timeout, connect=self._connect_timeout),
             follow_redirects=False,
@@ -240,7 +213,7 @@ class OpenApiSession:
 
     async def close(self) -> None:
         """Close the HTTP client. Idempotent."""
-        self._closed = True
+        self._closing()
         client, self._client = self._client, None
         if client is not None:
             await client.aclose()

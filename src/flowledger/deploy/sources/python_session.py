@@ -38,6 +38,7 @@ from .errors import (
 from .python_spec import PythonSource
 from .python_tools import PythonTool, distribution_of, python_tool
 from .session import DEFAULT_CALL_TIMEOUT, DEFAULT_CONNECT_TIMEOUT, ServerInfo, ToolResult
+from .session_base import SessionBase
 from .tool_info import ToolInfo
 
 __all__ = ["PROTOCOL", "PythonSession"]
@@ -62,7 +63,7 @@ def _import(module: str) -> ModuleType:
     return importlib.import_module(module)
 
 
-class PythonSession:
+class PythonSession(SessionBase[PythonSource]):
     """Functions of ``source.module`` as tools (see the module). ``errlog`` is accepted
     for the pool's sake and unused: a function's output goes where this process's does."""
 
@@ -74,47 +75,19 @@ class PythonSession:
         call_timeout: float = DEFAULT_CALL_TIMEOUT,
         errlog: TextIO | None = None,
     ) -> None:
-        if not connect_timeout > 0 or not call_timeout > 0:
-            raise ValueError("connect_timeout and call_timeout must be positive")
-        self._source = source
-        self._connect_timeout = connect_timeout
-        self._call_timeout = call_timeout
+        super().__init__(
+            source, connect_timeout=connect_timeout, call_timeout=call_timeout, errlog=errlog
+        )
         self._module: ModuleType | None = None
-        self._server_info: ServerInfo | None = None
         self._tools: dict[str, PythonTool] | None = None
-        self._opened = False
-        self._closed = False
-
-    @property
-    def source(self) -> PythonSource:
-        return self._source
-
-    @property
-    def label(self) -> str:
-        return self._source.label
 
     @property
     def is_open(self) -> bool:
         return self._module is not None and not self._closed
 
-    @property
-    def server_info(self) -> ServerInfo:
-        if self._server_info is None or self._closed:
-            raise SessionClosedError(self.label)
-        return self._server_info
-
-    async def __aenter__(self) -> PythonSession:
-        await self.open()
-        return self
-
-    async def __aexit__(self, *exc_info: object) -> None:
-        await self.close()
-
     async def open(self) -> None:
         """Import the module within the connect timeout, or `SourceUnreachableError`."""
-        if self._opened or self._closed:
-            raise RuntimeError("a PythonSession opens only once")
-        self._opened = True
+        self._opening()
         name = self._source.module
         try:
             module = await asyncio.wait_for(asyncio.to_thread(_import, name), self._connect_timeout)
@@ -140,7 +113,7 @@ class PythonSession:
 
     async def close(self) -> None:
         """Forget the module (it stays imported in this process). Idempotent."""
-        self._closed = True
+        self._closing()
         self._module = None
 
     def _require_open(self) -> ModuleType:
