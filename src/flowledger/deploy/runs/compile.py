@@ -811,25 +811,8 @@ class _Compiler:
                 update[gate.marker(gate.branch)] = True
             return update
 
-        targets: list[str] = []
-        for target in choices:
-            gate = gates[target]
-            if gate is None:
-                targets.append(scope.vertex(target))
-            else:
-                wait = gate.join + "__wait"
-                self._ensure_wait(wait)
-                targets += [gate.join, wait]
-
-        def pick(state: dict[str, Any]) -> str:
-            target = str(state[route_key])
-            gate = gates[target]
-            if gate is None:
-                return scope.vertex(target)
-            return gate.join if gate.open(state) else gate.join + "__wait"
-
         self.graph.add_vertex(vertex, self._with_join_reset(vertex, marked))
-        self.graph.add_route(vertex, targets=list(dict.fromkeys(targets)), pick=pick)
+        self._add_chosen_route(scope, vertex, route_key, gates)
 
     async def _tool_result(
         self,
@@ -878,9 +861,21 @@ class _Compiler:
                 update[gate.marker(gate.branch)] = True
             return update
 
+        self.graph.add_vertex(vertex, self._with_join_reset(vertex, traced(body)))
+        self._add_chosen_route(scope, vertex, route_key, gates)
+
+    def _add_chosen_route(
+        self,
+        scope: _Scope,
+        vertex: str,
+        route_key: str,
+        gates: Mapping[str, _Gate | None],
+    ) -> None:
+        """Route ``vertex`` to the node its task chose (``state[route_key]``, one of
+        ``gates``' keys): straight there, or through the join gate of a parallel, which
+        opens once every branch has arrived and otherwise parks the branch at its wait."""
         targets: list[str] = []
-        for target in dict.fromkeys(choices):
-            gate = gates[target]
+        for target, gate in gates.items():
             if gate is None:
                 targets.append(scope.vertex(target))
             else:
@@ -895,7 +890,6 @@ class _Compiler:
                 return scope.vertex(target)
             return gate.join if gate.open(state) else gate.join + "__wait"
 
-        self.graph.add_vertex(vertex, self._with_join_reset(vertex, traced(body)))
         self.graph.add_route(vertex, targets=list(dict.fromkeys(targets)), pick=pick)
 
     def _workflow(self, scope: _Scope, node_id: str, node: WorkflowNode, traced: Any) -> None:
