@@ -10,6 +10,7 @@ server process whose stderr could go anywhere.
 
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
 from typing import Generic, Protocol, Self, TextIO, TypeVar
 
 from .errors import SessionClosedError
@@ -26,7 +27,7 @@ class _Labelled(Protocol):
 S = TypeVar("S", bound=_Labelled)
 
 
-class SessionBase(Generic[S]):
+class SessionBase(ABC, Generic[S]):
     def __init__(
         self,
         source: S,
@@ -53,8 +54,8 @@ class SessionBase(Generic[S]):
         return self._source.label
 
     @property
-    def is_open(self) -> bool:
-        raise NotImplementedError
+    @abstractmethod
+    def is_open(self) -> bool: ...
 
     @property
     def server_info(self) -> ServerInfo:
@@ -71,11 +72,11 @@ class SessionBase(Generic[S]):
     def _closing(self) -> None:
         self._closed = True
 
-    async def open(self) -> None:
-        raise NotImplementedError
+    @abstractmethod
+    async def open(self) -> None: ...
 
-    async def close(self) -> None:
-        raise NotImplementedError
+    @abstractmethod
+    async def close(self) -> None: ...
 
     async def __aenter__(self) -> Self:
         await self.open()
