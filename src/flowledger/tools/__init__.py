@@ -1,5 +1,6 @@
-"""L3 tools: the transport-neutral tools of one session: the seven ``workflow_*`` tools
-of workflows-spec §7 (`WorkflowTools`), ``workflow_run_fork`` beside them (`ForkTools`),
+"""L3 tools: the transport-neutral tools of one session: the run tools of workflows-spec
+§7 (`WorkflowTools`: list definitions; start, get, list, resume, cancel a run; read its
+history), ``workflow_run_fork`` beside them (`ForkTools`),
 and the table machinery (`tools.table`) the deploy layer's tools are built on.
 
 `WorkflowTools` describes the tools (`ToolInfo`) and runs them: JSON arguments in, a JSON

@@ -1,4 +1,5 @@
-"""The seven ``workflow_*`` tools, bound to one session (workflows-spec §7).
+"""The run tools of workflows-spec §7, bound to one session: ``workflow_definition_list``
+and ``workflow_run_{start,get,list,resume,cancel,history}``.
 
 `WorkflowTools` is transport neutral: `WorkflowTools.infos` describes the tools (name,
 description, JSON Schema of the arguments, whether the tool changes anything) and
@@ -516,7 +517,7 @@ class WorkflowTools:
     # -- discovery -------------------------------------------------------------------------
 
     def infos(self) -> builtins.list[ToolInfo]:
-        """The seven tools in the §7.1 order, described afresh on every call."""
+        """The tools in the §7.1 order, described afresh on every call."""
         return [self._info(tool) for tool in _TOOLS]
 
     def info(self, name: str) -> ToolInfo:

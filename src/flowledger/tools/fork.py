@@ -1,7 +1,7 @@
 """``workflow_run_fork``: fork a run of this session from one of its revisions.
 
-A bundle of its own beside the seven ``workflow_*`` tools of workflows-spec §7 (which
-stay exactly those seven), with the same conventions: JSON arguments in, a JSON result
+A bundle of its own beside the run tools of workflows-spec §7 (`WorkflowTools`, which
+stay exactly the spec's), with the same conventions: JSON arguments in, a JSON result
 out, `ToolError` on any failure, bound to one session, mutating (a read-only server
 hides it).
 
