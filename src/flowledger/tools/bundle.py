@@ -607,16 +607,33 @@ class WorkflowTools:
     # -- workflow_run_start (§7.3) ---------------------------------------------------------
 
     async def _run_start(self, arguments: dict[str, Any]) -> dict[str, Any]:
-        action = "start run"
-        definition = self._resolve(
-            arguments["definition_name"], arguments["definition_version"], action=action
+        return run_result(
+            await self.start_run(
+                arguments["definition_name"],
+                arguments["definition_version"],
+                arguments["input"],
+                parent_run_id=arguments.get("parent_run_id", ""),
+            )
         )
-        canonical = self._canonical(arguments["input"], "input")
+
+    async def start_run(
+        self,
+        definition_name: str,
+        definition_version: str,
+        input: dict[str, Any],
+        *,
+        parent_run_id: str = "",
+    ) -> Run:
+        """``workflow_run_start`` for Python callers: the created run once its first
+        checkpoint is observed. Every failure is a `ToolError`."""
+        action = "start run"
+        definition = self._resolve(definition_name, definition_version, action=action)
+        canonical = self._canonical(input, "input")
         try:
             definition.validate_input(canonical)  # the token is discarded (step 4)
         except Exception as exc:
             raise translate(exc, action="validate input") from exc
-        parent_text = arguments.get("parent_run_id", "")
+        parent_text = parent_run_id
         parent: str | None = None
         if parent_text:
             parent = parse_id("parent_run_id", parent_text)
@@ -680,7 +697,7 @@ class WorkflowTools:
                     cause=exc,
                 ) from exc
             raise translate(exc, action=action, run_id=run_id) from exc
-        return run_result(await self._get(run_id, action=action))
+        return await self._get(run_id, action=action)
 
     async def _prepare(self, record: Run) -> Run:
         assert self._prepare_run is not None
@@ -701,7 +718,11 @@ class WorkflowTools:
     # -- workflow_run_get (§7.4) -----------------------------------------------------------
 
     async def _run_get(self, arguments: dict[str, Any]) -> dict[str, Any]:
-        run_id = parse_id("run_id", arguments["run_id"])
+        return await self.describe_run(arguments["run_id"])
+
+    async def describe_run(self, run_id: str) -> dict[str, Any]:
+        """``workflow_run_get`` for Python callers. Every failure is a `ToolError`."""
+        run_id = parse_id("run_id", run_id)
         return await self._described(await self._get(run_id, action="get run"), "get run")
 
     async def _described(self, run: Run, action: str) -> dict[str, Any]:
@@ -798,8 +819,14 @@ class WorkflowTools:
     # -- workflow_run_resume (§7.6) --------------------------------------------------------
 
     async def _run_resume(self, arguments: dict[str, Any]) -> dict[str, Any]:
+        run = await self.resume_run(arguments["run_id"], arguments.get("resume"))
+        return await self._described(run, "resume run")
+
+    async def resume_run(self, run_id: str, payload: dict[str, Any] | None) -> Run:
+        """``workflow_run_resume`` for Python callers: the run once the resume is accepted
+        (``payload`` ``None``: resume without one). Every failure is a `ToolError`."""
         action = "resume run"
-        run_id = parse_id("run_id", arguments["run_id"])
+        run_id = parse_id("run_id", run_id)
         run = await self._get(run_id, action=action)
         if run.status is not RunStatus.INTERRUPTED:
             conflict = ConflictError(
@@ -810,7 +837,6 @@ class WorkflowTools:
                 cause=conflict,
             )
         definition = self._resolve(run.definition_name, run.definition_version, action=action)
-        payload = arguments.get("resume")
         canonical = None if payload is None else self._canonical(payload, "resume")
         try:
             # Checked here too, so a refused resume never reaches the supervisor. Anything
@@ -830,7 +856,7 @@ class WorkflowTools:
             raise translate(exc, action="validate resume") from exc
         except Exception as exc:
             raise translate(exc, action=action, run_id=run_id) from exc
-        return await self._described(await self._get(run_id, action=action), action)
+        return await self._get(run_id, action=action)
 
     # -- workflow_run_cancel (§7.7) --------------------------------------------------------
 

@@ -410,17 +410,12 @@ class DeployService:
         pending = _PendingPin(chosen, closure, sources)
         token = _PENDING.set(pending)
         try:
-            started = await self.tools.call(
-                "workflow_run_start",
-                {
-                    "definition_name": chosen.name,
-                    "definition_version": version_of(chosen.revision),
-                    "input": dict(input),
-                },
+            started = await self.tools.start_run(
+                chosen.name, version_of(chosen.revision), dict(input)
             )
         finally:
             _PENDING.reset(token)
-        run_id = str(started["run_id"])
+        run_id = started.id
         await self._until_stopped(run_id, wait)
         described = await self.inspect_run(run_id)
         if diagnostics:
@@ -569,11 +564,8 @@ class DeployService:
         wait = _wait(wait_seconds)
         run = await self.session.registry.get(self._sid, run_id)
         await self._definition_of(run)
-        arguments: dict[str, Any] = {"run_id": run_id}
-        if payload is not None:
-            arguments["resume"] = dict(payload)
         try:
-            await self.tools.call("workflow_run_resume", arguments)
+            await self.tools.resume_run(run_id, None if payload is None else dict(payload))
         except ToolError as exc:
             blocked = exc.cause
             if isinstance(blocked, ResumeBlockedError) and isinstance(
@@ -621,7 +613,7 @@ class DeployService:
             checks = scope.enter_context(revalidation.observing())
             if readiness is not None:  # given (a blocked resume's): the sources not again
                 scope.enter_context(unchecked_environment())
-            got = await self.tools.call("workflow_run_get", {"run_id": run.id})
+            got = await self.tools.describe_run(run.id)
         if readiness is None and checks and checks[-1].reused:
             # an earlier check stands in for one now: say so, and when it was made
             got["resume_readiness"].update(checks[-1].to_json())
