@@ -10,6 +10,7 @@ and changes its own schedules (every key is under its session).
 from __future__ import annotations
 
 import builtins
+import json
 import uuid
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
@@ -109,11 +110,17 @@ class Schedules:
                 "target",
                 f"unknown workflow definition {definition_name!r} version {definition_version!r}",
             ) from None
+        target = f"{definition_name}@{definition_version}"
         try:
             canonical = canonical_json(input, field="input")
+        except InvalidInputError as exc:
+            raise InvalidScheduleError("input", "must be a JSON object of JSON values") from exc
+        try:
             definition.validate_input(canonical)
         except InvalidInputError as exc:
-            raise InvalidScheduleError("input", str(exc.cause)) from exc
+            # the reason is not quoted: it may repeat the document (kept as the cause)
+            raise InvalidScheduleError("input", f"the input schema of {target} refused it") from exc
+        input = json.loads(canonical)  # stored as the canonical document it fires with
         if len(await self.store.kv.keys(f"sessions/{self.session_id}/workflows/schedules/")) >= (
             MAX_SCHEDULES
         ):
