@@ -166,15 +166,15 @@ def test_two_workers_fire_every_slot_once_across_a_sigkill(tmp_path: Path) -> No
         kills = 0
         try:
             owner = _wait_for_owner(url, workers)
-            time.sleep(3)
+            time.sleep(2)
             (victim,) = [w for w in workers if w.pid == owner]
             victim.send_signal(signal.SIGKILL)
             victim.wait(10)
             kills += 1
             workers.remove(victim)
-            time.sleep(3)  # the survivor takes over once the lease (1 s) runs out
+            time.sleep(2.5)  # the survivor takes over once the lease (1 s) runs out
             workers.append(_worker(url, tmp_path))
-            time.sleep(4)
+            time.sleep(2)
         finally:
             for proc in workers:
                 proc.send_signal(signal.SIGTERM)

@@ -11,8 +11,9 @@ Front doors only write pending runs and requests; workers do the work. Every
    and bells (start new pending runs, carry out resume and cancel requests, re-adopt
    stuck runs, drop stale index entries). A session whose lease was lost is let go; one
    without unfinished runs or active schedules for ``idle_release`` seconds is released.
-   Every owned session also runs its `ScheduleLoop` (``workflows/schedules/`` entries
-   name the sessions with active schedules: they need an owner even without runs). An
+   An owned session with active schedules also runs its `ScheduleLoop`, woken when
+   they change (``workflows/schedules/`` entries name the sessions with active
+   schedules: they need an owner even without runs). An
    idle tick costs one listing and one read per other worker, however many sessions
    there are.
 3. If it owns more than its fair share while a live peer has room, it hands one idle
@@ -231,6 +232,7 @@ class _Owned:
     session: WorkflowSession
     idle_since: float | None = None
     schedules: Any = None  # its ScheduleLoop (imported late: schedules import the runtime)
+    scheduled: frozenset[str] = frozenset()  # its active schedules at the last tick
 
 
 @dataclass(eq=False)
@@ -427,10 +429,25 @@ class Worker:
                 log.info("worker %s: released idle session %s", self.worker_id, session_id)
                 await self._let_go(session_id)
                 continue
+            self._schedule(owned, frozenset(scheduled.get(session_id, ())))
             polls.append(supervisor.poll(runs, bells.get(session_id, [])))
         for result in await asyncio.gather(*polls, return_exceptions=True):
             if isinstance(result, Exception):
                 log.warning("worker %s: serving a session failed: %s", self.worker_id, result)
+
+    def _schedule(self, owned: _Owned, active: frozenset[str]) -> None:
+        """Run the session's `ScheduleLoop` once it has an active schedule, and wake it
+        when the set of active schedules changed (added, paused, resumed, removed)."""
+        if active == owned.scheduled:
+            return
+        owned.scheduled = active
+        if owned.schedules is None:
+            from ..schedules.loop import ScheduleLoop
+
+            owned.schedules = ScheduleLoop(owned.session, clock=self.schedule_clock)
+            owned.schedules.start()
+        else:
+            owned.schedules.poke()
 
     async def _stop(self, session_id: str) -> None:
         owned = self._owned.get(session_id)
@@ -531,11 +548,7 @@ class Worker:
             )
             self._retry_claim[session_id] = time.monotonic() + self.settings.lease_ttl
             return False
-        from ..schedules.loop import ScheduleLoop
-
-        loop = ScheduleLoop(session, clock=self.schedule_clock)
-        loop.start()
-        self._owned[session_id] = _Owned(session, schedules=loop)
+        self._owned[session_id] = _Owned(session)  # its schedules start on the next tick
         log.info(
             "worker %s: claimed session %s (%d unfinished runs)",
             self.worker_id,

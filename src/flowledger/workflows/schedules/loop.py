@@ -15,8 +15,9 @@ schedules and, for each active one, decides the slots in ``(cursor, now]`` in or
   compare-and-swap. Every write of the pass carries the owner's lease fence.
 
 Then the loop sleeps (`Clock.sleep`) until the earliest next slot of its schedules, at
-most ``rescan`` seconds (a schedule added, paused or resumed by another process is seen
-within that; `poke` wakes it at once in this process).
+most ``rescan`` seconds (5): a schedule added, paused or resumed by another process is
+seen within that, and at once where someone calls `poke` (the `Schedules` of this
+process; a worker, which sees the set of active schedules change on its tick).
 """
 
 from __future__ import annotations
@@ -44,7 +45,7 @@ __all__ = ["MAX_CATCH_UP", "ScheduleLoop", "grace"]
 log = logging.getLogger(__name__)
 
 MAX_CATCH_UP: Final = 100  # slots fired at most after downtime with ``catch_up: all``
-DEFAULT_RESCAN: Final = 1.0
+DEFAULT_RESCAN: Final = 5.0
 
 
 def grace(schedule: Schedule, slot: datetime) -> timedelta:
