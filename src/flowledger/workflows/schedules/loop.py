@@ -193,4 +193,6 @@ class ScheduleLoop:
 
 @owner_writes
 async def _fenced_pass(supervisor: Supervisor, loop: ScheduleLoop) -> datetime | None:
+    if not supervisor.active:  # no lease, no fence: an unowned session fires nothing
+        return None
     return await loop.fire_due()
