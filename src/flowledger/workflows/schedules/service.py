@@ -34,6 +34,7 @@ __all__ = ["MAX_SCHEDULES", "NEXT_FIRE_TIMES", "Schedules"]
 MAX_SCHEDULES: Final = 1000  # per session
 NEXT_FIRE_TIMES: Final = 3  # how many upcoming slots `describe` shows
 RECENT_FIRINGS: Final = 10
+_ONE: Final = timedelta(seconds=1)
 
 
 def _parse_start(value: object) -> datetime:
@@ -206,8 +207,6 @@ class Schedules:
             self.session, self.store, schedule, utc_seconds(now), now, manual=True, start=owned
         )
 
-
-_ONE = timedelta(seconds=1)
 
 
 def _text(moment: datetime) -> str:

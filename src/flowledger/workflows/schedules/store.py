@@ -20,7 +20,7 @@ from __future__ import annotations
 import builtins
 import contextlib
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from typing import Final
 
@@ -213,6 +213,4 @@ class ScheduleStore:
 
 
 def _with_revision(schedule: Schedule, revision: int) -> Schedule:
-    from dataclasses import replace
-
     return replace(schedule, revision=revision)
