@@ -208,6 +208,5 @@ class Schedules:
         )
 
 
-
 def _text(moment: datetime) -> str:
     return f"{moment.astimezone(UTC):%Y-%m-%dT%H:%M:%SZ}"
