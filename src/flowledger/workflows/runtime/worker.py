@@ -13,9 +13,8 @@ Front doors only write pending runs and requests; workers do the work. Every
    without unfinished runs or active schedules for ``idle_release`` seconds is released.
    An owned session with active schedules also runs its `ScheduleLoop`, woken when
    they change (``workflows/schedules/`` entries name the sessions with active
-   schedules: they need an owner even without runs). An
-   idle tick costs one listing and one read per other worker, however many sessions
-   there are.
+   schedules: they need an owner even without runs). An idle tick costs one listing
+   and one read per other worker, however many sessions there are.
 3. If it owns more than its fair share while a live peer has room, it hands one idle
    session over (see below). Then it claims sessions that have unfinished runs and no
    live owner: a `Supervisor` per session (`WorkflowSession.build` +
@@ -63,7 +62,7 @@ import uuid
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
 from ...clock import Clock, system_clock
 from ...storage import ConflictError as StorageConflictError
@@ -79,6 +78,9 @@ from ..schedules.store import ACTIVE_PREFIX
 from .catalog import Catalog
 from .ownership import left_message
 from .session import WorkflowSession
+
+if TYPE_CHECKING:  # imported when first used: the schedules package imports the runtime
+    from ..schedules.loop import ScheduleLoop
 
 __all__ = [
     "WORKERS_PREFIX",
@@ -231,7 +233,7 @@ async def reindex(store: Store) -> int:
 class _Owned:
     session: WorkflowSession
     idle_since: float | None = None
-    schedules: Any = None  # its ScheduleLoop (imported late: schedules import the runtime)
+    schedules: ScheduleLoop | None = None  # started once it has an active schedule
     scheduled: frozenset[str] = frozenset()  # its active schedules at the last tick
 
 
