@@ -21,6 +21,7 @@ from flowledger.deploy.deployments.tools import DEPLOY_TOOL_NAMES
 from flowledger.deploy.drafts.tools import DRAFT_TOOL_NAMES
 from flowledger.deploy.registry.tools import CAPABILITY_TOOL_NAMES
 from flowledger.mcp import HttpMcpServer
+from flowledger.tools.schedules import SCHEDULE_TOOL_NAMES
 
 DEPLOY_READ_ONLY_NAMES = [
     "inspect_run",
@@ -48,6 +49,7 @@ TOOL_NAMES = [
     *DRAFT_TOOL_NAMES,  # flowledger/deploy/drafts/tools.py
     "workflow_run_fork",  # flowledger/tools/fork.py
     "workflow_run_prune",  # flowledger/mcp/prune_tool.py
+    *SCHEDULE_TOOL_NAMES,  # flowledger/tools/schedules.py
     *CAPABILITY_TOOL_NAMES,  # flowledger/deploy/registry/tools.py
 ]
 READ_ONLY_NAMES = [
@@ -60,6 +62,8 @@ READ_ONLY_NAMES = [
     "draft_list",
     "draft_validate",
     "explain",
+    "schedule_list",
+    "schedule_get",
     "capability_list",
     "capability_inspect",
     "capability_audit",

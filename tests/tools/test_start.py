@@ -6,7 +6,7 @@ import asyncio
 import dataclasses
 import hashlib
 import json
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
@@ -25,6 +25,7 @@ from flowledger.workflows.records.run import (
     InputReference,
     Run,
     RunStatus,
+    ScheduledBy,
 )
 from flowledger.workflows.runtime.supervisor import StartTicket
 
@@ -303,11 +304,18 @@ PROTECTED_CHANGES: list[tuple[str, Any]] = [
         "forked_from",
         lambda r: dataclasses.replace(r, forked_from=ForkedFrom(OTHER, 0, "sha256:" + "0" * 64)),
     ),
+    (
+        "scheduled_by",
+        lambda r: dataclasses.replace(
+            r, scheduled_by=ScheduledBy(OTHER, datetime(2026, 1, 1, tzinfo=UTC))
+        ),
+    ),
 ]
 
 
 def test_protected_list_is_complete() -> None:
-    """§12.80: the 18 protected fields (and ``forked_from``, a flowledger addition) plus
+    """§12.80: the 18 protected fields (and ``forked_from`` and ``scheduled_by``, flowledger
+    additions) plus
     the 5 namespace fields are all of Run's."""
     names = {field.name for field in dataclasses.fields(Run)}
     namespace = {
@@ -317,7 +325,7 @@ def test_protected_list_is_complete() -> None:
         "artifact_input_session_id",
         "artifact_input_run_id",
     }
-    assert len(PROTECTED_CHANGES) == 19
+    assert len(PROTECTED_CHANGES) == 20
     assert {name for name, _ in PROTECTED_CHANGES} | namespace == names
 
 

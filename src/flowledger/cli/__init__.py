@@ -60,6 +60,7 @@ from .runtime import (
     run_command,
     stdout_console,
 )
+from .schedule import schedule_app
 from .source import source_app
 from .sources_file import SourcesOption
 from .web import register_web
@@ -126,6 +127,7 @@ register_explain(app)
 register_check(app)
 app.add_typer(deploy_app, name="deploy")
 app.add_typer(draft_app, name="draft")
+app.add_typer(schedule_app, name="schedule")
 app.command("inspect", help="A deployed run: status, readiness, output, interrupt.")(deploy_inspect)
 app.command("trace", help="A range of a deployed run's trace (what each node did).")(deploy_trace)
 

@@ -204,6 +204,13 @@ def render_run(console: Console, run: Mapping[str, Any], pause: Pause | None) ->
         grid.add_row("owner", _owner_text(owner))
     if run.get("parent_run_id"):
         grid.add_row("parent", str(run["parent_run_id"]))
+    scheduled = run.get("scheduled_by")
+    if isinstance(scheduled, Mapping):  # started by a schedule (`flowledger schedule`)
+        how = "triggered at" if scheduled.get("manual") else "slot"
+        grid.add_row(
+            "scheduled by",
+            f"{scheduled.get('schedule_id', '')} ({how} {scheduled.get('slot', '')})",
+        )
     for artifact in run.get("artifacts", []) or []:
         grid.add_row("artifact", f"{artifact.get('kind', '')} {artifact.get('id', '')}")
     grid.add_row("created", format_time(run.get("created_at")))

@@ -23,10 +23,12 @@ from ..deploy.registry.tools import CapabilityTools
 from ..host import AppLoadError, load_catalog
 from ..host import open_session as open_workflow_session
 from ..tools import ForkTools, SupervisorPort, WorkflowTools
+from ..tools.schedules import ScheduleTools
 from ..workflows import Catalog
 from ..workflows.errors import SessionOwnedError
 from ..workflows.runtime.frontdoor import FrontDoor
 from ..workflows.runtime.session import WorkflowSession
+from ..workflows.schedules import ScheduleLoop, Schedules
 from .deploy_tools import Bundle, with_deploy_tools
 from .errors import McpStartupError
 from .prune_tool import PruneTool
@@ -71,7 +73,7 @@ class ServedSession:
     """A workflow session owned by this server, and its tools."""
 
     session: WorkflowSession
-    tools: Bundle  # workflow_*, deploy, draft, fork, prune and capability_* tools
+    tools: Bundle  # workflow_*, deploy, draft, fork, prune, schedule_* and capability_* tools
     executes: bool  # runs execute here (else a worker or the owner elsewhere does)
     read_only: bool = False  # serve only the reading tools
     notice: str = ""  # why it serves read-only although asked to own the session
@@ -132,6 +134,11 @@ async def open_served_session(
             session = await _enter(
                 stack, url, catalog, session_id, read_only=True, no_execute=False, access=access
             )
+        loop: ScheduleLoop | None = None
+        if not (read_only or no_execute):  # this server owns the session: it fires its slots
+            loop = ScheduleLoop(session)
+            loop.start()
+            stack.push_async_callback(loop.close)
         control: SupervisorPort = session.supervisor
         start_timeout = 30.0
         if no_execute and not read_only:
@@ -159,6 +166,7 @@ async def open_served_session(
                 DraftTools(DraftService(DeployService(session, access=access))),
                 fork,
                 PruneTool(session, catalog.retention),
+                ScheduleTools(Schedules(session, loop=loop)),
                 CapabilityTools.over(
                     session.store,
                     session.session_id,

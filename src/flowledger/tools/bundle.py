@@ -115,6 +115,7 @@ _PROTECTED: Final = (
     "updated_at",
     "revision",
     "forked_from",  # beyond §7.3: a fork's origin (`workflows.records.forks`) is identity too
+    "scheduled_by",  # likewise the schedule firing that started a run
 )
 
 

@@ -59,6 +59,8 @@ def run_result(run: Run) -> dict[str, Any]:
             "revision": run.forked_from.revision,
             "checkpoint_digest": run.forked_from.checkpoint_digest,
         }
+    if run.scheduled_by is not None:  # started by a schedule firing; absent otherwise
+        result["scheduled_by"] = run.scheduled_by.to_json()
     return result
 
 

@@ -77,6 +77,7 @@ from ..tools import ToolError, WorkflowTools
 from ..tools.errors import PREFIX
 from ..workflows.errors import ConflictError, NotFoundError, UnknownDefinitionError
 from ..workflows.records.run import RunStatus, is_id
+from ..workflows.schedules import Schedules
 from .drafts import draft_detail, draft_rows
 from .forms import FormError, form_fields, parse_form
 from .graph import render_svg
@@ -240,6 +241,7 @@ class Dashboard:
             Route("/drafts", self._drafts),
             Route("/drafts/{name}", self._draft),
             Route("/sources", self._sources),
+            Route("/schedules", self._schedules),
             Route("/sources/{name}", self._source),
             Route("/events/runs", self._runs_events),
             Route("/events/runs/{run_id}", self._run_events),
@@ -666,6 +668,17 @@ class Dashboard:
             states = {vertex: "failed" for vertex in detail.failed}
             svg = render_svg(detail.picture, states, title=f"graph of draft {detail.row.name}")
         return self._page(request, "draft.html", {"draft": detail, "svg": svg}, ctx=ctx)
+
+    async def _schedules(self, request: Request) -> Response:
+        """The session's schedules with their next fire times (read-only: schedules are
+        changed with the CLI or the MCP tools)."""
+        try:
+            ctx = await self._context(request)
+        except _Refusal as refusal:
+            return self._refused(request, refusal)
+        schedules = Schedules(ctx.served.session)
+        rows = [await schedules.describe(item) for item in await schedules.list()]
+        return self._page(request, "schedules.html", {"schedules": rows}, ctx=ctx)
 
     async def _sources(self, request: Request) -> Response:
         try:

@@ -31,6 +31,7 @@ from ..tools.reading import ReadingControl
 from ..workflows import Catalog
 from ..workflows.runtime.ownership import left_message
 from ..workflows.runtime.session import WorkflowSession
+from ..workflows.schedules import ScheduleLoop
 
 __all__ = ["Served", "SessionPool", "SessionUnavailableError"]
 
@@ -82,12 +83,17 @@ class SessionPool:
             # a dashboard's users are tenants, tokens or not (docs/sources.md)
             access = SourceAccess.TENANT.read_only() if self.read_only else SourceAccess.TENANT
             deploy = DeployService(session, access=access)
+            loop: ScheduleLoop | None = None
             if not self.read_only:
                 # before activation, so the supervisor adopts unfinished deployed runs
                 await deploy.serve_deployments()
                 await session.supervisor.activate()
+                loop = ScheduleLoop(session)  # the owner fires the session's schedules
+                loop.start()
             try:
                 yield self._served(session, deploy)
+                if loop is not None:
+                    await loop.close()
                 supervisor = session.supervisor
                 if supervisor.active:
                     if not supervisor.idle:
@@ -95,6 +101,8 @@ class SessionPool:
                     for run in await supervisor.stop():
                         _say(left_message(run))
             finally:
+                if loop is not None:
+                    await loop.close()
                 if not self.read_only:
                     await session.supervisor.shutdown()
 

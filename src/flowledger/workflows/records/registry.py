@@ -141,6 +141,7 @@ def _identity(run: Run) -> tuple[object, ...]:
         run.ledger_locator,
         run.created_at,
         run.forked_from,
+        run.scheduled_by,
     )
 
 

@@ -50,6 +50,7 @@ __all__ = [
     "InputReference",
     "Run",
     "RunStatus",
+    "ScheduledBy",
     "can_transition",
     "decode_run",
     "encode_run",
@@ -171,6 +172,23 @@ class ForkedFrom:
 
 
 @dataclass(frozen=True, slots=True)
+class ScheduledBy:
+    """The schedule firing that started a run: the schedule's ID, the slot (UTC, whole
+    seconds) and whether it was a manual ``trigger`` rather than a due slot."""
+
+    schedule_id: str
+    slot: datetime
+    manual: bool = False
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "schedule_id": self.schedule_id,
+            "slot": f"{self.slot.astimezone(UTC):%Y-%m-%dT%H:%M:%SZ}",
+            "manual": self.manual,
+        }
+
+
+@dataclass(frozen=True, slots=True)
 class Run:
     """The durable metadata of one workflow run (workflows-spec §3.2).
 
@@ -208,6 +226,7 @@ class Run:
     artifacts: tuple[ArtifactReference, ...] = ()
     revision: int = 0
     forked_from: ForkedFrom | None = None
+    scheduled_by: ScheduledBy | None = None
 
 
 # -- identifiers and keys ------------------------------------------------------------------------
@@ -485,6 +504,8 @@ def encode_run(run: Run) -> bytes:
             "revision": run.forked_from.revision,
             "checkpoint_digest": run.forked_from.checkpoint_digest,
         }
+    if run.scheduled_by is not None:
+        body["scheduled_by"] = run.scheduled_by.to_json()
     data = json.dumps(
         {"version": RUN_RECORD_VERSION, "run": body},
         separators=(",", ":"),
@@ -526,6 +547,7 @@ _OPTIONAL: Final = (
     "cancel_requested",
     "artifacts",
     "forked_from",
+    "scheduled_by",
 )
 _RUN_FIELDS: Final = frozenset(_REQUIRED + _OPTIONAL)
 
@@ -629,6 +651,24 @@ def _run_from(body: Any) -> Run:
             ),
         )
 
+    scheduled_by = None
+    if "scheduled_by" in body:
+        by = body["scheduled_by"]
+        names = ("schedule_id", "slot", "manual")
+        _object("run.scheduled_by", by, names, frozenset(names))
+        manual = by["manual"]
+        if not isinstance(manual, bool):
+            raise _Corrupt("run.scheduled_by.manual must be a JSON boolean")
+        slot_text = _str("run.scheduled_by.slot", by["slot"])
+        try:
+            slot = datetime.strptime(slot_text, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=UTC)
+        except ValueError:
+            raise _Corrupt(f"run.scheduled_by.slot is not a UTC time: {slot_text!r}") from None
+        schedule_id = _str("run.scheduled_by.schedule_id", by["schedule_id"])
+        if not is_id(schedule_id):
+            raise _Corrupt("run.scheduled_by.schedule_id is not a lowercase UUID")
+        scheduled_by = ScheduledBy(schedule_id, slot, manual)
+
     return Run(
         session_id=_str("run.session_id", body["session_id"]),
         tool_execution_id=_str("run.tool_execution_id", body["tool_execution_id"]),
@@ -657,6 +697,7 @@ def _run_from(body: Any) -> Run:
         artifact_input_run_id=optional_id("artifact_input_run_id"),
         artifacts=tuple(artifacts),
         forked_from=forked_from,
+        scheduled_by=scheduled_by,
     )
 
 

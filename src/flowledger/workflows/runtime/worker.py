@@ -10,8 +10,11 @@ Front doors only write pending runs and requests; workers do the work. Every
 2. For each session it owns it calls `Supervisor.poll` with that session's indexed runs
    and bells (start new pending runs, carry out resume and cancel requests, re-adopt
    stuck runs, drop stale index entries). A session whose lease was lost is let go; one
-   without unfinished runs for ``idle_release`` seconds is released. An idle tick costs
-   one listing and one read per other worker, however many sessions there are.
+   without unfinished runs or active schedules for ``idle_release`` seconds is released.
+   An owned session with active schedules also runs its `ScheduleLoop`, woken when
+   they change (``workflows/schedules/`` entries name the sessions with active
+   schedules: they need an owner even without runs). An idle tick costs one listing
+   and one read per other worker, however many sessions there are.
 3. If it owns more than its fair share while a live peer has room, it hands one idle
    session over (see below). Then it claims sessions that have unfinished runs and no
    live owner: a `Supervisor` per session (`WorkflowSession.build` +
@@ -59,8 +62,9 @@ import uuid
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
+from ...clock import Clock, system_clock
 from ...storage import ConflictError as StorageConflictError
 from ...storage import CorruptDataError, KeyNotFoundError, Store, validate_name
 from ..errors import SessionOwnedError
@@ -70,9 +74,13 @@ from ..records.run import is_id, runs_prefix
 from ..records.unfinished import UNFINISHED_PREFIX, UnfinishedIndex
 from ..retention.pruning import RetentionPolicy, RunLogs
 from ..retention.schedule import RetentionSchedule
+from ..schedules.store import ACTIVE_PREFIX
 from .catalog import Catalog
 from .ownership import left_message
 from .session import WorkflowSession
+
+if TYPE_CHECKING:  # imported when first used: the schedules package imports the runtime
+    from ..schedules.loop import ScheduleLoop
 
 __all__ = [
     "WORKERS_PREFIX",
@@ -225,6 +233,8 @@ async def reindex(store: Store) -> int:
 class _Owned:
     session: WorkflowSession
     idle_since: float | None = None
+    schedules: ScheduleLoop | None = None  # started once it has an active schedule
+    scheduled: frozenset[str] = frozenset()  # its active schedules at the last tick
 
 
 @dataclass(eq=False)
@@ -249,6 +259,7 @@ class Worker:
         prepare_session: Callable[[WorkflowSession], Awaitable[object]] | None = None,
         run_logs: Sequence[RunLogs] = (),
         clock: Callable[[], datetime] | None = None,
+        schedule_clock: Clock = system_clock,
     ) -> None:
         self.store = store
         self.catalog = catalog
@@ -256,6 +267,7 @@ class Worker:
         # definitions then): a layer above registers the session's own definitions.
         self.prepare_session = prepare_session
         self.settings = settings or WorkerSettings()
+        self.schedule_clock = schedule_clock
         self.worker_id = worker_id or str(uuid.uuid4())
         worker_key(self.worker_id)
         self.index = UnfinishedIndex(store.kv)
@@ -309,22 +321,29 @@ class Worker:
         self.ticks += 1
         view: dict[str, list[str]] = {}
         bells: dict[str, list[str]] = {}
+        scheduled: dict[str, list[str]] = {}
         peers: list[str] = []
         for key in await self.store.kv.keys(WORKFLOWS_PREFIX):
             if key.startswith(WORKERS_PREFIX):
                 peers.append(key[len(WORKERS_PREFIX) :])
                 continue
-            for prefix, found in ((UNFINISHED_PREFIX, view), (BELLS_PREFIX, bells)):
+            for prefix, found in (
+                (UNFINISHED_PREFIX, view),
+                (BELLS_PREFIX, bells),
+                (ACTIVE_PREFIX, scheduled),
+            ):
                 if key.startswith(prefix):
                     session_id, sep, run_id = key[len(prefix) :].partition("/")
                     if sep and is_id(session_id) and is_id(run_id):
                         found.setdefault(session_id, []).append(run_id)
         live = await self._read_peers(peers)
-        await self._serve(view, bells)
+        await self._serve(view, bells, scheduled)
         if self.retention is not None:
             self.retention.poke(self._owned)
-        await self._shed(view, live)
-        await self._claim(view, live)
+        # a session with active schedules needs an owner as one with unfinished runs does
+        wanted = {s: view.get(s, []) + scheduled.get(s, []) for s in {*view, *scheduled}}
+        await self._shed(wanted, live)
+        await self._claim(wanted, live)
         await self._beat()
 
     # -- peers -----------------------------------------------------------------------------
@@ -389,7 +408,12 @@ class Worker:
 
     # -- owned sessions --------------------------------------------------------------------
 
-    async def _serve(self, view: Mapping[str, list[str]], bells: Mapping[str, list[str]]) -> None:
+    async def _serve(
+        self,
+        view: Mapping[str, list[str]],
+        bells: Mapping[str, list[str]],
+        scheduled: Mapping[str, list[str]],
+    ) -> None:
         now = time.monotonic()
         polls: list[Any] = []
         for session_id, owned in list(self._owned.items()):
@@ -399,7 +423,7 @@ class Worker:
                 await self._let_go(session_id)
                 continue
             runs = view.get(session_id, [])
-            if runs:
+            if runs or scheduled.get(session_id):
                 owned.idle_since = None
             elif owned.idle_since is None:
                 owned.idle_since = now
@@ -407,10 +431,25 @@ class Worker:
                 log.info("worker %s: released idle session %s", self.worker_id, session_id)
                 await self._let_go(session_id)
                 continue
+            self._schedule(owned, frozenset(scheduled.get(session_id, ())))
             polls.append(supervisor.poll(runs, bells.get(session_id, [])))
         for result in await asyncio.gather(*polls, return_exceptions=True):
             if isinstance(result, Exception):
                 log.warning("worker %s: serving a session failed: %s", self.worker_id, result)
+
+    def _schedule(self, owned: _Owned, active: frozenset[str]) -> None:
+        """Run the session's `ScheduleLoop` once it has an active schedule, and wake it
+        when the set of active schedules changed (added, paused, resumed, removed)."""
+        if active == owned.scheduled:
+            return
+        owned.scheduled = active
+        if owned.schedules is None:
+            from ..schedules.loop import ScheduleLoop
+
+            owned.schedules = ScheduleLoop(owned.session, clock=self.schedule_clock)
+            owned.schedules.start()
+        else:
+            owned.schedules.poke()
 
     async def _stop(self, session_id: str) -> None:
         owned = self._owned.get(session_id)
@@ -428,6 +467,8 @@ class Worker:
         owned = self._owned.pop(session_id, None)
         if owned is None:
             return
+        if owned.schedules is not None:
+            await owned.schedules.close()
         try:
             await owned.session.supervisor.shutdown()
         except Exception as exc:
@@ -509,7 +550,7 @@ class Worker:
             )
             self._retry_claim[session_id] = time.monotonic() + self.settings.lease_ttl
             return False
-        self._owned[session_id] = _Owned(session)
+        self._owned[session_id] = _Owned(session)  # its schedules start on the next tick
         log.info(
             "worker %s: claimed session %s (%d unfinished runs)",
             self.worker_id,
