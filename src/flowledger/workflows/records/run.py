@@ -20,6 +20,10 @@ A forked run (`forks`) has ``forked_from`` (`ForkedFrom`): the workflow run, che
 revision and checkpoint digest it was forked from. It is part of the immutable identity,
 and stored only when set (``"forked_from": {"run_id", "revision", "checkpoint_digest"}``),
 so records of runs that are not forks are unchanged.
+
+A run created while traces are on (`flowledger.observability.tracing`) has ``trace_parent``:
+the W3C ``traceparent`` of its ``flowledger.run`` span, which every segment of the run, in
+any process, continues. Immutable, and stored only when set, like ``forked_from``.
 """
 
 from __future__ import annotations
@@ -31,6 +35,7 @@ from datetime import UTC, datetime
 from enum import StrEnum
 from typing import Any, Final
 
+from flowledger.observability.tracing import TRACEPARENT
 from flowledger.storage import validate_name
 
 from ..errors import CorruptRecordError
@@ -208,6 +213,7 @@ class Run:
     artifacts: tuple[ArtifactReference, ...] = ()
     revision: int = 0
     forked_from: ForkedFrom | None = None
+    trace_parent: str | None = None
 
 
 # -- identifiers and keys ------------------------------------------------------------------------
@@ -408,6 +414,10 @@ def validate_run(run: Run) -> None:
         raise ValueError("updated_at is before created_at")
     _check_artifacts(run.artifacts)
     _check_forked_from(run)
+    if run.trace_parent is not None and (
+        not isinstance(run.trace_parent, str) or TRACEPARENT.fullmatch(run.trace_parent) is None
+    ):
+        raise ValueError("trace_parent must be a W3C traceparent (00-<32 hex>-<16 hex>-<2 hex>)")
 
 
 _CHECKPOINT_DIGEST: Final = re.compile(r"sha256:[0-9a-f]{64}")
@@ -485,6 +495,8 @@ def encode_run(run: Run) -> bytes:
             "revision": run.forked_from.revision,
             "checkpoint_digest": run.forked_from.checkpoint_digest,
         }
+    if run.trace_parent is not None:
+        body["trace_parent"] = run.trace_parent
     data = json.dumps(
         {"version": RUN_RECORD_VERSION, "run": body},
         separators=(",", ":"),
@@ -526,6 +538,7 @@ _OPTIONAL: Final = (
     "cancel_requested",
     "artifacts",
     "forked_from",
+    "trace_parent",
 )
 _RUN_FIELDS: Final = frozenset(_REQUIRED + _OPTIONAL)
 
@@ -657,6 +670,7 @@ def _run_from(body: Any) -> Run:
         artifact_input_run_id=optional_id("artifact_input_run_id"),
         artifacts=tuple(artifacts),
         forked_from=forked_from,
+        trace_parent=optional_id("trace_parent"),
     )
 
 

@@ -1,0 +1,193 @@
+"""OpenTelemetry traces of runs, segments, super-steps, vertices, tool calls and commits.
+
+Off by default, and then free: every instrumented place checks the module flag
+`ENABLED` first, and nothing here imports :mod:`opentelemetry` until `enable` is called.
+`enable` takes a tracer provider (an SDK ``TracerProvider`` with the operator's
+exporter), or uses OpenTelemetry's global one; `enable_from_environment` is what the
+long-running commands call (``FLOWLEDGER_TRACES=otlp``, see docs/observability.md).
+
+One run reads as one trace: when its record is created (`run_root`), a ``flowledger.run``
+span is recorded and its W3C ``traceparent`` is stored in the run record; every later
+segment - in this process or another - is a child of that context (`segment`).
+
+Spans carry identifiers, names, counts and outcomes only (`Attributes`); never state,
+inputs, payloads, tool arguments or results, nor exception messages (which may quote
+them): a failure is recorded as its class name (``error.type``).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import re
+from collections.abc import Iterator, Mapping
+from contextvars import ContextVar
+from typing import TYPE_CHECKING, Any, Final
+
+if TYPE_CHECKING:
+    from opentelemetry.trace import Span, Tracer, TracerProvider
+
+__all__ = [
+    "ENABLED",
+    "TRACEPARENT",
+    "Attributes",
+    "commit_spans",
+    "disable",
+    "enable",
+    "enable_from_environment",
+    "in_segment",
+    "run_root",
+    "segment",
+    "span",
+]
+
+Attributes = Mapping[str, str | int | bool]
+
+ENABLED: bool = False
+"""Whether spans are recorded; instrumented hot paths check only this."""
+
+TRACEPARENT: Final = re.compile(r"00-[0-9a-f]{32}-[0-9a-f]{16}-[0-9a-f]{2}")
+"""A stored W3C trace context (version 00), as `run_root` writes it."""
+
+_tracer: Tracer | None = None
+_commits = False
+_segment: ContextVar[bool] = ContextVar("flowledger_trace_segment", default=False)
+
+
+def enable(tracer_provider: TracerProvider | None = None, *, commits: bool = False) -> None:
+    """Record spans through ``tracer_provider`` (default: OpenTelemetry's global provider,
+    which an application or ``opentelemetry-instrument`` configures). ``commits`` adds a
+    span per checkpoint commit (off by default: one per durable append)."""
+    global ENABLED, _tracer, _commits
+    from opentelemetry import trace
+
+    from .. import __version__
+
+    provider = tracer_provider if tracer_provider is not None else trace.get_tracer_provider()
+    _tracer = provider.get_tracer("flowledger", __version__)
+    _commits = commits
+    ENABLED = True
+
+
+def disable() -> None:
+    """Stop recording spans (the provider and its exporters are the caller's to shut down)."""
+    global ENABLED, _tracer, _commits
+    ENABLED = False
+    _tracer = None
+    _commits = False
+
+
+def enable_from_environment(environ: Mapping[str, str] | None = None) -> bool:
+    """Configure tracing from ``FLOWLEDGER_TRACES``: unset or ``none`` leaves it off;
+    ``otlp`` installs an SDK provider exporting over OTLP/HTTP (endpoint, headers and
+    resource from the standard ``OTEL_*`` variables); ``FLOWLEDGER_TRACE_COMMITS=1``
+    adds commit spans. Returns whether tracing is on. `ValueError` names an unknown
+    value; `RuntimeError` says which extra is missing."""
+    env = os.environ if environ is None else environ
+    choice = env.get("FLOWLEDGER_TRACES", "").strip().lower()
+    if choice in ("", "none"):
+        return False
+    if choice != "otlp":
+        raise ValueError(f"FLOWLEDGER_TRACES={choice!r}: expected 'otlp' or 'none'")
+    try:
+        from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
+        from opentelemetry.sdk.trace import TracerProvider as SdkTracerProvider
+        from opentelemetry.sdk.trace.export import BatchSpanProcessor
+    except ImportError as exc:
+        raise RuntimeError(
+            "FLOWLEDGER_TRACES=otlp needs the otel extra: pip install 'flowledger[otel]'"
+        ) from exc
+    import atexit
+
+    from opentelemetry import trace
+
+    provider = SdkTracerProvider()  # resource: OTEL_SERVICE_NAME / OTEL_RESOURCE_ATTRIBUTES
+    provider.add_span_processor(BatchSpanProcessor(OTLPSpanExporter()))
+    atexit.register(provider.shutdown)  # flush what is batched when the command ends
+    # global too: the MCP SDK's own client and server spans join the same traces
+    trace.set_tracer_provider(provider)
+    enable(provider, commits=env.get("FLOWLEDGER_TRACE_COMMITS", "") == "1")
+    return True
+
+
+def commit_spans() -> bool:
+    """Whether a span is recorded per checkpoint commit."""
+    return ENABLED and _commits
+
+
+def in_segment() -> bool:
+    """Whether the current context is inside a ``flowledger.segment`` span."""
+    return _segment.get()
+
+
+@contextlib.contextmanager
+def span(name: str, attributes: Attributes) -> Iterator[Span]:
+    """A span named ``name``, current for the ``with`` block, child of the current one.
+
+    Only call it when `ENABLED`. An exception leaving the block marks the span as an
+    error with ``error.type`` (the class name); its message is never recorded."""
+    with _started(name, attributes, None) as current:
+        yield current
+
+
+@contextlib.contextmanager
+def segment(kind: str, attributes: Attributes, traceparent: str | None) -> Iterator[Span]:
+    """A ``flowledger.segment`` span (``kind``: start, resume, adoption), a child of the
+    run's stored ``traceparent`` when there is one, else of the current span. Spans of
+    steps and vertices inside it are its descendants. Only call it when `ENABLED`."""
+    parent = _context_of(traceparent) if traceparent else None
+    token = _segment.set(True)
+    try:
+        with _started(
+            "flowledger.segment", {**attributes, "flowledger.segment.kind": kind}, parent
+        ) as current:
+            yield current
+    finally:
+        _segment.reset(token)
+
+
+def run_root(attributes: Attributes) -> str | None:
+    """Record the ``flowledger.run`` span of a run being created (a child of the current
+    span, e.g. an MCP request's) and return its W3C ``traceparent`` for the run record;
+    None when tracing is off."""
+    if not ENABLED:
+        return None
+    from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
+
+    with _started("flowledger.run", attributes, None):
+        carrier: dict[str, str] = {}
+        TraceContextTextMapPropagator().inject(carrier)
+    found = carrier.get("traceparent")
+    return found if found is not None and TRACEPARENT.fullmatch(found) else None
+
+
+def _context_of(traceparent: str) -> Any:
+    from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
+
+    return TraceContextTextMapPropagator().extract({"traceparent": traceparent})
+
+
+@contextlib.contextmanager
+def _started(name: str, attributes: Attributes, parent: Any) -> Iterator[Span]:
+    from opentelemetry.trace import StatusCode
+
+    tracer = _tracer
+    if tracer is None:  # disabled meanwhile: a span that records nothing
+        from opentelemetry.trace import INVALID_SPAN
+
+        yield INVALID_SPAN
+        return
+    with tracer.start_as_current_span(
+        name,
+        context=parent,
+        attributes=dict(attributes),
+        record_exception=False,  # an exception's message may quote state or arguments
+        set_status_on_exception=False,
+    ) as current:
+        try:
+            yield current
+        except BaseException as exc:
+            current.set_attribute("flowledger.outcome", "failed")
+            current.set_attribute("error.type", type(exc).__qualname__)
+            current.set_status(StatusCode.ERROR)
+            raise
