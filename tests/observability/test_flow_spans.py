@@ -76,10 +76,7 @@ async def test_run_and_resume_are_segments_of_steps_and_vertices(
     assert [s.attributes["flowledger.outcome"] for s in steps] == ["routed", "routed", "paused"]
     (step,) = children(spans, resumed, "flowledger.step")
     (vertex,) = children(spans, step, "flowledger.vertex")
-    assert (vertex.attributes["flowledger.vertex"], vertex.attributes["flowledger.step"]) == (
-        "d",
-        2,
-    )
+    assert (vertex.attributes["flowledger.vertex"], step.attributes["flowledger.step"]) == ("d", 2)
     assert (step.attributes["flowledger.outcome"], vertex.attributes["flowledger.outcome"]) == (
         "completed",
         "done",

@@ -203,8 +203,10 @@ class Coordinator:
     def _step_span(self, step: int) -> contextlib.AbstractContextManager[Any]:
         if not tracing.ENABLED:
             return _UNTRACED
+        # the graph's id and version are on the segment span above
         return tracing.span(
-            "flowledger.step", {**self._graph_attributes(), "flowledger.step": step}
+            "flowledger.step",
+            {"flowledger.graph_run.id": self.run.graph_run_id, "flowledger.step": step},
         )
 
     def _graph_attributes(self) -> dict[str, str | int | bool]:
@@ -387,10 +389,7 @@ class Coordinator:
                     on_attempt=on_attempt,
                 )
                 if traced is not None:
-                    traced.set_attribute("flowledger.vertex.attempt", max(record.attempt, 1))
-                    traced.set_attribute("flowledger.outcome", _vertex_outcome(failure))
-                    if failure is not None and not isinstance(failure, InterruptSignal):
-                        traced.set_attribute("error.type", _error_type(failure))
+                    traced.set_attributes(_vertex_end(record, failure))
         finally:
             current_scope.reset(token)
             if slots is not None:
@@ -405,12 +404,8 @@ class Coordinator:
     def _vertex_span(self, record: VertexRecord) -> contextlib.AbstractContextManager[Any]:
         return tracing.span(
             "flowledger.vertex",
-            {
-                "flowledger.graph_run.id": self.run.graph_run_id,
-                "flowledger.step": record.step,
-                "flowledger.vertex": record.vertex,
-                "flowledger.vertex_run.id": record.vertex_run_id,
-            },
+            # the run and the step are on the spans above (two per step: kept small)
+            {"flowledger.vertex": record.vertex, "flowledger.vertex_run.id": record.vertex_run_id},
         )
 
     async def _classify_all(
@@ -675,10 +670,18 @@ def _step_outcome(outcome: Result[Any] | list[str]) -> str:
     return str(outcome.run.status)
 
 
-def _vertex_outcome(failure: BaseException | None) -> str:
+def _vertex_end(record: VertexRecord, failure: BaseException | None) -> dict[str, str | int]:
+    """A vertex span's closing attributes: attempts made, outcome, and what failed."""
+    attempt = max(record.attempt, 1)
     if failure is None:
-        return "done"
-    return "interrupted" if isinstance(failure, InterruptSignal) else "failed"
+        return {"flowledger.vertex.attempt": attempt, "flowledger.outcome": "done"}
+    if isinstance(failure, InterruptSignal):
+        return {"flowledger.vertex.attempt": attempt, "flowledger.outcome": "interrupted"}
+    return {
+        "flowledger.vertex.attempt": attempt,
+        "flowledger.outcome": "failed",
+        "error.type": _error_type(failure),
+    }
 
 
 def _error_type(failure: BaseException) -> str:

@@ -17,6 +17,7 @@ them): a failure is recorded as its class name (``error.type``).
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import os
 import re
@@ -50,6 +51,7 @@ TRACEPARENT: Final = re.compile(r"00-[0-9a-f]{32}-[0-9a-f]{16}-[0-9a-f]{2}")
 """A stored W3C trace context (version 00), as `run_root` writes it."""
 
 _tracer: Tracer | None = None
+_otel: Any = None  # (opentelemetry.context, opentelemetry.trace), bound by `enable`
 _commits = False
 _segment: ContextVar[bool] = ContextVar("flowledger_trace_segment", default=False)
 
@@ -58,11 +60,12 @@ def enable(tracer_provider: TracerProvider | None = None, *, commits: bool = Fal
     """Record spans through ``tracer_provider`` (default: OpenTelemetry's global provider,
     which an application or ``opentelemetry-instrument`` configures). ``commits`` adds a
     span per checkpoint commit (off by default: one per durable append)."""
-    global ENABLED, _tracer, _commits
-    from opentelemetry import trace
+    global ENABLED, _tracer, _commits, _otel
+    from opentelemetry import context, trace
 
     from .. import __version__
 
+    _otel = (context, trace)
     provider = tracer_provider if tracer_provider is not None else trace.get_tracer_provider()
     _tracer = provider.get_tracer("flowledger", __version__)
     _commits = commits
@@ -120,14 +123,13 @@ def in_segment() -> bool:
     return _segment.get()
 
 
-@contextlib.contextmanager
-def span(name: str, attributes: Attributes) -> Iterator[Span]:
+def span(name: str, attributes: Attributes) -> contextlib.AbstractContextManager[Span]:
     """A span named ``name``, current for the ``with`` block, child of the current one.
 
     Only call it when `ENABLED`. An exception leaving the block marks the span as an
-    error with ``error.type`` (the class name); its message is never recorded."""
-    with _started(name, attributes, None) as current:
-        yield current
+    error with ``error.type`` (the class name; its message is never recorded) and
+    ``flowledger.outcome`` ``failed``; a cancellation only sets the outcome ``stopped``."""
+    return _Started(name, attributes, None)
 
 
 @contextlib.contextmanager
@@ -138,7 +140,7 @@ def segment(kind: str, attributes: Attributes, traceparent: str | None) -> Itera
     parent = _context_of(traceparent) if traceparent else None
     token = _segment.set(True)
     try:
-        with _started(
+        with _Started(
             "flowledger.segment", {**attributes, "flowledger.segment.kind": kind}, parent
         ) as current:
             yield current
@@ -154,7 +156,7 @@ def run_root(attributes: Attributes) -> str | None:
         return None
     from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
 
-    with _started("flowledger.run", attributes, None):
+    with _Started("flowledger.run", attributes, None):
         carrier: dict[str, str] = {}
         TraceContextTextMapPropagator().inject(carrier)
     found = carrier.get("traceparent")
@@ -167,27 +169,47 @@ def _context_of(traceparent: str) -> Any:
     return TraceContextTextMapPropagator().extract({"traceparent": traceparent})
 
 
-@contextlib.contextmanager
-def _started(name: str, attributes: Attributes, parent: Any) -> Iterator[Span]:
-    from opentelemetry.trace import StatusCode
+class _Started:
+    """One span, current while entered: `span`'s work, kept lean (a class, not generator
+    context managers) because the engine opens two per super-step."""
 
-    tracer = _tracer
-    if tracer is None:  # disabled meanwhile: a span that records nothing
-        from opentelemetry.trace import INVALID_SPAN
+    __slots__ = ("_attributes", "_name", "_parent", "_span", "_token")
 
-        yield INVALID_SPAN
-        return
-    with tracer.start_as_current_span(
-        name,
-        context=parent,
-        attributes=dict(attributes),
-        record_exception=False,  # an exception's message may quote state or arguments
-        set_status_on_exception=False,
-    ) as current:
-        try:
-            yield current
-        except BaseException as exc:
+    def __init__(self, name: str, attributes: Attributes, parent: Any) -> None:
+        self._name = name
+        self._attributes = attributes
+        self._parent = parent
+        self._token: Any = None
+
+    def __enter__(self) -> Span:
+        tracer, otel = _tracer, _otel
+        if tracer is None:  # disabled meanwhile: a span that records nothing
+            from opentelemetry.trace import INVALID_SPAN
+
+            self._span: Span = INVALID_SPAN
+            return self._span
+        context, trace = otel
+        self._span = tracer.start_span(
+            self._name,
+            context=self._parent,
+            attributes=self._attributes,
+            record_exception=False,  # an exception's message may quote state or arguments
+            set_status_on_exception=False,
+        )
+        self._token = context.attach(trace.set_span_in_context(self._span))
+        return self._span
+
+    def __exit__(self, kind: type[BaseException] | None, error: object, tb: object) -> None:
+        if self._token is not None:
+            _otel[0].detach(self._token)
+        current = self._span
+        if kind is not None and issubclass(kind, asyncio.CancelledError):
+            # cut short (a cancel, a lost lease, a shutdown): not a failure of the work
+            current.set_attribute("flowledger.outcome", "stopped")
+        elif kind is not None:
+            from opentelemetry.trace import StatusCode
+
             current.set_attribute("flowledger.outcome", "failed")
-            current.set_attribute("error.type", type(exc).__qualname__)
+            current.set_attribute("error.type", kind.__qualname__)
             current.set_status(StatusCode.ERROR)
-            raise
+        current.end()
