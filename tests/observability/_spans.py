@@ -27,6 +27,7 @@ class Span:
     parent_id: str | None
     attributes: dict[str, Any]
     texts: tuple[str, ...] = field(default=())  # events, links, status: anything else said
+    links: tuple[str, ...] = field(default=())  # span ids of linked spans
 
 
 def from_sdk(span: ReadableSpan) -> Span:
@@ -42,15 +43,18 @@ def from_sdk(span: ReadableSpan) -> Span:
         None if span.parent is None else f"{span.parent.span_id:016x}",
         dict(span.attributes or {}),
         tuple(texts),
+        tuple(f"{link.context.span_id:016x}" for link in span.links),
     )
 
 
 @contextmanager
 def in_memory(*, commits: bool = False) -> Iterator[InMemorySpanExporter]:
-    """Tracing on, into an in-memory exporter, for the ``with`` block."""
+    """Tracing on, into an in-memory exporter, for the ``with`` block; the exporter's
+    ``provider`` attribute is the SDK provider (for spans of the test's own)."""
     exporter = InMemorySpanExporter()
     provider = TracerProvider()
     provider.add_span_processor(SimpleSpanProcessor(exporter))
+    exporter.provider = provider  # type: ignore[attr-defined]
     tracing.enable(provider, commits=commits)
     try:
         yield exporter

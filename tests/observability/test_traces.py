@@ -176,11 +176,14 @@ async def test_failures_are_recorded_by_type_never_by_message(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """A tool's error result quotes its (secret) arguments; the run fails; the spans say
-    ``tool_error`` and the error's type, never the message."""
+    ``tool_error`` and the error's type, never the message. Started inside a caller's
+    span (as an MCP request's), the run's span is its child and the segment links it."""
     monkeypatch.setenv("META_DIR", str(tmp_path))
     with in_memory() as exporter:
+        caller = exporter.provider.get_tracer("test")  # type: ignore[attr-defined]
         async with session(f"sqlite:///{tmp_path / 'failed.db'}") as (built, tools):
-            got = await start(tools, built, f"bad {SENTINEL}")
+            with caller.start_as_current_span("caller"):
+                got = await start(tools, built, f"bad {SENTINEL}")
     assert got["run_status"] == "failed", got
     assert SENTINEL in json.dumps(got["error"])  # the message quotes it: it is there to leak
     spans = [from_sdk(s) for s in exporter.get_finished_spans()]
@@ -193,5 +196,9 @@ async def test_failures_are_recorded_by_type_never_by_message(
     assert {s.attributes.get("error.type") for s in vertices} == {None, "ToolErrorResult"}
     segment = one([s for s in spans if s.name == "flowledger.segment"])
     assert segment.attributes["flowledger.outcome"] == "failed"  # the run's, not the graph's
+    request = one([s for s in spans if s.name == "caller"])
+    root = one([s for s in spans if s.name == "flowledger.run"])
+    assert (root.trace_id, root.parent_id) == (request.trace_id, request.span_id)
+    assert (segment.parent_id, segment.links) == (root.span_id, (request.span_id,))
     for span in spans:
         assert SENTINEL not in said(span), span

@@ -135,13 +135,20 @@ def span(name: str, attributes: Attributes) -> contextlib.AbstractContextManager
 @contextlib.contextmanager
 def segment(kind: str, attributes: Attributes, traceparent: str | None) -> Iterator[Span]:
     """A ``flowledger.segment`` span (``kind``: start, resume, adoption), a child of the
-    run's stored ``traceparent`` when there is one, else of the current span. Spans of
-    steps and vertices inside it are its descendants. Only call it when `ENABLED`."""
-    parent = _context_of(traceparent) if traceparent else None
+    run's stored ``traceparent`` when there is one (then linked to the current span, if
+    any: what asked for the segment), else of the current span. Spans of steps and
+    vertices inside it are its descendants. Only call it when `ENABLED`."""
+    parent = links = None
+    if traceparent:
+        parent = _context_of(traceparent)
+        # what asked for this segment (an MCP request, a CLI command's span) is linked
+        invoker = _otel[1].get_current_span().get_span_context()
+        if invoker.is_valid:
+            links = [_otel[1].Link(invoker)]
     token = _segment.set(True)
     try:
         with _Started(
-            "flowledger.segment", {**attributes, "flowledger.segment.kind": kind}, parent
+            "flowledger.segment", {**attributes, "flowledger.segment.kind": kind}, parent, links
         ) as current:
             yield current
     finally:
@@ -173,12 +180,13 @@ class _Started:
     """One span, current while entered: `span`'s work, kept lean (a class, not generator
     context managers) because the engine opens two per super-step."""
 
-    __slots__ = ("_attributes", "_name", "_parent", "_span", "_token")
+    __slots__ = ("_attributes", "_links", "_name", "_parent", "_span", "_token")
 
-    def __init__(self, name: str, attributes: Attributes, parent: Any) -> None:
+    def __init__(self, name: str, attributes: Attributes, parent: Any, links: Any = None) -> None:
         self._name = name
         self._attributes = attributes
         self._parent = parent
+        self._links = links
         self._token: Any = None
 
     def __enter__(self) -> Span:
@@ -193,6 +201,7 @@ class _Started:
             self._name,
             context=self._parent,
             attributes=self._attributes,
+            links=self._links,
             record_exception=False,  # an exception's message may quote state or arguments
             set_status_on_exception=False,
         )
