@@ -20,6 +20,7 @@ runs of every session. ``demo`` shows all of it.
 from __future__ import annotations
 
 import shlex
+import sys
 from typing import Annotated, Any
 
 import typer
@@ -890,5 +891,13 @@ async def _finish(
 
 
 def main() -> None:
-    """The ``flowledger`` console script."""
+    """The ``flowledger`` console script. ``FLOWLEDGER_TRACES=otlp`` exports traces of
+    what the command runs (docs/observability.md)."""
+    from ..observability import tracing
+
+    try:
+        tracing.enable_from_environment()
+    except (ValueError, RuntimeError) as exc:
+        sys.stderr.write(f"error: {exc}\n")
+        raise SystemExit(2) from None
     app(prog_name="flowledger")

@@ -19,6 +19,7 @@ anything else is a `RevisionConflictError`.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import inspect
 import os
 from collections.abc import Sequence
@@ -26,6 +27,7 @@ from dataclasses import dataclass, field, replace
 from enum import Enum
 from typing import Any, Final
 
+from ..observability import tracing
 from .checkpoint import (
     Checkpoint,
     HaltKind,
@@ -66,6 +68,8 @@ _NO_CONTINUATION: Final[Any] = absent()
 # Checkpoints committed in one append: a step's vertex checkpoints and its boundary are
 # ready together (classification does no I/O), so they share one commit up to this many.
 _MAX_BATCH: Final = 63
+# What a span-less block enters when tracing is off (reentrant, shared).
+_UNTRACED: Final = contextlib.nullcontext()
 
 
 class Granularity(Enum):
@@ -164,7 +168,11 @@ class Coordinator:
         batch, self._pending = self._pending, []
         events, self._events = self._events, []
         if batch:
-            await self.store.append(batch)
+            if tracing.commit_spans():
+                with tracing.span("flowledger.commit", self._commit_attributes(len(batch))):
+                    await self.store.append(batch)
+            else:
+                await self.store.append(batch)
             self.next_revision += len(batch)
         for event, args in events:
             await fire(self.options.hooks, event, *args)
@@ -173,14 +181,46 @@ class Coordinator:
 
     async def start(self) -> Result[Any]:
         """Write revision 0 (the seed), fire ``on_run_start``, and run to a result."""
-        self.next_revision = 0
-        self._emit(StepPhase.ROUTED, step_base=None, frontier=[self.graph.entry])
-        await self._flush()
-        await fire(self.options.hooks, "on_run_start", replace(self.run))
-        return await self._guard(self._loop(0, [self.graph.entry]))
+        with self._segment_span("start"):
+            self.next_revision = 0
+            self._emit(StepPhase.ROUTED, step_base=None, frontier=[self.graph.entry])
+            await self._flush()
+            await fire(self.options.hooks, "on_run_start", replace(self.run))
+            return await self._guard(self._loop(0, [self.graph.entry]))
 
     async def resume(self, cp: Checkpoint, payload: Any) -> Result[Any]:
-        return await self._guard(self._resume(cp, payload))
+        with self._segment_span("resume"):
+            return await self._guard(self._resume(cp, payload))
+
+    # -- traces (observability.tracing; nothing is recorded while it is off) --------------
+
+    def _segment_span(self, kind: str) -> contextlib.AbstractContextManager[Any]:
+        """A segment span unless a caller (the workflow supervisor) opened one already."""
+        if not tracing.ENABLED or tracing.in_segment():
+            return _UNTRACED
+        return tracing.segment(kind, self._graph_attributes(), None)
+
+    def _step_span(self, step: int) -> contextlib.AbstractContextManager[Any]:
+        if not tracing.ENABLED:
+            return _UNTRACED
+        # the graph's id and version are on the segment span above
+        return tracing.span(
+            "flowledger.step",
+            {"flowledger.graph_run.id": self.run.graph_run_id, "flowledger.step": step},
+        )
+
+    def _graph_attributes(self) -> dict[str, str | int | bool]:
+        return {
+            "flowledger.graph.id": self.graph.graph_id,
+            "flowledger.graph.version": self.run.graph_version,
+            "flowledger.graph_run.id": self.run.graph_run_id,
+        }
+
+    def _commit_attributes(self, checkpoints: int) -> dict[str, str | int | bool]:
+        return {
+            "flowledger.graph_run.id": self.run.graph_run_id,
+            "flowledger.commit.checkpoints": checkpoints,
+        }
 
     async def _guard(self, work: Any) -> Result[Any]:
         try:
@@ -229,10 +269,13 @@ class Coordinator:
             self.run.step = step
             base = self.state_doc
             self._interrupts = {}
-            executions = [self._prepare(v, step, base) for v in sorted(frontier)]
-            await self._execute(executions)
-            await self._classify_all(executions, [], base)
-            outcome = await self._finalize(executions, step, base, sorted(frontier))
+            with self._step_span(step) as step_span:
+                executions = [self._prepare(v, step, base) for v in sorted(frontier)]
+                await self._execute(executions)
+                await self._classify_all(executions, [], base)
+                outcome = await self._finalize(executions, step, base, sorted(frontier))
+                if step_span is not None:
+                    step_span.set_attribute("flowledger.outcome", _step_outcome(outcome))
             if isinstance(outcome, Result):
                 return outcome
             step, frontier = step + 1, outcome
@@ -250,9 +293,12 @@ class Coordinator:
             for v in rerun
         ]
         step_frontier = sorted({*rerun, *(e.record.vertex for e in carry)})
-        await self._execute(executions)
-        await self._classify_all(executions, carry, base)
-        outcome = await self._finalize([*executions, *carry], step, base, step_frontier)
+        with self._step_span(step) as step_span:
+            await self._execute(executions)
+            await self._classify_all(executions, carry, base)
+            outcome = await self._finalize([*executions, *carry], step, base, step_frontier)
+            if step_span is not None:
+                step_span.set_attribute("flowledger.outcome", _step_outcome(outcome))
         if isinstance(outcome, Result):
             return outcome
         return await self._loop(step + 1, outcome)
@@ -329,17 +375,21 @@ class Coordinator:
             record.attempt = attempt
 
         token = current_scope.set(scope)
+        vertex_span = self._vertex_span(record) if tracing.ENABLED else _UNTRACED
         try:
-            vertex = execution.vertex
-            output, _, failure = await run_task(
-                vertex.task,
-                execution.input,
-                vertex=vertex.id,
-                vertex_run_id=record.vertex_run_id,
-                retry=vertex.retry,
-                time_limit=vertex.timeout,
-                on_attempt=on_attempt,
-            )
+            with vertex_span as traced:
+                vertex = execution.vertex
+                output, _, failure = await run_task(
+                    vertex.task,
+                    execution.input,
+                    vertex=vertex.id,
+                    vertex_run_id=record.vertex_run_id,
+                    retry=vertex.retry,
+                    time_limit=vertex.timeout,
+                    on_attempt=on_attempt,
+                )
+                if traced is not None:
+                    traced.set_attributes(_vertex_end(record, failure))
         finally:
             current_scope.reset(token)
             if slots is not None:
@@ -350,6 +400,13 @@ class Coordinator:
             execution.failure = failure
         else:
             execution.output = output
+
+    def _vertex_span(self, record: VertexRecord) -> contextlib.AbstractContextManager[Any]:
+        return tracing.span(
+            "flowledger.vertex",
+            # the run and the step are on the spans above (two per step: kept small)
+            {"flowledger.vertex": record.vertex, "flowledger.vertex_run.id": record.vertex_run_id},
+        )
 
     async def _classify_all(
         self,
@@ -600,6 +657,31 @@ def _targets(picked: Any) -> tuple[str, ...]:
         if not isinstance(target, str):
             raise TypeError(f"a route's pick returned {target!r}, not a vertex id")
     return targets
+
+
+def _step_outcome(outcome: Result[Any] | list[str]) -> str:
+    """A step's end for its span: routed, paused, halted or completed."""
+    if not isinstance(outcome, Result):
+        return "routed"
+    if outcome.halt is not None:
+        return "halted"
+    if outcome.interrupts:
+        return "paused"
+    return str(outcome.run.status)
+
+
+def _vertex_end(record: VertexRecord, failure: BaseException | None) -> dict[str, str | int]:
+    """A vertex span's closing attributes: attempts made, outcome, and what failed."""
+    attempt = max(record.attempt, 1)
+    if failure is None:
+        return {"flowledger.vertex.attempt": attempt, "flowledger.outcome": "done"}
+    if isinstance(failure, InterruptSignal):
+        return {"flowledger.vertex.attempt": attempt, "flowledger.outcome": "interrupted"}
+    return {
+        "flowledger.vertex.attempt": attempt,
+        "flowledger.outcome": "failed",
+        "error.type": _error_type(failure),
+    }
 
 
 def _error_type(failure: BaseException) -> str:

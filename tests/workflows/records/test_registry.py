@@ -273,6 +273,7 @@ IMMUTABLE: list[tuple[str, Any]] = [
     ("input", InputReference(DIGEST, input_key(SID, DIGEST), 12)),
     ("ledger_locator", "flow/runs/other"),
     ("created_at", T0 - timedelta(seconds=1)),
+    ("trace_parent", "00-" + "a" * 32 + "-" + "b" * 16 + "-01"),
 ]
 
 

@@ -233,6 +233,9 @@ INVALID: list[tuple[str, dict[str, Any], str]] = [
     ),
     ("artifact digest", {"artifacts": (dataclasses.replace(ART, digest="x"),)}, "digest"),
     ("artifact size", {"artifacts": (dataclasses.replace(ART, size=-1),)}, r"artifacts\[0\]\.size"),
+    ("trace_parent text", {"trace_parent": "not a traceparent"}, "trace_parent"),
+    ("trace_parent upper", {"trace_parent": "00-" + "A" * 32 + "-" + "b" * 16 + "-01"}, "W3C"),
+    ("trace_parent version", {"trace_parent": "01-" + "a" * 32 + "-" + "b" * 16 + "-01"}, "W3C"),
 ]
 
 
@@ -338,6 +341,17 @@ def test_decode_round_trip_resets_revision() -> None:
     assert isinstance(decoded.artifacts, tuple)
 
 
+TRACE_PARENT = "00-" + "a" * 32 + "-" + "b" * 16 + "-01"
+
+
+def test_trace_parent_is_stored_only_when_set_and_round_trips() -> None:
+    """The run's trace context (observability.tracing): absent from records without one."""
+    assert "trace_parent" not in json.loads(encode_run(make_run()))["run"]
+    run = make_run(trace_parent=TRACE_PARENT)
+    assert json.loads(encode_run(run))["run"]["trace_parent"] == TRACE_PARENT
+    assert decode_run(KEY, encode_run(run)) == run
+
+
 def _mutate(path: list[str], value: Any, *, delete: bool = False) -> bytes:
     doc: Any = envelope(make_run())
     target = doc
@@ -383,6 +397,8 @@ CORRUPT: list[tuple[Any, ...]] = [
     ("artifacts object", ["run", "artifacts"], {}),
     ("artifact missing size", ["run", "artifacts"], [{"id": "a", "kind": "b", "digest": DIGEST}]),
     ("run not object", ["run"], []),
+    ("trace_parent number", ["run", "trace_parent"], 7),
+    ("trace_parent text", ["run", "trace_parent"], "00-zz"),
 ]
 
 

@@ -25,6 +25,7 @@ from flowledger.workflows.errors import (
 )
 from flowledger.workflows.records.run import RunStatus
 from flowledger.workflows.runtime.supervisor.workers import spawn
+from tests.observability._spans import from_sdk, in_memory
 
 from ..conftest import Session, build_session
 
@@ -703,6 +704,37 @@ async def test_running_checkpoint_is_adopted_not_restarted(session: Session) -> 
     assert counting.calls == {"history": 1, "get": 1, "adopt": 1}
     assert await status_of(session, run.id) is RunStatus.COMPLETED
     await successor.shutdown()
+
+
+async def test_an_adopted_run_continues_its_trace(session: Session) -> None:
+    """(ours, docs/observability.md) the segment a successor adopts is a child of the run's
+    stored trace context, like the start its dead owner cut short: one trace."""
+    with in_memory() as exporter:
+        session.gates.close("two")
+        first = session.supervisor()
+        await first.activate()
+        run = await session.create_run()
+        await (await first.start(run.id)).wait()
+        await session.gates.entered["two"].wait()
+        first._cancel_everything()  # type: ignore[attr-defined]  # the owner "dies" mid-vertex
+        await first.wait_idle()
+        await first.shutdown()
+        session.gates.open("two")
+        successor = session.supervisor()
+        await successor.activate()
+        assert await successor.wait_idle() is None
+        await successor.shutdown()
+    assert await status_of(session, run.id) is RunStatus.COMPLETED
+    spans = [from_sdk(s) for s in exporter.get_finished_spans()]
+    (root,) = [s for s in spans if s.name == "flowledger.run"]
+    stored = await session.registry.get(session.session_id, run.id)
+    assert (stored.trace_parent or "").startswith(f"00-{root.trace_id}-{root.span_id}-")
+    segments = [s for s in spans if s.name == "flowledger.segment"]
+    assert [
+        (s.attributes["flowledger.segment.kind"], s.attributes["flowledger.outcome"])
+        for s in segments
+    ] == [("start", "stopped"), ("adoption", "completed")]
+    assert {(s.trace_id, s.parent_id) for s in segments} == {(root.trace_id, root.span_id)}
 
 
 async def test_activities_are_published_while_the_segment_runs(session: Session) -> None:

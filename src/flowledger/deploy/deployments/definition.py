@@ -119,6 +119,13 @@ class DeployedDefinition(ArtifactDefinition):
 
     context: DeploymentContext
 
+    def trace_attributes(self) -> dict[str, str | int | bool]:
+        """What a segment span of this definition's runs names besides the definition."""
+        return {
+            "flowledger.deployment.name": self.context.name,
+            "flowledger.deployment.revision": self.context.revision,
+        }
+
     @property
     def pins(self) -> PinStore:
         """The pins of this definition's runs (in the database it is bound to)."""

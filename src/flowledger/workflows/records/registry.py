@@ -27,11 +27,12 @@ import dataclasses
 import hashlib
 import logging
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from typing import Final
 
 from flowledger import storage
+from flowledger.observability import tracing
 
 from ..errors import ConflictError, CorruptRecordError, InvalidForkError, NotFoundError
 from .forks import fork_marker_key
@@ -122,6 +123,21 @@ def _is_cursor(text: str) -> bool:
     return bool(sep) and len(rank) == 17 and rank.isdigit() and is_id(run_id)
 
 
+def _trace_attributes(run: Run) -> dict[str, str | int | bool]:
+    """What the ``flowledger.run`` span of a new run names (never its input)."""
+    attributes: dict[str, str | int | bool] = {
+        "flowledger.run.id": run.id,
+        "flowledger.graph_run.id": run.graph_run_id,
+        "flowledger.definition.name": run.definition_name,
+        "flowledger.definition.version": run.definition_version,
+    }
+    if run.parent_run_id is not None:
+        attributes["flowledger.parent_run.id"] = run.parent_run_id
+    if run.forked_from is not None:
+        attributes["flowledger.forked_from.run.id"] = run.forked_from.run_id
+    return attributes
+
+
 def _identity(run: Run) -> tuple[object, ...]:
     """The fields a CAS may never change (``created_at`` compared as an instant)."""
     return (
@@ -142,6 +158,7 @@ def _identity(run: Run) -> tuple[object, ...]:
         run.created_at,
         run.forked_from,
         run.scheduled_by,
+        run.trace_parent,
     )
 
 
@@ -211,6 +228,8 @@ class RunRegistry:
         if run.revision != 0:
             raise ValueError("new run revision must be zero")
         run = _with_default_namespace(run)
+        if run.trace_parent is None and tracing.ENABLED:
+            run = replace(run, trace_parent=tracing.run_root(_trace_attributes(run)))
         key = run_key(run.session_id, run.id)
         data = encode_run(run)
         if self._index is not None and not run.status.terminal:

@@ -20,6 +20,10 @@ A forked run (`forks`) has ``forked_from`` (`ForkedFrom`): the workflow run, che
 revision and checkpoint digest it was forked from. It is part of the immutable identity,
 and stored only when set (``"forked_from": {"run_id", "revision", "checkpoint_digest"}``),
 so records of runs that are not forks are unchanged.
+
+A run created while traces are on (`flowledger.observability.tracing`) has ``trace_parent``:
+the W3C ``traceparent`` of its ``flowledger.run`` span, which every segment of the run, in
+any process, continues. Immutable, and stored only when set, like ``forked_from``.
 """
 
 from __future__ import annotations
@@ -31,6 +35,7 @@ from datetime import UTC, datetime
 from enum import StrEnum
 from typing import Any, Final
 
+from flowledger.observability.tracing import TRACEPARENT
 from flowledger.storage import validate_name
 
 from ..errors import CorruptRecordError
@@ -227,6 +232,7 @@ class Run:
     revision: int = 0
     forked_from: ForkedFrom | None = None
     scheduled_by: ScheduledBy | None = None
+    trace_parent: str | None = None
 
 
 # -- identifiers and keys ------------------------------------------------------------------------
@@ -427,6 +433,10 @@ def validate_run(run: Run) -> None:
         raise ValueError("updated_at is before created_at")
     _check_artifacts(run.artifacts)
     _check_forked_from(run)
+    if run.trace_parent is not None and (
+        not isinstance(run.trace_parent, str) or TRACEPARENT.fullmatch(run.trace_parent) is None
+    ):
+        raise ValueError("trace_parent must be a W3C traceparent (00-<32 hex>-<16 hex>-<2 hex>)")
 
 
 _CHECKPOINT_DIGEST: Final = re.compile(r"sha256:[0-9a-f]{64}")
@@ -506,6 +516,8 @@ def encode_run(run: Run) -> bytes:
         }
     if run.scheduled_by is not None:
         body["scheduled_by"] = run.scheduled_by.to_json()
+    if run.trace_parent is not None:
+        body["trace_parent"] = run.trace_parent
     data = json.dumps(
         {"version": RUN_RECORD_VERSION, "run": body},
         separators=(",", ":"),
@@ -548,6 +560,7 @@ _OPTIONAL: Final = (
     "artifacts",
     "forked_from",
     "scheduled_by",
+    "trace_parent",
 )
 _RUN_FIELDS: Final = frozenset(_REQUIRED + _OPTIONAL)
 
@@ -698,6 +711,7 @@ def _run_from(body: Any) -> Run:
         artifacts=tuple(artifacts),
         forked_from=forked_from,
         scheduled_by=scheduled_by,
+        trace_parent=optional_id("trace_parent"),
     )
 
 

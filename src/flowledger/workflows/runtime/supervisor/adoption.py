@@ -38,6 +38,7 @@ from .outcomes import (
 )
 from .publication import reconcile_activities
 from .seeding import start_cut_short, start_with_seed
+from .traces import segment_span
 from .workers import Controller, controller_for, execute, forget_if_idle
 from .writes import OwnershipLost, stamp, swap, transition
 
@@ -165,30 +166,36 @@ async def adopt_with_history(
         return
     assert result is not None
     if run.status is RunStatus.RUNNING and result.run.status is flow.RunStatus.RUNNING:
-        # like a resume: one full check, and the segment it admits, in one span
-        async with definition.resuming(run.graph_run_id):
-            blocked = await definition.check_resume(run.graph_run_id)
-            if blocked:
-                await adoption_blocked(sup, run, blocked[0].message)
-                return
-            live = LiveActivities(
-                lambda current: reconcile_activities(sup, definition, current), run
-            )
-            try:
+        with segment_span("adoption", run, definition) as outcome:
+            # like a resume: one full check, and the segment it admits, in one span
+            async with definition.resuming(run.graph_run_id):
+                blocked = await definition.check_resume(run.graph_run_id)
+                if blocked:
+                    await adoption_blocked(sup, run, blocked[0].message)
+                    outcome("blocked")
+                    return
+                live = LiveActivities(
+                    lambda current: reconcile_activities(sup, definition, current), run
+                )
                 try:
-                    result = await execute(
-                        sup,
-                        controller,
-                        definition.adopt(
-                            run.graph_run_id,
-                            hooks=[live.hook, sup._boundary.hook, sup._vertex_guard],
-                        ),
+                    try:
+                        result = await execute(
+                            sup,
+                            controller,
+                            definition.adopt(
+                                run.graph_run_id,
+                                hooks=[live.hook, sup._boundary.hook, sup._vertex_guard],
+                            ),
+                        )
+                    finally:
+                        run = await live.finish()
+                except Exception as exc:
+                    await checkpoint_read_error(
+                        sup, definition, run, "adopt running checkpoint", exc
                     )
-                finally:
-                    run = await live.finish()
-            except Exception as exc:
-                await checkpoint_read_error(sup, definition, run, "adopt running checkpoint", exc)
+                    return
+            if result is None:
                 return
-        if result is None:
+            outcome(await apply_result(sup, definition, run, result))
             return
     await apply_result(sup, definition, run, result)

@@ -19,6 +19,7 @@ from ..resumption import prepare_resume
 from .failures import definite
 from .outcomes import apply_result, checkpoint_read_error
 from .publication import reconcile_activities
+from .traces import segment_span
 from .workers import Controller, controller_for, execute, forget_if_idle
 from .writes import OwnershipLost, transition
 
@@ -69,26 +70,27 @@ async def resume_locked(
     except OwnershipLost:
         return None
     live = LiveActivities(lambda current: reconcile_activities(sup, definition, current), running)
-    try:
+    with segment_span("resume", running, definition) as outcome:
         try:
-            result = await execute(
-                sup,
-                controller,
-                definition.resume(
-                    run.graph_run_id,
-                    token,
-                    hooks=[live.hook, sup._boundary.hook, sup._vertex_guard],
-                ),
-            )
-        finally:
-            running = await live.finish()
-    except Exception as exc:
-        if sup._ownership_lost():
-            return None
-        if definite(exc):
-            await checkpoint_read_error(sup, definition, running, "resume", exc)
-            return await sup.registry.get(sup._session_id, run.id)
-        raise AdoptionError(run.id, "resume", exc) from exc
-    if result is None:
-        return await sup.registry.get(sup._session_id, run.id)
-    return await apply_result(sup, definition, running, result)
+            try:
+                result = await execute(
+                    sup,
+                    controller,
+                    definition.resume(
+                        run.graph_run_id,
+                        token,
+                        hooks=[live.hook, sup._boundary.hook, sup._vertex_guard],
+                    ),
+                )
+            finally:
+                running = await live.finish()
+        except Exception as exc:
+            if sup._ownership_lost():
+                return None
+            if definite(exc):
+                await checkpoint_read_error(sup, definition, running, "resume", exc)
+                return outcome(await sup.registry.get(sup._session_id, run.id))
+            raise AdoptionError(run.id, "resume", exc) from exc
+        if result is None:
+            return outcome(await sup.registry.get(sup._session_id, run.id))
+        return outcome(await apply_result(sup, definition, running, result))

@@ -25,6 +25,7 @@ from ...records.run import Run, RunStatus
 from .misses import confirm_input_missing
 from .outcomes import apply_result, fail_definite
 from .publication import reconcile_activities
+from .traces import segment_span
 from .workers import Controller, execute
 from .writes import OwnershipLost, transition
 
@@ -95,20 +96,23 @@ async def start_with_seed(
     hooks = segment_hooks(sup, live)
     if ack is not None:
         hooks.append(flow.Hooks(on_run_start=seeded(live, ack)))
-    try:
+    with segment_span("start", running, definition) as outcome:
         try:
-            result = await execute(
-                sup, controller, definition.start(token, graph_run_id=run.graph_run_id, hooks=hooks)
-            )
-        finally:
-            running = await live.finish()
-    except Exception as exc:
-        if sup._ownership_lost():
+            try:
+                result = await execute(
+                    sup,
+                    controller,
+                    definition.start(token, graph_run_id=run.graph_run_id, hooks=hooks),
+                )
+            finally:
+                running = await live.finish()
+        except Exception as exc:
+            if sup._ownership_lost():
+                return None
+            raise AdoptionError(run.id, "start", exc) from exc
+        if result is None:
             return None
-        raise AdoptionError(run.id, "start", exc) from exc
-    if result is None:
-        return None
-    return await apply_result(sup, definition, running, result)
+        return outcome(await apply_result(sup, definition, running, result))
 
 
 def segment_hooks(sup: Supervisor, live: LiveActivities) -> list[flow.Hooks]:

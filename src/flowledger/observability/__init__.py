@@ -1,0 +1,1 @@
+"""Traces, metrics and logs for operators; optional libraries are imported only when enabled."""
