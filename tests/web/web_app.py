@@ -8,7 +8,9 @@
 * ``waiter`` v1: ``wait`` is in flight until the file its input names exists, then
   ``after``;
 * ``looper`` v1: ``spin`` routes back to itself once; its second round is in flight
-  until the file its input names exists, then ``end``.
+  until the file its input names exists, then ``end``;
+* ``gates`` v1: ``one`` is in flight until ``<path>.1`` exists, ``two`` until
+  ``<path>.2`` exists, then ``three``: a running run that moves when a test says.
 """
 
 from __future__ import annotations
@@ -188,6 +190,57 @@ def looper_definition() -> TypedDefinition[Looper]:
     return TypedDefinition(metadata, runner)
 
 
+class Gates(BaseModel):
+    path: str
+    passed: int = 0
+
+
+async def _gate(state: Gates, number: int) -> dict[str, Any]:
+    flag = Path(f"{state.path}.{number}")
+    while not await asyncio.to_thread(flag.exists):  # noqa: ASYNC110 - a test sets it
+        await asyncio.sleep(0.02)
+    return {"passed": number}
+
+
+async def one(state: Gates) -> dict[str, Any]:
+    return await _gate(state, 1)
+
+
+async def two(state: Gates) -> dict[str, Any]:
+    return await _gate(state, 2)
+
+
+async def three(state: Gates) -> dict[str, Any]:
+    return {"passed": 3}
+
+
+def gates_definition() -> TypedDefinition[Gates]:
+    graph: flow.Graph[Gates] = flow.Graph("gates", state=Gates)
+    graph.add_vertex("one", one)
+    graph.add_vertex("two", two)
+    graph.add_vertex("three", three)
+    graph.add_edge("one", "two")
+    graph.add_edge("two", "three")
+    runner = graph.compile(entry="one", finish="three", version="1")
+    metadata = Metadata(
+        "gates",
+        "v1",
+        description="Two steps that each wait for a file, then a third.",
+        input_schema={
+            "type": "object",
+            "additionalProperties": False,
+            "required": ["path"],
+            "properties": {"path": {"type": "string", "minLength": 1, "maxLength": 4096}},
+        },
+        vertices=[
+            VertexMetadata("one", "one"),
+            VertexMetadata("two", "two"),
+            VertexMetadata("three", "three"),
+        ],
+    )
+    return TypedDefinition(metadata, runner)
+
+
 def catalog() -> Catalog:
     result = Catalog()
     result.register(review_definition())
@@ -195,4 +248,5 @@ def catalog() -> Catalog:
     result.register(kinds_definition())
     result.register(waiter_definition())
     result.register(looper_definition())
+    result.register(gates_definition())
     return result

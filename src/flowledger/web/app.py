@@ -27,6 +27,8 @@ or 404 like any unknown route):
                                       (connecting to its sources) and show the readiness
 ``POST /runs/{id}/fork``              "Fork from here" on a timeline row: a new run from
                                       that row's revision (``revision``); redirects to it
+``GET  /events``                      SSE: several of the two below in one (``sub``: their
+                                      addresses; what a browser's tabs share: `mux`)
 ``GET  /events/runs``                 SSE: rows of the runs table
 ``GET  /events/runs/{id}``            SSE: one run's activities and state
 ``GET  /login``, ``POST /login``,     sign in with a token (only with tokens)
@@ -54,7 +56,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Final
-from urllib.parse import urlencode
+from urllib.parse import parse_qsl, urlencode, urlsplit
 
 from jinja2 import Environment, FileSystemLoader, select_autoescape
 from starlette.applications import Starlette
@@ -80,7 +82,8 @@ from ..workflows.records.run import RunStatus, is_id
 from .drafts import draft_detail, draft_rows
 from .forms import FormError, form_fields, parse_form
 from .graph import render_svg
-from .live import Wake
+from .live import OpenStreams, Wake
+from .mux import MAX_PARTS, Part, Refused, Streams
 from .security import CSRF_COOKIE, CSRF_FIELD, LOGIN_COOKIE, Gate, new_secret
 from .sessions import Served, SessionPool, SessionUnavailableError
 from .sources import source_detail, source_rows
@@ -200,6 +203,7 @@ class Dashboard:
         self.read_only = read_only
         self.secure_cookies = secure_cookies
         self.graphs = GraphCache()
+        self.streams = OpenStreams()  # the live streams open now
         self._background: set[asyncio.Task[Any]] = set()
         self._env = Environment(
             loader=FileSystemLoader(str(_HERE / "templates")),
@@ -241,6 +245,7 @@ class Dashboard:
             Route("/drafts/{name}", self._draft),
             Route("/sources", self._sources),
             Route("/sources/{name}", self._source),
+            Route("/events", self._events),
             Route("/events/runs", self._runs_events),
             Route("/events/runs/{run_id}", self._run_events),
             Route("/login", self._login_page, methods=["GET"]),
@@ -889,14 +894,19 @@ class Dashboard:
             ctx = await self._context(request, page=False)
             run_id = self._run_id(request)
             text = request.headers.get("last-event-id") or request.query_params.get("after")
-            cursor = parse_cursor(text)
-            if cursor is None:
-                raise _Refusal(400, "the stream's cursor must be <revision>:<event id>")
-            await get_run(ctx.served.tools, run_id)
+            part = await self._run_part(ctx, run_id, text)
         except ToolError as exc:
             return self._refused(request, self._tool_refusal(exc))
         except _Refusal as refusal:
             return self._refused(request, refusal)
+        return event_stream(ctx.served, part.produce, part.match, _SECURITY_HEADERS, self.streams)
+
+    async def _run_part(self, ctx: _Ctx, run_id: str, cursor_text: str | None) -> Part:
+        """One run's stream from the cursor on (`RunEvents`)."""
+        cursor = parse_cursor(cursor_text)
+        if cursor is None:
+            raise _Refusal(400, "the stream's cursor must be <revision>:<event id>")
+        await get_run(ctx.served.tools, run_id)
         events = RunEvents(
             ctx.served,
             run_id,
@@ -906,9 +916,7 @@ class Dashboard:
             ),
             run_event=lambda run, entries: self._run_event(ctx, run, entries),
         )
-        return event_stream(
-            ctx.served, events, lambda record: record.run_id == run_id, _SECURITY_HEADERS
-        )
+        return Part(events, lambda record: record.run_id == run_id)
 
     async def _run_event(
         self, ctx: _Ctx, run: dict[str, Any], entries: list[dict[str, Any]]
@@ -928,19 +936,56 @@ class Dashboard:
             ctx = await self._context(request, page=False)
         except _Refusal as refusal:
             return self._refused(request, refusal)
-        chosen = RunFilter(
-            request.query_params.get("status", ""),
-            request.query_params.get("definition", ""),
-            request.query_params.get("q", "").strip(),
-        )
         since = request.headers.get("last-event-id") or request.query_params.get("since", "")
+        part = self._rows_part(ctx, request.query_params, since)
+        return event_stream(ctx.served, part.produce, part.match, _SECURITY_HEADERS, self.streams)
+
+    def _rows_part(self, ctx: _Ctx, query: Mapping[str, str], since: str) -> Part:
+        """The runs table's stream for the page's filters (`RowEvents`)."""
+        chosen = RunFilter(
+            query.get("status", ""), query.get("definition", ""), query.get("q", "").strip()
+        )
         tools = ctx.served.tools
 
         async def row_html(run: dict[str, Any]) -> str:
             return self._row_html(await self._row(tools, run))
 
         events = RowEvents(ctx.served, chosen, since, row_html=row_html)
-        return event_stream(ctx.served, events, lambda _record: True, _SECURITY_HEADERS)
+        return Part(events, lambda _record: True)
+
+    async def _events(self, request: Request) -> Response:
+        """The page streams of a browser's tabs in one stream (`flowledger.web.mux`)."""
+        try:
+            ctx = await self._context(request, page=False)
+            addresses = request.query_params.getlist("sub")
+            if not 1 <= len(addresses) <= MAX_PARTS:
+                raise _Refusal(400, f"a stream carries 1..{MAX_PARTS} sub streams (sub=ADDRESS)")
+            parts = [await self._sub_part(ctx, address) for address in addresses]
+        except _Refusal as refusal:
+            return self._refused(request, refusal)
+        streams = Streams(parts)
+        return event_stream(ctx.served, streams, streams.match, _SECURITY_HEADERS, self.streams)
+
+    async def _sub_part(self, ctx: _Ctx, address: str) -> Part | Refused:
+        """The page stream at ``address``, or what its own address would have refused."""
+        split = urlsplit(address)
+        query = dict(parse_qsl(split.query))
+        try:
+            if split.scheme or split.netloc or split.fragment:
+                raise _Refusal(400, "a sub stream is a path on this server")
+            if split.path == "/events/runs":
+                return self._rows_part(ctx, query, query.get("since", ""))
+            run_id = split.path.removeprefix("/events/runs/")
+            if run_id == split.path or "/" in run_id:
+                raise _Refusal(404, f"no stream at {split.path!r}")
+            if not is_id(run_id):
+                raise _Refusal(404, f"no run {run_id!r}: a run ID is a UUID")
+            return await self._run_part(ctx, run_id, query.get("after"))
+        except ToolError as exc:
+            refusal = self._tool_refusal(exc)
+            return Refused(refusal.status, str(refusal))
+        except _Refusal as refusal:
+            return Refused(refusal.status, str(refusal))
 
     # -- signing in --------------------------------------------------------------------------
 
