@@ -10,7 +10,9 @@
 * ``looper`` v1: ``spin`` routes back to itself once; its second round is in flight
   until the file its input names exists, then ``end``;
 * ``gates`` v1: ``one`` is in flight until ``<path>.1`` exists, ``two`` until
-  ``<path>.2`` exists, then ``three``: a running run that moves when a test says.
+  ``<path>.2`` exists, then ``three``: a running run that moves when a test says;
+* ``tally`` v1: ``call`` appends a line to the file its input names (a tool that is not
+  idempotent: the test counts its calls), then ``end``.
 """
 
 from __future__ import annotations
@@ -241,6 +243,45 @@ def gates_definition() -> TypedDefinition[Gates]:
     return TypedDefinition(metadata, runner)
 
 
+class Tally(BaseModel):
+    path: str
+    note: str = ""
+
+
+async def call(state: Tally) -> dict[str, Any]:
+    def append() -> None:
+        with Path(state.path).open("a") as out:
+            out.write(f"called {state.note}\n")
+
+    await asyncio.to_thread(append)
+    return {}
+
+
+async def finish(state: Tally) -> dict[str, Any]:
+    return {}
+
+
+def tally_definition() -> TypedDefinition[Tally]:
+    graph: flow.Graph[Tally] = flow.Graph("tally", state=Tally)
+    graph.add_vertex("call", call)
+    graph.add_vertex("end", finish)
+    graph.add_edge("call", "end")
+    runner = graph.compile(entry="call", finish="end", version="1")
+    metadata = Metadata(
+        "tally",
+        "v1",
+        description="Call a tool that counts its calls, then end.",
+        input_schema={
+            "type": "object",
+            "additionalProperties": False,
+            "required": ["path"],
+            "properties": {"path": {"type": "string", "minLength": 1, "maxLength": 4096}},
+        },
+        vertices=[VertexMetadata("Call the tool", "call"), VertexMetadata("End", "end")],
+    )
+    return TypedDefinition(metadata, runner)
+
+
 def catalog() -> Catalog:
     result = Catalog()
     result.register(review_definition())
@@ -249,4 +290,5 @@ def catalog() -> Catalog:
     result.register(waiter_definition())
     result.register(looper_definition())
     result.register(gates_definition())
+    result.register(tally_definition())
     return result

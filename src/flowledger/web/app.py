@@ -25,8 +25,10 @@ or 404 like any unknown route):
 ``POST /runs/{id}/cancel``            cancel (``reason``)
 ``POST /runs/{id}/revalidate``        a deployed run: revalidate its pinned environment
                                       (connecting to its sources) and show the readiness
-``POST /runs/{id}/fork``              "Fork from here" on a timeline row: a new run from
-                                      that row's revision (``revision``); redirects to it
+``GET  /runs/{id}/fork``              "Fork from here" on a timeline row (``revision``):
+                                      what the fork does, its form
+``POST /runs/{id}/fork``              a new run after that row's step (``revision``,
+                                      ``patch``, ``confirm``); redirects to it
 ``GET  /events``                      SSE: several of the two below in one (``sub``: their
                                       addresses; what a browser's tabs share: `mux`)
 ``GET  /events/runs``                 SSE: rows of the runs table
@@ -50,6 +52,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import logging
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -170,6 +173,17 @@ def _short_time(value: object) -> str:
     return text.replace("T", " ").removesuffix("Z")[:19]
 
 
+def _patch(text: str) -> dict[str, Any]:
+    """The fork form's state changes: a JSON object (`FormError` naming the field)."""
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise FormError("patch", f"not valid JSON: {exc.msg} at character {exc.pos}") from None
+    if not isinstance(value, dict):
+        raise FormError("patch", 'must be a JSON object of state fields, like {"title": "x"}')
+    return value
+
+
 def _trace_slice(request: Request) -> tuple[int, int]:
     """``trace_start`` and ``trace_limit``, bounded as ``read_run_trace`` bounds them."""
     start_text = request.query_params.get("trace_start", "0")
@@ -260,6 +274,7 @@ class Dashboard:
                 Route("/runs/{run_id}/retry", self._retry, methods=["POST"]),
                 Route("/runs/{run_id}/cancel", self._cancel, methods=["POST"]),
                 Route("/runs/{run_id}/revalidate", self._revalidate, methods=["POST"]),
+                Route("/runs/{run_id}/fork", self._fork_page, methods=["GET"]),
                 Route("/runs/{run_id}/fork", self._fork, methods=["POST"]),
             ]
         return Starlette(routes=routes)
@@ -844,24 +859,95 @@ class Dashboard:
             return self._refused(request, refusal)
         return RedirectResponse(f"/runs/{run_id}", status_code=303)
 
-    async def _fork(self, request: Request) -> Response:
-        """Fork the run at the revision of the timeline row whose button was pressed (the
-        fork continues from the state there: `flowledger.flow.fork`), then show the fork."""
+    async def _fork_page(self, request: Request) -> Response:
+        """ "Fork from here": what a fork after that timeline row's revision does (the
+        tool's preview, `flowledger.tools.fork`), a state patch field and, when steps
+        that already ran would run again, a confirmation."""
         try:
-            ctx = await self._context(request, page=False)
+            ctx = await self._context(request)
             run_id = self._run_id(request)
-            fields = await self._form(request)
-            text = fields.get("revision", "")
-            if not text.isdigit() or len(text) > 19:
-                raise _Refusal(400, "revision must be a checkpoint revision (an integer >= 0)")
-            fork = ctx.served.fork
-            if fork is None:
-                raise _Refusal(405, "this dashboard is read-only")
-            result = await fork.call("workflow_run_fork", {"run_id": run_id, "revision": int(text)})
+            revision = self._revision(request.query_params.get("revision", ""))
+            view = await self._fork_view(ctx, run_id, revision)
         except ToolError as exc:
             return self._refused(request, self._tool_refusal(exc))
         except _Refusal as refusal:
             return self._refused(request, refusal)
+        return self._page(request, "fork.html", view, ctx=ctx)
+
+    @staticmethod
+    def _revision(text: str) -> int:
+        if not text.isdigit() or len(text) > 19:
+            raise _Refusal(400, "revision must be a checkpoint revision (an integer >= 0)")
+        return int(text)
+
+    async def _fork_view(
+        self,
+        ctx: _Ctx,
+        run_id: str,
+        revision: int,
+        *,
+        error: str = "",
+        values: Mapping[str, str] | None = None,
+    ) -> dict[str, Any]:
+        fork = ctx.served.fork
+        if fork is None:
+            raise _Refusal(405, "this dashboard is read-only")
+        run = await get_run(ctx.served.tools, run_id)
+        plan = await fork.call(
+            "workflow_run_fork",
+            {"run_id": run_id, "revision": revision, "after": True, "preview": True},
+        )
+        picture = self.graphs.picture(
+            ctx.served.session.catalog, str(run["definition_name"]), str(run["definition_version"])
+        )
+        labels = dict(picture.shape.vertices) if picture is not None else {}
+        return {
+            "run": run,
+            "plan": plan,
+            "labels": labels,
+            "error": error,
+            "values": values or {},
+        }
+
+    async def _fork(self, request: Request) -> Response:
+        """Fork the run after the revision of the timeline row (``after``: the fork
+        continues after that row's step, `flowledger.flow.fork`), with the form's state
+        patch, once confirmed when steps that already ran run again; then show the fork.
+        A refusal shows the form again with what is wrong."""
+        try:
+            ctx = await self._context(request, page=False)
+            run_id = self._run_id(request)
+            fields = await self._form(request)
+            revision = self._revision(fields.get("revision", ""))
+            fork = ctx.served.fork
+            if fork is None:
+                raise _Refusal(405, "this dashboard is read-only")
+        except _Refusal as refusal:
+            return self._refused(request, refusal)
+        arguments: dict[str, Any] = {"run_id": run_id, "revision": revision, "after": True}
+        try:
+            patch_text = fields.get("patch", "").strip()
+            if patch_text:
+                arguments["patch"] = _patch(patch_text)
+            plan = await fork.call("workflow_run_fork", {**arguments, "preview": True})
+            if plan["again"] and fields.get("confirm") != "yes":
+                raise FormError(
+                    "confirm",
+                    "steps that already ran run again in this fork; tick "
+                    "'Run these steps again' to fork anyway",
+                )
+            result = await fork.call("workflow_run_fork", arguments)
+        except (FormError, ToolError) as exc:
+            if isinstance(exc, ToolError) and self._tool_refusal(exc).status != 400:
+                return self._refused(request, self._tool_refusal(exc))
+            message = _said(exc) if isinstance(exc, ToolError) else str(exc)
+            try:
+                view = await self._fork_view(ctx, run_id, revision, error=message, values=fields)
+            except ToolError as again:
+                return self._refused(request, self._tool_refusal(again))
+            except _Refusal as refusal:
+                return self._refused(request, refusal)
+            return self._page(request, "fork.html", view, ctx=ctx, status=400)
         return RedirectResponse(f"/runs/{result['run_id']}", status_code=303)
 
     async def _revalidate(self, request: Request) -> Response:
