@@ -63,6 +63,11 @@ def test_a_fork_from_a_step_continues_after_it(
         page.wait_for_selector("#header .status-completed")
         assert origin[:8] in page.inner_text("#forked-from")
         assert _calls(counter) == ["called "]  # the tool was not called again
+        # the step the fork inherited finished shows finished, not "not reached"
+        page.wait_for_selector("svg.graph .vertex[data-vertex='call'][data-state='done']")
+        page.wait_for_selector("svg.graph .vertex[data-vertex='end'][data-state='done']")
+        page.reload()
+        page.wait_for_selector("svg.graph .vertex[data-vertex='call'][data-state='done']")
 
         # from the run's start, the tool runs again: the page says so, and the fork does it
         page.goto(served.url + f"runs/{origin}")

@@ -99,6 +99,7 @@ from .views import (
     GraphCache,
     RunFilter,
     get_run,
+    inherited_vertices,
     latest_vertices,
     parse_cursor,
     pretty_json,
@@ -117,6 +118,7 @@ DEPLOYMENT_PAGE: Final = 500  # deployment_list's largest page
 
 _TERMINAL: Final = frozenset({"completed", "cancelled", "failed"})
 TRACE_PAGE: Final = 20
+_FORKS_KEPT: Final = 1024  # forks whose inherited vertices are kept (then all forgotten)
 _SECURITY_HEADERS: Final = {
     "content-security-policy": (
         "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
@@ -218,6 +220,7 @@ class Dashboard:
         self.secure_cookies = secure_cookies
         self.graphs = GraphCache()
         self.streams = OpenStreams()  # the live streams open now
+        self._forks: dict[tuple[str, str], frozenset[str]] = {}  # `_inherited`
         self._background: set[asyncio.Task[Any]] = set()
         self._env = Environment(
             loader=FileSystemLoader(str(_HERE / "templates")),
@@ -463,7 +466,15 @@ class Dashboard:
         end = Cursor.after(entries[-1]).text() if entries else ""
         latest = await latest_vertices(ctx.served.session, run_id)
         return {
-            **self._run_parts(ctx, run, entries, latest, error=error, values=values),
+            **self._run_parts(
+                ctx,
+                run,
+                entries,
+                latest,
+                inherited=await self._inherited(ctx, run),
+                error=error,
+                values=values,
+            ),
             "timeline": page["entries"],
             "timeline_first": cursor == Cursor(),
             "timeline_later": later,
@@ -514,6 +525,18 @@ class Dashboard:
             "trace_later": later + "#trace" if later else "",
         }
 
+    async def _inherited(self, ctx: _Ctx, run: Mapping[str, Any]) -> frozenset[str]:
+        """A fork's inherited finished vertices (`views.inherited_vertices`), read once per
+        fork: its origins' histories up to the fork point never change."""
+        if not run.get("forked_from"):
+            return frozenset()
+        key = (ctx.served.session_id, str(run["run_id"]))
+        if key not in self._forks:
+            if len(self._forks) >= _FORKS_KEPT:
+                self._forks.clear()
+            self._forks[key] = await inherited_vertices(ctx.served.tools, run)
+        return self._forks[key]
+
     def _run_parts(
         self,
         ctx: _Ctx,
@@ -521,6 +544,7 @@ class Dashboard:
         entries: list[dict[str, Any]],
         latest: Latest | None,
         *,
+        inherited: frozenset[str] = frozenset(),
         error: str = "",
         values: Mapping[str, str] | None = None,
     ) -> dict[str, Any]:
@@ -530,7 +554,7 @@ class Dashboard:
         states: dict[str, str] = {}
         svg = None
         if picture is not None:
-            states = vertex_states(picture.shape, run, entries, latest)
+            states = vertex_states(picture.shape, run, entries, latest, inherited)
             svg = render_svg(picture, states, title=f"graph of {run['definition_name']}")
         pending = run.get("pending")
         fields = []
@@ -1008,7 +1032,9 @@ class Dashboard:
         self, ctx: _Ctx, run: dict[str, Any], entries: list[dict[str, Any]]
     ) -> dict[str, Any]:
         latest = await latest_vertices(ctx.served.session, str(run["run_id"]))
-        parts = self._run_parts(ctx, run, entries, latest)
+        parts = self._run_parts(
+            ctx, run, entries, latest, inherited=await self._inherited(ctx, run)
+        )
         return {
             "header": self._env.get_template("_header.html").render(parts),
             "pending": self._env.get_template("_pending.html").render(parts),
