@@ -145,6 +145,7 @@ def test_cancel_with_a_reason(server: str, page: Any) -> None:
     start_from_definitions(page, server, "To cancel")
     vertex(page, "approval", "paused")
     page.fill("#cancel-form input[name=reason]", "changed my mind")
+    page.once("dialog", lambda dialog: dialog.accept())  # it asks first
     page.click("#cancel-form button")
     page.wait_for_selector("#header .status-cancelled")
     assert page.query_selector("#cancel-form") is None

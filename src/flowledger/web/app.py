@@ -171,8 +171,9 @@ def _damaged_draft(exc: DraftCorruptError) -> _Refusal:
 
 
 def _short_time(value: object) -> str:
+    """A stored time (UTC, ISO 8601) to the second, saying its zone."""
     text = str(value or "")
-    return text.replace("T", " ").removesuffix("Z")[:19]
+    return text.replace("T", " ").removesuffix("Z")[:19] + " UTC" if text else ""
 
 
 def _patch(text: str) -> dict[str, Any]:
@@ -985,6 +986,12 @@ class Dashboard:
             if revision_of(str(run["definition_version"])) is None:
                 raise _Refusal(
                     409, f"run {run_id} is not a deployed run: it has no environment to revalidate"
+                )
+            if run["run_status"] in _TERMINAL:
+                raise _Refusal(
+                    409,
+                    f"run {run_id} is {run['run_status']}: it never resumes, so there is "
+                    "nothing to revalidate",
                 )
             view = await self._run_view(ctx, run_id, Cursor(), revalidate=True)
             if view["deployed"] is None:

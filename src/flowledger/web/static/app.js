@@ -107,6 +107,12 @@ function checkJson(field) {
 }
 
 function bindForms(scope) {
+  // a form that cannot be undone (cancel) asks first
+  for (const form of scope.querySelectorAll("form[data-confirm]")) {
+    form.addEventListener("submit", (event) => {
+      if (!window.confirm(form.dataset.confirm)) event.preventDefault();
+    });
+  }
   for (const form of scope.querySelectorAll("form.schema-form")) {
     for (const field of form.querySelectorAll("textarea[data-json]")) {
       field.addEventListener("input", () => checkJson(field));

@@ -1,0 +1,100 @@
+"""What a real browser found confusing (issue #31, item 5), each checked in Debian's
+chromium through Playwright against ``flowledger web`` on a real SQLite file: a long
+state string on a 390 px wide screen, a cancel that asks first, choice fields without
+JSON quotes, times that say their zone, and a favicon."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from .inprocess import DEADLINE, Served, browser, served
+
+pytestmark = pytest.mark.slow
+
+__all__ = ["browser", "served"]  # the fixtures this module uses
+
+NARROW = 390
+
+
+def _context(browser: Any, width: int = 1280) -> Any:
+    context = browser.new_context(viewport={"width": width, "height": 800})
+    context.set_default_timeout(DEADLINE * 1000)
+    return context
+
+
+def _start(page: Any, base: str, name: str, fields: dict[str, str]) -> str:
+    page.goto(base + f"definitions/{name}/v1")
+    for field, value in fields.items():
+        page.fill(f"#f-{field}", value)
+    page.click("#start-form button[type=submit]")
+    page.wait_for_url(re.compile(r"/runs/[0-9a-f-]{36}$"))
+    return str(page.url.rsplit("/", 1)[1])
+
+
+def test_a_long_state_string_does_not_widen_a_narrow_screen(served: Served, browser: Any) -> None:
+    context = _context(browser, NARROW)
+    try:
+        page = context.new_page()
+        title = "x" * 200  # the longest title, one word
+        run_id = _start(page, served.url, "document_review", {"title": title, "document": "Hi."})
+        page.wait_for_selector("#header .status-interrupted")
+        assert title in page.inner_text("#pause")
+        for path in (f"runs/{run_id}", "runs", "definitions/document_review/v1"):
+            page.goto(served.url + path)
+            width = page.evaluate("document.documentElement.scrollWidth")
+            assert width <= NARROW, (path, width)
+    finally:
+        context.close()
+
+
+def test_cancel_asks_first(served: Served, browser: Any, tmp_path: Path) -> None:
+    context = _context(browser)
+    flag = tmp_path / "go"
+    try:
+        page = context.new_page()
+        run_id = _start(page, served.url, "waiter", {"path": str(flag)})
+        page.fill("#cancel-form input[name=reason]", "changed my mind")
+        asked: list[str] = []
+
+        def say_no(dialog: Any) -> None:
+            asked.append(dialog.message)
+            dialog.dismiss()
+
+        page.once("dialog", say_no)
+        page.click("#cancel-form button[type=submit]")
+        assert asked and "Cancel run" in asked[0] and run_id[:8] in asked[0]
+        page.reload()
+        assert page.inner_text("#header .status") == "running"  # nothing was sent
+        page.fill("#cancel-form input[name=reason]", "changed my mind")
+        page.once("dialog", lambda dialog: dialog.accept())
+        page.click("#cancel-form button[type=submit]")
+        page.wait_for_selector("#header .status-cancelled")
+    finally:
+        flag.touch()
+        context.close()
+
+
+def test_choices_times_and_favicon(served: Served, browser: Any) -> None:
+    context = _context(browser)
+    try:
+        page = context.new_page()
+        page.goto(served.url + "definitions/kinds/v1")
+        labels = page.eval_on_selector_all("#f-color option", "o => o.map(x => x.textContent)")
+        assert labels == ["choose…", "red", "green"]
+        page.select_option("#f-color", label="green")
+        page.fill("#f-count", "1")
+        page.click("#start-form button[type=submit]")
+        page.wait_for_url(re.compile(r"/runs/[0-9a-f-]{36}$"))
+        page.wait_for_selector("#header .status-completed")
+        for text in page.eval_on_selector_all("main time", "t => t.map(x => x.textContent)"):
+            assert text.endswith(" UTC"), text
+        icon = page.get_attribute("link[rel=icon]", "href")
+        assert icon is not None
+        answer = page.request.get(served.url + icon.lstrip("/"))
+        assert answer.status == 200 and answer.headers["content-type"].startswith("image/svg")
+    finally:
+        context.close()
