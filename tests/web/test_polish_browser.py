@@ -98,3 +98,37 @@ def test_choices_times_and_favicon(served: Served, browser: Any) -> None:
         assert answer.status == 200 and answer.headers["content-type"].startswith("image/svg")
     finally:
         context.close()
+
+
+def test_after_a_refused_post_the_address_is_the_page(served: Served, browser: Any) -> None:
+    context = _context(browser)
+    try:
+        page = context.new_page()
+        page.goto(served.url + "definitions/kinds/v1")
+        page.evaluate("document.querySelector('#start-form').noValidate = true")
+        page.fill("#f-count", "99")  # beyond the schema's maximum: the server refuses it
+        page.click("#start-form button[type=submit]")
+        page.wait_for_selector("#form-error")
+        assert "count" in page.inner_text("#form-error")
+        assert page.url == served.url + "definitions/kinds/v1"
+        requests: list[str] = []
+        page.on("request", lambda request: requests.append(request.method))
+        reloaded = page.reload()
+        assert reloaded is not None and reloaded.status == 200
+        assert requests[0] == "GET" and page.query_selector("#form-error") is None
+        # a new tab on an action's address gets its page, not "Method Not Allowed"
+        tab = context.new_page()
+        for action, landing in (
+            ("definitions/kinds/v1/start", "definitions/kinds/v1"),
+            ("runs/00000000-0000-4000-8000-000000000001/cancel", None),
+        ):
+            answer = tab.goto(served.url + action)
+            assert answer is not None
+            if landing is None:  # no such run: the run page's own 404
+                assert answer.status == 404 and "Method Not Allowed" not in tab.content()
+            else:
+                assert answer.status == 200 and tab.url == served.url + landing
+        page.goto(served.url + "runs")
+        assert page.query_selector("tr[data-run]") is None  # nothing was started
+    finally:
+        context.close()

@@ -29,6 +29,8 @@ or 404 like any unknown route):
                                       what the fork does, its form
 ``POST /runs/{id}/fork``              a new run after that row's step (``revision``,
                                       ``patch``, ``confirm``); redirects to it
+``GET  /.../start``, ``/runs/{id}/resume`` (``retry``, ``cancel``, ``revalidate``):
+                                      redirect to the page the action is taken from
 ``GET  /events``                      SSE: several of the two below in one (``sub``: their
                                       addresses; what a browser's tabs share: `mux`)
 ``GET  /events/runs``                 SSE: rows of the runs table
@@ -187,6 +189,24 @@ def _patch(text: str) -> dict[str, Any]:
     return value
 
 
+_ACTIONS: Final = ("/start", "/resume", "/retry", "/cancel", "/revalidate")
+
+
+def _address_after_post(request: Request, context: Mapping[str, Any]) -> str:
+    """The GET address of a page answered to a POST (an error shown with its form, or
+    a revalidation), which the page script puts in the address bar, so a reload reads
+    the page instead of posting again; "" when the address already is one."""
+    if request.method != "POST":
+        return ""
+    path = request.url.path
+    for action in _ACTIONS:
+        if path.endswith(action):
+            return path.removesuffix(action)
+    if path.endswith("/fork") and isinstance(context.get("plan"), Mapping):
+        return f"{path}?{urlencode({'revision': context['plan']['requested_revision']})}"
+    return ""
+
+
 def _trace_slice(request: Request) -> tuple[int, int]:
     """``trace_start`` and ``trace_limit``, bounded as ``read_run_trace`` bounds them."""
     start_text = request.query_params.get("trace_start", "0")
@@ -271,6 +291,13 @@ class Dashboard:
             Route("/logout", self._logout, methods=["POST"]),
             Mount("/static", StaticFiles(directory=str(_HERE / "static")), name="static"),
         ]
+        routes += [  # a new tab or a bookmark of an action's address: its page
+            Route("/definitions/{name}/{version}/start", self._to_page, methods=["GET"]),
+            *(
+                Route("/runs/{run_id}/" + action, self._to_page, methods=["GET"])
+                for action in ("resume", "retry", "cancel", "revalidate")
+            ),
+        ]
         if not self.read_only:
             routes += [
                 Route("/definitions/{name}/{version}/start", self._start, methods=["POST"]),
@@ -324,7 +351,13 @@ class Dashboard:
     ) -> Response:
         csrf = ctx.csrf if ctx is not None else request.cookies.get(CSRF_COOKIE) or new_secret()
         body = self._env.get_template(template).render(
-            {**context, "csrf": csrf, "csrf_field": CSRF_FIELD, "path": request.url.path}
+            {
+                **context,
+                "csrf": csrf,
+                "csrf_field": CSRF_FIELD,
+                "path": request.url.path,
+                "address": _address_after_post(request, context),
+            }
         )
         response = HTMLResponse(
             body, status_code=status, headers={**_SECURITY_HEADERS, **(headers or {})}
@@ -372,6 +405,10 @@ class Dashboard:
         return run_id
 
     # -- pages -------------------------------------------------------------------------------
+
+    async def _to_page(self, request: Request) -> Response:
+        """``GET`` of a POST action's address: the page the action is taken from."""
+        return RedirectResponse(request.url.path.rsplit("/", 1)[0], status_code=303)
 
     async def _home(self, request: Request) -> Response:
         return RedirectResponse("/runs", status_code=303)

@@ -128,6 +128,10 @@ function bindForms(scope) {
 }
 
 document.addEventListener("DOMContentLoaded", () => {
+  // a page answered to a form's POST: the address bar shows the page's own address, so
+  // a reload reads it again instead of posting the form again
+  const address = document.body.dataset.address;
+  if (address) history.replaceState(null, "", address);
   const runs = document.getElementById("runs");
   if (runs && runs.dataset.stream) liveRuns(runs);
   const run = document.getElementById("run");
