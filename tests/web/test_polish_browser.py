@@ -132,3 +132,34 @@ def test_after_a_refused_post_the_address_is_the_page(served: Served, browser: A
         assert page.query_selector("tr[data-run]") is None  # nothing was started
     finally:
         context.close()
+
+
+def test_vertex_states_are_signs_not_colour_alone(
+    served: Served, browser: Any, tmp_path: Path
+) -> None:
+    context = _context(browser)
+    flag = tmp_path / "go"
+    try:
+        page = context.new_page()
+        _start(page, served.url, "waiter", {"path": str(flag)})
+        mark = "svg.graph .vertex[data-vertex='{}'] text.mark"
+        page.wait_for_selector("svg.graph .vertex[data-vertex='wait'][data-state='running']")
+        assert page.text_content(mark.format("wait")) == "▶"
+        assert page.text_content(mark.format("after")) == ""
+        dash = page.eval_on_selector(
+            "svg.graph .vertex[data-vertex='after'] rect",
+            "r => getComputedStyle(r).strokeDasharray",
+        )
+        assert dash not in ("", "none")  # not reached: a dashed outline, whatever the colour
+        legend = page.inner_text("ul.legend")
+        for sign in ("▶", "✓", "⏸", "✗"):
+            assert sign in legend
+        flag.touch()  # the signs follow the run live
+        page.wait_for_selector("#header .status-completed")
+        page.wait_for_function(
+            f"""() => document.querySelector("{mark.format("after")}").textContent === "✓"
+                && document.querySelector("{mark.format("wait")}").textContent === "✓" """
+        )
+    finally:
+        flag.touch()
+        context.close()

@@ -86,7 +86,7 @@ from ..workflows.errors import ConflictError, NotFoundError, UnknownDefinitionEr
 from ..workflows.records.run import RunStatus, is_id
 from .drafts import draft_detail, draft_rows
 from .forms import FormError, form_fields, parse_form
-from .graph import render_svg
+from .graph import MARKS, render_svg
 from .live import OpenStreams, Wake
 from .mux import MAX_PARTS, Part, Refused, Streams
 from .security import CSRF_COOKIE, CSRF_FIELD, LOGIN_COOKIE, Gate, new_secret
@@ -613,6 +613,7 @@ class Dashboard:
             "svg": svg,
             "states": states,
             "state_names": STATES,
+            "marks": MARKS,
             "pending": pending if isinstance(pending, Mapping) else None,
             "fields": fields,
             "values": values or {},

@@ -32,6 +32,9 @@ function liveStream(url) {
   return target;
 }
 
+// each vertex state's sign (the server's graph.MARKS): state not by colour alone
+const MARKS = { running: "▶", done: "✓", paused: "⏸", failed: "✗", not_reached: "" };
+
 function fragmentRows(html) {
   const body = document.createElement("tbody");
   body.innerHTML = html.trim();
@@ -83,6 +86,8 @@ function liveRun(root) {
       const node = document.querySelector(`svg.graph .vertex[data-vertex="${vertex}"]`);
       if (node) {
         node.dataset.state = state;
+        const mark = node.querySelector("text.mark");
+        if (mark) mark.textContent = MARKS[state] ?? "";
         const title = node.querySelector("title");
         if (title) title.textContent = `${vertex}: ${state.replace("_", " ")}`;
       }
