@@ -152,7 +152,7 @@ def test_vertex_states_are_signs_not_colour_alone(
         )
         assert dash not in ("", "none")  # not reached: a dashed outline, whatever the colour
         legend = page.inner_text("ul.legend")
-        for sign in ("▶", "✓", "⏸", "✗"):
+        for sign in ("▶", "✓", "‖", "✗"):
             assert sign in legend
         flag.touch()  # the signs follow the run live
         page.wait_for_selector("#header .status-completed")
