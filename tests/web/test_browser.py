@@ -145,6 +145,7 @@ def test_cancel_with_a_reason(server: str, page: Any) -> None:
     start_from_definitions(page, server, "To cancel")
     vertex(page, "approval", "paused")
     page.fill("#cancel-form input[name=reason]", "changed my mind")
+    page.once("dialog", lambda dialog: dialog.accept())  # it asks first
     page.click("#cancel-form button")
     page.wait_for_selector("#header .status-cancelled")
     assert page.query_selector("#cancel-form") is None
@@ -170,6 +171,8 @@ def test_read_only_has_no_buttons_and_refuses_posts(server: str, db: Path, page:
         vertex(page, "approval", "paused")
         assert page.query_selector("main button") is None
         assert page.query_selector("main form[method=post]") is None
+        assert page.query_selector("main a.fork") is None
+        assert page.request.get(reader + f"runs/{run_id}/fork?revision=0").status == 404
         page.goto(reader + "definitions/document_review/v1")
         assert page.query_selector("main button") is None
         for path in (
@@ -281,7 +284,10 @@ def test_a_paused_deployed_run_shows_its_pin_and_revalidates(
 def test_fork_from_here_opens_the_fork(server: str, page: Any) -> None:
     origin = start_from_definitions(page, server, "Fork me")
     vertex(page, "approval", "paused")
-    page.click("#timeline tr:has(.kind-run_started) form.fork button")
+    page.click("#timeline tr:has(.kind-run_started) a.fork")
+    page.wait_for_url(re.compile(r"/runs/" + origin + r"/fork\?revision=0$"))
+    page.check("#f-confirm")  # every step runs again: asked first
+    page.click("#fork-form button[type=submit]")
     page.wait_for_url(re.compile(r"/runs/(?!" + origin + r")[0-9a-f-]{36}$"))
     fork = str(page.url.rsplit("/", 1)[1])
     assert fork != origin
@@ -289,9 +295,13 @@ def test_fork_from_here_opens_the_fork(server: str, page: Any) -> None:
     assert origin[:8] in forked_from and "revision 0" in forked_from
     vertex(page, "approval", "paused")  # the whole graph ran again in the fork
     assert "Publish 'Fork me'?" in page.inner_text("#pause")
-    # Rows that arrived live carry a working button too (with the page's CSRF token).
-    page.wait_for_selector("#timeline tr:has(.kind-run_interrupted) form.fork button")
-    page.click("#timeline tr:has(.kind-run_interrupted) form.fork button")
+    # Rows that arrived live carry a working link too.
+    page.wait_for_selector("#timeline tr:has(.kind-run_interrupted) a.fork")
+    page.click("#timeline tr:has(.kind-run_interrupted) a.fork")
+    # the pause is inside its step: the fork asks the question again
+    assert "approval" in page.inner_text("#fork-again")
+    page.check("#f-confirm")
+    page.click("#fork-form button[type=submit]")
     page.wait_for_url(re.compile(r"/runs/(?!" + fork + r")[0-9a-f-]{36}$"))
     second = str(page.url.rsplit("/", 1)[1])
     assert second not in (origin, fork)

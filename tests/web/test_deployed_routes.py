@@ -231,3 +231,16 @@ def test_the_definitions_page_lists_every_deployment(
         listed = client.get("/definitions").text
         for index in range(55):
             assert f'href="/definitions/d{index:02}/r1"' in listed
+
+
+def test_a_finished_deployed_run_has_no_revalidate(db: Path) -> None:
+    with served(db) as (client, pool):
+        run_id = paused_deployed_run(client, pool)
+        token = csrf(client, f"/runs/{run_id}")
+        cancelled = client.post(f"/runs/{run_id}/cancel", data={"csrf": token, "reason": "done"})
+        assert cancelled.status_code == 303
+        page = client.get(f"/runs/{run_id}").text
+        assert 'id="readiness"' in page and "/revalidate" not in page
+        refused = client.post(f"/runs/{run_id}/revalidate", data={"csrf": token})
+        assert refused.status_code == 409
+        assert "cancelled: it never resumes, so there is nothing to revalidate" in refused.text

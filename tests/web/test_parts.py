@@ -46,6 +46,7 @@ def test_fields_follow_the_schema() -> None:
     assert fields["name"].attributes == {"maxlength": "20"}
     assert fields["count"].attributes == {"step": "1", "min": "1"}
     assert fields["color"].options == ('"red"', "2")
+    assert fields["color"].choices == [('"red"', "red"), ("2", "2")]  # no JSON quotes shown
     assert [f.name for f in form_fields({"type": "array"})] == [WHOLE]
     assert [f.name for f in form_fields(None)] == [WHOLE]
 

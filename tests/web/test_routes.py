@@ -432,3 +432,51 @@ def test_a_vertex_re_entered_in_a_loop_shows_running_again(
     wait_for(client, run_id, "completed")
     page = client.get(f"/runs/{run_id}").text
     assert _vertex_state(page, "spin") == _vertex_state(page, "end") == "done"
+
+
+def test_the_fork_form_escapes_what_it_shows_again_and_checks_its_token(db: Path) -> None:
+    alice, bob = "alice-token-0123456789", "bob-token-0123456789ab"
+    tokens = {
+        alice: "11111111-1111-4111-8111-111111111111",
+        bob: "22222222-2222-4222-8222-222222222222",
+    }
+    with dashboard(db, tokens=tokens) as client:
+        client.headers["authorization"] = f"Bearer {alice}"
+        run = start(client, "kinds", "v1", count="1")
+        wait_for(client, run, "completed")
+        page = client.get(f"/runs/{run}/fork", params={"revision": "0"})
+        assert page.status_code == 200 and 'id="fork-form"' in page.text
+        token = csrf(client, f"/runs/{run}/fork?revision=0")
+        payload = '{"color": "</textarea><script>alert(1)</script>"}'
+        shown = client.post(
+            f"/runs/{run}/fork", data={"csrf": token, "revision": "0", "patch": payload}
+        )
+        assert shown.status_code == 400  # not confirmed
+        assert "<script>alert(1)</script>" not in shown.text
+        assert "&lt;/textarea&gt;&lt;script&gt;" in shown.text
+        assert client.post(f"/runs/{run}/fork", data={"revision": "0"}).status_code == 403
+        cross = client.post(
+            f"/runs/{run}/fork",
+            data={"csrf": token, "revision": "0", "confirm": "yes"},
+            headers={"origin": "http://evil.example"},
+        )
+        assert cross.status_code == 403
+        missing = "00000000-0000-4000-8000-000000000001"
+        assert client.get(f"/runs/{missing}/fork?revision=0").status_code == 404
+        # another session's run: the same 404 as an unknown one, for the page and the POST
+        client.headers["authorization"] = f"Bearer {bob}"
+        assert client.get(f"/runs/{run}/fork?revision=0").status_code == 404
+        token = csrf(client, "/runs")
+        theirs = client.post(
+            f"/runs/{run}/fork", data={"csrf": token, "revision": "0", "confirm": "yes"}
+        )
+        assert theirs.status_code == 404
+        assert run not in client.get("/runs").text
+        client.headers["authorization"] = f"Bearer {alice}"
+        listed = re.findall(r'<tr data-run="([0-9a-f-]+)"', client.get("/runs").text)
+        assert listed == [run]  # nothing was forked
+
+
+def test_the_shared_stream_worker_is_served(client: TestClient) -> None:
+    worker = client.get("/static/live-worker.js")
+    assert worker.status_code == 200 and "/events?" in worker.text

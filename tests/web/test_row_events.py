@@ -5,7 +5,6 @@ test_live.py)."""
 
 from __future__ import annotations
 
-import json
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -52,8 +51,8 @@ async def _rows(events: RowEvents) -> list[str]:
     """The run IDs of the ``row`` events one wake sends."""
     sent = []
     async for message in events():
-        data = next(line for line in message.splitlines() if line.startswith("data: "))
-        sent.append(json.loads(data.removeprefix("data: "))["run_id"])
+        assert message.event == "row"
+        sent.append(message.data["run_id"])
     return sent
 
 

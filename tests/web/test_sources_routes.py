@@ -145,7 +145,8 @@ def test_the_sources_pages_show_what_the_session_may_see_and_no_value(
         assert "&lt;b&gt;refused&lt;/b&gt;" in error.group(2) and len(error.group(2)) < 200
         assert error.group(1).endswith("x" * 300)  # the full text on hover
         assert "never probed" in rows["launcher"] and cells(rows["launcher"])[-1] == "\N{EN DASH}"
-        assert '<time datetime="' + PROBED_AT + '">2025-01-02 03:04:05</time>' in rows["hostile"]
+        probed = '<time datetime="' + PROBED_AT + '">2025-01-02 03:04:05 UTC</time>'
+        assert probed in rows["hostile"]
 
         detail = client.get("/sources/clock")
         assert detail.status_code == 200, detail.text

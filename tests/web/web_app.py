@@ -8,7 +8,11 @@
 * ``waiter`` v1: ``wait`` is in flight until the file its input names exists, then
   ``after``;
 * ``looper`` v1: ``spin`` routes back to itself once; its second round is in flight
-  until the file its input names exists, then ``end``.
+  until the file its input names exists, then ``end``;
+* ``gates`` v1: ``one`` is in flight until ``<path>.1`` exists, ``two`` until
+  ``<path>.2`` exists, then ``three``: a running run that moves when a test says;
+* ``tally`` v1: ``call`` appends a line to the file its input names (a tool that is not
+  idempotent: the test counts its calls), then ``end``.
 """
 
 from __future__ import annotations
@@ -188,6 +192,96 @@ def looper_definition() -> TypedDefinition[Looper]:
     return TypedDefinition(metadata, runner)
 
 
+class Gates(BaseModel):
+    path: str
+    passed: int = 0
+
+
+async def _gate(state: Gates, number: int) -> dict[str, Any]:
+    flag = Path(f"{state.path}.{number}")
+    while not await asyncio.to_thread(flag.exists):  # noqa: ASYNC110 - a test sets it
+        await asyncio.sleep(0.02)
+    return {"passed": number}
+
+
+async def one(state: Gates) -> dict[str, Any]:
+    return await _gate(state, 1)
+
+
+async def two(state: Gates) -> dict[str, Any]:
+    return await _gate(state, 2)
+
+
+async def three(state: Gates) -> dict[str, Any]:
+    return {"passed": 3}
+
+
+def gates_definition() -> TypedDefinition[Gates]:
+    graph: flow.Graph[Gates] = flow.Graph("gates", state=Gates)
+    graph.add_vertex("one", one)
+    graph.add_vertex("two", two)
+    graph.add_vertex("three", three)
+    graph.add_edge("one", "two")
+    graph.add_edge("two", "three")
+    runner = graph.compile(entry="one", finish="three", version="1")
+    metadata = Metadata(
+        "gates",
+        "v1",
+        description="Two steps that each wait for a file, then a third.",
+        input_schema={
+            "type": "object",
+            "additionalProperties": False,
+            "required": ["path"],
+            "properties": {"path": {"type": "string", "minLength": 1, "maxLength": 4096}},
+        },
+        vertices=[
+            VertexMetadata("one", "one"),
+            VertexMetadata("two", "two"),
+            VertexMetadata("three", "three"),
+        ],
+    )
+    return TypedDefinition(metadata, runner)
+
+
+class Tally(BaseModel):
+    path: str
+    note: str = ""
+
+
+async def call(state: Tally) -> dict[str, Any]:
+    def append() -> None:
+        with Path(state.path).open("a") as out:
+            out.write(f"called {state.note}\n")
+
+    await asyncio.to_thread(append)
+    return {}
+
+
+async def finish(state: Tally) -> dict[str, Any]:
+    return {}
+
+
+def tally_definition() -> TypedDefinition[Tally]:
+    graph: flow.Graph[Tally] = flow.Graph("tally", state=Tally)
+    graph.add_vertex("call", call)
+    graph.add_vertex("end", finish)
+    graph.add_edge("call", "end")
+    runner = graph.compile(entry="call", finish="end", version="1")
+    metadata = Metadata(
+        "tally",
+        "v1",
+        description="Call a tool that counts its calls, then end.",
+        input_schema={
+            "type": "object",
+            "additionalProperties": False,
+            "required": ["path"],
+            "properties": {"path": {"type": "string", "minLength": 1, "maxLength": 4096}},
+        },
+        vertices=[VertexMetadata("Call the tool", "call"), VertexMetadata("End", "end")],
+    )
+    return TypedDefinition(metadata, runner)
+
+
 def catalog() -> Catalog:
     result = Catalog()
     result.register(review_definition())
@@ -195,4 +289,6 @@ def catalog() -> Catalog:
     result.register(kinds_definition())
     result.register(waiter_definition())
     result.register(looper_definition())
+    result.register(gates_definition())
+    result.register(tally_definition())
     return result

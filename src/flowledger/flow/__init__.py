@@ -55,7 +55,7 @@ from .errors import (
     UnreachableVertexError,
     VertexError,
 )
-from .fork import checkpoint_digest
+from .fork import ForkPlan, checkpoint_digest
 from .graph import CompiledGraph, Graph
 from .hooks import Hooks
 from .ledger_store import LedgerCheckpointStore
@@ -85,6 +85,7 @@ __all__ = [
     "FieldUpdateError",
     "FlowError",
     "ForkOrigin",
+    "ForkPlan",
     "ForkRevisionError",
     "Granularity",
     "Graph",

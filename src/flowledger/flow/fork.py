@@ -24,6 +24,15 @@ so a fork never inherits half a step:
 * a ``CANCELLED`` revision is a copy of the revision it cancelled (only the status
   changes), so forking it forks that revision.
 
+Forking *after* a revision (`step_end`, what a history entry's "fork from here" means)
+forks the revision that ends the step the revision is in, when the origin reached it:
+the fork then continues with the next step, so a vertex whose completion the entry
+records is not run again. An origin that never ended that step (paused, halted or
+cancelled in it, or still running it) has no such revision: the fork restarts the step.
+`fork_plan` says, before anything is written, which revision a fork is made from, the
+step it runs first and every vertex the origin executed from that step on: the ones
+the fork runs again if it takes the same path.
+
 Idempotency: nothing of the origin's executions is copied. Every vertex the fork runs
 gets a fresh ``vertex_run_id``, and ``RunInfo.idempotency_key``
 (``graph=<graph>/run=<run id>/step=<step>/vertex=<vertex>``) names the fork's run id -
@@ -45,14 +54,22 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Final
 
-from .checkpoint import Checkpoint, HaltKind, RunStatus, StepPhase, to_document
+from .checkpoint import Checkpoint, HaltKind, RunStatus, StepPhase, VertexStatus, to_document
 from .codec import JsonObject, StateCodec, dumps, to_json_value
 from .errors import CodecError, FlowError, StatePatchError
 from .reducers import state_field_names
 
-__all__ = ["ForkPoint", "checkpoint_digest", "fork_point", "patch_state"]
+__all__ = [
+    "ForkPlan",
+    "ForkPoint",
+    "checkpoint_digest",
+    "fork_plan",
+    "fork_point",
+    "patch_state",
+    "step_end",
+]
 
 
 @dataclass(frozen=True, slots=True)
@@ -102,6 +119,50 @@ def fork_point(history: list[Checkpoint], revision: int) -> ForkPoint:
             return _point_of_boundary(history[index])
         index -= 1
     raise FlowError(f"revision {revision} has no step boundary before it")  # revision 0 is one
+
+
+@dataclass(frozen=True, slots=True)
+class ForkPlan:
+    """What a fork of one revision does, known before it is made: the revision it is
+    made from (``revision``), the step it runs first (``step``) and that step's frontier
+    (``first``), and the vertices the origin executed from that step on (``again``, in
+    the order they first ran; a vertex that started counts, whatever its outcome)."""
+
+    revision: int
+    step: int
+    first: tuple[str, ...]
+    again: tuple[str, ...]
+
+
+def step_end(history: list[Checkpoint], revision: int) -> int:
+    """The revision that ends the step ``history[revision]`` is in - the first step
+    boundary at or after it with the same step number - if ``history`` (the origin's
+    revisions from 0 on) holds one before a cancellation; else ``revision``."""
+    step = history[revision].run.step
+    for cp in history[revision:]:
+        if cp.run.status is RunStatus.CANCELLED or cp.run.step != step:
+            break
+        if _is_boundary(cp):
+            return cp.run.revision
+    return revision
+
+
+_STARTED: Final = frozenset(
+    {VertexStatus.RUNNING, VertexStatus.DONE, VertexStatus.INTERRUPTED, VertexStatus.FAILED}
+)
+
+
+def fork_plan(history: list[Checkpoint], revision: int, *, after: bool = False) -> ForkPlan:
+    """The plan of a fork of ``history[revision]`` (``history``: the origin's whole
+    history), or with ``after`` of the end of its step (`step_end`)."""
+    made_from = step_end(history, revision) if after else revision
+    point = fork_point(history, made_from)
+    again: dict[str, None] = {}
+    for cp in history:
+        for record in sorted(cp.vertices, key=lambda r: r.step):
+            if record.step >= point.step and record.status in _STARTED:
+                again.setdefault(record.vertex, None)
+    return ForkPlan(made_from, point.step, point.frontier, tuple(again))
 
 
 def patch_state(codec: StateCodec[Any], state: JsonObject, patch: Any) -> JsonObject:

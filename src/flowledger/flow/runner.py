@@ -39,7 +39,7 @@ from .errors import (
     RevisionConflictError,
     UnknownVertexError,
 )
-from .fork import checkpoint_digest, fork_point, patch_state
+from .fork import ForkPlan, checkpoint_digest, fork_plan, fork_point, patch_state
 from .graph import CompiledGraph
 from .hooks import Hooks, fire
 from .ids import new_run_id, validate_run_id
@@ -246,6 +246,27 @@ class Runner(Generic[S]):
         except RevisionConflictError as conflict:
             raise GraphRunExistsError(run_id) from conflict
         return run_id
+
+    async def fork_plan(self, graph_run_id: str, revision: int, *, after: bool = False) -> ForkPlan:
+        """What `fork` would do with ``revision`` - or, with ``after``, with the revision
+        that ends its step (`flow.fork.step_end`) - by `flow.fork.fork_plan`: the revision
+        a fork is made from, its first step and the vertices it runs again. Reads the
+        origin's whole history, writes nothing; raises what `fork` raises for the origin
+        and the revision."""
+        if isinstance(revision, bool) or not isinstance(revision, int):
+            raise ForkRevisionError(graph_run_id, revision, -1)
+        latest = await self.store.latest(graph_run_id)
+        origin_run = latest.run
+        if origin_run.graph_id != self.graph.graph_id:
+            raise GraphMismatchError(self.graph.graph_id, origin_run.graph_id)
+        if origin_run.graph_version != self.graph.version:
+            raise GraphVersionMismatchError(self.graph.version, origin_run.graph_version)
+        if not 0 <= revision <= origin_run.revision:
+            raise ForkRevisionError(graph_run_id, revision, origin_run.revision)
+        history = await self.store.history(graph_run_id, limit=origin_run.revision + 1)
+        if len(history) <= revision or history[revision].revision != revision:
+            raise CheckpointDecodeError("history", f"revision {revision} could not be read")
+        return fork_plan(history, revision, after=after)
 
     async def status(self, run_id: str) -> RunRecord:
         """The latest run record (the state is not decoded)."""

@@ -53,8 +53,9 @@ _UUID: Final = re.compile(
 )
 _ZERO: Final = "00000000-0000-0000-0000-000000000000"
 
-Kind = Literal["string", "integer", "object"]
+Kind = Literal["string", "integer", "object", "boolean"]
 _JSON_KIND: Final[Mapping[str, str]] = {
+    "boolean": "a boolean",
     "string": "a string",
     "integer": "an integer",
     "object": "a JSON object",
@@ -223,6 +224,8 @@ def decode_arguments(
             ok = isinstance(value, str)
         elif field.kind == "object":
             ok = isinstance(value, dict)
+        elif field.kind == "boolean":
+            ok = isinstance(value, bool)
         else:
             ok = isinstance(value, int) and not isinstance(value, bool)
         if not ok:

@@ -8,9 +8,15 @@ hides it).
 Arguments: ``run_id`` (the origin), ``revision`` (a checkpoint revision of the origin,
 0 up to its latest), ``patch`` (optional: a JSON object of top-level state fields) and,
 optionally, ``definition_name`` / ``definition_version``, which must then be the
-origin's. The fork is made by `workflows.runtime.forks.fork_run` (nothing is written when it is
-refused) and handed to the session's control (a supervisor, or a front door whose
-worker executes it) like a started run; the call returns the fork's run record, with
+origin's; ``after`` (optional boolean: fork the revision that ends the step
+``revision`` is in, when the origin reached it - what forking after a history entry
+means, so the vertex it records does not run again); ``preview`` (optional boolean:
+make nothing, return the plan: ``revision`` the fork would be made from, ``step`` it
+runs first, ``first`` that step's vertices, ``again`` every vertex the origin executed
+from that step on, which the fork runs again on the same path). The fork is made by
+`workflows.runtime.forks.fork_run` (nothing is written when it is refused) and handed
+to the session's control (a supervisor, or a front door whose worker executes it) like
+a started run; the call returns the fork's run record, with
 ``forked_from``, once its owner has taken it up.
 """
 
@@ -26,7 +32,7 @@ from typing import Any, Final
 
 from flowledger.workflows.records.registry import RunRegistry
 from flowledger.workflows.runtime.catalog import Catalog
-from flowledger.workflows.runtime.forks import fork_run
+from flowledger.workflows.runtime.forks import fork_run, plan_fork
 
 from .arguments import ArgumentField, canonical_uuid, decode_arguments, new_uuid, parse_id
 from .bundle import SupervisorPort, ToolInfo
@@ -39,7 +45,10 @@ FORK_TOOL: Final = "workflow_run_fork"
 _DESCRIPTION: Final = (
     "Fork a run from one of its checkpoint revisions: a new run of the same definition "
     "version continues from the origin's state there (optionally patched: an object of "
-    "top-level state fields). Steps after the fork point run again. Returns the new run."
+    "top-level state fields). Steps after the fork point run again; after=true forks the "
+    "end of the revision's step (its vertex does not run again); preview=true makes nothing "
+    "and returns which revision the fork is made from and which vertices run again. "
+    "Returns the new run."
 )
 _SCHEMA: Final = {
     "type": "object",
@@ -49,6 +58,8 @@ _SCHEMA: Final = {
         "patch": {"type": "object"},
         "definition_name": {"type": "string"},
         "definition_version": {"type": "string"},
+        "after": {"type": "boolean"},
+        "preview": {"type": "boolean"},
     },
     "required": ["run_id", "revision"],
     "additionalProperties": False,
@@ -59,6 +70,8 @@ _FIELDS: Final = (
     ArgumentField("patch", "object"),
     ArgumentField("definition_name", "string"),
     ArgumentField("definition_version", "string"),
+    ArgumentField("after", "boolean"),
+    ArgumentField("preview", "boolean"),
 )
 DEFAULT_START_TIMEOUT: Final = 30.0
 
@@ -121,6 +134,8 @@ class ForkTools:
     async def _fork(self, arguments: dict[str, Any]) -> dict[str, Any]:
         action = "fork run"
         origin_id = parse_id("run_id", arguments["run_id"])
+        if arguments.get("preview", False):
+            return await self._plan(origin_id, arguments)
         try:
             fork = await fork_run(
                 session_id=self._session_id,
@@ -133,6 +148,7 @@ class ForkTools:
                 now=lambda: datetime.now(UTC),
                 definition_name=arguments.get("definition_name"),
                 definition_version=arguments.get("definition_version"),
+                after=arguments.get("after", False),
             )
         except Exception as exc:
             raise translate(exc, action=action, run_id=origin_id) from exc
@@ -153,3 +169,25 @@ class ForkTools:
         except Exception as exc:
             raise translate(exc, action=action, run_id=fork.id) from exc
         return run_result(current)
+
+    async def _plan(self, origin_id: str, arguments: dict[str, Any]) -> dict[str, Any]:
+        """The preview: what the fork would do (`flow.ForkPlan`); nothing is written."""
+        try:
+            plan = await plan_fork(
+                session_id=self._session_id,
+                catalog=self._catalog,
+                registry=self._registry,
+                origin_run_id=origin_id,
+                revision=arguments["revision"],
+                after=arguments.get("after", False),
+            )
+        except Exception as exc:
+            raise translate(exc, action="preview fork", run_id=origin_id) from exc
+        return {
+            "run_id": origin_id,
+            "requested_revision": arguments["revision"],
+            "revision": plan.revision,
+            "step": plan.step,
+            "first": list(plan.first),
+            "again": list(plan.again),
+        }

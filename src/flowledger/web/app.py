@@ -25,8 +25,14 @@ or 404 like any unknown route):
 ``POST /runs/{id}/cancel``            cancel (``reason``)
 ``POST /runs/{id}/revalidate``        a deployed run: revalidate its pinned environment
                                       (connecting to its sources) and show the readiness
-``POST /runs/{id}/fork``              "Fork from here" on a timeline row: a new run from
-                                      that row's revision (``revision``); redirects to it
+``GET  /runs/{id}/fork``              "Fork from here" on a timeline row (``revision``):
+                                      what the fork does, its form
+``POST /runs/{id}/fork``              a new run after that row's step (``revision``,
+                                      ``patch``, ``confirm``); redirects to it
+``GET  /.../start``, ``/runs/{id}/resume`` (``retry``, ``cancel``, ``revalidate``):
+                                      redirect to the page the action is taken from
+``GET  /events``                      SSE: several of the two below in one (``sub``: their
+                                      addresses; what a browser's tabs share: `mux`)
 ``GET  /events/runs``                 SSE: rows of the runs table
 ``GET  /events/runs/{id}``            SSE: one run's activities and state
 ``GET  /login``, ``POST /login``,     sign in with a token (only with tokens)
@@ -48,13 +54,14 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import logging
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Final
-from urllib.parse import urlencode
+from urllib.parse import parse_qsl, urlencode, urlsplit
 
 from jinja2 import Environment, FileSystemLoader, select_autoescape
 from starlette.applications import Starlette
@@ -80,8 +87,9 @@ from ..workflows.records.run import RunStatus, is_id
 from ..workflows.schedules import Schedules
 from .drafts import draft_detail, draft_rows
 from .forms import FormError, form_fields, parse_form
-from .graph import render_svg
-from .live import Wake
+from .graph import MARKS, render_svg
+from .live import OpenStreams, Wake
+from .mux import MAX_PARTS, Part, Refused, Streams
 from .security import CSRF_COOKIE, CSRF_FIELD, LOGIN_COOKIE, Gate, new_secret
 from .sessions import Served, SessionPool, SessionUnavailableError
 from .sources import source_detail, source_rows
@@ -94,6 +102,7 @@ from .views import (
     GraphCache,
     RunFilter,
     get_run,
+    inherited_vertices,
     latest_vertices,
     parse_cursor,
     pretty_json,
@@ -112,6 +121,7 @@ DEPLOYMENT_PAGE: Final = 500  # deployment_list's largest page
 
 _TERMINAL: Final = frozenset({"completed", "cancelled", "failed"})
 TRACE_PAGE: Final = 20
+_FORKS_KEPT: Final = 1024  # forks whose inherited vertices are kept (then all forgotten)
 _SECURITY_HEADERS: Final = {
     "content-security-policy": (
         "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
@@ -164,8 +174,38 @@ def _damaged_draft(exc: DraftCorruptError) -> _Refusal:
 
 
 def _short_time(value: object) -> str:
+    """A stored time (UTC, ISO 8601) to the second, saying its zone."""
     text = str(value or "")
-    return text.replace("T", " ").removesuffix("Z")[:19]
+    return text.replace("T", " ").removesuffix("Z")[:19] + " UTC" if text else ""
+
+
+def _patch(text: str) -> dict[str, Any]:
+    """The fork form's state changes: a JSON object (`FormError` naming the field)."""
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise FormError("patch", f"not valid JSON: {exc.msg} at character {exc.pos}") from None
+    if not isinstance(value, dict):
+        raise FormError("patch", 'must be a JSON object of state fields, like {"title": "x"}')
+    return value
+
+
+_ACTIONS: Final = ("/start", "/resume", "/retry", "/cancel", "/revalidate")
+
+
+def _address_after_post(request: Request, context: Mapping[str, Any]) -> str:
+    """The GET address of a page answered to a POST (an error shown with its form, or
+    a revalidation), which the page script puts in the address bar, so a reload reads
+    the page instead of posting again; "" when the address already is one."""
+    if request.method != "POST":
+        return ""
+    path = request.url.path
+    for action in _ACTIONS:
+        if path.endswith(action):
+            return path.removesuffix(action)
+    if path.endswith("/fork") and isinstance(context.get("plan"), Mapping):
+        return f"{path}?{urlencode({'revision': context['plan']['requested_revision']})}"
+    return ""
 
 
 def _trace_slice(request: Request) -> tuple[int, int]:
@@ -201,6 +241,8 @@ class Dashboard:
         self.read_only = read_only
         self.secure_cookies = secure_cookies
         self.graphs = GraphCache()
+        self.streams = OpenStreams()  # the live streams open now
+        self._forks: dict[tuple[str, str], frozenset[str]] = {}  # `_inherited`
         self._background: set[asyncio.Task[Any]] = set()
         self._env = Environment(
             loader=FileSystemLoader(str(_HERE / "templates")),
@@ -243,12 +285,20 @@ class Dashboard:
             Route("/sources", self._sources),
             Route("/schedules", self._schedules),
             Route("/sources/{name}", self._source),
+            Route("/events", self._events),
             Route("/events/runs", self._runs_events),
             Route("/events/runs/{run_id}", self._run_events),
             Route("/login", self._login_page, methods=["GET"]),
             Route("/login", self._login, methods=["POST"]),
             Route("/logout", self._logout, methods=["POST"]),
             Mount("/static", StaticFiles(directory=str(_HERE / "static")), name="static"),
+        ]
+        routes += [  # a new tab or a bookmark of an action's address: its page
+            Route("/definitions/{name}/{version}/start", self._to_page, methods=["GET"]),
+            *(
+                Route("/runs/{run_id}/" + action, self._to_page, methods=["GET"])
+                for action in ("resume", "retry", "cancel", "revalidate")
+            ),
         ]
         if not self.read_only:
             routes += [
@@ -257,6 +307,7 @@ class Dashboard:
                 Route("/runs/{run_id}/retry", self._retry, methods=["POST"]),
                 Route("/runs/{run_id}/cancel", self._cancel, methods=["POST"]),
                 Route("/runs/{run_id}/revalidate", self._revalidate, methods=["POST"]),
+                Route("/runs/{run_id}/fork", self._fork_page, methods=["GET"]),
                 Route("/runs/{run_id}/fork", self._fork, methods=["POST"]),
             ]
         return Starlette(routes=routes)
@@ -302,7 +353,13 @@ class Dashboard:
     ) -> Response:
         csrf = ctx.csrf if ctx is not None else request.cookies.get(CSRF_COOKIE) or new_secret()
         body = self._env.get_template(template).render(
-            {**context, "csrf": csrf, "csrf_field": CSRF_FIELD, "path": request.url.path}
+            {
+                **context,
+                "csrf": csrf,
+                "csrf_field": CSRF_FIELD,
+                "path": request.url.path,
+                "address": _address_after_post(request, context),
+            }
         )
         response = HTMLResponse(
             body, status_code=status, headers={**_SECURITY_HEADERS, **(headers or {})}
@@ -350,6 +407,10 @@ class Dashboard:
         return run_id
 
     # -- pages -------------------------------------------------------------------------------
+
+    async def _to_page(self, request: Request) -> Response:
+        """``GET`` of a POST action's address: the page the action is taken from."""
+        return RedirectResponse(request.url.path.rsplit("/", 1)[0], status_code=303)
 
     async def _home(self, request: Request) -> Response:
         return RedirectResponse("/runs", status_code=303)
@@ -445,7 +506,15 @@ class Dashboard:
         end = Cursor.after(entries[-1]).text() if entries else ""
         latest = await latest_vertices(ctx.served.session, run_id)
         return {
-            **self._run_parts(ctx, run, entries, latest, error=error, values=values),
+            **self._run_parts(
+                ctx,
+                run,
+                entries,
+                latest,
+                inherited=await self._inherited(ctx, run),
+                error=error,
+                values=values,
+            ),
             "timeline": page["entries"],
             "timeline_first": cursor == Cursor(),
             "timeline_later": later,
@@ -496,6 +565,18 @@ class Dashboard:
             "trace_later": later + "#trace" if later else "",
         }
 
+    async def _inherited(self, ctx: _Ctx, run: Mapping[str, Any]) -> frozenset[str]:
+        """A fork's inherited finished vertices (`views.inherited_vertices`), read once per
+        fork: its origins' histories up to the fork point never change."""
+        if not run.get("forked_from"):
+            return frozenset()
+        key = (ctx.served.session_id, str(run["run_id"]))
+        if key not in self._forks:
+            if len(self._forks) >= _FORKS_KEPT:
+                self._forks.clear()
+            self._forks[key] = await inherited_vertices(ctx.served.tools, run)
+        return self._forks[key]
+
     def _run_parts(
         self,
         ctx: _Ctx,
@@ -503,6 +584,7 @@ class Dashboard:
         entries: list[dict[str, Any]],
         latest: Latest | None,
         *,
+        inherited: frozenset[str] = frozenset(),
         error: str = "",
         values: Mapping[str, str] | None = None,
     ) -> dict[str, Any]:
@@ -512,7 +594,7 @@ class Dashboard:
         states: dict[str, str] = {}
         svg = None
         if picture is not None:
-            states = vertex_states(picture.shape, run, entries, latest)
+            states = vertex_states(picture.shape, run, entries, latest, inherited)
             svg = render_svg(picture, states, title=f"graph of {run['definition_name']}")
         pending = run.get("pending")
         fields = []
@@ -533,6 +615,7 @@ class Dashboard:
             "svg": svg,
             "states": states,
             "state_names": STATES,
+            "marks": MARKS,
             "pending": pending if isinstance(pending, Mapping) else None,
             "fields": fields,
             "values": values or {},
@@ -852,24 +935,95 @@ class Dashboard:
             return self._refused(request, refusal)
         return RedirectResponse(f"/runs/{run_id}", status_code=303)
 
-    async def _fork(self, request: Request) -> Response:
-        """Fork the run at the revision of the timeline row whose button was pressed (the
-        fork continues from the state there: `flowledger.flow.fork`), then show the fork."""
+    async def _fork_page(self, request: Request) -> Response:
+        """ "Fork from here": what a fork after that timeline row's revision does (the
+        tool's preview, `flowledger.tools.fork`), a state patch field and, when steps
+        that already ran would run again, a confirmation."""
         try:
-            ctx = await self._context(request, page=False)
+            ctx = await self._context(request)
             run_id = self._run_id(request)
-            fields = await self._form(request)
-            text = fields.get("revision", "")
-            if not text.isdigit() or len(text) > 19:
-                raise _Refusal(400, "revision must be a checkpoint revision (an integer >= 0)")
-            fork = ctx.served.fork
-            if fork is None:
-                raise _Refusal(405, "this dashboard is read-only")
-            result = await fork.call("workflow_run_fork", {"run_id": run_id, "revision": int(text)})
+            revision = self._revision(request.query_params.get("revision", ""))
+            view = await self._fork_view(ctx, run_id, revision)
         except ToolError as exc:
             return self._refused(request, self._tool_refusal(exc))
         except _Refusal as refusal:
             return self._refused(request, refusal)
+        return self._page(request, "fork.html", view, ctx=ctx)
+
+    @staticmethod
+    def _revision(text: str) -> int:
+        if not text.isdigit() or len(text) > 19:
+            raise _Refusal(400, "revision must be a checkpoint revision (an integer >= 0)")
+        return int(text)
+
+    async def _fork_view(
+        self,
+        ctx: _Ctx,
+        run_id: str,
+        revision: int,
+        *,
+        error: str = "",
+        values: Mapping[str, str] | None = None,
+    ) -> dict[str, Any]:
+        fork = ctx.served.fork
+        if fork is None:
+            raise _Refusal(405, "this dashboard is read-only")
+        run = await get_run(ctx.served.tools, run_id)
+        plan = await fork.call(
+            "workflow_run_fork",
+            {"run_id": run_id, "revision": revision, "after": True, "preview": True},
+        )
+        picture = self.graphs.picture(
+            ctx.served.session.catalog, str(run["definition_name"]), str(run["definition_version"])
+        )
+        labels = dict(picture.shape.vertices) if picture is not None else {}
+        return {
+            "run": run,
+            "plan": plan,
+            "labels": labels,
+            "error": error,
+            "values": values or {},
+        }
+
+    async def _fork(self, request: Request) -> Response:
+        """Fork the run after the revision of the timeline row (``after``: the fork
+        continues after that row's step, `flowledger.flow.fork`), with the form's state
+        patch, once confirmed when steps that already ran run again; then show the fork.
+        A refusal shows the form again with what is wrong."""
+        try:
+            ctx = await self._context(request, page=False)
+            run_id = self._run_id(request)
+            fields = await self._form(request)
+            revision = self._revision(fields.get("revision", ""))
+            fork = ctx.served.fork
+            if fork is None:
+                raise _Refusal(405, "this dashboard is read-only")
+        except _Refusal as refusal:
+            return self._refused(request, refusal)
+        arguments: dict[str, Any] = {"run_id": run_id, "revision": revision, "after": True}
+        try:
+            patch_text = fields.get("patch", "").strip()
+            if patch_text:
+                arguments["patch"] = _patch(patch_text)
+            plan = await fork.call("workflow_run_fork", {**arguments, "preview": True})
+            if plan["again"] and fields.get("confirm") != "yes":
+                raise FormError(
+                    "confirm",
+                    "steps that already ran run again in this fork; tick "
+                    "'Run these steps again' to fork anyway",
+                )
+            result = await fork.call("workflow_run_fork", arguments)
+        except (FormError, ToolError) as exc:
+            if isinstance(exc, ToolError) and self._tool_refusal(exc).status != 400:
+                return self._refused(request, self._tool_refusal(exc))
+            message = _said(exc) if isinstance(exc, ToolError) else str(exc)
+            try:
+                view = await self._fork_view(ctx, run_id, revision, error=message, values=fields)
+            except ToolError as again:
+                return self._refused(request, self._tool_refusal(again))
+            except _Refusal as refusal:
+                return self._refused(request, refusal)
+            return self._page(request, "fork.html", view, ctx=ctx, status=400)
         return RedirectResponse(f"/runs/{result['run_id']}", status_code=303)
 
     async def _revalidate(self, request: Request) -> Response:
@@ -883,6 +1037,12 @@ class Dashboard:
             if revision_of(str(run["definition_version"])) is None:
                 raise _Refusal(
                     409, f"run {run_id} is not a deployed run: it has no environment to revalidate"
+                )
+            if run["run_status"] in _TERMINAL:
+                raise _Refusal(
+                    409,
+                    f"run {run_id} is {run['run_status']}: it never resumes, so there is "
+                    "nothing to revalidate",
                 )
             view = await self._run_view(ctx, run_id, Cursor(), revalidate=True)
             if view["deployed"] is None:
@@ -902,14 +1062,19 @@ class Dashboard:
             ctx = await self._context(request, page=False)
             run_id = self._run_id(request)
             text = request.headers.get("last-event-id") or request.query_params.get("after")
-            cursor = parse_cursor(text)
-            if cursor is None:
-                raise _Refusal(400, "the stream's cursor must be <revision>:<event id>")
-            await get_run(ctx.served.tools, run_id)
+            part = await self._run_part(ctx, run_id, text)
         except ToolError as exc:
             return self._refused(request, self._tool_refusal(exc))
         except _Refusal as refusal:
             return self._refused(request, refusal)
+        return event_stream(ctx.served, part.produce, part.match, _SECURITY_HEADERS, self.streams)
+
+    async def _run_part(self, ctx: _Ctx, run_id: str, cursor_text: str | None) -> Part:
+        """One run's stream from the cursor on (`RunEvents`)."""
+        cursor = parse_cursor(cursor_text)
+        if cursor is None:
+            raise _Refusal(400, "the stream's cursor must be <revision>:<event id>")
+        await get_run(ctx.served.tools, run_id)
         events = RunEvents(
             ctx.served,
             run_id,
@@ -919,15 +1084,15 @@ class Dashboard:
             ),
             run_event=lambda run, entries: self._run_event(ctx, run, entries),
         )
-        return event_stream(
-            ctx.served, events, lambda record: record.run_id == run_id, _SECURITY_HEADERS
-        )
+        return Part(events, lambda record: record.run_id == run_id)
 
     async def _run_event(
         self, ctx: _Ctx, run: dict[str, Any], entries: list[dict[str, Any]]
     ) -> dict[str, Any]:
         latest = await latest_vertices(ctx.served.session, str(run["run_id"]))
-        parts = self._run_parts(ctx, run, entries, latest)
+        parts = self._run_parts(
+            ctx, run, entries, latest, inherited=await self._inherited(ctx, run)
+        )
         return {
             "header": self._env.get_template("_header.html").render(parts),
             "pending": self._env.get_template("_pending.html").render(parts),
@@ -941,19 +1106,56 @@ class Dashboard:
             ctx = await self._context(request, page=False)
         except _Refusal as refusal:
             return self._refused(request, refusal)
-        chosen = RunFilter(
-            request.query_params.get("status", ""),
-            request.query_params.get("definition", ""),
-            request.query_params.get("q", "").strip(),
-        )
         since = request.headers.get("last-event-id") or request.query_params.get("since", "")
+        part = self._rows_part(ctx, request.query_params, since)
+        return event_stream(ctx.served, part.produce, part.match, _SECURITY_HEADERS, self.streams)
+
+    def _rows_part(self, ctx: _Ctx, query: Mapping[str, str], since: str) -> Part:
+        """The runs table's stream for the page's filters (`RowEvents`)."""
+        chosen = RunFilter(
+            query.get("status", ""), query.get("definition", ""), query.get("q", "").strip()
+        )
         tools = ctx.served.tools
 
         async def row_html(run: dict[str, Any]) -> str:
             return self._row_html(await self._row(tools, run))
 
         events = RowEvents(ctx.served, chosen, since, row_html=row_html)
-        return event_stream(ctx.served, events, lambda _record: True, _SECURITY_HEADERS)
+        return Part(events, lambda _record: True)
+
+    async def _events(self, request: Request) -> Response:
+        """The page streams of a browser's tabs in one stream (`flowledger.web.mux`)."""
+        try:
+            ctx = await self._context(request, page=False)
+            addresses = request.query_params.getlist("sub")
+            if not 1 <= len(addresses) <= MAX_PARTS:
+                raise _Refusal(400, f"a stream carries 1..{MAX_PARTS} sub streams (sub=ADDRESS)")
+            parts = [await self._sub_part(ctx, address) for address in addresses]
+        except _Refusal as refusal:
+            return self._refused(request, refusal)
+        streams = Streams(parts)
+        return event_stream(ctx.served, streams, streams.match, _SECURITY_HEADERS, self.streams)
+
+    async def _sub_part(self, ctx: _Ctx, address: str) -> Part | Refused:
+        """The page stream at ``address``, or what its own address would have refused."""
+        split = urlsplit(address)
+        query = dict(parse_qsl(split.query))
+        try:
+            if split.scheme or split.netloc or split.fragment:
+                raise _Refusal(400, "a sub stream is a path on this server")
+            if split.path == "/events/runs":
+                return self._rows_part(ctx, query, query.get("since", ""))
+            run_id = split.path.removeprefix("/events/runs/")
+            if run_id == split.path or "/" in run_id:
+                raise _Refusal(404, f"no stream at {split.path!r}")
+            if not is_id(run_id):
+                raise _Refusal(404, f"no run {run_id!r}: a run ID is a UUID")
+            return await self._run_part(ctx, run_id, query.get("after"))
+        except ToolError as exc:
+            refusal = self._tool_refusal(exc)
+            return Refused(refusal.status, str(refusal))
+        except _Refusal as refusal:
+            return Refused(refusal.status, str(refusal))
 
     # -- signing in --------------------------------------------------------------------------
 

@@ -44,6 +44,17 @@ class FormField:
     options: tuple[str, ...] = ()  # enum: the JSON texts of the allowed values
     default: str = ""
 
+    @property
+    def choices(self) -> list[tuple[str, str]]:
+        """An enum's (value, label) pairs: the value is the JSON text the form sends, the
+        label what a person reads (a string without its JSON quotes)."""
+        return [(option, _label(option)) for option in self.options]
+
+
+def _label(option: str) -> str:
+    value = json.loads(option)
+    return value if isinstance(value, str) else option
+
 
 def _kind(schema: Mapping[str, Any]) -> str:
     if "enum" in schema and all(isinstance(v, (str, int, float, bool)) for v in schema["enum"]):

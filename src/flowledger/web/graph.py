@@ -21,7 +21,7 @@ from markupsafe import Markup, escape
 
 from ..workflows import Definition
 
-__all__ = ["GraphShape", "Picture", "graph_shape", "layout", "render_svg"]
+__all__ = ["MARKS", "GraphShape", "Picture", "graph_shape", "layout", "render_svg"]
 
 _CHAR_WIDTH: Final = 7.4  # px per label character at the picture's 13px font
 _BOX_HEIGHT: Final = 34.0
@@ -200,6 +200,10 @@ def _fmt(value: float) -> str:
     return f"{value:.1f}".rstrip("0").rstrip(".")
 
 
+MARKS: Final = {"running": "▶", "done": "✓", "paused": "‖", "failed": "✗", "not_reached": ""}
+"""Each vertex state's sign in the picture and its legend (static/app.js has the same)."""
+
+
 def render_svg(picture: Picture, states: Mapping[str, str], *, title: str) -> Markup:
     """The picture as inline SVG; ``states`` maps vertex ids to their state in a run
     (absent: ``not_reached``)."""
@@ -257,7 +261,10 @@ def render_svg(picture: Picture, states: Mapping[str, str], *, title: str) -> Ma
             f'<rect x="{_fmt(x)}" y="{_fmt(y)}" width="{_fmt(vertex.w)}" '
             f'height="{_fmt(vertex.h)}" rx="7"/>'
             f'<text x="{_fmt(vertex.x)}" y="{_fmt(vertex.y)}" dominant-baseline="central" '
-            f'text-anchor="middle">{escape(vertex.label)}</text></g>'
+            f'text-anchor="middle">{escape(vertex.label)}</text>'
+            # the state as a sign too, not by colour alone (the page script keeps it live)
+            f'<text class="mark" x="{_fmt(x + vertex.w - 4)}" y="{_fmt(y + 2)}" '
+            f'text-anchor="end" dominant-baseline="hanging">{MARKS.get(state, "")}</text></g>'
         )
     out.append("</svg>")
     return Markup("".join(out))

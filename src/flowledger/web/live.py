@@ -22,25 +22,45 @@ import asyncio
 import contextlib
 import json
 from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass
 from typing import Any, Final
 
 from ..workflows.activities.activity import ActivityRecord
 from ..workflows.activities.journal import ActivityJournal
 
-__all__ = ["HEARTBEAT", "POLL_INTERVAL", "Wake", "sse"]
+__all__ = ["HEARTBEAT", "POLL_INTERVAL", "Message", "OpenStreams", "Wake", "sse", "stream"]
 
 POLL_INTERVAL: Final = 1.0
 HEARTBEAT: Final = 15.0  # seconds between comments that keep idle proxies from closing
 
 
-def sse(event: str, data: Any, *, event_id: str | None = None) -> str:
+@dataclass(frozen=True)
+class Message:
+    """One event a stream sends: its name, its data (JSON) and its SSE ID, if it has one
+    (the cursor a reconnecting client sends back as ``Last-Event-ID``)."""
+
+    event: str
+    data: Any
+    id: str | None = None
+
+
+def sse(message: Message) -> str:
     """One SSE message (the data is compact JSON on one line)."""
     lines = []
-    if event_id is not None:
-        lines.append(f"id: {event_id}")
-    lines.append(f"event: {event}")
-    lines.append("data: " + json.dumps(data, separators=(",", ":"), ensure_ascii=False))
+    if message.id is not None:
+        lines.append(f"id: {message.id}")
+    lines.append(f"event: {message.event}")
+    lines.append("data: " + json.dumps(message.data, separators=(",", ":"), ensure_ascii=False))
     return "\n".join(lines) + "\n\n"
+
+
+class OpenStreams:
+    """How many live streams this server holds open now (each one holds one HTTP
+    connection of a browser: what the browser's per-host connection limit counts)."""
+
+    def __init__(self) -> None:
+        self.open = 0
+        self.opened = 0  # since the server started
 
 
 class Wake:
@@ -72,11 +92,18 @@ class Wake:
 
 
 async def stream(
-    produce: Callable[[], AsyncIterator[str]], wake: Wake, *, retry_ms: int = 1000
+    produce: Callable[[], AsyncIterator[Message]],
+    wake: Wake,
+    streams: OpenStreams,
+    *,
+    retry_ms: int = 1000,
 ) -> AsyncIterator[str]:
     """``retry``, then whatever ``produce`` yields each time the stream wakes (live or
     every `POLL_INTERVAL`), with a heartbeat comment when nothing was sent for a while.
-    Ends when the client disconnects (the response cancels it)."""
+    Ends when the client disconnects (the response cancels it); counted in ``streams``
+    while it is open."""
+    streams.open += 1
+    streams.opened += 1
     try:
         yield f"retry: {retry_ms}\n\n"
         quiet = 0.0
@@ -84,11 +111,12 @@ async def stream(
             sent = False
             async for message in produce():
                 sent = True
-                yield message
+                yield sse(message)
             quiet = 0.0 if sent else quiet + POLL_INTERVAL
             if quiet >= HEARTBEAT:
                 quiet = 0.0
                 yield ": keep-alive\n\n"
             await wake.wait(POLL_INTERVAL)
     finally:
+        streams.open -= 1
         await wake.close()

@@ -66,6 +66,7 @@ class WebServer:
         self.session = session
         self.failed_auth = failed_auth
         self.url = ""
+        self.dashboard: Dashboard | None = None  # while it serves
         self._server: uvicorn.Server | None = None
         self._stop_requested = False
 
@@ -81,7 +82,7 @@ class WebServer:
                         f"cannot serve the workflow session: {_reason(exc)}"
                     ) from exc
             gate = Gate(self.tokens, loopback=is_loopback(self.host), failed_auth=self.failed_auth)
-            dashboard = Dashboard(pool, gate, read_only=self.read_only)
+            dashboard = self.dashboard = Dashboard(pool, gate, read_only=self.read_only)
             sock = self._bind()
             try:
                 config = uvicorn.Config(

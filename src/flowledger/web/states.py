@@ -7,7 +7,8 @@ next step's frontier). No checkpoint *state* is read.
 A vertex re-entered in a loop has completed before, yet runs again: the checkpoint's
 record of its latest execution, not the history, says what it is doing now.
 
-* ``done``: completed at least once in this run;
+* ``done``: completed at least once in this run, or, in a fork, by its origin before
+  the fork point (``inherited``);
 * ``paused``: the vertex a pending request waits at;
 * ``failed``: the vertex of an errored pause, or of the error that failed the run;
 * ``running``: while the run runs, its frontier: the entry before anything completed,
@@ -19,7 +20,7 @@ record of its latest execution, not the history, says what it is doing now.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final
 
@@ -53,6 +54,7 @@ def vertex_states(
     run: Mapping[str, Any],
     entries: Sequence[Mapping[str, Any]],
     latest: Latest | None = None,
+    inherited: Collection[str] = (),
 ) -> dict[str, str]:
     """``{vertex_id: state}`` for every vertex of ``shape``; ``run`` is a
     ``workflow_run_get`` result, ``entries`` the run's history entries in order and
@@ -60,6 +62,7 @@ def vertex_states(
     names = [name for name, _ in shape.vertices]
     states = dict.fromkeys(names, "not_reached")
     done = {str(e["vertex_id"]) for e in entries if e.get("kind") == "vertex_completed"}
+    done |= set(inherited)
     for name in done & states.keys():
         states[name] = "done"
     status = str(run.get("run_status", ""))

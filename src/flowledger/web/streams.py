@@ -16,7 +16,7 @@ from ..tools.results import run_result
 from ..workflows.activities.activity import ActivityRecord
 from ..workflows.errors import NotFoundError
 from ..workflows.records.run import Run, RunStatus
-from .live import Wake, sse, stream
+from .live import Message, OpenStreams, Wake, stream
 from .sessions import Served
 from .views import (
     Cursor,
@@ -58,18 +58,18 @@ class RunEvents:
         self._run_event = run_event
         self._last = ""
 
-    async def __call__(self) -> AsyncIterator[str]:
+    async def __call__(self) -> AsyncIterator[Message]:
         tools = self._served.tools
         fresh = await all_history(tools, self._run_id, self._cursor)
         for entry in fresh:
             self._cursor = Cursor.after(entry)
-            yield sse("activity", {"html": self._entry_html(entry)}, event_id=self._cursor.text())
+            yield Message("activity", {"html": self._entry_html(entry)}, self._cursor.text())
         run = await get_run(tools, self._run_id)
         signature = pretty_json(run)
         if fresh or signature != self._last:
             self._last = signature
             entries = await recent_history(tools, run)
-            yield sse("run", await self._run_event(run, entries))
+            yield Message("run", await self._run_event(run, entries))
 
 
 class RowEvents:
@@ -104,7 +104,7 @@ class RowEvents:
         self._newest: datetime | None = None  # the latest ``created_at`` seen
         self._at_newest: set[str] = set()  # the runs created at exactly that moment
 
-    async def __call__(self) -> AsyncIterator[str]:
+    async def __call__(self) -> AsyncIterator[Message]:
         runs = await self._candidates()
         changed = sorted(
             (run for run in runs if moment(run["updated_at"]) > self._moment),
@@ -114,7 +114,7 @@ class RowEvents:
             self._mark, self._moment = str(run["updated_at"]), moment(run["updated_at"])
             if self._filter.matches(run):
                 html = await self._row_html(run)
-                yield sse("row", {"run_id": run["run_id"], "html": html}, event_id=self._mark)
+                yield Message("row", {"run_id": run["run_id"], "html": html}, self._mark)
 
     async def _candidates(self) -> list[dict[str, Any]]:
         session = self._served.session
@@ -169,10 +169,11 @@ _OPEN: Final = frozenset(str(status) for status in RunStatus if not status.termi
 
 def event_stream(
     served: Served,
-    produce: Callable[[], AsyncIterator[str]],
+    produce: Callable[[], AsyncIterator[Message]],
     match: Callable[[ActivityRecord], bool],
     headers: Mapping[str, str],
+    streams: OpenStreams,
 ) -> StreamingResponse:
     """The SSE response: ``produce`` each time a live activity ``match`` accepts arrives."""
     wake = Wake(served.session.journal, served.session_id, match)
-    return StreamingResponse(stream(produce, wake), media_type=_MEDIA, headers=headers)
+    return StreamingResponse(stream(produce, wake, streams), media_type=_MEDIA, headers=headers)

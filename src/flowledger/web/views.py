@@ -20,7 +20,7 @@ from ..deploy.deployments.definition import unchecked_environment
 from ..deploy.deployments.service import DeployService
 from ..deploy.runs.compile import compile_saved
 from ..deploy.sources.spec import Source
-from ..tools import WorkflowTools
+from ..tools import ToolError, WorkflowTools
 from ..workflows import Catalog
 from ..workflows.errors import UnknownDefinitionError
 from ..workflows.runtime.session import WorkflowSession
@@ -37,6 +37,7 @@ __all__ = [
     "all_history",
     "all_runs",
     "get_run",
+    "inherited_vertices",
     "latest_vertices",
     "moment",
     "parse_cursor",
@@ -149,6 +150,42 @@ async def get_run(tools: WorkflowTools, run_id: str) -> dict[str, Any]:
     wake must not do (the Revalidate button asks for it)."""
     with unchecked_environment():
         return await tools.call("workflow_run_get", {"run_id": run_id})
+
+
+_MAX_FORK_DEPTH: Final = 8  # origins of origins read for a fork's inherited vertices
+
+
+async def inherited_vertices(
+    tools: WorkflowTools, run: Mapping[str, Any], *, depth: int = 0
+) -> frozenset[str]:
+    """The vertices a fork's origin completed up to the revision it was forked from (and
+    its own origin's, up to `_MAX_FORK_DEPTH` forks back): a fork's history starts at its
+    seed, so without these the steps it inherited finished would read "not reached".
+    Empty for a run that is not a fork, and for an origin no longer there (pruned).
+    Read through the session's tools: another session's run is never read."""
+    origin = run.get("forked_from")
+    if not isinstance(origin, Mapping) or depth >= _MAX_FORK_DEPTH:
+        return frozenset()
+    origin_id, revision = str(origin["run_id"]), int(origin["revision"])
+    try:
+        parent = await get_run(tools, origin_id)
+    except ToolError:
+        return frozenset()
+    done = set(await inherited_vertices(tools, parent, depth=depth + 1))
+    position = Cursor()
+    for _ in range(_MAX_HISTORY_PAGES):
+        page = await tools.call(
+            "workflow_run_history", {"run_id": origin_id, "limit": 100, **position.arguments()}
+        )
+        for entry in page["entries"]:
+            if int(entry["revision"]) > revision:
+                return frozenset(done)
+            if entry.get("kind") == "vertex_completed" and entry.get("vertex_id"):
+                done.add(str(entry["vertex_id"]))
+        if "next_revision" not in page or not page["entries"]:
+            break
+        position = Cursor.after(page["entries"][-1])
+    return frozenset(done)
 
 
 async def latest_vertices(session: WorkflowSession, run_id: str) -> Latest | None:

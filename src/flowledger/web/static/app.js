@@ -2,6 +2,39 @@
 // The server renders every fragment (escaped); this script only places them.
 "use strict";
 
+// A page's live stream. A browser opens at most six HTTP/1.1 connections per host, so
+// the tabs share one stream through a shared worker (live-worker.js); where there are
+// no shared workers, the page opens its own.
+function liveStream(url) {
+  let worker;
+  try {
+    worker = new SharedWorker("/static/live-worker.js", { name: "flowledger-live" });
+  } catch {
+    return new EventSource(url);
+  }
+  const target = new EventTarget();
+  const port = worker.port;
+  port.addEventListener("message", (message) => {
+    const { event, data } = message.data;
+    target.dispatchEvent(new MessageEvent(event, { data }));
+  });
+  port.start();
+  port.postMessage({ op: "open", url });
+  window.addEventListener("pagehide", () => port.postMessage({ op: "close" }));
+  // back from the back-forward cache: the stream starts again from the page's own
+  // cursor (the page drops timeline rows it has; a row sent again replaces itself)
+  window.addEventListener("pageshow", (event) => {
+    if (event.persisted) port.postMessage({ op: "open", url });
+  });
+  target.addEventListener("refused", (event) => {
+    console.warn("live stream refused:", JSON.parse(event.data).message);
+  });
+  return target;
+}
+
+// each vertex state's sign (the server's graph.MARKS): state not by colour alone
+const MARKS = { running: "▶", done: "✓", paused: "‖", failed: "✗", not_reached: "" };
+
 function fragmentRows(html) {
   const body = document.createElement("tbody");
   body.innerHTML = html.trim();
@@ -9,7 +42,7 @@ function fragmentRows(html) {
 }
 
 function liveRuns(table) {
-  const source = new EventSource(table.dataset.stream);
+  const source = liveStream(table.dataset.stream);
   const body = table.tBodies[0];
   source.addEventListener("row", (event) => {
     const data = JSON.parse(event.data);
@@ -29,7 +62,7 @@ function liveRuns(table) {
 }
 
 function liveRun(root) {
-  const source = new EventSource(root.dataset.stream);
+  const source = liveStream(root.dataset.stream);
   const timeline = document.getElementById("timeline");
   source.addEventListener("activity", (event) => {
     if (root.dataset.atEnd !== "true") return; // an earlier page: the later link shows more
@@ -53,6 +86,8 @@ function liveRun(root) {
       const node = document.querySelector(`svg.graph .vertex[data-vertex="${vertex}"]`);
       if (node) {
         node.dataset.state = state;
+        const mark = node.querySelector("text.mark");
+        if (mark) mark.textContent = MARKS[state] ?? "";
         const title = node.querySelector("title");
         if (title) title.textContent = `${vertex}: ${state.replace("_", " ")}`;
       }
@@ -77,6 +112,12 @@ function checkJson(field) {
 }
 
 function bindForms(scope) {
+  // a form that cannot be undone (cancel) asks first
+  for (const form of scope.querySelectorAll("form[data-confirm]")) {
+    form.addEventListener("submit", (event) => {
+      if (!window.confirm(form.dataset.confirm)) event.preventDefault();
+    });
+  }
   for (const form of scope.querySelectorAll("form.schema-form")) {
     for (const field of form.querySelectorAll("textarea[data-json]")) {
       field.addEventListener("input", () => checkJson(field));
@@ -92,6 +133,10 @@ function bindForms(scope) {
 }
 
 document.addEventListener("DOMContentLoaded", () => {
+  // a page answered to a form's POST: the address bar shows the page's own address, so
+  // a reload reads it again instead of posting the form again
+  const address = document.body.dataset.address;
+  if (address) history.replaceState(null, "", address);
   const runs = document.getElementById("runs");
   if (runs && runs.dataset.stream) liveRuns(runs);
   const run = document.getElementById("run");

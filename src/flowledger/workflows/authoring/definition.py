@@ -508,6 +508,11 @@ class TypedDefinition(Generic[S]):
         assert origin is not None
         return origin
 
+    async def fork_plan(self, graph_run_id: str, revision: int, *, after: bool) -> flow.ForkPlan:
+        """What `fork` of ``revision`` (with ``after``: of the end of its step) would do
+        (`flow.Runner.fork_plan`, whose errors it raises); writes nothing."""
+        return await self._runner.fork_plan(graph_run_id, revision, after=after)
+
     async def get(self, graph_run_id: str) -> WorkflowResult:
         return self._result(await self._runner.get(graph_run_id))
 

@@ -17,6 +17,12 @@ that a refused fork writes nothing:
    before the record): a ``pending`` run whose ``forked_from`` is
    ``{run_id, revision, checkpoint_digest}`` and whose input reference is the origin's.
 
+With ``after`` the fork is made from the revision that ends the step ``revision`` is in,
+when the origin reached it (`flow.fork.step_end`): what forking *after* a history entry
+means, so the vertex whose completion the entry records is not run again. `plan_fork`
+answers, writing nothing, what a fork would do: the revision it is made from, its first
+step and every vertex it runs again (`flow.ForkPlan`).
+
 The owner of the session then adopts the pending fork from its durable seed, exactly as
 it adopts a pending run whose seed exists (`Supervisor.start`, or a worker's `poll` for
 a front door): the fork is never *started* from its input.
@@ -33,7 +39,7 @@ from ..errors import InvalidForkError
 from ..records.run import ForkedFrom, Run, RunStatus
 from .catalog import Catalog
 
-__all__ = ["fork_run"]
+__all__ = ["fork_run", "plan_fork"]
 
 
 class _Registry(Protocol):
@@ -51,6 +57,39 @@ class _Forkable(Protocol):
         self, graph_run_id: str, revision: int, patch: Any, *, run_id: str
     ) -> flow.ForkOrigin: ...
 
+    async def fork_plan(
+        self, graph_run_id: str, revision: int, *, after: bool
+    ) -> flow.ForkPlan: ...
+
+
+async def plan_fork(
+    *,
+    session_id: str,
+    catalog: Catalog,
+    registry: _Registry,
+    origin_run_id: str,
+    revision: int,
+    after: bool,
+) -> flow.ForkPlan:
+    """What `fork_run` of ``origin_run_id`` at ``revision`` (with ``after``) would do;
+    refused as it would be, for the origin and the revision; writes nothing."""
+    origin = await registry.get(session_id, origin_run_id)
+    definition = catalog.resolve(origin.definition_name, origin.definition_version)
+    planner = getattr(definition, "fork_plan", None)
+    if not callable(planner):
+        raise InvalidForkError(
+            "definition",
+            f"{origin.definition_name} version {origin.definition_version} cannot be forked",
+        )
+    try:
+        plan: flow.ForkPlan = await planner(origin.graph_run_id, revision, after=after)
+    except BaseException as exc:
+        refusal = _refusal(exc, origin, revision)
+        if refusal is None:
+            raise
+        raise refusal from exc
+    return plan
+
 
 async def fork_run(
     *,
@@ -64,9 +103,10 @@ async def fork_run(
     now: Callable[[], datetime],
     definition_name: str | None = None,
     definition_version: str | None = None,
+    after: bool = False,
 ) -> Run:
-    """Make a fork of ``origin_run_id`` at ``revision`` (see the module docstring) and
-    return its pending run record."""
+    """Make a fork of ``origin_run_id`` at ``revision`` (with ``after``: at the end of
+    its step; see the module docstring) and return its pending run record."""
     origin = await registry.get(session_id, origin_run_id)
     for given, actual, what in (
         (definition_name, origin.definition_name, "definition"),
@@ -88,6 +128,17 @@ async def fork_run(
             "definition",
             f"{origin.definition_name} version {origin.definition_version} cannot be forked",
         )
+    if after:
+        revision = (
+            await plan_fork(
+                session_id=session_id,
+                catalog=catalog,
+                registry=registry,
+                origin_run_id=origin_run_id,
+                revision=revision,
+                after=True,
+            )
+        ).revision
     fork_id, graph_run_id, execution_id = new_id(), new_id(), new_id()
     await registry.claim_fork(session_id, origin.id, fork_id)  # before anything else
     try:
@@ -124,24 +175,32 @@ async def _seed(
             origin.graph_run_id, revision, patch, run_id=graph_run_id
         )
         return made
-    except flow.ForkRevisionError as exc:
+    except BaseException as exc:
+        refusal = _refusal(exc, origin, revision)
+        if refusal is None:
+            raise
+        raise refusal from exc
+
+
+def _refusal(exc: BaseException, origin: Run, revision: int) -> InvalidForkError | None:
+    """The flow layer's refusal of a fork as an `InvalidForkError` (None: not one)."""
+    if isinstance(exc, flow.ForkRevisionError):
         if exc.tip < 0:
-            detail = f"revision must be an integer, not {revision!r}"
-        else:
-            detail = f"run {origin.id} has revisions 0..{exc.tip}, not {revision!r}"
-        raise InvalidForkError("revision", detail) from exc
-    except flow.CheckpointNotFoundError as exc:
-        raise InvalidForkError("revision", f"run {origin.id} has no checkpoints") from exc
-    except flow.StatePatchError as exc:
+            return InvalidForkError("revision", f"revision must be an integer, not {revision!r}")
+        return InvalidForkError(
+            "revision", f"run {origin.id} has revisions 0..{exc.tip}, not {revision!r}"
+        )
+    if isinstance(exc, flow.CheckpointNotFoundError):
+        return InvalidForkError("revision", f"run {origin.id} has no checkpoints")
+    if isinstance(exc, flow.StatePatchError):
         where = f"state field {exc.field!r}" if exc.field else "the patch"
-        raise InvalidForkError("patch", f"{where}: {exc.detail}", state_field=exc.field) from exc
-    except (
-        flow.GraphMismatchError,
-        flow.GraphVersionMismatchError,
-        flow.UnknownVertexError,
-    ) as exc:
-        raise InvalidForkError(
+        return InvalidForkError("patch", f"{where}: {exc.detail}", state_field=exc.field)
+    if isinstance(
+        exc, flow.GraphMismatchError | flow.GraphVersionMismatchError | flow.UnknownVertexError
+    ):
+        return InvalidForkError(
             "definition",
             f"the graph registered as {origin.definition_name} version "
             f"{origin.definition_version} is not the graph run {origin.id} was written by",
-        ) from exc
+        )
+    return None
