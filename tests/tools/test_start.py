@@ -310,13 +310,18 @@ PROTECTED_CHANGES: list[tuple[str, Any]] = [
             r, scheduled_by=ScheduledBy(OTHER, datetime(2026, 1, 1, tzinfo=UTC))
         ),
     ),
+    (
+        "trace_parent",
+        lambda r: dataclasses.replace(
+            r, trace_parent="00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"
+        ),
+    ),
 ]
 
 
 def test_protected_list_is_complete() -> None:
-    """§12.80: the 18 protected fields (and ``forked_from`` and ``scheduled_by``, flowledger
-    additions) plus
-    the 5 namespace fields are all of Run's."""
+    """§12.80: the 18 protected fields (and ``forked_from``, ``scheduled_by`` and
+    ``trace_parent``, flowledger additions) plus the 5 namespace fields are all of Run's."""
     names = {field.name for field in dataclasses.fields(Run)}
     namespace = {
         "artifact_session_id",
@@ -325,7 +330,7 @@ def test_protected_list_is_complete() -> None:
         "artifact_input_session_id",
         "artifact_input_run_id",
     }
-    assert len(PROTECTED_CHANGES) == 20
+    assert len(PROTECTED_CHANGES) == 21
     assert {name for name, _ in PROTECTED_CHANGES} | namespace == names
 
 

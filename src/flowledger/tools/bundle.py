@@ -116,6 +116,7 @@ _PROTECTED: Final = (
     "revision",
     "forked_from",  # beyond §7.3: a fork's origin (`workflows.records.forks`) is identity too
     "scheduled_by",  # likewise the schedule firing that started a run
+    "trace_parent",  # and the trace a run's segments continue (set when the record is created)
 )
 
 
