@@ -18,10 +18,13 @@ import sys
 
 from ..deploy.runs.retention import deployed_run_logs
 from ..host import load_catalog
-from ..storage import open_store
+from ..observability import metrics
+from ..storage import Store, open_store
+from ..workflows.records.unfinished import UnfinishedIndex
 from ..workflows.runtime.session import WorkflowSession
 from ..workflows.runtime.worker import Worker, WorkerSettings, reindex
-from .runtime import Options
+from .metrics_listener import metrics_listener
+from .runtime import CliError, Options
 from .sources_file import reconcile_sources
 
 __all__ = ["run_worker"]
@@ -49,14 +52,45 @@ async def _register_deployed(session: WorkflowSession) -> None:
     await DeployService(session).serve_deployments()
 
 
+def _unfinished_census(store: Store) -> metrics.Census:
+    """The runs not finished yet, in every session: one prefix listing of the unfinished
+    index's keys per scrape (`UnfinishedIndex.scan`), no run record read."""
+    index = UnfinishedIndex(store.kv)
+
+    async def census() -> dict[tuple[str, ...], float]:
+        return {(): float(sum(len(runs) for runs in (await index.scan()).values()))}
+
+    return census
+
+
 async def run_worker(
-    options: Options, settings: WorkerSettings, *, rebuild_index: bool, sources: str | None = None
+    options: Options,
+    settings: WorkerSettings,
+    *,
+    rebuild_index: bool,
+    sources: str | None = None,
+    metrics_port: int | None = None,
+    metrics_host: str = "127.0.0.1",
 ) -> None:
     _configure_logging()
+    if metrics_port is not None:
+        try:
+            metrics.enable()  # before anything: a worker asked for metrics has them
+        except metrics.MetricsUnavailableError as exc:
+            raise CliError(f"--metrics-port: {exc}") from None
     catalog = load_catalog(options.app)
     if sources is not None:
         await reconcile_sources(options.url, sources)
-    async with open_store(options.url) as store:
+    async with open_store(options.url) as store, contextlib.AsyncExitStack() as serving:
+        if metrics_port is not None:
+            metrics.add_census(
+                "flowledger_runs_unfinished",
+                "Runs not finished yet (pending, running or interrupted), in every session.",
+                (),
+                _unfinished_census(store),
+            )
+            url = await serving.enter_async_context(metrics_listener(metrics_host, metrics_port))
+            log.info("metrics: serving %s", url, extra={"event": "metrics_serving"})
         if rebuild_index:
             added = await reindex(store)
             log.info("reindex: %d unfinished run(s) added to the index", added)

@@ -21,11 +21,13 @@ from __future__ import annotations
 import asyncio
 import inspect
 import os
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from enum import Enum
 from typing import Any, Final
 
+from ..observability import metrics
 from .checkpoint import (
     Checkpoint,
     HaltKind,
@@ -164,7 +166,9 @@ class Coordinator:
         batch, self._pending = self._pending, []
         events, self._events = self._events, []
         if batch:
+            began = time.perf_counter()
             await self.store.append(batch)
+            metrics.commit_finished(time.perf_counter() - began)
             self.next_revision += len(batch)
         for event, args in events:
             await fire(self.options.hooks, event, *args)
@@ -230,9 +234,11 @@ class Coordinator:
             base = self.state_doc
             self._interrupts = {}
             executions = [self._prepare(v, step, base) for v in sorted(frontier)]
+            began = time.perf_counter()
             await self._execute(executions)
             await self._classify_all(executions, [], base)
             outcome = await self._finalize(executions, step, base, sorted(frontier))
+            metrics.step_finished(time.perf_counter() - began)
             if isinstance(outcome, Result):
                 return outcome
             step, frontier = step + 1, outcome
@@ -250,9 +256,11 @@ class Coordinator:
             for v in rerun
         ]
         step_frontier = sorted({*rerun, *(e.record.vertex for e in carry)})
+        began = time.perf_counter()
         await self._execute(executions)
         await self._classify_all(executions, carry, base)
         outcome = await self._finalize([*executions, *carry], step, base, step_frontier)
+        metrics.step_finished(time.perf_counter() - began)
         if isinstance(outcome, Result):
             return outcome
         return await self._loop(step + 1, outcome)

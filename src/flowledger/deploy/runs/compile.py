@@ -108,6 +108,7 @@ from .errors import (
 from .failures import Failure, FailurePolicy, RecordedFailureError, classify
 from .foreach import CHILD_ITEM_ERRORS, ForeachStep, ItemCall, item_key_suffix
 from .intents import MAX_RESULT_BYTES, ToolIntents, attempt_key
+from .metered import call_metered
 from .nesting import enter, item_run_id, owner_run, trace_prefix
 from .offload import off_loop
 from .trace import RunTrace, TraceEntry, preview, trace_error
@@ -754,7 +755,9 @@ class _Compiler:
         if guarded:
             await runtime.intents.record(run, akey, "started", node=name, tool=node.tool)
         try:
-            result = await session.call_tool(node.tool, arguments, timeout=node.timeout)
+            result = await call_metered(
+                session, node.dependency, node.tool, arguments, node.timeout
+            )
         except SourceError as exc:
             if guarded or retrying:
                 failure = Failure.of(exc, exc.failure_kind or "", node.tool, attempt)
@@ -1076,7 +1079,9 @@ class _Compiler:
             if intent is not None and intent.state == "done" and intent.result is not None:
                 result = _stored_result(intent.result)
             elif tool.repeatable:
-                result = await session.call_tool(body.tool, arguments, timeout=body.timeout)
+                result = await call_metered(
+                    session, body.dependency, body.tool, arguments, body.timeout
+                )
                 _raise_for_error(name, body, result)
             else:
                 if intent is not None and intent.state == "started":
@@ -1087,7 +1092,9 @@ class _Compiler:
                         "it is not called again",
                     )
                 await runtime.intents.record(run, key, "started", node=name, tool=body.tool)
-                result = await session.call_tool(body.tool, arguments, timeout=body.timeout)
+                result = await call_metered(
+                    session, body.dependency, body.tool, arguments, body.timeout
+                )
                 data = result.to_json()
                 if result.is_error:
                     await runtime.intents.record(run, key, "failed", node=name, tool=body.tool)
