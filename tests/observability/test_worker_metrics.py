@@ -161,3 +161,39 @@ def test_counters_move_and_a_killed_worker_is_adopted(url: str, tmp_path: Path) 
         for record in err.records():
             assert {"time", "level", "event", "message"} <= record.keys(), record
     assert any("claimed session" in str(r["message"]) for r in second_err.records())
+
+
+def test_a_stalled_worker_counts_its_lost_lease_after_the_other_adopts(
+    url: str, tmp_path: Path
+) -> None:
+    """SIGSTOP stalls the worker executing a run past its lease; the other adopts the
+    run. Once continued, the stalled one's own metrics show the lease it lost."""
+    gate = json.dumps({"folder": str(tmp_path)})
+    with worker(url) as (first, first_url, _):
+        started = flowledger(url, "start", "gated", "v1", "--input", gate, "--no-execute", "--json")
+        assert started.returncode == 0, started.stderr
+        wait_for_file(tmp_path / "pid")
+        assert int((tmp_path / "pid").read_text()) == first.pid
+        with worker(url) as (_, second_url, _):
+            first.send_signal(signal.SIGSTOP)
+            try:
+                scrape_until(
+                    second_url,
+                    lambda s: value(s, "flowledger_runs_adopted_total") >= 1,
+                    "the second worker adopts the stalled worker's run",
+                )
+            finally:
+                first.send_signal(signal.SIGCONT)
+            (tmp_path / "open").touch()  # both holds may finish; only one may write
+            _, lost = scrape_until(
+                first_url,
+                lambda s: (
+                    sum(
+                        value(s, "flowledger_leases_lost_total", reason=reason)
+                        for reason in ("expired", "taken_over")
+                    )
+                    >= 1
+                ),
+                "the stalled worker counts its lost session lease",
+            )
+            assert value(lost, "flowledger_leases_acquired_total") >= 1

@@ -97,7 +97,8 @@ def json_active() -> bool:
 
 def configure(fmt: LogFormat, *, level: int = logging.INFO) -> None:
     """``"json"``: the root logger writes JSON lines to stderr (replacing its handlers)
-    and ``flowledger`` loggers log from ``level``; ``"human"``: nothing changes."""
+    and ``flowledger`` loggers log from ``level`` at least (a lower level set already,
+    as ``FLOWLEDGER_DEBUG`` sets, is kept); ``"human"``: nothing changes."""
     global _json_handler
     if fmt == "human":
         return
@@ -111,5 +112,7 @@ def configure(fmt: LogFormat, *, level: int = logging.INFO) -> None:
     root.addHandler(handler)
     if root.level > logging.WARNING or root.level == logging.NOTSET:
         root.setLevel(logging.WARNING)
-    logging.getLogger("flowledger").setLevel(level)
+    ours = logging.getLogger("flowledger")
+    if ours.getEffectiveLevel() > level:  # FLOWLEDGER_DEBUG's DEBUG stays DEBUG
+        ours.setLevel(level)
     _json_handler = handler
