@@ -110,7 +110,8 @@ def test_counters_move_and_a_killed_worker_is_adopted(url: str, tmp_path: Path) 
             "the first worker executes the run",
         )
         assert value(during, "flowledger_runs_started_total", definition="gated") == 1
-        assert value(during, "flowledger_runs_unfinished") == 1
+        assert value(during, "flowledger_runs_unfinished", status="running") == 1
+        assert value(during, "flowledger_runs_unfinished", status="interrupted") == 0
         assert value(during, "flowledger_leases_acquired_total") >= 1  # the session's lease
         first_text = fetch(first_url)
 
@@ -130,6 +131,14 @@ def test_counters_move_and_a_killed_worker_is_adopted(url: str, tmp_path: Path) 
                 lambda s: value(s, "flowledger_step_seconds_count") >= 2,  # mark, ask
                 "the adopted run's steps are timed",
             )
+            scrape_until(
+                second_url,
+                lambda s: (
+                    value(s, "flowledger_runs_unfinished", status="interrupted") == 1
+                    and value(s, "flowledger_runs_unfinished", status="running") == 0
+                ),
+                "the run waits for its answer",
+            )
             resumed = flowledger(
                 url, "resume", run_id, "--payload", json.dumps({"note": SENTINEL}),
                 "--no-execute", "--json",
@@ -146,7 +155,8 @@ def test_counters_move_and_a_killed_worker_is_adopted(url: str, tmp_path: Path) 
                 ),
                 "the resumed run completes in the second worker",
             )
-            assert value(done, "flowledger_runs_unfinished") == 0
+            for status in ("pending", "running", "interrupted"):
+                assert value(done, "flowledger_runs_unfinished", status=status) == 0
             assert value(done, "flowledger_runs_executing") == 0
             assert value(done, "flowledger_commit_seconds_count") >= 3
             assert value(done, "flowledger_fence_refusals_total") == 0

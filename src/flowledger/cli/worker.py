@@ -15,15 +15,17 @@ import logging
 import os
 import signal
 import sys
+from typing import Final
 
 from ..deploy.runs.retention import deployed_run_logs
 from ..host import load_catalog
 from ..observability import metrics
 from ..storage import Store, open_store
+from ..workflows.records.registry import status_prefix
+from ..workflows.records.run import RunStatus
 from ..workflows.records.unfinished import UnfinishedIndex
 from ..workflows.runtime.session import WorkflowSession
 from ..workflows.runtime.worker import Worker, WorkerSettings, reindex
-from .metrics_listener import metrics_listener
 from .runtime import CliError, Options
 from .sources_file import reconcile_sources
 
@@ -52,13 +54,22 @@ async def _register_deployed(session: WorkflowSession) -> None:
     await DeployService(session).serve_deployments()
 
 
+_UNFINISHED: Final = (RunStatus.PENDING, RunStatus.RUNNING, RunStatus.INTERRUPTED)
+
+
 def _unfinished_census(store: Store) -> metrics.Census:
-    """The runs not finished yet, in every session: one prefix listing of the unfinished
-    index's keys per scrape (`UnfinishedIndex.scan`), no run record read."""
+    """The runs not finished yet, by status, in every session: per scrape one prefix
+    listing of the unfinished index (`UnfinishedIndex.scan`: which sessions have any),
+    then per such session one listing of the registry's status entries per unfinished
+    status (`status_prefix`). Keys only: no run record is read."""
     index = UnfinishedIndex(store.kv)
 
     async def census() -> dict[tuple[str, ...], float]:
-        return {(): float(sum(len(runs) for runs in (await index.scan()).values()))}
+        counts = dict.fromkeys(_UNFINISHED, 0)
+        for session_id in await index.scan():
+            for status in _UNFINISHED:
+                counts[status] += len(await store.kv.keys(status_prefix(session_id, status)))
+        return {(str(status),): float(count) for status, count in counts.items()}
 
     return census
 
@@ -83,10 +94,12 @@ async def run_worker(
         await reconcile_sources(options.url, sources)
     async with open_store(options.url) as store, contextlib.AsyncExitStack() as serving:
         if metrics_port is not None:
+            from .metrics_listener import metrics_listener  # the HTTP stack, only if asked
+
             metrics.add_census(
                 "flowledger_runs_unfinished",
-                "Runs not finished yet (pending, running or interrupted), in every session.",
-                (),
+                "Runs not finished yet, in every session, by status.",
+                ("status",),
                 _unfinished_census(store),
             )
             url = await serving.enter_async_context(metrics_listener(metrics_host, metrics_port))

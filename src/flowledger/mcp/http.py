@@ -233,6 +233,10 @@ class HttpMcpServer:
         """``/metrics``: the process's metrics (docs/observability.md), for a request
         with a valid token (any: they are the whole process's counts, never a run's id,
         input or state); without tokens (loopback only), for anyone."""
+        if scope.get("method") not in ("GET", "HEAD"):
+            response = _json_error(405, types.INVALID_REQUEST, "/metrics answers GET only")
+            await response(scope, receive, send)
+            return
         _, refused = self._session_of(scope)
         response = refused if refused is not None else await metrics_response()
         await response(scope, receive, send)
