@@ -18,7 +18,15 @@ import textwrap
 from typing import Any
 
 # Packages no command's start-up or help needs. A name also stands for its submodules.
-HEAVY = ("mcp", "starlette", "uvicorn", "tantivy", "jsonschema", "flowledger.deploy")
+HEAVY = (
+    "mcp",
+    "starlette",
+    "uvicorn",
+    "tantivy",
+    "jsonschema",
+    "flowledger.deploy",
+    "prometheus_client",
+)
 # The engine and the workflow layer: only commands that open a database need them.
 LIBRARY = ("flowledger.workflows", "flowledger.tools", "flowledger.flow", "flowledger.host")
 # Surfaces served by their own commands.

@@ -37,6 +37,8 @@ from .deploy import trace as deploy_trace
 from .draft import draft_app
 from .explain import register_explain
 from .helptext import hide_redundant_types
+from .observing import LogFormatChoice, LogFormatOption, MetricsHostOption, MetricsPortOption
+from .observing import log_format as chosen_format
 from .prune import register_prune
 from .render import (
     Pause,
@@ -678,6 +680,7 @@ def mcp(
     db: DbOption = None,
     app_ref: AppOption = None,
     session: SessionOption = None,
+    log_format: LogFormatOption = LogFormatChoice.HUMAN,
 ) -> None:
     """Serve the workflow tools over MCP: stdio by default, streamable HTTP with --http.
 
@@ -717,7 +720,7 @@ def mcp(
         except StartupError as exc:
             raise CliError(str(exc)) from None
 
-    run_command(work, quiet_logs=False)
+    run_command(work, quiet_logs=False, log_format=chosen_format(log_format))
 
 
 @app.command(
@@ -801,6 +804,9 @@ def worker(
         ),
     ] = False,
     sources: SourcesOption = None,
+    metrics_port: MetricsPortOption = None,
+    metrics_host: MetricsHostOption = "127.0.0.1",
+    log_format: LogFormatOption = LogFormatChoice.HUMAN,
 ) -> None:
     options = Options(db, app_ref, None)
     if retention is None and (retention_status is not None or retention_every is not None):
@@ -826,9 +832,16 @@ def worker(
             runs_per_session=runs_per_session,
             retention=policy,
         )
-        await run_worker(options, settings, rebuild_index=rebuild_index, sources=sources)
+        await run_worker(
+            options,
+            settings,
+            rebuild_index=rebuild_index,
+            sources=sources,
+            metrics_port=metrics_port,
+            metrics_host=metrics_host,
+        )
 
-    run_command(work, quiet_logs=False)
+    run_command(work, quiet_logs=False, log_format=chosen_format(log_format))
 
 
 # -- shared -----------------------------------------------------------------------------

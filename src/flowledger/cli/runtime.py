@@ -38,6 +38,8 @@ from rich.console import Console
 from rich.text import Text
 
 from ..jsontext import decode_json
+from ..observability.logs import LogFormat
+from ..observability.logs import configure as configure_logs
 
 # The engine, the tools and the session are imported where a command first needs them:
 # every `flowledger` process imports this module, most need only part of the library
@@ -403,9 +405,16 @@ def _configure_logging(quiet: bool) -> None:
         root.addHandler(logging.NullHandler())
 
 
-def run_command(work: Callable[[], Coroutine[Any, Any, None]], *, quiet_logs: bool = True) -> None:
-    """Run a command's coroutine; every failure is one line on stderr and exit code 1."""
+def run_command(
+    work: Callable[[], Coroutine[Any, Any, None]],
+    *,
+    quiet_logs: bool = True,
+    log_format: LogFormat = "human",
+) -> None:
+    """Run a command's coroutine; every failure is one line on stderr and exit code 1.
+    ``log_format="json"``: log records are JSON lines (`flowledger.observability.logs`)."""
     _configure_logging(quiet_logs)
+    configure_logs(log_format)
     try:
         asyncio.run(work())
     except (typer.Exit, click.exceptions.Exit, click.ClickException, click.Abort):

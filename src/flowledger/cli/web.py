@@ -6,6 +6,8 @@ from typing import Annotated
 
 import typer
 
+from .observing import LogFormatChoice, LogFormatOption
+from .observing import log_format as chosen_format
 from .runtime import CliError, Options, run_command
 from .sources_file import SourcesOption, reconcile_sources
 
@@ -66,6 +68,7 @@ def web(
         ),
     ] = None,
     sources: SourcesOption = None,
+    log_format: LogFormatOption = LogFormatChoice.HUMAN,
 ) -> None:
     """Serve the web dashboard: runs, their graphs and activity live, pauses to answer."""
     options = Options(db, app_ref, session)
@@ -91,7 +94,7 @@ def web(
         except StartupError as exc:
             raise CliError(str(exc)) from None
 
-    run_command(work, quiet_logs=False)
+    run_command(work, quiet_logs=False, log_format=chosen_format(log_format))
 
 
 def register_web(app: typer.Typer) -> None:

@@ -15,13 +15,18 @@ import logging
 import os
 import signal
 import sys
+from typing import Final
 
 from ..deploy.runs.retention import deployed_run_logs
 from ..host import load_catalog
-from ..storage import open_store
+from ..observability import metrics
+from ..storage import Store, open_store
+from ..workflows.records.registry import status_prefix
+from ..workflows.records.run import RunStatus
+from ..workflows.records.unfinished import UnfinishedIndex
 from ..workflows.runtime.session import WorkflowSession
 from ..workflows.runtime.worker import Worker, WorkerSettings, reindex
-from .runtime import Options
+from .runtime import CliError, Options
 from .sources_file import reconcile_sources
 
 __all__ = ["run_worker"]
@@ -49,14 +54,56 @@ async def _register_deployed(session: WorkflowSession) -> None:
     await DeployService(session).serve_deployments()
 
 
+_UNFINISHED: Final = (RunStatus.PENDING, RunStatus.RUNNING, RunStatus.INTERRUPTED)
+
+
+def _unfinished_census(store: Store) -> metrics.Census:
+    """The runs not finished yet, by status, in every session: per scrape one prefix
+    listing of the unfinished index (`UnfinishedIndex.scan`: which sessions have any),
+    then per such session one listing of the registry's status entries per unfinished
+    status (`status_prefix`). Keys only: no run record is read."""
+    index = UnfinishedIndex(store.kv)
+
+    async def census() -> dict[tuple[str, ...], float]:
+        counts = dict.fromkeys(_UNFINISHED, 0)
+        for session_id in await index.scan():
+            for status in _UNFINISHED:
+                counts[status] += len(await store.kv.keys(status_prefix(session_id, status)))
+        return {(str(status),): float(count) for status, count in counts.items()}
+
+    return census
+
+
 async def run_worker(
-    options: Options, settings: WorkerSettings, *, rebuild_index: bool, sources: str | None = None
+    options: Options,
+    settings: WorkerSettings,
+    *,
+    rebuild_index: bool,
+    sources: str | None = None,
+    metrics_port: int | None = None,
+    metrics_host: str = "127.0.0.1",
 ) -> None:
     _configure_logging()
+    if metrics_port is not None:
+        try:
+            metrics.enable()  # before anything: a worker asked for metrics has them
+        except metrics.MetricsUnavailableError as exc:
+            raise CliError(f"--metrics-port: {exc}") from None
     catalog = load_catalog(options.app)
     if sources is not None:
         await reconcile_sources(options.url, sources)
-    async with open_store(options.url) as store:
+    async with open_store(options.url) as store, contextlib.AsyncExitStack() as serving:
+        if metrics_port is not None:
+            from .metrics_listener import metrics_listener  # the HTTP stack, only if asked
+
+            metrics.add_census(
+                "flowledger_runs_unfinished",
+                "Runs not finished yet, in every session, by status.",
+                ("status",),
+                _unfinished_census(store),
+            )
+            url = await serving.enter_async_context(metrics_listener(metrics_host, metrics_port))
+            log.info("metrics: serving %s", url, extra={"event": "metrics_serving"})
         if rebuild_index:
             added = await reindex(store)
             log.info("reindex: %d unfinished run(s) added to the index", added)

@@ -22,12 +22,13 @@ import asyncio
 import contextlib
 import inspect
 import os
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from enum import Enum
 from typing import Any, Final
 
-from ..observability import tracing
+from ..observability import metrics, tracing
 from .checkpoint import (
     Checkpoint,
     HaltKind,
@@ -168,11 +169,13 @@ class Coordinator:
         batch, self._pending = self._pending, []
         events, self._events = self._events, []
         if batch:
+            began = time.perf_counter()
             if tracing.commit_spans():
                 with tracing.span("flowledger.commit", self._commit_attributes(len(batch))):
                     await self.store.append(batch)
             else:
                 await self.store.append(batch)
+            metrics.commit_finished(time.perf_counter() - began)
             self.next_revision += len(batch)
         for event, args in events:
             await fire(self.options.hooks, event, *args)
@@ -271,9 +274,11 @@ class Coordinator:
             self._interrupts = {}
             with self._step_span(step) as step_span:
                 executions = [self._prepare(v, step, base) for v in sorted(frontier)]
+                began = time.perf_counter()
                 await self._execute(executions)
                 await self._classify_all(executions, [], base)
                 outcome = await self._finalize(executions, step, base, sorted(frontier))
+                metrics.step_finished(time.perf_counter() - began)
                 if step_span is not None:
                     step_span.set_attribute("flowledger.outcome", _step_outcome(outcome))
             if isinstance(outcome, Result):
@@ -294,9 +299,11 @@ class Coordinator:
         ]
         step_frontier = sorted({*rerun, *(e.record.vertex for e in carry)})
         with self._step_span(step) as step_span:
+            began = time.perf_counter()
             await self._execute(executions)
             await self._classify_all(executions, carry, base)
             outcome = await self._finalize([*executions, *carry], step, base, step_frontier)
+            metrics.step_finished(time.perf_counter() - began)
             if step_span is not None:
                 step_span.set_attribute("flowledger.outcome", _step_outcome(outcome))
         if isinstance(outcome, Result):

@@ -34,7 +34,6 @@ from __future__ import annotations
 import json
 import logging
 import socket
-import sys
 from collections.abc import AsyncIterator, Callable, Mapping
 from contextlib import asynccontextmanager
 from typing import Final
@@ -64,6 +63,9 @@ from ..httpsec import (
     open_bind_refusal,
     request_body,
 )
+from ..observability import metrics
+from ..observability.endpoint import METRICS_PATH, metrics_response
+from ..observability.logs import serving
 from ..workflows import Catalog
 from ..workflows.records.run import is_id
 from ._session import load_app, open_served_session
@@ -227,6 +229,18 @@ class HttpMcpServer:
             )
         return session_id, None
 
+    async def _metrics(self, scope: Scope, receive: Receive, send: Send) -> None:
+        """``/metrics``: the process's metrics (docs/observability.md), for a request
+        with a valid token (any: they are the whole process's counts, never a run's id,
+        input or state); without tokens (loopback only), for anyone."""
+        if scope.get("method") not in ("GET", "HEAD"):
+            response = _json_error(405, types.INVALID_REQUEST, "/metrics answers GET only")
+            await response(scope, receive, send)
+            return
+        _, refused = self._session_of(scope)
+        response = refused if refused is not None else await metrics_response()
+        await response(scope, receive, send)
+
     async def _endpoint(self, scope: Scope, receive: Receive, send: Send) -> None:
         key, refused = self._session_of(scope)
         if refused is None and scope.get("method") == "POST":
@@ -255,7 +269,10 @@ class HttpMcpServer:
     def asgi_app(self) -> ASGIApp:
         """``/mcp`` behind the HTTP security layer (`flowledger.httpsec.Guard`)."""
         endpoint = _Endpoint(self)
-        routes = Starlette(routes=[Route(ENDPOINT, endpoint=endpoint)])
+        scrape = _Scrape(self)
+        routes = Starlette(
+            routes=[Route(ENDPOINT, endpoint=endpoint), Route(METRICS_PATH, endpoint=scrape)]
+        )
         return Guard(
             routes, loopback=is_loopback(self.host), respond=_refused, max_body=MAX_REQUEST_BODY
         )
@@ -287,6 +304,7 @@ class HttpMcpServer:
         """Open the default session (without tokens), listen, call ``ready(url)``, serve
         until stopped, then shut every session down."""
         self._catalog = load_app(self.app)
+        metrics.enable_if_available()  # counted from the start; /metrics says if not
         try:
             if not self._auth.uses_tokens:
                 await self._hosts.get(self.session)  # fail before listening
@@ -348,9 +366,19 @@ class _Endpoint:
         await self._owner._endpoint(scope, receive, send)
 
 
+class _Scrape:
+    """The ASGI app Starlette routes ``/metrics`` to."""
+
+    def __init__(self, owner: HttpMcpServer) -> None:
+        self._owner = owner
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        await self._owner._metrics(scope, receive, send)
+
+
 def _announce(url: str, tokens: int) -> None:
     auth = f"{tokens} token(s), one session each" if tokens else "no tokens, loopback only"
-    print(f"flowledger mcp: serving {url} ({auth})", file=sys.stderr, flush=True)
+    serving(f"flowledger mcp: serving {url} ({auth})")
 
 
 async def serve_http(

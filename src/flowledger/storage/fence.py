@@ -31,6 +31,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import TypedDict
 
+from ..observability import metrics
 from .errors import FencedWriteError, InvalidValueError
 from .names import validate_name
 
@@ -112,6 +113,7 @@ def fencing(
 def refused(error: FencedWriteError) -> FencedWriteError:
     """Tell the current `fencing` (if ``error`` refused its fence) and return ``error``.
     Backends call it as ``raise refused(FencedWriteError(...))``."""
+    metrics.fence_refused()
     current = _current.get()
     fence = current.fence
     if (

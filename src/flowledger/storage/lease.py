@@ -40,6 +40,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Literal, Protocol
 
+from ..observability import metrics
 from .errors import StoreBrokenError, StoreClosedError
 from .fence import Fence
 from .names import validate_name
@@ -188,6 +189,8 @@ class Lease:
         if self._lost_reason is not None:
             return
         self._lost_reason = reason
+        if reason not in ("released", "closed"):  # let go of, not lost
+            metrics.lease_lost(reason)
         self._lost_event.set()
         callbacks, self._callbacks = self._callbacks, []
         for callback in callbacks:
@@ -241,6 +244,7 @@ class Leaser:
         holder = secrets.token_hex(16)
         epoch = await self._backend.try_acquire(name, holder, ttl)
         lease = Lease(self._backend, name, epoch, holder, ttl)
+        metrics.lease_acquired()
         self._live.add(lease)
         lease.on_lost(lambda _reason: self._live.discard(lease))
         lease._start()

@@ -80,6 +80,7 @@ from ..deploy.drafts.service import DraftService
 from ..deploy.registry.errors import RegistryCorruptError, SourceNotRegisteredError
 from ..deploy.runs.trace import MAX_TRACE_PAGE
 from ..httpsec import DEFAULT_MAX_BODY, Guard, Refusal, TooManyFailuresError
+from ..observability.endpoint import METRICS_PATH, metrics_response
 from ..tools import ToolError, WorkflowTools
 from ..tools.errors import PREFIX
 from ..workflows.errors import ConflictError, NotFoundError, UnknownDefinitionError
@@ -291,6 +292,7 @@ class Dashboard:
             Route("/login", self._login_page, methods=["GET"]),
             Route("/login", self._login, methods=["POST"]),
             Route("/logout", self._logout, methods=["POST"]),
+            Route(METRICS_PATH, self._metrics, methods=["GET"]),
             Mount("/static", StaticFiles(directory=str(_HERE / "static")), name="static"),
         ]
         routes += [  # a new tab or a bookmark of an action's address: its page
@@ -375,7 +377,7 @@ class Dashboard:
     def _refused(self, request: Request, refusal: _Refusal) -> Response:
         if refusal.redirect:
             return RedirectResponse(refusal.redirect, status_code=303)
-        if request.url.path.startswith("/events/"):
+        if request.url.path.startswith("/events/") or request.url.path == METRICS_PATH:
             return Response(
                 str(refusal),
                 status_code=refusal.status,
@@ -1156,6 +1158,25 @@ class Dashboard:
             return Refused(refusal.status, str(refusal))
         except _Refusal as refusal:
             return Refused(refusal.status, str(refusal))
+
+    # -- metrics ------------------------------------------------------------------------------
+
+    async def _metrics(self, request: Request) -> Response:
+        """The process's metrics (docs/observability.md) for any signed-in client: they are
+        the whole process's counts, never a run's id, input or state."""
+        if self.gate.uses_tokens:
+            try:
+                session_id = self.gate.session_of(request)
+            except TooManyFailuresError as exc:
+                return self._refused(request, _Refusal.throttled(exc))
+            if session_id is None:
+                refusal = _Refusal(
+                    401,
+                    "send 'Authorization: Bearer <token>' with a valid token",
+                    headers={"WWW-Authenticate": 'Bearer realm="flowledger"'},
+                )
+                return self._refused(request, refusal)
+        return await metrics_response()
 
     # -- signing in --------------------------------------------------------------------------
 

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import signal
 import socket
-import sys
 from collections.abc import Callable, Mapping
 from types import FrameType
 from typing import Final
@@ -19,6 +18,8 @@ import uvicorn
 
 from ..host import load_catalog
 from ..httpsec import DEFAULT_BOUND, FailureBound, StartupError, is_loopback, open_bind_refusal
+from ..observability import metrics
+from ..observability.logs import serving
 from .app import Dashboard
 from .security import Gate
 from .sessions import SessionPool
@@ -71,6 +72,7 @@ class WebServer:
         self._stop_requested = False
 
     async def run(self, *, ready: Callable[[str], None] | None = None) -> None:
+        metrics.enable_if_available()  # counted from the start; /metrics says if not
         catalog = load_catalog(self.app)
         pool = SessionPool(self.db_url, catalog, read_only=self.read_only)
         try:
@@ -167,4 +169,4 @@ class _Uvicorn(uvicorn.Server):
 def announce(url: str, tokens: int, read_only: bool) -> None:
     auth = f"{tokens} token(s), one session each" if tokens else "no tokens, loopback only"
     mode = ", read-only" if read_only else ""
-    print(f"flowledger web: serving {url} ({auth}{mode})", file=sys.stderr, flush=True)
+    serving(f"flowledger web: serving {url} ({auth}{mode})")

@@ -35,6 +35,7 @@ from dataclasses import dataclass
 from typing import Any, Final
 
 from ... import flow
+from ...observability import metrics
 from ...workflows.authoring.readiness import environment_is_deferred
 from ...workflows.errors import InvalidForkError
 from ..artifacts.validated import ValidatedArtifact
@@ -163,6 +164,7 @@ class DeployedDefinition(ArtifactDefinition):
             # reader's own check, or a blocked one (its cause is likely being repaired),
             # never hides from a later reader what changed in between
             ready = not any(item.severity == "error" for item in diagnostics)
+            metrics.revalidated("ready" if ready else "blocked")
             recent = (
                 checks.record(graph_run_id, pin.digest, diagnostics)
                 if pool is not None and ready

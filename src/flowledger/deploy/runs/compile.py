@@ -110,7 +110,7 @@ from .foreach import CHILD_ITEM_ERRORS, ForeachStep, ItemCall, item_key_suffix
 from .intents import MAX_RESULT_BYTES, ToolIntents, attempt_key
 from .nesting import enter, item_run_id, owner_run, trace_prefix
 from .offload import off_loop
-from .tool_spans import call_tool
+from .tool_calls import call_tool
 from .trace import RunTrace, TraceEntry, preview, trace_error
 
 __all__ = [

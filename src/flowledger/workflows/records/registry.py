@@ -51,7 +51,7 @@ from .run import (
 )
 from .unfinished import UnfinishedIndex
 
-__all__ = ["RunPage", "RunRegistry", "RunWitness", "order_prefix"]
+__all__ = ["RunPage", "RunRegistry", "RunWitness", "order_prefix", "status_prefix"]
 
 log = logging.getLogger(__name__)
 
@@ -106,6 +106,13 @@ def _definition_segment(name: str) -> str:
 
 def _status_segment(status: str) -> str:
     return f"status/{status}/"
+
+
+def status_prefix(session_id: str, status: RunStatus) -> str:
+    """The prefix of the listing index's entries of the session's runs with ``status``:
+    listing its keys counts them without reading a record (a leftover entry of a run
+    that moved on, after a delete that failed, is counted too until it is cleaned up)."""
+    return order_prefix(session_id) + _status_segment(str(status))
 
 
 def _entries(run: Run) -> list[str]:

@@ -55,6 +55,7 @@ from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 from typing import Any, Final
 
+from ...observability import metrics
 from ...storage import (
     ConflictError as StorageConflictError,
 )
@@ -754,6 +755,9 @@ async def prune(
     except LeaseHeldError:
         raise PruneBusyError(session_id) from None
     try:
-        return await work.run()
+        report = await work.run()
     finally:
         await work.lease.release()
+    for status, runs in report.by_status().items():
+        metrics.retention_deleted(status, runs)
+    return report

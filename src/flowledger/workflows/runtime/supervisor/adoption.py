@@ -23,6 +23,7 @@ from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from .... import flow
+from ....observability import metrics
 from ...activities.live import LiveActivities
 from ...authoring.definition import Definition, WorkflowResult
 from ...errors import AdoptionError, NotFoundError, UnknownDefinitionError
@@ -177,6 +178,7 @@ async def adopt_with_history(
                 live = LiveActivities(
                     lambda current: reconcile_activities(sup, definition, current), run
                 )
+                metrics.run_adopted()
                 try:
                     try:
                         result = await execute(

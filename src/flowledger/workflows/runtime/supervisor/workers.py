@@ -18,6 +18,7 @@ from collections.abc import Awaitable, Callable, Coroutine
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Concatenate, ParamSpec, TypeVar
 
+from ....observability import logs, metrics
 from ....storage import fencing
 from ...errors import SupervisorClosedError
 
@@ -62,7 +63,9 @@ def spawn(
 ) -> None:
     """Run ``work`` as a background worker (in a slot of ``max_workers`` unless
     ``slot`` is false); while it is queued or running, ``run_id`` counts as busy."""
-    task = asyncio.ensure_future(in_slot(sup, work) if slot else contained(sup, work))
+    # the task's log records name the run it works on (`flowledger.observability.logs`)
+    with logs.run_context(run_id):
+        task = asyncio.ensure_future(in_slot(sup, work) if slot else contained(sup, work))
     sup._workers.add(task)
     sup._idle.clear()
     if run_id is not None:
@@ -146,6 +149,9 @@ async def execute(sup: Supervisor, controller: Controller, work: Awaitable[T]) -
         return None
     task: asyncio.Task[T] = asyncio.ensure_future(work)
     controller.execution = task
+    counted = metrics.enabled()  # a gauge raised only while on is lowered only then
+    if counted:
+        metrics.run_executing(1)
     try:
         return await asyncio.shield(task)
     except asyncio.CancelledError:
@@ -155,4 +161,6 @@ async def execute(sup: Supervisor, controller: Controller, work: Awaitable[T]) -
             raise
         return None
     finally:
+        if counted:
+            metrics.run_executing(-1)
         controller.execution = None

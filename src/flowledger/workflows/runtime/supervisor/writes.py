@@ -14,6 +14,7 @@ from dataclasses import replace
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
+from ....observability import metrics
 from ...authoring.metadata import bound_summary
 from ...errors import ConflictError
 from ...records.run import Run, RunStatus
@@ -63,9 +64,21 @@ async def transition(
         return replace(changed, updated_at=stamp(sup, current))
 
     try:
-        return await swap(sup, run, change)
+        changed = await swap(sup, run, change)
     except Exception as exc:
         raise RuntimeError(f"persist run transition: {exc}") from exc
+    _count(run.status, changed)
+    return changed
+
+
+def _count(before: RunStatus, run: Run) -> None:
+    """Metrics of a recorded transition: a start (pending to running) or a finish."""
+    if before is run.status:
+        return
+    if before is RunStatus.PENDING and run.status is RunStatus.RUNNING:
+        metrics.run_started(run.definition_name)
+    elif run.status.terminal:
+        metrics.run_finished(run.definition_name, str(run.status))
 
 
 async def swap(sup: Supervisor, run: Run, change: Callable[[Run], Run]) -> Run:

@@ -1,0 +1,297 @@
+"""Prometheus metrics of one process: one registry, filled by instrumentation points.
+
+The instrumentation points (`run_started`, `step_finished`, `tool_called`, ...) are
+called from every layer. Until `enable` is called they return at once: one global
+read and a comparison, nothing imported. `enable` imports ``prometheus_client`` (the
+optional ``prometheus`` extra: ``pip install 'flowledger[prometheus]'``) and creates the
+process's one `CollectorRegistry` with the metrics of docs/observability.md; without the
+extra it raises `MetricsUnavailableError`, naming the extra.
+
+Label values are bounded: statuses, outcomes, reasons, definition names, and the
+logical source and tool names an artifact declares. Never a run id, an input, a state,
+a payload, a tool's arguments or its result: what a metric says is counts and times.
+
+The gauges of runs "now" are computed when the registry is scraped (`exposition`), by
+the *censuses* a host registers (`add_census`): each returns label values and counts,
+and may read the database (one prefix listing of keys, see `flowledger.cli.worker`),
+so a scrape costs what its censuses cost, not a read of every run.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Final
+
+if TYPE_CHECKING:  # the optional extra is imported by `enable` only
+    from prometheus_client import CollectorRegistry
+
+__all__ = [
+    "CONTENT_TYPE",
+    "EXTRA",
+    "Census",
+    "MetricsUnavailableError",
+    "add_census",
+    "commit_finished",
+    "enable",
+    "enable_if_available",
+    "enabled",
+    "exposition",
+    "fence_refused",
+    "lease_acquired",
+    "lease_lost",
+    "registry",
+    "retention_deleted",
+    "revalidated",
+    "run_adopted",
+    "run_executing",
+    "run_finished",
+    "run_started",
+    "step_finished",
+    "tool_called",
+]
+
+#: The optional extra that provides ``prometheus_client``.
+EXTRA: Final = "prometheus"
+#: The Prometheus text exposition format (version 0.0.4), as ``prometheus_client`` writes it.
+CONTENT_TYPE: Final = "text/plain; version=0.0.4; charset=utf-8"
+
+#: Latency buckets (seconds) shared by steps, commits and tool calls: 1 ms to 1 min.
+_BUCKETS: Final = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60)
+
+#: A census: an async function returning ``{label values: count}`` for one gauge.
+Census = Callable[[], Awaitable[Mapping[tuple[str, ...], float]]]
+
+
+class MetricsUnavailableError(RuntimeError):
+    """Metrics were asked for, and ``prometheus_client`` cannot be imported."""
+
+    def __init__(self, cause: BaseException) -> None:
+        super().__init__(
+            f"metrics need the optional '{EXTRA}' extra (prometheus_client): "
+            f"pip install 'flowledger[{EXTRA}]' ({type(cause).__name__}: {cause})"
+        )
+
+
+@dataclass(frozen=True)
+class _Instruments:
+    registry: CollectorRegistry
+    runs_started: Any
+    runs_finished: Any
+    runs_adopted: Any
+    runs_executing: Any
+    steps: Any
+    commits: Any
+    leases_acquired: Any
+    leases_lost: Any
+    fence_refusals: Any
+    tool_calls: Any
+    tool_seconds: Any
+    revalidations: Any
+    retention_deleted: Any
+    census_gauges: dict[str, Any]
+    censuses: list[tuple[str, Census]]
+
+
+_live: _Instruments | None = None
+_enabling = threading.Lock()
+
+
+def _build() -> _Instruments:
+    try:
+        from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+    except ImportError as exc:
+        raise MetricsUnavailableError(exc) from None
+    registry = CollectorRegistry(auto_describe=True)
+
+    def counter(name: str, doc: str, labels: tuple[str, ...] = ()) -> Any:
+        return Counter(name, doc, labels, registry=registry)
+
+    def histogram(name: str, doc: str, labels: tuple[str, ...] = ()) -> Any:
+        return Histogram(name, doc, labels, registry=registry, buckets=_BUCKETS)
+
+    return _Instruments(
+        registry=registry,
+        runs_started=counter(
+            "flowledger_runs_started",
+            "Runs this process started (pending to running).",
+            ("definition",),
+        ),
+        runs_finished=counter(
+            "flowledger_runs_finished",
+            "Runs this process brought to a terminal status.",
+            ("definition", "status"),
+        ),
+        runs_adopted=counter(
+            "flowledger_runs_adopted",
+            "Running runs this process continued from another owner's last checkpoint.",
+        ),
+        runs_executing=Gauge(
+            "flowledger_runs_executing",
+            "Runs this process executes now.",
+            registry=registry,
+        ),
+        steps=histogram(
+            "flowledger_step_seconds", "Duration of one super-step, its commit included."
+        ),
+        commits=histogram(
+            "flowledger_commit_seconds", "Duration of one checkpoint commit (a ledger append)."
+        ),
+        leases_acquired=counter("flowledger_leases_acquired", "Leases this process acquired."),
+        leases_lost=counter(
+            "flowledger_leases_lost",
+            "Leases this process lost without releasing them (expired, taken, broken).",
+            ("reason",),
+        ),
+        fence_refusals=counter(
+            "flowledger_fence_refusals",
+            "Writes refused because their lease grant was no longer current.",
+        ),
+        tool_calls=counter(
+            "flowledger_tool_calls",
+            "Tool calls of deployed runs.",
+            ("source", "tool", "outcome"),
+        ),
+        tool_seconds=histogram(
+            "flowledger_tool_call_seconds",
+            "Duration of tool calls of deployed runs.",
+            ("source", "tool"),
+        ),
+        revalidations=counter(
+            "flowledger_revalidations",
+            "Checks of a deployed run's pinned dependencies before it resumes.",
+            ("result",),
+        ),
+        retention_deleted=counter(
+            "flowledger_retention_deleted_runs",
+            "Finished runs retention passes of this process deleted.",
+            ("status",),
+        ),
+        census_gauges={},
+        censuses=[],
+    )
+
+
+def enable() -> CollectorRegistry:
+    """Turn metrics on for this process (idempotent) and return its registry;
+    `MetricsUnavailableError` without the ``prometheus`` extra."""
+    global _live
+    with _enabling:
+        if _live is None:
+            _live = _build()
+        return _live.registry
+
+
+def enabled() -> bool:
+    return _live is not None
+
+
+def registry() -> CollectorRegistry | None:
+    """The process's registry, or ``None`` while metrics are off."""
+    return None if _live is None else _live.registry
+
+
+def add_census(name: str, doc: str, labels: tuple[str, ...], census: Census) -> None:
+    """A gauge ``name`` set from ``census()`` at each `exposition` (metrics must be on).
+    Registering a name again replaces its census (a server restarted in one process)."""
+    live = _live
+    if live is None:
+        raise RuntimeError("add_census needs metrics enabled first")
+    if name not in live.census_gauges:
+        from prometheus_client import Gauge
+
+        live.census_gauges[name] = Gauge(name, doc, labels, registry=live.registry)
+    live.censuses[:] = [(n, c) for n, c in live.censuses if n != name]
+    live.censuses.append((name, census))
+
+
+async def exposition() -> bytes:
+    """The registry in the Prometheus text format, censuses taken now."""
+    live = _live
+    if live is None:
+        raise RuntimeError("metrics are off: call flowledger.observability.metrics.enable()")
+    from prometheus_client import generate_latest
+
+    for name, census in list(live.censuses):
+        gauge = live.census_gauges[name]
+        counts = await census()
+        gauge.clear()  # a label set absent now (no paused runs left) is not stale
+        for labels, value in counts.items():
+            (gauge.labels(*labels) if labels else gauge).set(value)
+    return bytes(generate_latest(live.registry))
+
+
+# -- instrumentation points: each returns at once while metrics are off ------------------------
+
+
+def run_started(definition: str) -> None:
+    if _live is not None:
+        _live.runs_started.labels(definition).inc()
+
+
+def run_finished(definition: str, status: str) -> None:
+    if _live is not None:
+        _live.runs_finished.labels(definition, status).inc()
+
+
+def run_adopted() -> None:
+    if _live is not None:
+        _live.runs_adopted.inc()
+
+
+def run_executing(delta: int) -> None:
+    """``+1`` when this process begins executing a run, ``-1`` when it stops."""
+    if _live is not None:
+        _live.runs_executing.inc(delta)
+
+
+def step_finished(seconds: float) -> None:
+    if _live is not None:
+        _live.steps.observe(seconds)
+
+
+def commit_finished(seconds: float) -> None:
+    if _live is not None:
+        _live.commits.observe(seconds)
+
+
+def lease_acquired() -> None:
+    if _live is not None:
+        _live.leases_acquired.inc()
+
+
+def lease_lost(reason: str) -> None:
+    if _live is not None:
+        _live.leases_lost.labels(reason.replace(" ", "_")).inc()
+
+
+def fence_refused() -> None:
+    if _live is not None:
+        _live.fence_refusals.inc()
+
+
+def tool_called(source: str, tool: str, outcome: str, seconds: float) -> None:
+    if _live is not None:
+        _live.tool_calls.labels(source, tool, outcome).inc()
+        _live.tool_seconds.labels(source, tool).observe(seconds)
+
+
+def revalidated(result: str) -> None:
+    if _live is not None:
+        _live.revalidations.labels(result).inc()
+
+
+def retention_deleted(status: str, runs: int) -> None:
+    if _live is not None and runs:
+        _live.retention_deleted.labels(status).inc(runs)
+
+
+def enable_if_available() -> bool:
+    """`enable` if the extra is installed (servers that offer ``/metrics`` call it when
+    they start); whether metrics are on."""
+    try:
+        enable()
+    except MetricsUnavailableError:
+        return False
+    return True
