@@ -79,6 +79,7 @@ from ..artifacts.expressions import Expression, Template, truthy
 from ..artifacts.model import (
     EndNode,
     ForeachNode,
+    ForeachSequenceBody,
     ForeachToolBody,
     ForeachWorkflowBody,
     InterruptNode,
@@ -126,6 +127,8 @@ FINISH: Final = "finish__"
 INPUT: Final = "$input"
 OUTCOME: Final = "$outcome"
 OUTPUT: Final = "$output"
+ITEM: Final = "$item"  # a sequence body's item and its index, in the item's nested run
+INDEX: Final = "$index"
 _ERROR_TEXT_BYTES: Final = 300
 
 _REDUCERS: Final[Mapping[str, flow.FieldReducer]] = {
@@ -148,12 +151,15 @@ def artifact_outcome(state: Mapping[str, Any]) -> tuple[str | None, Any]:
 
 @dataclass(frozen=True)
 class _Scope:
-    """One artifact instance in the run: the root, or a child under its workflow node."""
+    """One artifact instance in the run: the root, or a child under its workflow node.
+    A foreach's sequence body, run per item, is the root of its own graph with ``item``
+    and ``index`` in scope (``items``: kept in its state as ``$item`` and ``$index``)."""
 
     validated: ValidatedArtifact
     keys: str  # "" or "w/" or "w/v/"
     vertices: str  # "" or "w__" or "w__v__"
     label: str  # "" or "Review: "
+    items: bool = False
 
     def key(self, name: str) -> str:
         return self.keys + name
@@ -164,10 +170,13 @@ class _Scope:
     def view(self, state: Mapping[str, Any]) -> dict[str, Any]:
         """The expression scope ``{input, state}`` of this instance."""
         fields = self.validated.artifact.state
-        return {
+        view = {
             "input": state.get(self.key(INPUT)),
             "state": {name: state.get(self.key(name)) for name in fields},
         }
+        if self.items:
+            view["item"], view["index"] = state.get(ITEM), state.get(INDEX)
+        return view
 
     def initial(self) -> Update:
         values = self.validated.initial_state()
@@ -302,11 +311,13 @@ class _Compiler:
         root: ValidatedArtifact,
         children: Mapping[str, ValidatedArtifact],
         sources: Mapping[str, SourceRef],
+        *,
+        items: bool = False,
     ) -> None:
         self.children = children
         self.sources = sources
         self.scopes: list[_Scope] = []
-        self._collect(_Scope(root, "", "", ""), depth=0)
+        self._collect(_Scope(root, "", "", "", items), depth=0)
         reducers: dict[str, flow.FieldReducer] = {}
         for scope in self.scopes:
             for name, spec in scope.validated.artifact.state.items():
@@ -941,6 +952,8 @@ class _Compiler:
         elif isinstance(node.body, ForeachWorkflowBody):
             arguments = templates[f"{base}.body.input"]
             call = self._item_child(scope, node_id, node.body)
+        elif isinstance(node.body, ForeachSequenceBody):
+            call = self._item_sequence(scope, node_id)  # given the item's whole scope
         else:
             value = templates[f"{base}.body.value"]
         step = ForeachStep(
@@ -991,49 +1004,36 @@ class _Compiler:
             raise ArtifactCompileError(place, f"child artifact {body.workflow!r} was not given")
         compiler = _Compiler(child, self.children, self.sources)
         compiler.build()
-        version = closure_digest(child, self.children)
-        graph = compiler.graph.compile(
-            entry=child.artifact.start, finish=FINISH, version=version
-        ).graph
+        nested = _Nested(
+            scope.keys + node_id,
+            f"child {body.workflow}@{child.version}",
+            compiler,
+            closure_digest(child, self.children),
+        )
         input_schema = child.schemas["input_schema"]
-        name = scope.keys + node_id
-        label = f"{body.workflow}@{child.version}"
 
         async def run(document: Any, index: int) -> Any:
             try:
-                _check_schema(name, input_schema, document, f"the input of child {label}")
+                _check_schema(nested.name, input_schema, document, f"the input of {nested.label}")
             except NodeOutputError as exc:
-                raise ForeachChildError(name, f"item {index}: {exc}", exc.code) from None
-            info = flow.run_info()
-            runner: flow.Runner[dict[str, Any]] = flow.Runner(graph, flow.MemoryCheckpointStore())
-            with enter(info, name, index):
-                result = await runner.run(
-                    compiler.initial_state(document),
-                    run_id=item_run_id(info.idempotency_key, index),
-                )
-            if result.run.status is flow.RunStatus.COMPLETED:
-                outcome, output = artifact_outcome(result.state)
-                return {"outcome": outcome, "output": output}
-            cause: BaseException | None = None
-            if result.interrupts:
-                cause = result.interrupts[0].cause
-            elif result.halt is not None:
-                cause = result.halt.cause
-            while isinstance(cause, flow.VertexError):  # the engine's wrapper of a task's error
-                cause = cause.cause
-            if isinstance(cause, CHILD_ITEM_ERRORS):
-                code = str(getattr(cause, "code", "node_failed"))
-                raise ForeachChildError(
-                    name, f"item {index}: child {label} failed: {cause}", code
-                ) from None
-            if isinstance(cause, Exception):
-                raise cause  # fails the run, as the same failure of a tool body would
-            # not reachable: a child that pauses is refused at save, and one whose task
-            # failed halts with its cause; say so rather than return a result it has not
-            raise RuntimeError(
-                f"node {name}: item {index}: child {label} stopped "
-                f"({result.run.status.value}) without reaching an end node"
-            )
+                raise ForeachChildError(nested.name, f"item {index}: {exc}", exc.code) from None
+            return await nested.run(compiler.initial_state(document), index)
+
+        return run
+
+    def _item_sequence(self, scope: _Scope, node_id: str) -> ItemCall:
+        """One foreach item's sequence body: its anonymous artifact
+        (`flowledger.deploy.artifacts.sequence`) run like a child body's child, from a
+        state holding the run's input, the item, its index and the sequence's fields."""
+        sequence = scope.validated.sequences[node_id]
+        compiler = _Compiler(sequence, {}, self.sources, items=True)
+        compiler.build()
+        nested = _Nested(scope.keys + node_id, "its sequence", compiler, sequence.digest)
+
+        async def run(view: Any, index: int) -> Any:
+            state = compiler.initial_state(view["input"])
+            state[ITEM], state[INDEX] = view["item"], view["index"]
+            return await nested.run(state, index)
 
         return run
 
@@ -1111,12 +1111,13 @@ class _Compiler:
     def _end(self, scope: _Scope, node_id: str, node: EndNode, traced: Any) -> None:
         vertex = scope.vertex(node_id)
         output_template = scope.validated.templates[f"nodes.{node_id}.output"]
-        output_schema = scope.validated.schemas["output_schema"]
+        output_schema = scope.validated.schemas.get("output_schema")  # none: a sequence's
         name = scope.keys + node_id
 
         async def body(state: dict[str, Any], note: _Note) -> Update:
             output = await _evaluated(output_template, scope.view(state))
-            _check_schema(name, output_schema, output, "the output")
+            if output_schema is not None:
+                _check_schema(name, output_schema, output, "the output")
             note.result = preview({"outcome": node.outcome, "output": output})
             return {scope.key(OUTCOME): node.outcome, scope.key(OUTPUT): output}
 
@@ -1142,6 +1143,50 @@ class _Compiler:
         for step in self.foreach_steps:
             state.update(step.initial())
         return state
+
+
+class _Nested:
+    """The nested flow runs of one foreach's items (a child or sequence body): each
+    item's run of ``compiler``'s graph over checkpoints in memory, under the run id
+    derived from the foreach step's idempotency key and the item's index
+    (`flowledger.deploy.runs.nesting`); its result is ``{outcome, output}`` of the end
+    node it reached, and its failure the item's (`ForeachChildError`) when it is one
+    ``on_item_error`` decides about (`CHILD_ITEM_ERRORS`); any other fails the run."""
+
+    def __init__(self, name: str, label: str, compiler: _Compiler, version: str) -> None:
+        self.name = name  # the foreach node's, in errors
+        self.label = label  # "child stamp@1", "its sequence"
+        start = compiler.scopes[0].validated.artifact.start
+        self.graph = compiler.graph.compile(entry=start, finish=FINISH, version=version).graph
+
+    async def run(self, state: dict[str, Any], index: int) -> Any:
+        name, label = self.name, self.label
+        info = flow.run_info()
+        runner: flow.Runner[dict[str, Any]] = flow.Runner(self.graph, flow.MemoryCheckpointStore())
+        with enter(info, name, index):
+            result = await runner.run(state, run_id=item_run_id(info.idempotency_key, index))
+        if result.run.status is flow.RunStatus.COMPLETED:
+            outcome, output = artifact_outcome(result.state)
+            return {"outcome": outcome, "output": output}
+        cause: BaseException | None = None
+        if result.interrupts:
+            cause = result.interrupts[0].cause
+        elif result.halt is not None:
+            cause = result.halt.cause
+        while isinstance(cause, flow.VertexError):  # the engine's wrapper of a task's error
+            cause = cause.cause
+        if isinstance(cause, CHILD_ITEM_ERRORS):
+            code = str(getattr(cause, "code", "node_failed"))
+            raise ForeachChildError(name, f"item {index}: {label} failed: {cause}", code) from None
+        if isinstance(cause, Exception):
+            raise cause  # fails the run, as the same failure of a tool body would
+        # not reachable: a child that pauses is refused at save (a sequence that can,
+        # at validation), and one whose task failed halts with its cause; say so rather
+        # than return a result it has not
+        raise RuntimeError(
+            f"node {name}: item {index}: {label} stopped "
+            f"({result.run.status.value}) without reaching an end node"
+        )
 
 
 async def _evaluated(template: Template, view: Mapping[str, Any]) -> Any:

@@ -114,7 +114,8 @@ CHUNK: Final = 32  # item records per state key
 
 Update = dict[str, Any]
 # A tool body's call (or a child body's run) for one item: (arguments or input, index)
-# -> the item's result. It raises an item error, or anything that fails the run.
+# -> the item's result; a sequence body's run is given the item's scope ``{input, state,
+# item, index}`` instead. It raises an item error, or anything that fails the run.
 ItemCall = Callable[[dict[str, Any], int], Awaitable[Any]]
 
 
@@ -143,7 +144,7 @@ class ForeachStep:
     items: Expression
     body: Template | None  # the value template (a value body)
     arguments: Template | None  # the arguments (a tool body) or input (a child) template
-    call: ItemCall | None  # a tool body's call, or a child body's run
+    call: ItemCall | None  # a tool body's call, or a child or sequence body's run
     into: str  # the state key of `into`
 
     @property
@@ -228,8 +229,9 @@ class ForeachStep:
             if self.call is None:
                 assert self.body is not None  # a value body
                 result = await off_loop(self.body.evaluate, scope)
-            else:
-                assert self.arguments is not None  # a tool or child body
+            elif self.arguments is None:  # a sequence body: it reads the whole scope
+                result = await self.call(scope, index)
+            else:  # a tool or child body
                 arguments = await off_loop(self.arguments.evaluate, scope)
                 result = await self.call(arguments, index)
         except ITEM_ERRORS as exc:
