@@ -19,7 +19,7 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
@@ -33,7 +33,12 @@ from .test_runs import APP, adopting, outcome
 
 
 async def kill_when_held(
-    tmp_path: Path, db: str, name: str, document: dict[str, Any], held: str, ready: Callable[[], Any]
+    tmp_path: Path,
+    db: str,
+    name: str,
+    document: dict[str, Any],
+    held: str,
+    ready: Callable[[], Awaitable[bool]],
 ) -> None:
     """Start ``name`` in an owner process, SIGKILL it (and its servers) once the call of
     ``held`` is under way and ``ready()`` (awaitable) is true."""
@@ -67,9 +72,7 @@ async def adopted_run(db: str, name: str) -> tuple[dict[str, Any], dict[str, Any
     async with adopting(db, catalog()) as adopted:  # activation adopts the run
         assert await adopted.supervisor.wait_idle() is None
         [run] = (await adopted.registry.list(adopted.session_id)).runs
-        got = await WorkflowTools.for_session(adopted).call(
-            "workflow_run_get", {"run_id": run.id}
-        )
+        got = await WorkflowTools.for_session(adopted).call("workflow_run_get", {"run_id": run.id})
         return got, await outcome(adopted, name, run.id)
 
 
