@@ -285,7 +285,9 @@ def test_bad_fields_are_refused_with_placed_issues() -> None:
     placed = {issue.place: issue for issue in raised.value.issues}
     assert placed["nodes.first.mode"].code == "bad_value"
     assert placed["nodes.first.body"].code == "bad_kind"
-    assert placed["nodes.first.body"].hint == "a body's kind is one of tool, value, workflow"
+    assert placed["nodes.first.body"].hint == (
+        "a body's kind is one of tool, value, workflow, sequence"
+    )
 
 
 # -- a crash mid-foreach --------------------------------------------------------------

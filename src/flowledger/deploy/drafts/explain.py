@@ -126,7 +126,7 @@ EXPLANATIONS: Final[dict[str, tuple[str, str, str]]] = {
     ),
     "bad_kind": (
         "A node's `kind` is missing or not one of tool, set, switch, parallel, interrupt, "
-        "workflow, foreach, end (a foreach body's: tool, value, workflow).",
+        "workflow, foreach, end (a foreach body's: tool, value, workflow, sequence).",
         "Give the node (or the body) one of the kinds.",
         "greet: {kind: set, assign: {text: '${ input.name }'}, next: done}",
     ),

@@ -37,6 +37,9 @@ end nodes), ``w__return`` (continues the parent after child ``w`` ended), and
 * ``foreach``: a vertex that routes back to itself, one batch of items per execution,
   until every item is done (`flowledger.deploy.runs.foreach`: its state keys
   ``$each/<vertex>/...``, batches, per-item intents and error policies).
+  A child or sequence body runs per item as a nested run of a graph of its own
+  (`_Nested`; a sequence's nodes read ``item`` and ``index``, kept in the nested
+  state as ``$item`` and ``$index``).
 * ``end``: validates its output against the artifact's output schema.
 
 Templates and conditions are evaluated under the evaluation limits (docs/deploy.md,

@@ -1,13 +1,16 @@
 """A ``foreach`` node on the flow engine: one body per list element, durable per item.
 
 The body is, per item, a tool call (``body: {kind: tool, ...}``), a pure template
-(``body: {kind: value, value: ...}``), or a run of a saved child artifact (``body:
-{kind: workflow, workflow, input}``), each with ``{input, state, item, index}`` in scope.
-A child body runs as a nested flow run per item (`flowledger.deploy.runs.nesting`; built
-by `flowledger.deploy.runs.compile`): the item's result is the child's ``{outcome,
-output}``, and the child's failure is the item's (`ForeachChildError`, when it is one
-``on_item_error`` decides about: see `CHILD_ITEM_ERRORS`). To this module a child body is
-an `ItemCall` like a tool body's, over the evaluated ``input``.
+(``body: {kind: value, value: ...}``), a run of a saved child artifact (``body:
+{kind: workflow, workflow, input}``), each with ``{input, state, item, index}`` in scope,
+or inline nodes (``body: {kind: sequence, state, start, nodes}``: an anonymous child,
+`flowledger.deploy.artifacts.sequence`). A child or sequence body runs as a nested flow
+run per item (`flowledger.deploy.runs.nesting`; built by
+`flowledger.deploy.runs.compile`): the item's result is the end node's ``{outcome,
+output}``, and the nested run's failure is the item's (`ForeachChildError`, when it is
+one ``on_item_error`` decides about: see `CHILD_ITEM_ERRORS`). To this module such a
+body is an `ItemCall` like a tool body's, over the evaluated ``input`` (a child) or the
+item's scope (a sequence).
 
 The node compiles to one vertex that routes back to itself until every item is done.
 Each execution of the vertex (one super-step, so one checkpoint) runs a *batch*: the next
