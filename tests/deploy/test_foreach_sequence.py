@@ -511,3 +511,52 @@ def test_unused_tools_count_the_sequences_calls_and_the_json_schema_has_the_body
     del broken["nodes"]["first"]["body"]["start"]
     with pytest.raises(jsonschema.ValidationError):
         jsonschema.validate(broken, schema)
+
+
+async def test_a_tenant_cannot_hide_a_forbidden_call_inside_a_sequence(tmp_path: Path) -> None:
+    """A tenant (`SourceAccess.TENANT`, what an MCP-over-HTTP client gets) binds a
+    registered source whose operator allows deployments only ``shout``, and calls
+    ``append_item`` of it from inside a sequence body (its own deployment allowing
+    both): the run is unrunnable with ``tool_not_allowed`` naming the source, no run
+    starts and nothing is called. An inline command instead is refused to a tenant."""
+    from flowledger.deploy.registry.access import SourceAccess
+    from flowledger.deploy.registry.errors import InlineSourceRefusedError
+    from flowledger.deploy.registry.store import SourceRegistry
+
+    from .test_registered_runs import SESSION as TENANT_SESSION
+    from .test_registered_runs import service
+
+    registered = {
+        "format": "flowledger.source/v1",
+        "name": "items",
+        "stdio": {
+            "command": sys.executable,
+            "args": ["-m", "tests.deploy.runs.item_server"],
+            "env": {"ITEM_DIR": str(tmp_path)},
+            "cwd": str(REPO),
+        },
+        "allow_tools": ["shout"],
+    }
+    deployment = {
+        "format": "flowledger.deployment/v1",
+        "name": "each_dep",
+        "artifact": {"name": "each", "version": "1"},
+        "sources": {"items": {"source": "items", "allow_tools": ["shout", "append_item"]}},
+    }
+    url = f"sqlite:///{tmp_path / 'tenant.db'}"
+    async with service(url) as (_, store):
+        await SourceRegistry.over(store).add(registered)
+    async with service(url, access=SourceAccess.TENANT) as (tenant, _):
+        await tenant.artifacts.save(
+            TENANT_SESSION, json.dumps(artifact({"first": foreach(calling())}, **ITEMS))
+        )
+        await tenant.deployment_save(deployment)
+        refused = await tenant.run_deployment("each_dep", {"xs": ["a"]})
+        assert refused["status"] == "unrunnable", refused
+        assert [d["code"] for d in refused["diagnostics"]] == ["tool_not_allowed"]
+        assert "source 'items' does not allow" in refused["diagnostics"][0]["message"]
+        assert (await tenant.session.registry.list(TENANT_SESSION)).runs == []
+        inline = {**deployment, "sources": item_deployment(tmp_path, ["append_item"])["sources"]}
+        with pytest.raises(InlineSourceRefusedError):
+            await tenant.deployment_save(inline)
+    assert not (tmp_path / "lines").exists()
