@@ -49,7 +49,9 @@ Tool nodes call through the run's `SourcePool` (one session per source while a s
 of the run executes, closed when it pauses or stops, opened again on resume: by the
 resume's check of the pinned sources, inside `ArtifactDefinition.resuming`), validate
 their arguments against the tool's input schema first, and keep a `ToolIntents` record
-around the call.
+around the call (`flowledger.deploy.runs.calls`, shared with foreach tool bodies); what
+tasks need at run time is the executing segment's `Runtime`
+(`flowledger.deploy.runs.runtime`).
 """
 
 from __future__ import annotations
@@ -60,13 +62,9 @@ import json
 import operator
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from contextlib import asynccontextmanager
-from contextvars import ContextVar
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, Final
-
-import jsonschema  # type: ignore[import-untyped, unused-ignore]
-import jsonschema.validators  # type: ignore[import-untyped, unused-ignore]
 
 from ... import flow, storage
 from ...flow.ids import VERTEX_ID
@@ -96,24 +94,22 @@ from ..artifacts.records import ChildPin
 from ..artifacts.records import closure_digest as pinned_closure_digest
 from ..artifacts.store import ArtifactStore
 from ..artifacts.validate import ValidatedArtifact
-from ..sources.errors import SourceError, ToolArgumentsError
 from ..sources.pool import SourcePool
 from ..sources.session import ToolResult
-from ..sources.spec import Source
+from .calls import ToolCall, stored_result
 from .errors import (
     ArtifactCompileError,
     ForeachChildError,
     NodeOutputError,
-    ToolContractChangedError,
-    ToolErrorResult,
     ToolOutcomeUnknownError,
     ToolResultTooLargeError,
 )
 from .failures import Failure, FailurePolicy, RecordedFailureError, classify
-from .foreach import CHILD_ITEM_ERRORS, ForeachStep, ItemCall, item_key_suffix
-from .intents import MAX_RESULT_BYTES, ToolIntents, attempt_key
+from .foreach import CHILD_ITEM_ERRORS, ForeachStep, ItemCall
+from .intents import MAX_RESULT_BYTES, attempt_key
 from .nesting import enter, item_run_id, owner_run, trace_prefix
 from .offload import off_loop
+from .runtime import Runtime, SourceRef, active, held_pool, holding
 from .trace import RunTrace, TraceEntry, preview, trace_error
 
 __all__ = [
@@ -132,7 +128,6 @@ OUTCOME: Final = "$outcome"
 OUTPUT: Final = "$output"
 ITEM: Final = "$item"  # a sequence body's item and its index, in the item's nested run
 INDEX: Final = "$index"
-_ERROR_TEXT_BYTES: Final = 300
 
 _REDUCERS: Final[Mapping[str, flow.FieldReducer]] = {
     "append": flow.append,
@@ -141,9 +136,6 @@ _REDUCERS: Final[Mapping[str, flow.FieldReducer]] = {
 }
 
 Update = dict[str, Any]
-# A dependency's source, or what gives it when a tool node connects (a deployment's
-# binding resolves its secrets then, in the executing process).
-SourceRef = Source | Callable[[], Source]
 Task = Callable[[dict[str, Any]], Awaitable[Update]]
 
 
@@ -199,95 +191,6 @@ class _Gate:
 
     def open(self, state: Mapping[str, Any]) -> bool:
         return all(state.get(self.marker(i)) is True for i in range(self.branches))
-
-
-class _Runtime:
-    """What tasks need at run time: sources, one pool per executing graph run, and the
-    intents and trace, kept in the ledger of the run's checkpoints."""
-
-    def __init__(self, sources: Mapping[str, SourceRef], ledger: storage.Ledger, timeout: float):
-        self.sources = dict(sources)
-        self.ledger = ledger
-        self.intents = ToolIntents(ledger)
-        self.trace = RunTrace(ledger)
-        self.connect_timeout = timeout
-        self.pools: dict[str, SourcePool] = {}
-        self.refusals: dict[str, Exception] = {}
-        self.contracts: dict[str, Mapping[str, Mapping[str, str]]] = {}
-        self.run_sources: dict[str, Mapping[str, SourceRef]] = {}
-        self.repeatable: dict[str, Mapping[str, Mapping[str, bool]]] = {}
-
-    def over(self, ledger: storage.Ledger) -> _Runtime:
-        return _Runtime(self.sources, ledger, self.connect_timeout)
-
-    @asynccontextmanager
-    async def segment(
-        self,
-        graph_run_id: str,
-        refusal: Exception | None = None,
-        contracts: Mapping[str, Mapping[str, str]] | None = None,
-        sources: Mapping[str, SourceRef] | None = None,
-        repeatable: Mapping[str, Mapping[str, bool]] | None = None,
-    ) -> AsyncIterator[None]:
-        """While a segment of the run executes here: its source pool, and this runtime as
-        the one its tasks use (the tasks are shared by every copy of the definition).
-        With ``refusal``, the segment's first node raises it (so the run fails); with
-        ``contracts`` (dependency -> tool -> contract fingerprint), a tool whose listed
-        contract differs is not called (`ToolContractChangedError`); ``sources``
-        (dependency -> source) override the compiled sources for this run;
-        ``repeatable`` (dependency -> tool -> read-only or idempotent, as pinned) replaces
-        the annotations of the live listing in retry and routing decisions."""
-        held = _held(graph_run_id)
-        # a resume's segment uses the pool its check opened (`ArtifactDefinition.resuming`
-        # closes it); any other segment opens its own
-        pool = held if held is not None else SourcePool(connect_timeout=self.connect_timeout)
-        self.pools[graph_run_id] = pool
-        if refusal is not None:
-            self.refusals[graph_run_id] = refusal
-        if contracts is not None:
-            self.contracts[graph_run_id] = contracts
-        if sources is not None:
-            self.run_sources[graph_run_id] = sources
-        if repeatable is not None:
-            self.repeatable[graph_run_id] = repeatable
-        token = _ACTIVE.set(self)
-        try:
-            yield
-        finally:
-            _ACTIVE.reset(token)
-            self.refusals.pop(graph_run_id, None)
-            self.contracts.pop(graph_run_id, None)
-            self.run_sources.pop(graph_run_id, None)
-            self.repeatable.pop(graph_run_id, None)
-            self.pools.pop(graph_run_id, None)
-            self.intents.forget(graph_run_id)
-            if held is None:
-                await pool.close()
-
-    def pool(self, graph_run_id: str) -> SourcePool:
-        pool = self.pools.get(graph_run_id)
-        if pool is None:  # `segment` opens one for every run it executes, and closes it
-            raise RuntimeError(f"run {graph_run_id} executes outside a segment of its definition")
-        return pool
-
-
-_ACTIVE: ContextVar[_Runtime] = ContextVar("flowledger_deploy_runtime")
-# The run whose resume is under way in this context, and the pool its check may open.
-_HELD: ContextVar[tuple[str, SourcePool] | None] = ContextVar(
-    "flowledger_deploy_held_pool", default=None
-)
-
-
-def _held(graph_run_id: str) -> SourcePool | None:
-    found = _HELD.get()
-    return found[1] if found is not None and found[0] == graph_run_id else None
-
-
-def _runtime() -> _Runtime:
-    try:
-        return _ACTIVE.get()
-    except LookupError:
-        raise RuntimeError("an artifact's nodes run only through its ArtifactDefinition") from None
 
 
 @dataclass
@@ -490,7 +393,7 @@ class _Compiler:
                 started = _now()
                 error: BaseException | None = None
                 try:
-                    refusal = _runtime().refusals.get(owner_run(info))
+                    refusal = active().refusals.get(owner_run(info))
                     if refusal is not None:
                         raise refusal
                     return await body(state, note)
@@ -503,7 +406,7 @@ class _Compiler:
                 finally:
                     shown = error or note.error
                     error_type, message = trace_error(shown) if shown else ("", "")
-                    await _runtime().trace.append(
+                    await active().trace.append(
                         owner_run(info),
                         TraceEntry(
                             node=trace_prefix() + scope.keys + node_id,
@@ -572,6 +475,7 @@ class _Compiler:
                 place, f"dependency {node.dependency!r} is not bound to a source"
             )
         name = scope.keys + node_id
+        site = ToolCall(name, node.dependency, node.tool, node.timeout, source)
         policy = FailurePolicy.of(node)
         route_key = f"$route/{scope.vertex(node_id)}"
         on_error = node.on_error
@@ -604,15 +508,9 @@ class _Compiler:
             return update
 
         async def body(state: dict[str, Any], note: _Note) -> Update:
-            runtime = _runtime()
+            runtime = active()
             view = scope.view(state)
-            arguments = await _evaluated(arguments_template, view)
-            if not isinstance(arguments, dict):
-                raise ToolArgumentsError(
-                    node.dependency,
-                    node.tool,
-                    f"the arguments are {type(arguments).__name__}, not an object",
-                )
+            arguments = site.checked(await _evaluated(arguments_template, view))
             note.dependency, note.tool, note.arguments = (
                 node.dependency,
                 node.tool,
@@ -666,7 +564,7 @@ class _Compiler:
                 if intent.state == "done" and intent.result is not None:
                     note.status = "reused"
                     note.attempt = attempt if retrying else 0
-                    result = _stored_result(intent.result)
+                    result = stored_result(intent.result)
                     return await finish(
                         await self._tool_result(scope, node_id, node, view, result, note)
                     )
@@ -706,8 +604,8 @@ class _Compiler:
                 began = _now()
                 known: list[bool] = []  # whether the tool is repeatable, once known
                 try:
-                    result = await self._attempt(
-                        runtime, node, name, arguments, key, attempt, pinned, retrying, known
+                    result = await site.attempt(
+                        runtime, arguments, key, attempt, pinned, retrying, known
                     )
                 except Exception as exc:
                     kind = classify(exc)
@@ -726,86 +624,6 @@ class _Compiler:
                 )
 
         return body
-
-    async def _attempt(
-        self,
-        runtime: _Runtime,
-        node: ToolNode,
-        name: str,
-        arguments: dict[str, Any],
-        key: str,
-        attempt: int,
-        pinned: bool | None,
-        retrying: bool,
-        known: list[bool],
-    ) -> ToolResult:
-        """One attempt of a tool node's call: connect (or reuse the segment's session),
-        check the contract and the arguments, call. For a tool that is not read-only or
-        idempotent the attempt's intent is written before the call and its outcome after;
-        for one that is, only a failed attempt of a retrying node is recorded."""
-        info = flow.run_info()
-        run = owner_run(info)
-        compiled = self.sources[node.dependency]
-        chosen = runtime.run_sources.get(run, {}).get(node.dependency, compiled)
-        concrete = chosen() if callable(chosen) else chosen
-        session = await runtime.pool(run).session(concrete)
-        tool = await session.tool(node.tool)
-        contract = runtime.contracts.get(run, {}).get(node.dependency, {}).get(node.tool)
-        if contract is not None and tool.contract_fingerprint != contract:
-            raise ToolContractChangedError(
-                name,
-                f"the contract of {node.dependency}.{node.tool} changed since the run "
-                "was pinned; the tool was not called",
-            )
-        _check_arguments(name, node, tool.input_schema, arguments)
-        repeatable = tool.repeatable if pinned is None else pinned
-        known.append(repeatable)
-        akey = attempt_key(key, attempt)
-        # A call that must not be repeated after a crash is guarded by started/done
-        # records; a repeatable one only records a failed attempt, and only when the node
-        # retries (what the attempt count is read from): nothing on the way to a success.
-        guarded = not repeatable
-        if guarded:
-            await runtime.intents.record(run, akey, "started", node=name, tool=node.tool)
-        try:
-            result = await session.call_tool(node.tool, arguments, timeout=node.timeout)
-        except SourceError as exc:
-            if guarded or retrying:
-                failure = Failure.of(exc, exc.failure_kind or "", node.tool, attempt)
-                await runtime.intents.record(
-                    run,
-                    akey,
-                    "failed",
-                    node=name,
-                    tool=node.tool,
-                    failure=failure.to_json(),
-                    repeatable=repeatable,
-                )
-            raise
-        if result.is_error:
-            error = _error_result(name, node, result)
-            if guarded or retrying:
-                failure = Failure.of(error, "tool_error", node.tool, attempt)
-                await runtime.intents.record(
-                    run,
-                    akey,
-                    "failed",
-                    node=name,
-                    tool=node.tool,
-                    failure=failure.to_json(),
-                    repeatable=repeatable,
-                )
-            raise error
-        if not guarded:
-            return result
-        data = result.to_json()
-        size = len(json.dumps(data, ensure_ascii=False, separators=(",", ":")).encode())
-        if size > MAX_RESULT_BYTES:
-            raise ToolResultTooLargeError(
-                name, f"the result is {size} bytes; the limit is {MAX_RESULT_BYTES}"
-            )
-        await runtime.intents.record(run, akey, "done", node=name, tool=node.tool, result=data)
-        return result
 
     def _tool_routes(
         self, scope: _Scope, vertex: str, node_id: str, node: ToolNode, task: Task
@@ -1041,73 +859,19 @@ class _Compiler:
         return run
 
     def _item_caller(self, scope: _Scope, node_id: str, body: ForeachToolBody) -> ItemCall:
-        """One foreach item's tool call: a tool node's call (pinned contract, argument
-        check, intents for a tool that is not read-only or idempotent), keyed per item."""
+        """One foreach item's tool call (`ToolCall.item`): a tool node's call (pinned
+        contract, argument check), with an intent per item for a tool that is not
+        read-only or idempotent."""
         source = self.sources.get(body.dependency)
         if source is None:
             raise ArtifactCompileError(
                 f"{scope.label}nodes.{node_id}.body.dependency",
                 f"dependency {body.dependency!r} is not bound to a source",
             )
-        name = scope.keys + node_id
+        site = ToolCall(scope.keys + node_id, body.dependency, body.tool, body.timeout, source)
 
         async def call(arguments: Any, index: int) -> Any:
-            runtime = _runtime()
-            if not isinstance(arguments, dict):
-                raise ToolArgumentsError(
-                    body.dependency,
-                    body.tool,
-                    f"the arguments are {type(arguments).__name__}, not an object",
-                )
-            info = flow.run_info()
-            owner = owner_run(info)
-            chosen = runtime.run_sources.get(owner, {}).get(body.dependency, source)
-            concrete = chosen() if callable(chosen) else chosen
-            session = await runtime.pool(owner).session(concrete)
-            tool = await session.tool(body.tool)
-            pinned = runtime.contracts.get(owner, {}).get(body.dependency, {})
-            expected = pinned.get(body.tool)
-            if expected is not None and tool.contract_fingerprint != expected:
-                raise ToolContractChangedError(
-                    name,
-                    f"the contract of {body.dependency}.{body.tool} changed since the run "
-                    "was pinned; the tool was not called",
-                )
-            _check_arguments(name, body, tool.input_schema, arguments)
-            run, key = owner, info.idempotency_key + item_key_suffix(index)
-            intent = None if tool.repeatable else await runtime.intents.get(run, key)
-            if intent is not None and intent.state == "done" and intent.result is not None:
-                result = _stored_result(intent.result)
-            elif tool.repeatable:
-                result = await session.call_tool(body.tool, arguments, timeout=body.timeout)
-                _raise_for_error(name, body, result)
-            else:
-                if intent is not None and intent.state == "started":
-                    raise ToolOutcomeUnknownError(
-                        name,
-                        f"item {index}: a call of {body.dependency}.{body.tool} was under way "
-                        "when the run stopped, and the tool is not read-only or idempotent: "
-                        "it is not called again",
-                    )
-                await runtime.intents.record(run, key, "started", node=name, tool=body.tool)
-                result = await session.call_tool(body.tool, arguments, timeout=body.timeout)
-                data = result.to_json()
-                if result.is_error:
-                    await runtime.intents.record(run, key, "failed", node=name, tool=body.tool)
-                    _raise_for_error(name, body, result)
-                size = len(json.dumps(data, ensure_ascii=False, separators=(",", ":")).encode())
-                if size > MAX_RESULT_BYTES:
-                    raise ToolResultTooLargeError(
-                        name, f"the result is {size} bytes; the limit is {MAX_RESULT_BYTES}"
-                    )
-                await runtime.intents.record(
-                    run, key, "done", node=name, tool=body.tool, result=data
-                )
-            structured = result.structured_content
-            return {
-                "structured": None if structured is None else dict(structured),
-                "text": result.text,
-            }
+            return await site.item(active(), arguments, index)
 
         return call
 
@@ -1227,54 +991,6 @@ def _reset_markers(gates: Mapping[str, list[_Gate]], scope: _Scope) -> Update:
     }
 
 
-def _error_result(
-    name: str, node: ToolNode | ForeachToolBody, result: ToolResult
-) -> ToolErrorResult:
-    text = bound_text(result.text or "no text", _ERROR_TEXT_BYTES)
-    return ToolErrorResult(name, f"{node.dependency}.{node.tool} answered with an error: {text}")
-
-
-def _raise_for_error(name: str, node: ToolNode | ForeachToolBody, result: ToolResult) -> None:
-    if result.is_error:
-        raise _error_result(name, node, result)
-
-
-def _stored_result(data: Mapping[str, Any]) -> ToolResult:
-    structured = data.get("structuredContent")
-    return ToolResult(
-        content=tuple(dict(block) for block in data.get("content") or ()),
-        structured_content=dict(structured) if isinstance(structured, Mapping) else None,
-        is_error=bool(data.get("isError")),
-    )
-
-
-def _check_arguments(
-    name: str, node: ToolNode | ForeachToolBody, schema: Mapping[str, Any], arguments: Any
-) -> None:
-    try:
-        cls = jsonschema.validators.validator_for(schema, default=jsonschema.Draft202012Validator)
-        validator = cls(dict(schema))
-        errors = sorted(validator.iter_errors(arguments), key=lambda e: list(e.absolute_path))
-    except jsonschema.exceptions.SchemaError as exc:
-        raise ToolArgumentsError(
-            node.dependency, node.tool, f"its input schema is invalid: {exc.message}"
-        ) from None
-    if errors:
-        reasons = "; ".join(
-            f"{error.json_path}: {error.validator} {error.validator_value!r}"
-            if error.validator in ("required", "type", "additionalProperties", "enum")
-            else f"{error.json_path}: fails {error.validator}"
-            for error in errors[:5]
-        )
-        more = f" and {len(errors) - 5} more" if len(errors) > 5 else ""
-        raise ToolArgumentsError(
-            node.dependency,
-            node.tool,
-            f"the arguments do not match its input schema ({reasons}{more}); "
-            "the tool was not called",
-        )
-
-
 def _check_schema(name: str, schema: Any, document: Any, what: str) -> None:
     try:
         schema.validate(document)
@@ -1291,7 +1007,7 @@ class ArtifactDefinition(TypedDefinition[dict[str, Any]]):
         metadata: Metadata,
         runner: flow.Runner[dict[str, Any]],
         *,
-        runtime: _Runtime,
+        runtime: Runtime,
         state_decoder: Callable[[dict[str, Any]], dict[str, Any]],
         resume_schemas: Mapping[str, Mapping[str, Any]],
         closure_digest: str,
@@ -1327,17 +1043,16 @@ class ArtifactDefinition(TypedDefinition[dict[str, Any]]):
         that its check may open sessions in (`held_pool`) and its resumed segment then
         uses, so a resume connects to each source once; closed at the end."""
         pool = SourcePool(connect_timeout=self.runtime.connect_timeout)
-        token = _HELD.set((graph_run_id, pool))
         try:
-            yield
+            with holding(graph_run_id, pool):
+                yield
         finally:
-            _HELD.reset(token)
             await pool.close()
 
     def held_pool(self, graph_run_id: str) -> SourcePool | None:
         """The pool of ``graph_run_id``'s resume under way in this context (inside
         `resuming`), or None (a reader's check, a start, an adoption)."""
-        return _held(graph_run_id)
+        return held_pool(graph_run_id)
 
     async def refusal(self, graph_run_id: str) -> Exception | None:
         """Why a segment of ``graph_run_id`` must not execute here (the first node that
@@ -1422,7 +1137,7 @@ def compile_artifact(
     database (`Catalog.bound`) keeps the runs' checkpoints, tool intents and traces
     there."""
     children = dict(children or {})
-    runtime = _Runtime(sources, MemoryLedger(), connect_timeout)
+    runtime = Runtime(sources, MemoryLedger(), connect_timeout)
     compiler = _Compiler(root, children, runtime.sources)
     compiler.build()
     digest = closure_digest(root, children)
