@@ -62,6 +62,7 @@ import json
 import operator
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from contextlib import asynccontextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, Final
@@ -129,6 +130,9 @@ OUTPUT: Final = "$output"
 ITEM: Final = "$item"  # a sequence body's item and its index, in the item's nested run
 INDEX: Final = "$index"
 
+# The run's input, while a foreach item's sequence body runs (read as its `input`).
+_RUN_INPUT: ContextVar[Any] = ContextVar("flowledger_deploy_sequence_input", default=None)
+
 _REDUCERS: Final[Mapping[str, flow.FieldReducer]] = {
     "append": flow.append,
     "merge": lambda current, update: {**current, **update},
@@ -148,7 +152,9 @@ def artifact_outcome(state: Mapping[str, Any]) -> tuple[str | None, Any]:
 class _Scope:
     """One artifact instance in the run: the root, or a child under its workflow node.
     A foreach's sequence body, run per item, is the root of its own graph with ``item``
-    and ``index`` in scope (``items``: kept in its state as ``$item`` and ``$index``)."""
+    and ``index`` in scope (``items``: kept in its state as ``$item`` and ``$index``),
+    and the run's input as ``input`` (`_RUN_INPUT`: not copied into the item's state,
+    which every nested checkpoint encodes)."""
 
     validated: ValidatedArtifact
     keys: str  # "" or "w/" or "w/v/"
@@ -166,7 +172,7 @@ class _Scope:
         """The expression scope ``{input, state}`` of this instance."""
         fields = self.validated.artifact.state
         view = {
-            "input": state.get(self.key(INPUT)),
+            "input": _RUN_INPUT.get() if self.items else state.get(self.key(INPUT)),
             "state": {name: state.get(self.key(name)) for name in fields},
         }
         if self.items:
@@ -845,16 +851,21 @@ class _Compiler:
     def _item_sequence(self, scope: _Scope, node_id: str) -> ItemCall:
         """One foreach item's sequence body: its anonymous artifact
         (`flowledger.deploy.artifacts.sequence`) run like a child body's child, from a
-        state holding the run's input, the item, its index and the sequence's fields."""
+        state holding the item, its index and the sequence's fields (the run's input is
+        read from the context: `_RUN_INPUT`)."""
         sequence = scope.validated.sequences[node_id]
         compiler = _Compiler(sequence, {}, self.sources, items=True)
         compiler.build()
         nested = _Nested(scope.keys + node_id, "its sequence", compiler, sequence.digest)
 
         async def run(view: Any, index: int) -> Any:
-            state = compiler.initial_state(view["input"])
+            state = compiler.initial_state({})  # `input` is the run's: see `_RUN_INPUT`
             state[ITEM], state[INDEX] = view["item"], view["index"]
-            return await nested.run(state, index)
+            token = _RUN_INPUT.set(view["input"])  # the nested run's tasks copy the context
+            try:
+                return await nested.run(state, index)
+            finally:
+                _RUN_INPUT.reset(token)
 
         return run
 
