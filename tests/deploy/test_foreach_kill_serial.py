@@ -40,8 +40,8 @@ async def kill_when_held(
     held: str,
     ready: Callable[[], Awaitable[bool]],
 ) -> None:
-    """Start ``name`` in an owner process, SIGKILL it (and its servers) once the call of
-    ``held`` is under way and ``ready()`` (awaitable) is true."""
+    """Start ``name`` in an owner process, SIGKILL it once the call of ``held`` is under
+    way and ``ready()`` is true; the held call never completes."""
     (tmp_path / f"hold-{held}").touch()
     owner = subprocess.Popen(  # noqa: ASYNC220 - one child, killed below
         [
@@ -61,7 +61,10 @@ async def kill_when_held(
     finally:
         os.killpg(owner.pid, signal.SIGKILL)
         await asyncio.to_thread(owner.wait, 60)
-    (tmp_path / f"hold-{held}").unlink()
+    # The hold stays: the killed owner's server (a session of its own, so it outlives
+    # the kill until it reads EOF) must not finish the held call; a new call of the
+    # held text by the adopter would show as a new started file.
+    (tmp_path / f"started-{held}").unlink()
 
 
 async def adopted_run(db: str, name: str) -> tuple[dict[str, Any], dict[str, Any]]:
@@ -105,6 +108,7 @@ async def test_a_serial_tool_body_killed_mid_item_counts_each_finished_call_once
     assert final["error"]["type"] == "ToolOutcomeUnknownError"
     assert "item 2: a call of items.append_item" in final["error"]["message"]
     assert called(tmp_path) == ["a", "b"]  # each finished item's call exactly once
+    assert not (tmp_path / "started-c").exists()  # the call under way was not made again
     assert not (tmp_path / "started-d").exists()
 
 
@@ -131,6 +135,7 @@ async def test_a_serial_sequence_body_killed_mid_item_routes_the_unknown_call_an
     final, state = await adopted_run(db, "foreach_sequence_write")
     assert final["run_status"] == "completed", final
     assert called(tmp_path) == ["a", "a2", "b", "c", "c2"]
+    assert not (tmp_path / "started-b2").exists()  # the call under way was not made again
     assert state["$output"]["items"] == [
         {"outcome": "written", "output": {"lines": [1, 2]}},
         {"outcome": "unknown", "output": {"line": 3, "kind": "outcome_unknown"}},
