@@ -95,6 +95,10 @@ class ToolCall:
             )
         return session, tool
 
+    async def _call(self, session: AnySession, arguments: dict[str, Any]) -> ToolResult:
+        """The call itself (every call site's, so what wraps a call is written once)."""
+        return await session.call_tool(self.tool, arguments, timeout=self.timeout)
+
     def error_result(self, result: ToolResult) -> ToolErrorResult:
         text = bound_text(result.text or "no text", _ERROR_TEXT_BYTES)
         return ToolErrorResult(
@@ -158,7 +162,7 @@ class ToolCall:
         if guarded:
             await runtime.intents.record(run, akey, "started", node=name, tool=self.tool)
         try:
-            result = await session.call_tool(self.tool, arguments, timeout=self.timeout)
+            result = await self._call(session, arguments)
         except SourceError as exc:
             if guarded or retrying:
                 failure = Failure.of(exc, exc.failure_kind or "", self.tool, attempt)
@@ -214,7 +218,7 @@ class ToolCall:
         if intent is not None and intent.state == "done" and intent.result is not None:
             result = stored_result(intent.result)
         elif tool.repeatable:
-            result = await session.call_tool(self.tool, arguments, timeout=self.timeout)
+            result = await self._call(session, arguments)
             if result.is_error:
                 raise self.error_result(result)
         else:
@@ -226,7 +230,7 @@ class ToolCall:
                     "it is not called again",
                 )
             await runtime.intents.record(run, key, "started", node=name, tool=self.tool)
-            result = await session.call_tool(self.tool, arguments, timeout=self.timeout)
+            result = await self._call(session, arguments)
             data = result.to_json()
             if result.is_error:
                 await runtime.intents.record(run, key, "failed", node=name, tool=self.tool)
