@@ -1,7 +1,9 @@
 """What a `foreach` node costs per item: serial, and concurrent 16, with a value body
-(or, with ``--body child``, a saved child artifact per item).
+(or, with ``--body child``, a saved child artifact per item; with ``--body sequence``,
+the same nodes inline).
 
-    python bench/foreach.py [--items 1000] [--reps 3] [--db-dir DIR] [--body value|child]
+    python bench/foreach.py [--items 1000] [--reps 3] [--db-dir DIR]
+                            [--body value|child|sequence]
 
 An artifact whose one `foreach` maps ``--items`` objects through a cheap value body
 (``{i: index, v: item.v}``, two expressions per item) into a state field, through the
@@ -23,7 +25,9 @@ the serial foreach's time per item is what a foreach item costs beyond a super-s
 With ``--body child`` the body runs the child ``shape`` per item (a `set` node computing
 the same ``{i, v}`` from its input, then an `end` node returning it: a nested run of two
 super-steps over in-memory checkpoints, with a trace entry per child node in the
-database), and the item's result is the child's ``{outcome, output}``.
+database), and the item's result is the child's ``{outcome, output}``. With ``--body
+sequence`` the same two nodes are the foreach's inline sequence body (reading ``item``
+and ``index``; no input schema to check), run per item the same way.
 
 Printed as a Markdown table: median and (min-max) of the repetitions. Nothing here is a
 test.
@@ -121,6 +125,20 @@ def foreach_artifact(mode: str, body: str = "value") -> dict[str, Any]:
             "workflow": "shape",
             "input": {"i": "${ index }", "v": "${ item.v }"},
         }
+    if body == "sequence":
+        node["body"] = {
+            "kind": "sequence",
+            "state": {"shaped": {}},
+            "start": "shape",
+            "nodes": {
+                "shape": {
+                    "kind": "set",
+                    "assign": {"shaped": {"i": "${ index }", "v": "${ item.v }"}},
+                    "next": "done",
+                },
+                "done": CHILD["nodes"]["done"],
+            },
+        }
     if mode == "concurrent":
         node.update(mode="concurrent", max_concurrency=16)
     return {
@@ -167,8 +185,9 @@ async def one_run(
         assert record.status.value == "completed", record
         definition = session.catalog.resolve("each", "1")
         page = await definition.trace.read(record.graph_run_id, limit=1)  # type: ignore[attr-defined]
-        # Every trace entry but the end node's, and but a child item's two (its nodes').
-        steps = page.total - 1 - (2 * items if body == "child" else 0)
+        # Every trace entry but the end node's, and but a child or sequence item's two
+        # (its nodes').
+        steps = page.total - 1 - (2 * items if body in ("child", "sequence") else 0)
         await session.supervisor.shutdown()
     return wall, database_bytes(path), steps
 
@@ -192,7 +211,7 @@ async def main() -> None:
     parser.add_argument("--reps", type=int, default=3)
     parser.add_argument("--chain", type=int, default=100)
     parser.add_argument("--db-dir", default=None)
-    parser.add_argument("--body", choices=["value", "child"], default="value")
+    parser.add_argument("--body", choices=["value", "child", "sequence"], default="value")
     options = parser.parse_args()
     folder = Path(options.db_dir or tempfile.mkdtemp(prefix="flowledger-bench-"))
     rows = []

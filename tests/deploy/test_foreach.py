@@ -285,7 +285,9 @@ def test_bad_fields_are_refused_with_placed_issues() -> None:
     placed = {issue.place: issue for issue in raised.value.issues}
     assert placed["nodes.first.mode"].code == "bad_value"
     assert placed["nodes.first.body"].code == "bad_kind"
-    assert placed["nodes.first.body"].hint == "a body's kind is one of tool, value, workflow"
+    assert placed["nodes.first.body"].hint == (
+        "a body's kind is one of tool, value, workflow, sequence"
+    )
 
 
 # -- a crash mid-foreach --------------------------------------------------------------
@@ -336,7 +338,10 @@ async def test_a_crash_mid_foreach_never_repeats_an_item(
     finally:
         os.killpg(owner.pid, signal.SIGKILL)
         await asyncio.to_thread(owner.wait, 60)
-    (tmp_path / f"hold-{held}").unlink()
+    # The hold stays: the killed owner's server (a session of its own, so it outlives
+    # the kill until it reads EOF) must not finish the held call (it did, now and then,
+    # when the hold was removed here: the file then held d).
+    (tmp_path / f"started-{held}").unlink()
     from .runs.app import catalog
 
     async with adopting(db, catalog()) as adopted:  # activation adopts the run
@@ -349,6 +354,7 @@ async def test_a_crash_mid_foreach_never_repeats_an_item(
     assert final["error"]["type"] == "ToolOutcomeUnknownError"
     assert f"item {texts.index(held)}: a call of items.append_item" in final["error"]["message"]
     assert called() == done_before  # each finished item once, no more
+    assert not (tmp_path / f"started-{held}").exists()  # not called again
     assert not (tmp_path / "started-e").exists()  # nothing after the held item ran
 
 

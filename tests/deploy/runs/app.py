@@ -8,7 +8,8 @@ run from the repository root), bound to the real MCP servers of `tests.deploy.se
   (a tool that is not idempotent, or a read-only one), for the crash tests.
 * ``foreach_write`` 1 and ``foreach_child_write`` 1 (with its child ``item_write`` 1):
   foreach nodes calling ``item_server.py``'s ``append_item`` per item (a tool body; a
-  child body making two calls per item), for the foreach crash tests.
+  child body making two calls per item), and ``foreach_sequence_write`` 1 (a sequence
+  body making two calls per item), for the foreach crash tests.
 """
 
 from __future__ import annotations
@@ -71,5 +72,8 @@ def catalog() -> Catalog:
             children={"item_write": artifact("item_write")},
             sources={"items": item_source()},
         )
+    )
+    definitions.register(
+        compile_artifact(artifact("foreach_sequence_write"), sources={"items": item_source()})
     )
     return definitions

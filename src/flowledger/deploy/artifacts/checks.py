@@ -4,7 +4,9 @@ expressions read, end outputs; then the graph (`flowledger.deploy.artifacts.grap
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Iterable, Mapping
+from types import MappingProxyType
 from typing import Any, Final
 
 import rfc8785
@@ -27,6 +29,7 @@ from .model import (
     Artifact,
     EndNode,
     ForeachNode,
+    ForeachSequenceBody,
     ForeachToolBody,
     ForeachWorkflowBody,
     InterruptNode,
@@ -36,6 +39,8 @@ from .model import (
     ToolNode,
     WorkflowNode,
 )
+from .sequence import SEQUENCE_NODE_KINDS, as_artifact, sequence_nodes
+from .validated import ValidatedArtifact
 
 __all__ = [
     "ERROR_FIELDS",
@@ -50,18 +55,36 @@ ERROR_FIELDS: Final = frozenset({"kind", "code", "message", "tool", "attempt"})
 WORKFLOW_RESULT_FIELDS: Final = frozenset({"outcome", "output"})
 _BASE: Final = frozenset({"input", "state"})
 # A foreach body's scope: the node's, plus the element and its position in the list.
-FOREACH_ITEM_ROOTS: Final = _BASE | {"item", "index"}
+_ITEM: Final = frozenset({"item", "index"})
+FOREACH_ITEM_ROOTS: Final = _BASE | _ITEM
 
 
 class Checker:
-    def __init__(self, artifact: Artifact) -> None:
+    """The checks of ``artifact``; with ``sequence``, of a foreach's sequence body as
+    its anonymous artifact (`flowledger.deploy.artifacts.sequence`): ``item`` and
+    ``index`` in scope, ``input_properties`` the parent's, and what the parent checks
+    for its whole tree (description, schemas, dependencies, children, the expression
+    count) left to the parent."""
+
+    def __init__(
+        self,
+        artifact: Artifact,
+        *,
+        sequence: bool = False,
+        input_properties: frozenset[str] | None = None,
+    ) -> None:
         self.artifact = artifact
+        self.sequence = sequence
+        self.base = _BASE | _ITEM if sequence else _BASE
+        self.sequences: dict[str, ValidatedArtifact] = {}
+        self.expression_count = 0
         self.issues: list[ArtifactIssue] = []
         self.templates: dict[str, Template] = {}
         self.conditions: dict[str, Expression] = {}
         self.schemas: dict[str, CompiledSchema] = {}
         self.branches: dict[str, tuple[frozenset[str], ...]] = {}
-        self.input_properties: frozenset[str] | None = None
+        self._nested: list[Checker] = []
+        self.input_properties: frozenset[str] | None = input_properties
         self.output_properties: frozenset[str] | None = None
 
     def issue(self, place: str, code: str, message: str, hint: str = "") -> None:
@@ -69,21 +92,38 @@ class Checker:
 
     def run(self) -> None:
         a = self.artifact
-        self._text(("description",), a.description, MAX_DESCRIPTION_BYTES)
-        self.input_properties = self._schema(("input_schema",), a.input_schema)
-        self.output_properties = self._schema(("output_schema",), a.output_schema)
+        if not self.sequence:
+            self._text(("description",), a.description, MAX_DESCRIPTION_BYTES)
+            self.input_properties = self._schema(("input_schema",), a.input_schema)
+            self.output_properties = self._schema(("output_schema",), a.output_schema)
         self._state()
-        self._dependencies_and_children()
+        if not self.sequence:
+            self._dependencies_and_children()
         for node_id, node in a.nodes.items():
             self._node(node_id, node)
         count = sum(len(t.expressions) for t in self.templates.values()) + len(self.conditions)
-        if count > MAX_EXPRESSIONS:
+        count += sum(nested.expression_count for nested in self._nested)
+        self.expression_count = count
+        if count > MAX_EXPRESSIONS and not self.sequence:
             self.issue(
                 "nodes",
                 "too_many_expressions",
                 f"{count} expressions; the limit is {MAX_EXPRESSIONS}",
             )
         self.branches = check_graph(self.artifact, self.issues)
+
+    def validated(self, canonical: bytes) -> ValidatedArtifact:
+        """The checked artifact with its compiled parts (once `run` found no issue)."""
+        return ValidatedArtifact(
+            self.artifact,
+            canonical,
+            hashlib.sha256(canonical).hexdigest(),
+            MappingProxyType(self.templates),
+            MappingProxyType(self.conditions),
+            MappingProxyType(self.schemas),
+            MappingProxyType(self.branches),
+            MappingProxyType(self.sequences),
+        )
 
     # -- pieces ---------------------------------------------------------------------
 
@@ -144,7 +184,7 @@ class Checker:
         a = self.artifact
         used_tools: dict[str, set[str]] = {}
         used_children: set[str] = set()
-        for node in a.nodes.values():
+        for node in sequence_nodes(a.nodes):  # a sequence body's nodes use them too
             if isinstance(node, ToolNode):
                 used_tools.setdefault(node.dependency, set()).add(node.tool)
             elif isinstance(node, ForeachNode) and isinstance(node.body, ForeachToolBody):
@@ -179,32 +219,34 @@ class Checker:
     def _node(self, node_id: str, node: Node) -> None:
         base: tuple[str | int, ...] = ("nodes", node_id)
         self._label(base, node.label)
+        if self.sequence:
+            self._sequence_member(base, node)
         if isinstance(node, ToolNode):
             self._tool_reference(base, node.dependency, node.tool)
-            self._object_template((*base, "arguments"), node.arguments, _BASE, node_id)
-            self._assign(base, node.assign, _BASE | {"result"}, node_id)
+            self._object_template((*base, "arguments"), node.arguments, self.base, node_id)
+            self._assign(base, node.assign, self.base | {"result"}, node_id)
             self._failures(base, node, node_id)
         elif isinstance(node, SetNode):
-            self._assign(base, node.assign, _BASE, node_id)
+            self._assign(base, node.assign, self.base, node_id)
         elif isinstance(node, SwitchNode):
             for index, case in enumerate(node.cases):
                 path = (*base, "cases", index, "when")
-                condition = compile_condition(case.when, path, _BASE, self.issues)
+                condition = compile_condition(case.when, path, self.base, self.issues)
                 if condition is not None:
                     self._fields(condition, node_id)
                     self.conditions[place_of(*path)] = condition
         elif isinstance(node, InterruptNode):
-            self._object_template((*base, "request"), node.request, _BASE, node_id)
+            self._object_template((*base, "request"), node.request, self.base, node_id)
             self._schema((*base, "resume_schema"), node.resume_schema)
-            self._assign(base, node.assign, _BASE | {"resume"}, node_id)
+            self._assign(base, node.assign, self.base | {"resume"}, node_id)
         elif isinstance(node, WorkflowNode):
             self._child_reference(base, node.workflow)
-            self._object_template((*base, "input"), node.input, _BASE, node_id)
-            self._assign(base, node.assign, _BASE | {"result"}, node_id)
+            self._object_template((*base, "input"), node.input, self.base, node_id)
+            self._assign(base, node.assign, self.base | {"result"}, node_id)
         elif isinstance(node, ForeachNode):
             self._foreach(base, node_id, node)
         elif isinstance(node, EndNode):
-            template = self._object_template((*base, "output"), node.output, _BASE, node_id)
+            template = self._object_template((*base, "output"), node.output, self.base, node_id)
             if template is not None:
                 self._end_output(base, node.output, template)
 
@@ -237,7 +279,7 @@ class Checker:
 
     def _foreach(self, base: tuple[str | int, ...], node_id: str, node: ForeachNode) -> None:
         path = (*base, "items")
-        items = compile_condition(node.items, path, _BASE, self.issues)
+        items = compile_condition(node.items, path, self.base, self.issues)
         if items is not None:
             self._fields(items, node_id)
             self.conditions[place_of(*path)] = items
@@ -245,13 +287,15 @@ class Checker:
         if isinstance(node.body, ForeachToolBody):
             self._tool_reference(body, node.body.dependency, node.body.tool)
             self._object_template(
-                (*body, "arguments"), node.body.arguments, FOREACH_ITEM_ROOTS, node_id
+                (*body, "arguments"), node.body.arguments, self.base | _ITEM, node_id
             )
         elif isinstance(node.body, ForeachWorkflowBody):
             self._child_reference(body, node.body.workflow)
-            self._object_template((*body, "input"), node.body.input, FOREACH_ITEM_ROOTS, node_id)
+            self._object_template((*body, "input"), node.body.input, self.base | _ITEM, node_id)
+        elif isinstance(node.body, ForeachSequenceBody):
+            self._sequence(body, node_id, node.body)
         else:
-            self._template((*body, "value"), node.body.value, FOREACH_ITEM_ROOTS, node_id)
+            self._template((*body, "value"), node.body.value, self.base | _ITEM, node_id)
         if node.max_concurrency > MAX_FOREACH_CONCURRENCY:
             self.issue(
                 place_of(*base, "max_concurrency"),
@@ -283,12 +327,59 @@ class Checker:
                 f"set state.{node.into}.reduce to replace, or collect into another field",
             )
 
+    def _sequence(
+        self, path: tuple[str | int, ...], node_id: str, body: ForeachSequenceBody
+    ) -> None:
+        """A sequence body: checked as its anonymous artifact, its issues placed under
+        ``path`` (``nodes.each.body.nodes.call.arguments``)."""
+        nested = Checker(
+            as_artifact(self.artifact, body),
+            sequence=True,
+            input_properties=self.input_properties,
+        )
+        nested.run()
+        self._nested.append(nested)
+        prefix = place_of(*path)
+        self.issues.extend(
+            ArtifactIssue(f"{prefix}.{issue.place}", issue.code, issue.message, issue.hint)
+            for issue in nested.issues
+        )
+        if not nested.issues:
+            canonical = rfc8785.dumps(nested.artifact.canonical_data())
+            self.sequences[node_id] = nested.validated(canonical)
+
+    def _sequence_member(self, base: tuple[str | int, ...], node: Node) -> None:
+        """What a sequence may not hold: a node that pauses, or a child artifact."""
+        if node.kind not in SEQUENCE_NODE_KINDS:
+            self.issue(
+                place_of(*base, "kind"),
+                "foreach_sequence_node",
+                f"a sequence body cannot hold {node.kind} nodes: "
+                + (
+                    "a foreach item cannot pause"
+                    if isinstance(node, InterruptNode)
+                    else "a sequence runs no child artifact"
+                ),
+                "ask before or after the foreach; to run a saved child per item, use "
+                "body: {kind: workflow, ...}; a sequence holds "
+                + ", ".join(SEQUENCE_NODE_KINDS)
+                + " nodes",
+            )
+        elif isinstance(node, ForeachNode) and isinstance(node.body, ForeachWorkflowBody):
+            self.issue(
+                place_of(*base, "body", "kind"),
+                "foreach_sequence_node",
+                "a foreach inside a sequence body cannot run a child artifact per item",
+                "use a tool, value or sequence body here, or make the whole item a "
+                "saved child (body: {kind: workflow, ...}) of the outer foreach",
+            )
+
     def _failures(self, base: tuple[str | int, ...], node: ToolNode, node_id: str) -> None:
         """``retry`` and ``on_error``: known kinds, listed once, bounds (what needs the
         tool's annotations is checked when a deployment starts a run)."""
         if node.on_error is not None:
             on_error = (*base, "on_error")
-            self._assign(on_error, node.on_error.assign, _BASE | {"error"}, node_id)
+            self._assign(on_error, node.on_error.assign, self.base | {"error"}, node_id)
             if node.on_error.kinds is not None:
                 self._kinds((*on_error, "kinds"), node.on_error.kinds)
         retry = node.retry

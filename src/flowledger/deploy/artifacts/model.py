@@ -41,6 +41,7 @@ __all__ = [
     "Dependency",
     "EndNode",
     "ForeachNode",
+    "ForeachSequenceBody",
     "ForeachToolBody",
     "ForeachValueBody",
     "ForeachWorkflowBody",
@@ -72,7 +73,7 @@ NODE_KINDS: Final = (
     "foreach",
     "end",
 )
-FOREACH_BODY_KINDS: Final = ("tool", "value", "workflow")
+FOREACH_BODY_KINDS: Final = ("tool", "value", "workflow", "sequence")
 
 NodeId = Annotated[str, StringConstraints(pattern=f"^{VERTEX_ID.pattern}$")]
 FieldName = Annotated[str, StringConstraints(pattern=f"^{VERTEX_ID.pattern}$")]
@@ -259,8 +260,24 @@ class ForeachWorkflowBody(_Strict):
     input: ObjectTemplate = Field(default_factory=dict)
 
 
+class ForeachSequenceBody(_Strict):
+    """Per item: run the inline nodes from ``start`` until an ``end`` node; the item's
+    result is ``{outcome, output}`` of that end node, as a child body's. Inside, ``item``
+    and ``index`` are in scope, ``input`` is the run's input and ``state`` the item's own
+    fields (declared here, fresh for every item). No node inside may pause or run a child
+    artifact (``interrupt``, ``workflow`` nodes and foreach workflow bodies are refused)."""
+
+    kind: Literal["sequence"]
+    state: Annotated[dict[FieldName, StateField], Field(max_length=MAX_STATE_FIELDS)] = Field(
+        default_factory=dict
+    )
+    start: NodeId
+    nodes: Annotated[dict[NodeId, Node], Field(min_length=1, max_length=MAX_NODES)]
+
+
 ForeachBody = Annotated[
-    ForeachToolBody | ForeachValueBody | ForeachWorkflowBody, Field(discriminator="kind")
+    ForeachToolBody | ForeachValueBody | ForeachWorkflowBody | ForeachSequenceBody,
+    Field(discriminator="kind"),
 ]
 
 
@@ -336,3 +353,9 @@ class Artifact(_Strict):
         """The stored form: JSON data with every default left out, so documents that mean
         the same (YAML or JSON, defaults written or not) have the same bytes."""
         return self.model_dump(mode="json", exclude_defaults=True)
+
+
+# A sequence body holds nodes, and a node may be a foreach with a sequence body.
+ForeachSequenceBody.model_rebuild()
+ForeachNode.model_rebuild()
+Artifact.model_rebuild()

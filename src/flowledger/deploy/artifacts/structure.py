@@ -53,8 +53,8 @@ def structure_issues(exc: ValidationError, document: Any) -> list[ArtifactIssue]
 
 def _place_path(loc: tuple[str | int, ...], document: Any) -> tuple[list[str | int], bool, bool]:
     """The document path of a pydantic error location: the discriminator tag after a node
-    id and the member names of other unions are not places. Returns the path, whether the
-    error is about a key, and whether it came from a union member."""
+    id (at any depth) and the member names of other unions are not places. Returns the
+    path, whether the error is about a key, and whether it came from a union member."""
     path: list[str | int] = []
     key_error = union = False
     current: Any = document
@@ -62,8 +62,8 @@ def _place_path(loc: tuple[str | int, ...], document: Any) -> tuple[list[str | i
         if part == "[key]":
             key_error = True
             continue
-        if index == 2 and loc[0] == "nodes" and part in NODE_KINDS:
-            continue
+        if index >= 2 and loc[index - 2] == "nodes" and part in NODE_KINDS:
+            continue  # a node's kind tag (also of a node inside a sequence body)
         present = (isinstance(current, dict) and part in current) or (
             isinstance(current, list) and isinstance(part, int) and 0 <= part < len(current)
         )

@@ -10,9 +10,7 @@ sound, and are reported together too.
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Mapping
-from types import MappingProxyType
 from typing import Any
 
 import rfc8785
@@ -78,12 +76,4 @@ def validate_artifact(document: Artifact | Mapping[str, Any] | Any) -> Validated
     checker.run()
     if checker.issues:
         raise ArtifactValidationError(checker.issues)
-    return ValidatedArtifact(
-        artifact,
-        canonical,
-        hashlib.sha256(canonical).hexdigest(),
-        MappingProxyType(checker.templates),
-        MappingProxyType(checker.conditions),
-        MappingProxyType(checker.schemas),
-        MappingProxyType(checker.branches),
-    )
+    return checker.validated(canonical)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Final
 
 from flowledger.workflows.authoring.schema import CompiledSchema
@@ -26,7 +26,9 @@ class ValidatedArtifact:
     ``nodes.<id>.output``, ``nodes.<id>.body.arguments``, ``nodes.<id>.body.value``,
     ``nodes.<id>.cases[<i>].when`` and ``nodes.<id>.items``. ``schemas`` holds
     ``input_schema``, ``output_schema`` and ``nodes.<id>.resume_schema``. ``branches``
-    maps each parallel node to the node ids of each of its branches (in order)."""
+    maps each parallel node to the node ids of each of its branches (in order).
+    ``sequences`` maps each foreach node with a sequence body to that body, validated as
+    its anonymous artifact (`flowledger.deploy.artifacts.sequence`)."""
 
     artifact: Artifact
     canonical: bytes
@@ -35,6 +37,7 @@ class ValidatedArtifact:
     conditions: Mapping[str, Expression]
     schemas: Mapping[str, CompiledSchema]
     branches: Mapping[str, tuple[frozenset[str], ...]]
+    sequences: Mapping[str, ValidatedArtifact] = field(default_factory=dict)
 
     @property
     def name(self) -> str:

@@ -84,11 +84,13 @@ class CallSite:
 
 def call_sites(closure: Sequence[ValidatedArtifact]) -> list[CallSite]:
     """Every tool call of the closure: tool nodes, and foreach nodes whose body calls a
-    tool (per item; a body has no retry)."""
+    tool (per item; a body has no retry), also inside foreach sequence bodies (at any
+    depth, placed ``<artifact>.nodes.<foreach>.body.nodes.<node>``)."""
     sites: list[CallSite] = []
-    for validated in closure:
+
+    def walk(validated: ValidatedArtifact, prefix: str) -> None:
         for node_id, node in validated.artifact.nodes.items():
-            place = f"{validated.name}.nodes.{node_id}"
+            place = f"{prefix}.nodes.{node_id}"
             if isinstance(node, ToolNode):
                 retried = tuple(node.retry.on) if node.retry is not None else ()
                 sites.append(CallSite(place, node.dependency, node.tool, node.arguments, retried))
@@ -97,6 +99,11 @@ def call_sites(closure: Sequence[ValidatedArtifact]) -> list[CallSite]:
                 sites.append(
                     CallSite(f"{place}.body", body.dependency, body.tool, body.arguments, ())
                 )
+            elif node_id in validated.sequences:
+                walk(validated.sequences[node_id], f"{place}.body")
+
+    for validated in closure:
+        walk(validated, validated.name)
     return sites
 
 

@@ -126,7 +126,7 @@ EXPLANATIONS: Final[dict[str, tuple[str, str, str]]] = {
     ),
     "bad_kind": (
         "A node's `kind` is missing or not one of tool, set, switch, parallel, interrupt, "
-        "workflow, foreach, end (a foreach body's: tool, value, workflow).",
+        "workflow, foreach, end (a foreach body's: tool, value, workflow, sequence).",
         "Give the node (or the body) one of the kinds.",
         "greet: {kind: set, assign: {text: '${ input.name }'}, next: done}",
     ),
@@ -249,6 +249,16 @@ EXPLANATIONS: Final[dict[str, tuple[str, str, str]]] = {
         "Run a child without interrupt nodes in the foreach, and ask before or after it "
         "(an interrupt node, or a workflow node outside the foreach, may pause).",
         "approve: {kind: interrupt, ..., next: each}   # ask once, then map",
+    ),
+    "foreach_sequence_node": (
+        "A foreach's sequence body holds a node it cannot run per item: an `interrupt` "
+        "(a foreach item cannot pause), a `workflow` node, or a foreach with a `workflow` "
+        "body (a sequence runs no child artifact).",
+        "Ask before or after the foreach; to run a saved child per item, make the body "
+        "`{kind: workflow, ...}`. A sequence holds tool, set, switch, parallel, foreach "
+        "and end nodes.",
+        "body: {kind: sequence, start: call, nodes: {call: {kind: tool, ..., next: ok}, "
+        "ok: {kind: end, outcome: ok, output: {text: '${ item }'}}}}",
     ),
     "foreach_into": (
         "A foreach's `into` field has a reducer other than `replace`; the foreach writes "

@@ -37,6 +37,9 @@ end nodes), ``w__return`` (continues the parent after child ``w`` ended), and
 * ``foreach``: a vertex that routes back to itself, one batch of items per execution,
   until every item is done (`flowledger.deploy.runs.foreach`: its state keys
   ``$each/<vertex>/...``, batches, per-item intents and error policies).
+  A child or sequence body runs per item as a nested run of a graph of its own
+  (`_Nested`; a sequence's nodes read ``item`` and ``index``, kept in the nested
+  state as ``$item`` and ``$index``).
 * ``end``: validates its output against the artifact's output schema.
 
 Templates and conditions are evaluated under the evaluation limits (docs/deploy.md,
@@ -46,7 +49,9 @@ Tool nodes call through the run's `SourcePool` (one session per source while a s
 of the run executes, closed when it pauses or stops, opened again on resume: by the
 resume's check of the pinned sources, inside `ArtifactDefinition.resuming`), validate
 their arguments against the tool's input schema first, and keep a `ToolIntents` record
-around the call.
+around the call (`flowledger.deploy.runs.calls`, shared with foreach tool bodies); what
+tasks need at run time is the executing segment's `Runtime`
+(`flowledger.deploy.runs.runtime`).
 """
 
 from __future__ import annotations
@@ -62,9 +67,6 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, Final
 
-import jsonschema  # type: ignore[import-untyped, unused-ignore]
-import jsonschema.validators  # type: ignore[import-untyped, unused-ignore]
-
 from ... import flow, storage
 from ...flow.ids import VERTEX_ID
 from ...storage.memory import MemoryLedger
@@ -79,6 +81,7 @@ from ..artifacts.expressions import Expression, Template, truthy
 from ..artifacts.model import (
     EndNode,
     ForeachNode,
+    ForeachSequenceBody,
     ForeachToolBody,
     ForeachWorkflowBody,
     InterruptNode,
@@ -92,25 +95,22 @@ from ..artifacts.records import ChildPin
 from ..artifacts.records import closure_digest as pinned_closure_digest
 from ..artifacts.store import ArtifactStore
 from ..artifacts.validate import ValidatedArtifact
-from ..sources.errors import SourceError, ToolArgumentsError
 from ..sources.pool import SourcePool
 from ..sources.session import ToolResult
-from ..sources.spec import Source
+from .calls import ToolCall, stored_result
 from .errors import (
     ArtifactCompileError,
     ForeachChildError,
     NodeOutputError,
-    ToolContractChangedError,
-    ToolErrorResult,
     ToolOutcomeUnknownError,
     ToolResultTooLargeError,
 )
 from .failures import Failure, FailurePolicy, RecordedFailureError, classify
-from .foreach import CHILD_ITEM_ERRORS, ForeachStep, ItemCall, item_key_suffix
-from .intents import MAX_RESULT_BYTES, ToolIntents, attempt_key
+from .foreach import CHILD_ITEM_ERRORS, ForeachStep, ItemCall
+from .intents import MAX_RESULT_BYTES, attempt_key
 from .nesting import enter, item_run_id, owner_run, trace_prefix
 from .offload import off_loop
-from .tool_calls import call_tool
+from .runtime import Runtime, SourceRef, active, held_pool, holding
 from .trace import RunTrace, TraceEntry, preview, trace_error
 
 __all__ = [
@@ -127,7 +127,11 @@ FINISH: Final = "finish__"
 INPUT: Final = "$input"
 OUTCOME: Final = "$outcome"
 OUTPUT: Final = "$output"
-_ERROR_TEXT_BYTES: Final = 300
+ITEM: Final = "$item"  # a sequence body's item and its index, in the item's nested run
+INDEX: Final = "$index"
+
+# The run's input, while a foreach item's sequence body runs (read as its `input`).
+_RUN_INPUT: ContextVar[Any] = ContextVar("flowledger_deploy_sequence_input", default=None)
 
 _REDUCERS: Final[Mapping[str, flow.FieldReducer]] = {
     "append": flow.append,
@@ -136,9 +140,6 @@ _REDUCERS: Final[Mapping[str, flow.FieldReducer]] = {
 }
 
 Update = dict[str, Any]
-# A dependency's source, or what gives it when a tool node connects (a deployment's
-# binding resolves its secrets then, in the executing process).
-SourceRef = Source | Callable[[], Source]
 Task = Callable[[dict[str, Any]], Awaitable[Update]]
 
 
@@ -149,12 +150,17 @@ def artifact_outcome(state: Mapping[str, Any]) -> tuple[str | None, Any]:
 
 @dataclass(frozen=True)
 class _Scope:
-    """One artifact instance in the run: the root, or a child under its workflow node."""
+    """One artifact instance in the run: the root, or a child under its workflow node.
+    A foreach's sequence body, run per item, is the root of its own graph with ``item``
+    and ``index`` in scope (``items``: kept in its state as ``$item`` and ``$index``),
+    and the run's input as ``input`` (`_RUN_INPUT`: not copied into the item's state,
+    which every nested checkpoint encodes)."""
 
     validated: ValidatedArtifact
     keys: str  # "" or "w/" or "w/v/"
     vertices: str  # "" or "w__" or "w__v__"
     label: str  # "" or "Review: "
+    items: bool = False
 
     def key(self, name: str) -> str:
         return self.keys + name
@@ -165,10 +171,13 @@ class _Scope:
     def view(self, state: Mapping[str, Any]) -> dict[str, Any]:
         """The expression scope ``{input, state}`` of this instance."""
         fields = self.validated.artifact.state
-        return {
-            "input": state.get(self.key(INPUT)),
+        view = {
+            "input": _RUN_INPUT.get() if self.items else state.get(self.key(INPUT)),
             "state": {name: state.get(self.key(name)) for name in fields},
         }
+        if self.items:
+            view["item"], view["index"] = state.get(ITEM), state.get(INDEX)
+        return view
 
     def initial(self) -> Update:
         values = self.validated.initial_state()
@@ -188,95 +197,6 @@ class _Gate:
 
     def open(self, state: Mapping[str, Any]) -> bool:
         return all(state.get(self.marker(i)) is True for i in range(self.branches))
-
-
-class _Runtime:
-    """What tasks need at run time: sources, one pool per executing graph run, and the
-    intents and trace, kept in the ledger of the run's checkpoints."""
-
-    def __init__(self, sources: Mapping[str, SourceRef], ledger: storage.Ledger, timeout: float):
-        self.sources = dict(sources)
-        self.ledger = ledger
-        self.intents = ToolIntents(ledger)
-        self.trace = RunTrace(ledger)
-        self.connect_timeout = timeout
-        self.pools: dict[str, SourcePool] = {}
-        self.refusals: dict[str, Exception] = {}
-        self.contracts: dict[str, Mapping[str, Mapping[str, str]]] = {}
-        self.run_sources: dict[str, Mapping[str, SourceRef]] = {}
-        self.repeatable: dict[str, Mapping[str, Mapping[str, bool]]] = {}
-
-    def over(self, ledger: storage.Ledger) -> _Runtime:
-        return _Runtime(self.sources, ledger, self.connect_timeout)
-
-    @asynccontextmanager
-    async def segment(
-        self,
-        graph_run_id: str,
-        refusal: Exception | None = None,
-        contracts: Mapping[str, Mapping[str, str]] | None = None,
-        sources: Mapping[str, SourceRef] | None = None,
-        repeatable: Mapping[str, Mapping[str, bool]] | None = None,
-    ) -> AsyncIterator[None]:
-        """While a segment of the run executes here: its source pool, and this runtime as
-        the one its tasks use (the tasks are shared by every copy of the definition).
-        With ``refusal``, the segment's first node raises it (so the run fails); with
-        ``contracts`` (dependency -> tool -> contract fingerprint), a tool whose listed
-        contract differs is not called (`ToolContractChangedError`); ``sources``
-        (dependency -> source) override the compiled sources for this run;
-        ``repeatable`` (dependency -> tool -> read-only or idempotent, as pinned) replaces
-        the annotations of the live listing in retry and routing decisions."""
-        held = _held(graph_run_id)
-        # a resume's segment uses the pool its check opened (`ArtifactDefinition.resuming`
-        # closes it); any other segment opens its own
-        pool = held if held is not None else SourcePool(connect_timeout=self.connect_timeout)
-        self.pools[graph_run_id] = pool
-        if refusal is not None:
-            self.refusals[graph_run_id] = refusal
-        if contracts is not None:
-            self.contracts[graph_run_id] = contracts
-        if sources is not None:
-            self.run_sources[graph_run_id] = sources
-        if repeatable is not None:
-            self.repeatable[graph_run_id] = repeatable
-        token = _ACTIVE.set(self)
-        try:
-            yield
-        finally:
-            _ACTIVE.reset(token)
-            self.refusals.pop(graph_run_id, None)
-            self.contracts.pop(graph_run_id, None)
-            self.run_sources.pop(graph_run_id, None)
-            self.repeatable.pop(graph_run_id, None)
-            self.pools.pop(graph_run_id, None)
-            self.intents.forget(graph_run_id)
-            if held is None:
-                await pool.close()
-
-    def pool(self, graph_run_id: str) -> SourcePool:
-        pool = self.pools.get(graph_run_id)
-        if pool is None:  # `segment` opens one for every run it executes, and closes it
-            raise RuntimeError(f"run {graph_run_id} executes outside a segment of its definition")
-        return pool
-
-
-_ACTIVE: ContextVar[_Runtime] = ContextVar("flowledger_deploy_runtime")
-# The run whose resume is under way in this context, and the pool its check may open.
-_HELD: ContextVar[tuple[str, SourcePool] | None] = ContextVar(
-    "flowledger_deploy_held_pool", default=None
-)
-
-
-def _held(graph_run_id: str) -> SourcePool | None:
-    found = _HELD.get()
-    return found[1] if found is not None and found[0] == graph_run_id else None
-
-
-def _runtime() -> _Runtime:
-    try:
-        return _ACTIVE.get()
-    except LookupError:
-        raise RuntimeError("an artifact's nodes run only through its ArtifactDefinition") from None
 
 
 @dataclass
@@ -303,11 +223,13 @@ class _Compiler:
         root: ValidatedArtifact,
         children: Mapping[str, ValidatedArtifact],
         sources: Mapping[str, SourceRef],
+        *,
+        items: bool = False,
     ) -> None:
         self.children = children
         self.sources = sources
         self.scopes: list[_Scope] = []
-        self._collect(_Scope(root, "", "", ""), depth=0)
+        self._collect(_Scope(root, "", "", "", items), depth=0)
         reducers: dict[str, flow.FieldReducer] = {}
         for scope in self.scopes:
             for name, spec in scope.validated.artifact.state.items():
@@ -477,7 +399,7 @@ class _Compiler:
                 started = _now()
                 error: BaseException | None = None
                 try:
-                    refusal = _runtime().refusals.get(owner_run(info))
+                    refusal = active().refusals.get(owner_run(info))
                     if refusal is not None:
                         raise refusal
                     return await body(state, note)
@@ -490,7 +412,7 @@ class _Compiler:
                 finally:
                     shown = error or note.error
                     error_type, message = trace_error(shown) if shown else ("", "")
-                    await _runtime().trace.append(
+                    await active().trace.append(
                         owner_run(info),
                         TraceEntry(
                             node=trace_prefix() + scope.keys + node_id,
@@ -559,6 +481,7 @@ class _Compiler:
                 place, f"dependency {node.dependency!r} is not bound to a source"
             )
         name = scope.keys + node_id
+        site = ToolCall(name, node.dependency, node.tool, node.timeout, source)
         policy = FailurePolicy.of(node)
         route_key = f"$route/{scope.vertex(node_id)}"
         on_error = node.on_error
@@ -591,15 +514,9 @@ class _Compiler:
             return update
 
         async def body(state: dict[str, Any], note: _Note) -> Update:
-            runtime = _runtime()
+            runtime = active()
             view = scope.view(state)
-            arguments = await _evaluated(arguments_template, view)
-            if not isinstance(arguments, dict):
-                raise ToolArgumentsError(
-                    node.dependency,
-                    node.tool,
-                    f"the arguments are {type(arguments).__name__}, not an object",
-                )
+            arguments = site.checked(await _evaluated(arguments_template, view))
             note.dependency, note.tool, note.arguments = (
                 node.dependency,
                 node.tool,
@@ -653,7 +570,7 @@ class _Compiler:
                 if intent.state == "done" and intent.result is not None:
                     note.status = "reused"
                     note.attempt = attempt if retrying else 0
-                    result = _stored_result(intent.result)
+                    result = stored_result(intent.result)
                     return await finish(
                         await self._tool_result(scope, node_id, node, view, result, note)
                     )
@@ -693,8 +610,8 @@ class _Compiler:
                 began = _now()
                 known: list[bool] = []  # whether the tool is repeatable, once known
                 try:
-                    result = await self._attempt(
-                        runtime, node, name, arguments, key, attempt, pinned, retrying, known
+                    result = await site.attempt(
+                        runtime, arguments, key, attempt, pinned, retrying, known
                     )
                 except Exception as exc:
                     kind = classify(exc)
@@ -713,93 +630,6 @@ class _Compiler:
                 )
 
         return body
-
-    async def _attempt(
-        self,
-        runtime: _Runtime,
-        node: ToolNode,
-        name: str,
-        arguments: dict[str, Any],
-        key: str,
-        attempt: int,
-        pinned: bool | None,
-        retrying: bool,
-        known: list[bool],
-    ) -> ToolResult:
-        """One attempt of a tool node's call: connect (or reuse the segment's session),
-        check the contract and the arguments, call. For a tool that is not read-only or
-        idempotent the attempt's intent is written before the call and its outcome after;
-        for one that is, only a failed attempt of a retrying node is recorded."""
-        info = flow.run_info()
-        run = owner_run(info)
-        compiled = self.sources[node.dependency]
-        chosen = runtime.run_sources.get(run, {}).get(node.dependency, compiled)
-        concrete = chosen() if callable(chosen) else chosen
-        session = await runtime.pool(run).session(concrete)
-        tool = await session.tool(node.tool)
-        contract = runtime.contracts.get(run, {}).get(node.dependency, {}).get(node.tool)
-        if contract is not None and tool.contract_fingerprint != contract:
-            raise ToolContractChangedError(
-                name,
-                f"the contract of {node.dependency}.{node.tool} changed since the run "
-                "was pinned; the tool was not called",
-            )
-        _check_arguments(name, node, tool.input_schema, arguments)
-        repeatable = tool.repeatable if pinned is None else pinned
-        known.append(repeatable)
-        akey = attempt_key(key, attempt)
-        # A call that must not be repeated after a crash is guarded by started/done
-        # records; a repeatable one only records a failed attempt, and only when the node
-        # retries (what the attempt count is read from): nothing on the way to a success.
-        guarded = not repeatable
-        if guarded:
-            await runtime.intents.record(run, akey, "started", node=name, tool=node.tool)
-        try:
-            result = await call_tool(
-                session,
-                node.dependency,
-                node.tool,
-                arguments,
-                timeout=node.timeout,
-                attempt=attempt,
-            )
-        except SourceError as exc:
-            if guarded or retrying:
-                failure = Failure.of(exc, exc.failure_kind or "", node.tool, attempt)
-                await runtime.intents.record(
-                    run,
-                    akey,
-                    "failed",
-                    node=name,
-                    tool=node.tool,
-                    failure=failure.to_json(),
-                    repeatable=repeatable,
-                )
-            raise
-        if result.is_error:
-            error = _error_result(name, node, result)
-            if guarded or retrying:
-                failure = Failure.of(error, "tool_error", node.tool, attempt)
-                await runtime.intents.record(
-                    run,
-                    akey,
-                    "failed",
-                    node=name,
-                    tool=node.tool,
-                    failure=failure.to_json(),
-                    repeatable=repeatable,
-                )
-            raise error
-        if not guarded:
-            return result
-        data = result.to_json()
-        size = len(json.dumps(data, ensure_ascii=False, separators=(",", ":")).encode())
-        if size > MAX_RESULT_BYTES:
-            raise ToolResultTooLargeError(
-                name, f"the result is {size} bytes; the limit is {MAX_RESULT_BYTES}"
-            )
-        await runtime.intents.record(run, akey, "done", node=name, tool=node.tool, result=data)
-        return result
 
     def _tool_routes(
         self, scope: _Scope, vertex: str, node_id: str, node: ToolNode, task: Task
@@ -949,6 +779,8 @@ class _Compiler:
         elif isinstance(node.body, ForeachWorkflowBody):
             arguments = templates[f"{base}.body.input"]
             call = self._item_child(scope, node_id, node.body)
+        elif isinstance(node.body, ForeachSequenceBody):
+            call = self._item_sequence(scope, node_id)  # given the item's whole scope
         else:
             value = templates[f"{base}.body.value"]
         step = ForeachStep(
@@ -999,136 +831,71 @@ class _Compiler:
             raise ArtifactCompileError(place, f"child artifact {body.workflow!r} was not given")
         compiler = _Compiler(child, self.children, self.sources)
         compiler.build()
-        version = closure_digest(child, self.children)
-        graph = compiler.graph.compile(
-            entry=child.artifact.start, finish=FINISH, version=version
-        ).graph
+        nested = _Nested(
+            scope.keys + node_id,
+            f"child {body.workflow}@{child.version}",
+            compiler,
+            closure_digest(child, self.children),
+        )
         input_schema = child.schemas["input_schema"]
-        name = scope.keys + node_id
-        label = f"{body.workflow}@{child.version}"
 
         async def run(document: Any, index: int) -> Any:
             try:
-                _check_schema(name, input_schema, document, f"the input of child {label}")
+                _check_schema(nested.name, input_schema, document, f"the input of {nested.label}")
             except NodeOutputError as exc:
-                raise ForeachChildError(name, f"item {index}: {exc}", exc.code) from None
-            info = flow.run_info()
-            runner: flow.Runner[dict[str, Any]] = flow.Runner(graph, flow.MemoryCheckpointStore())
-            with enter(info, name, index):
-                result = await runner.run(
-                    compiler.initial_state(document),
-                    run_id=item_run_id(info.idempotency_key, index),
-                )
-            if result.run.status is flow.RunStatus.COMPLETED:
-                outcome, output = artifact_outcome(result.state)
-                return {"outcome": outcome, "output": output}
-            cause: BaseException | None = None
-            if result.interrupts:
-                cause = result.interrupts[0].cause
-            elif result.halt is not None:
-                cause = result.halt.cause
-            while isinstance(cause, flow.VertexError):  # the engine's wrapper of a task's error
-                cause = cause.cause
-            if isinstance(cause, CHILD_ITEM_ERRORS):
-                code = str(getattr(cause, "code", "node_failed"))
-                raise ForeachChildError(
-                    name, f"item {index}: child {label} failed: {cause}", code
-                ) from None
-            if isinstance(cause, Exception):
-                raise cause  # fails the run, as the same failure of a tool body would
-            # not reachable: a child that pauses is refused at save, and one whose task
-            # failed halts with its cause; say so rather than return a result it has not
-            raise RuntimeError(
-                f"node {name}: item {index}: child {label} stopped "
-                f"({result.run.status.value}) without reaching an end node"
-            )
+                raise ForeachChildError(nested.name, f"item {index}: {exc}", exc.code) from None
+            return await nested.run(compiler.initial_state(document), index)
+
+        return run
+
+    def _item_sequence(self, scope: _Scope, node_id: str) -> ItemCall:
+        """One foreach item's sequence body: its anonymous artifact
+        (`flowledger.deploy.artifacts.sequence`) run like a child body's child, from a
+        state holding the item, its index and the sequence's fields (the run's input is
+        read from the context: `_RUN_INPUT`)."""
+        sequence = scope.validated.sequences[node_id]
+        compiler = _Compiler(sequence, {}, self.sources, items=True)
+        compiler.build()
+        nested = _Nested(scope.keys + node_id, "its sequence", compiler, sequence.digest)
+
+        async def run(view: Any, index: int) -> Any:
+            state = compiler.initial_state({})  # `input` is the run's: see `_RUN_INPUT`
+            state[ITEM], state[INDEX] = view["item"], view["index"]
+            token = _RUN_INPUT.set(view["input"])  # the nested run's tasks copy the context
+            try:
+                return await nested.run(state, index)
+            finally:
+                _RUN_INPUT.reset(token)
 
         return run
 
     def _item_caller(self, scope: _Scope, node_id: str, body: ForeachToolBody) -> ItemCall:
-        """One foreach item's tool call: a tool node's call (pinned contract, argument
-        check, intents for a tool that is not read-only or idempotent), keyed per item."""
+        """One foreach item's tool call (`ToolCall.item`): a tool node's call (pinned
+        contract, argument check), with an intent per item for a tool that is not
+        read-only or idempotent."""
         source = self.sources.get(body.dependency)
         if source is None:
             raise ArtifactCompileError(
                 f"{scope.label}nodes.{node_id}.body.dependency",
                 f"dependency {body.dependency!r} is not bound to a source",
             )
-        name = scope.keys + node_id
+        site = ToolCall(scope.keys + node_id, body.dependency, body.tool, body.timeout, source)
 
         async def call(arguments: Any, index: int) -> Any:
-            runtime = _runtime()
-            if not isinstance(arguments, dict):
-                raise ToolArgumentsError(
-                    body.dependency,
-                    body.tool,
-                    f"the arguments are {type(arguments).__name__}, not an object",
-                )
-            info = flow.run_info()
-            owner = owner_run(info)
-            chosen = runtime.run_sources.get(owner, {}).get(body.dependency, source)
-            concrete = chosen() if callable(chosen) else chosen
-            session = await runtime.pool(owner).session(concrete)
-            tool = await session.tool(body.tool)
-            pinned = runtime.contracts.get(owner, {}).get(body.dependency, {})
-            expected = pinned.get(body.tool)
-            if expected is not None and tool.contract_fingerprint != expected:
-                raise ToolContractChangedError(
-                    name,
-                    f"the contract of {body.dependency}.{body.tool} changed since the run "
-                    "was pinned; the tool was not called",
-                )
-            _check_arguments(name, body, tool.input_schema, arguments)
-            run, key = owner, info.idempotency_key + item_key_suffix(index)
-            intent = None if tool.repeatable else await runtime.intents.get(run, key)
-            if intent is not None and intent.state == "done" and intent.result is not None:
-                result = _stored_result(intent.result)
-            elif tool.repeatable:
-                result = await call_tool(
-                    session, body.dependency, body.tool, arguments, timeout=body.timeout
-                )
-                _raise_for_error(name, body, result)
-            else:
-                if intent is not None and intent.state == "started":
-                    raise ToolOutcomeUnknownError(
-                        name,
-                        f"item {index}: a call of {body.dependency}.{body.tool} was under way "
-                        "when the run stopped, and the tool is not read-only or idempotent: "
-                        "it is not called again",
-                    )
-                await runtime.intents.record(run, key, "started", node=name, tool=body.tool)
-                result = await call_tool(
-                    session, body.dependency, body.tool, arguments, timeout=body.timeout
-                )
-                data = result.to_json()
-                if result.is_error:
-                    await runtime.intents.record(run, key, "failed", node=name, tool=body.tool)
-                    _raise_for_error(name, body, result)
-                size = len(json.dumps(data, ensure_ascii=False, separators=(",", ":")).encode())
-                if size > MAX_RESULT_BYTES:
-                    raise ToolResultTooLargeError(
-                        name, f"the result is {size} bytes; the limit is {MAX_RESULT_BYTES}"
-                    )
-                await runtime.intents.record(
-                    run, key, "done", node=name, tool=body.tool, result=data
-                )
-            structured = result.structured_content
-            return {
-                "structured": None if structured is None else dict(structured),
-                "text": result.text,
-            }
+            return await site.item(active(), arguments, index)
 
         return call
 
     def _end(self, scope: _Scope, node_id: str, node: EndNode, traced: Any) -> None:
         vertex = scope.vertex(node_id)
         output_template = scope.validated.templates[f"nodes.{node_id}.output"]
-        output_schema = scope.validated.schemas["output_schema"]
+        output_schema = scope.validated.schemas.get("output_schema")  # none: a sequence's
         name = scope.keys + node_id
 
         async def body(state: dict[str, Any], note: _Note) -> Update:
             output = await _evaluated(output_template, scope.view(state))
-            _check_schema(name, output_schema, output, "the output")
+            if output_schema is not None:
+                _check_schema(name, output_schema, output, "the output")
             note.result = preview({"outcome": node.outcome, "output": output})
             return {scope.key(OUTCOME): node.outcome, scope.key(OUTPUT): output}
 
@@ -1154,6 +921,50 @@ class _Compiler:
         for step in self.foreach_steps:
             state.update(step.initial())
         return state
+
+
+class _Nested:
+    """The nested flow runs of one foreach's items (a child or sequence body): each
+    item's run of ``compiler``'s graph over checkpoints in memory, under the run id
+    derived from the foreach step's idempotency key and the item's index
+    (`flowledger.deploy.runs.nesting`); its result is ``{outcome, output}`` of the end
+    node it reached, and its failure the item's (`ForeachChildError`) when it is one
+    ``on_item_error`` decides about (`CHILD_ITEM_ERRORS`); any other fails the run."""
+
+    def __init__(self, name: str, label: str, compiler: _Compiler, version: str) -> None:
+        self.name = name  # the foreach node's, in errors
+        self.label = label  # "child stamp@1", "its sequence"
+        start = compiler.scopes[0].validated.artifact.start
+        self.graph = compiler.graph.compile(entry=start, finish=FINISH, version=version).graph
+
+    async def run(self, state: dict[str, Any], index: int) -> Any:
+        name, label = self.name, self.label
+        info = flow.run_info()
+        runner: flow.Runner[dict[str, Any]] = flow.Runner(self.graph, flow.MemoryCheckpointStore())
+        with enter(info, name, index):
+            result = await runner.run(state, run_id=item_run_id(info.idempotency_key, index))
+        if result.run.status is flow.RunStatus.COMPLETED:
+            outcome, output = artifact_outcome(result.state)
+            return {"outcome": outcome, "output": output}
+        cause: BaseException | None = None
+        if result.interrupts:
+            cause = result.interrupts[0].cause
+        elif result.halt is not None:
+            cause = result.halt.cause
+        while isinstance(cause, flow.VertexError):  # the engine's wrapper of a task's error
+            cause = cause.cause
+        if isinstance(cause, CHILD_ITEM_ERRORS):
+            code = str(getattr(cause, "code", "node_failed"))
+            raise ForeachChildError(name, f"item {index}: {label} failed: {cause}", code) from None
+        if isinstance(cause, Exception):
+            raise cause  # fails the run, as the same failure of a tool body would
+        # not reachable: a child that pauses is refused at save (a sequence that can,
+        # at validation), and one whose task failed halts with its cause; say so rather
+        # than return a result it has not
+        raise RuntimeError(
+            f"node {name}: item {index}: {label} stopped "
+            f"({result.run.status.value}) without reaching an end node"
+        )
 
 
 async def _evaluated(template: Template, view: Mapping[str, Any]) -> Any:
@@ -1191,54 +1002,6 @@ def _reset_markers(gates: Mapping[str, list[_Gate]], scope: _Scope) -> Update:
     }
 
 
-def _error_result(
-    name: str, node: ToolNode | ForeachToolBody, result: ToolResult
-) -> ToolErrorResult:
-    text = bound_text(result.text or "no text", _ERROR_TEXT_BYTES)
-    return ToolErrorResult(name, f"{node.dependency}.{node.tool} answered with an error: {text}")
-
-
-def _raise_for_error(name: str, node: ToolNode | ForeachToolBody, result: ToolResult) -> None:
-    if result.is_error:
-        raise _error_result(name, node, result)
-
-
-def _stored_result(data: Mapping[str, Any]) -> ToolResult:
-    structured = data.get("structuredContent")
-    return ToolResult(
-        content=tuple(dict(block) for block in data.get("content") or ()),
-        structured_content=dict(structured) if isinstance(structured, Mapping) else None,
-        is_error=bool(data.get("isError")),
-    )
-
-
-def _check_arguments(
-    name: str, node: ToolNode | ForeachToolBody, schema: Mapping[str, Any], arguments: Any
-) -> None:
-    try:
-        cls = jsonschema.validators.validator_for(schema, default=jsonschema.Draft202012Validator)
-        validator = cls(dict(schema))
-        errors = sorted(validator.iter_errors(arguments), key=lambda e: list(e.absolute_path))
-    except jsonschema.exceptions.SchemaError as exc:
-        raise ToolArgumentsError(
-            node.dependency, node.tool, f"its input schema is invalid: {exc.message}"
-        ) from None
-    if errors:
-        reasons = "; ".join(
-            f"{error.json_path}: {error.validator} {error.validator_value!r}"
-            if error.validator in ("required", "type", "additionalProperties", "enum")
-            else f"{error.json_path}: fails {error.validator}"
-            for error in errors[:5]
-        )
-        more = f" and {len(errors) - 5} more" if len(errors) > 5 else ""
-        raise ToolArgumentsError(
-            node.dependency,
-            node.tool,
-            f"the arguments do not match its input schema ({reasons}{more}); "
-            "the tool was not called",
-        )
-
-
 def _check_schema(name: str, schema: Any, document: Any, what: str) -> None:
     try:
         schema.validate(document)
@@ -1255,7 +1018,7 @@ class ArtifactDefinition(TypedDefinition[dict[str, Any]]):
         metadata: Metadata,
         runner: flow.Runner[dict[str, Any]],
         *,
-        runtime: _Runtime,
+        runtime: Runtime,
         state_decoder: Callable[[dict[str, Any]], dict[str, Any]],
         resume_schemas: Mapping[str, Mapping[str, Any]],
         closure_digest: str,
@@ -1291,17 +1054,16 @@ class ArtifactDefinition(TypedDefinition[dict[str, Any]]):
         that its check may open sessions in (`held_pool`) and its resumed segment then
         uses, so a resume connects to each source once; closed at the end."""
         pool = SourcePool(connect_timeout=self.runtime.connect_timeout)
-        token = _HELD.set((graph_run_id, pool))
         try:
-            yield
+            with holding(graph_run_id, pool):
+                yield
         finally:
-            _HELD.reset(token)
             await pool.close()
 
     def held_pool(self, graph_run_id: str) -> SourcePool | None:
         """The pool of ``graph_run_id``'s resume under way in this context (inside
         `resuming`), or None (a reader's check, a start, an adoption)."""
-        return _held(graph_run_id)
+        return held_pool(graph_run_id)
 
     async def refusal(self, graph_run_id: str) -> Exception | None:
         """Why a segment of ``graph_run_id`` must not execute here (the first node that
@@ -1386,7 +1148,7 @@ def compile_artifact(
     database (`Catalog.bound`) keeps the runs' checkpoints, tool intents and traces
     there."""
     children = dict(children or {})
-    runtime = _Runtime(sources, MemoryLedger(), connect_timeout)
+    runtime = Runtime(sources, MemoryLedger(), connect_timeout)
     compiler = _Compiler(root, children, runtime.sources)
     compiler.build()
     digest = closure_digest(root, children)

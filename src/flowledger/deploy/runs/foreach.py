@@ -1,13 +1,16 @@
 """A ``foreach`` node on the flow engine: one body per list element, durable per item.
 
 The body is, per item, a tool call (``body: {kind: tool, ...}``), a pure template
-(``body: {kind: value, value: ...}``), or a run of a saved child artifact (``body:
-{kind: workflow, workflow, input}``), each with ``{input, state, item, index}`` in scope.
-A child body runs as a nested flow run per item (`flowledger.deploy.runs.nesting`; built
-by `flowledger.deploy.runs.compile`): the item's result is the child's ``{outcome,
-output}``, and the child's failure is the item's (`ForeachChildError`, when it is one
-``on_item_error`` decides about: see `CHILD_ITEM_ERRORS`). To this module a child body is
-an `ItemCall` like a tool body's, over the evaluated ``input``.
+(``body: {kind: value, value: ...}``), a run of a saved child artifact (``body:
+{kind: workflow, workflow, input}``), each with ``{input, state, item, index}`` in scope,
+or inline nodes (``body: {kind: sequence, state, start, nodes}``: an anonymous child,
+`flowledger.deploy.artifacts.sequence`). A child or sequence body runs as a nested flow
+run per item (`flowledger.deploy.runs.nesting`; built by
+`flowledger.deploy.runs.compile`): the item's result is the end node's ``{outcome,
+output}``, and the nested run's failure is the item's (`ForeachChildError`, when it is
+one ``on_item_error`` decides about: see `CHILD_ITEM_ERRORS`). To this module such a
+body is an `ItemCall` like a tool body's, over the evaluated ``input`` (a child) or the
+item's scope (a sequence).
 
 The node compiles to one vertex that routes back to itself until every item is done.
 Each execution of the vertex (one super-step, so one checkpoint) runs a *batch*: the next
@@ -114,7 +117,8 @@ CHUNK: Final = 32  # item records per state key
 
 Update = dict[str, Any]
 # A tool body's call (or a child body's run) for one item: (arguments or input, index)
-# -> the item's result. It raises an item error, or anything that fails the run.
+# -> the item's result; a sequence body's run is given the item's scope ``{input, state,
+# item, index}`` instead. It raises an item error, or anything that fails the run.
 ItemCall = Callable[[dict[str, Any], int], Awaitable[Any]]
 
 
@@ -143,7 +147,7 @@ class ForeachStep:
     items: Expression
     body: Template | None  # the value template (a value body)
     arguments: Template | None  # the arguments (a tool body) or input (a child) template
-    call: ItemCall | None  # a tool body's call, or a child body's run
+    call: ItemCall | None  # a tool body's call, or a child or sequence body's run
     into: str  # the state key of `into`
 
     @property
@@ -228,8 +232,9 @@ class ForeachStep:
             if self.call is None:
                 assert self.body is not None  # a value body
                 result = await off_loop(self.body.evaluate, scope)
-            else:
-                assert self.arguments is not None  # a tool or child body
+            elif self.arguments is None:  # a sequence body: it reads the whole scope
+                result = await self.call(scope, index)
+            else:  # a tool or child body
                 arguments = await off_loop(self.arguments.evaluate, scope)
                 result = await self.call(arguments, index)
         except ITEM_ERRORS as exc:
