@@ -1,0 +1,159 @@
+"""Durable timers and pause deadlines through the tools bundle, with a ManualClock.
+
+Every test drives time by hand: nothing here waits on the real clock except the generous
+hang deadline of `Env.until`."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import pytest
+
+from flowledger.tools.errors import ToolError
+from flowledger.workflows.records.timers import TimerIndex
+
+from .conftest import Env
+
+
+async def _parked(env: Env) -> int:
+    return len(await env.store.kv.keys(f"sessions/{env.session.session_id}/workflows/timers/"))
+
+
+async def test_sleep_parks_the_run_and_its_owner_wakes_it_when_due(env: Env) -> None:
+    run_id = await env.start("sleeper", {"seconds": 60})
+    got = await env.get(run_id)
+    assert got["run_status"] == "interrupted"
+    pending = got["pending"]
+    assert pending["kind"] == "timer"
+    assert pending["vertex_id"] == "nap"
+    wake_at = env.clock.now() + timedelta(seconds=60)
+    assert pending["wake_at"] == wake_at.strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    assert await _parked(env) == 1
+    env.clock.advance(59)
+    await env.until(lambda: _loop_waits(env))
+    assert (await env.get(run_id))["run_status"] == "interrupted"
+    env.clock.advance(1)
+    await env.until(lambda: env.status_is(run_id, "completed"))
+    assert await _parked(env) == 0
+    history = await env.call("workflow_run_history", run_id=run_id)
+    kinds = [entry["kind"] for entry in history["entries"]]
+    assert kinds[-1] == "run_completed"
+    assert kinds.index("run_interrupted") < kinds.index("run_resumed")
+
+
+async def _loop_waits(env: Env) -> bool:
+    """The timer loop is asleep on the clock (it read the head and found nothing due)."""
+    return env.clock.sleepers >= 1 and env.session.supervisor.idle
+
+
+async def test_a_resume_of_a_parked_run_is_refused_and_names_the_wake_time(env: Env) -> None:
+    run_id = await env.start("sleeper", {"seconds": 60})
+    with pytest.raises(ToolError) as refused:
+        await env.call("workflow_run_resume", run_id=run_id, resume={})
+    assert "parked on a timer until" in str(refused.value)
+    assert (await env.get(run_id))["run_status"] == "interrupted"
+    assert await _parked(env) == 1
+
+
+async def test_cancel_removes_the_timer_entry(env: Env) -> None:
+    run_id = await env.start("sleeper", {"seconds": 60})
+    await env.call("workflow_run_cancel", run_id=run_id)
+    await env.until(lambda: env.status_is(run_id, "cancelled"))
+    assert await _parked(env) == 0
+    env.clock.advance(120)
+    await env.until(lambda: _loop_waits_empty(env))
+    assert (await env.get(run_id))["run_status"] == "cancelled"
+
+
+async def _loop_waits_empty(env: Env) -> bool:
+    return env.session.supervisor.idle and await _parked(env) == 0
+
+
+async def test_sleep_until_wakes_at_the_given_time(env: Env) -> None:
+    until = env.clock.now() + timedelta(hours=2)
+    run_id = await env.start("sleeper", {"until": until.isoformat()})
+    assert (await env.get(run_id))["pending"]["wake_at"].startswith("2026-01-01T02:00:00")
+    env.clock.set(until)
+    await env.until(lambda: env.status_is(run_id, "completed"))
+
+
+@pytest.mark.parametrize(
+    ("document", "field", "words"),
+    [
+        ({"seconds": -1}, "seconds", "must not be negative"),
+        ({"until": "2025-12-31T23:00:00+00:00"}, "until", "is not after now"),
+        ({"until": "2026-02-01T00:00:00"}, "until", "naive datetime"),
+    ],
+)
+async def test_bad_timers_fail_the_vertex_with_a_typed_error_naming_the_field(
+    env: Env, document: dict[str, object], field: str, words: str
+) -> None:
+    run_id = await env.start("sleeper", document)
+    got = await env.get(run_id)
+    # the error pauses the vertex (the definition's on_error policy): nothing is parked
+    assert got["run_status"] == "interrupted"
+    error = got["pending"]["error"]
+    assert error["type"] == "TimerError"
+    assert error["message"].startswith(f"{field}: ") and words in error["message"]
+    assert await _parked(env) == 0
+
+
+async def test_a_deadline_resumes_with_the_declared_payload(env: Env) -> None:
+    run_id = await env.start("asker", {"seconds": 30})
+    pending = (await env.get(run_id))["pending"]
+    assert pending["kind"] == "request" and pending["wake_at"].startswith("2026-01-01T00:00:30")
+    env.clock.advance(30)
+    await env.until(lambda: env.status_is(run_id, "completed"))
+    # the answer came from on_timeout
+    history = await env.call("workflow_run_history", run_id=run_id)
+    kinds = [entry["kind"] for entry in history["entries"]]
+    assert kinds[-1] == "run_completed"
+    assert kinds.index("run_interrupted") < kinds.index("run_resumed")
+    with pytest.raises(ToolError) as late:
+        await env.call("workflow_run_resume", run_id=run_id, resume={"approved": True})
+    assert "not interrupted" in str(late.value) or "completed" in str(late.value)
+
+
+async def test_a_resume_before_the_deadline_wins_and_the_deadline_does_nothing(
+    env: Env,
+) -> None:
+    run_id = await env.start("asker", {"seconds": 30})
+    await env.call("workflow_run_resume", run_id=run_id, resume={"approved": True})
+    await env.until(lambda: env.status_is(run_id, "completed"))
+    revision = (await env.get(run_id))["updated_at"]
+    env.clock.advance(60)
+    await env.until(lambda: _loop_waits_empty(env))
+    assert (await env.get(run_id))["updated_at"] == revision  # the stale entry only went
+
+
+async def test_the_owner_reads_only_the_index_head_with_many_parked_runs(env: Env) -> None:
+    if env.store.kv.__class__.__module__.endswith("postgres.kv"):
+        count = 200  # enough to show it, on a shared server
+    else:
+        count = 1000
+    index = TimerIndex(env.store.kv)
+    sid = env.session.session_id
+    for n in range(count):
+        run_id = f"00000000-0000-4000-8000-{n:012d}"
+        await index.put(sid, run_id, env.clock.now() + timedelta(hours=1, seconds=n), 1, "timer")
+    loop = env.session.supervisor.timer_loop
+    assert loop is not None
+    before = loop.head_reads
+    reads: list[str] = []
+    original = env.store.kv.keys_page  # type: ignore[attr-defined]
+
+    async def counted(prefix: str = "", **options: object) -> list[str]:
+        keys: list[str] = await original(prefix, **options)
+        reads.extend(keys)
+        return keys
+
+    env.store.kv.keys_page = counted  # type: ignore[attr-defined]
+    env.session.supervisor.ring_timers()
+    await env.until(lambda: _read_once(loop, before))
+    env.store.kv.keys_page = original  # type: ignore[attr-defined]
+    assert loop.head_reads - before == 1
+    assert len(reads) == 1  # one key of the index, not 1,000
+
+
+async def _read_once(loop: object, before: int) -> bool:
+    return getattr(loop, "head_reads", 0) > before
