@@ -47,11 +47,12 @@ class Env:
         return (await self.get(run_id))["run_status"] in statuses
 
     async def until(self, condition: Callable[[], Awaitable[bool]]) -> None:
-        async def wait() -> None:
-            while not await condition():
-                await asyncio.sleep(0.005)
-
-        await asyncio.wait_for(wait(), HANG)
+        """Wait until ``condition()`` holds; a hang fails after `HANG` seconds."""
+        for _ in range(int(HANG / 0.005)):
+            if await condition():
+                return
+            await asyncio.sleep(0.005)
+        assert await condition()
 
 
 @pytest.fixture(params=["memory", "sqlite", "postgres"])
