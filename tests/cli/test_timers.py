@@ -25,6 +25,7 @@ from .conftest import Cli
 ROOT = Path(__file__).resolve().parents[2]
 APP = "tests.workflows.timers._app:app"
 HANG = 60.0
+FLOWLEDGER = (sys.executable, "-m", "flowledger")
 
 
 def _env(marks: Path) -> dict[str, str]:
@@ -36,8 +37,7 @@ def _env(marks: Path) -> dict[str, str]:
 
 def _worker(cli: Cli, marks: Path) -> subprocess.Popen[str]:
     return subprocess.Popen(
-        [sys.executable, "-m", "flowledger", "worker", "--db", cli.db, "--app", APP]
-        + ["--lease-ttl", "1", "--poll", "0.1"],
+        [*FLOWLEDGER, "worker", "--db", cli.db, "--app", APP, "--lease-ttl", "1", "--poll", "0.1"],
         cwd=cli.cwd,
         env=_env(marks),
         stdout=subprocess.DEVNULL,
@@ -85,9 +85,21 @@ def test_a_parked_run_survives_its_owners_sigkill_and_wakes_exactly_once(
 ) -> None:
     marks = tmp_path / "marks.txt"
     until = datetime.now(UTC) + timedelta(seconds=8)
+    document = json.dumps({"until": until.isoformat()})
     started = subprocess.run(
-        [sys.executable, "-m", "flowledger", "start", "sleeper", "v1", "--db", cli.db]
-        + ["--app", APP, "--json", "--input", json.dumps({"until": until.isoformat()})],
+        [
+            *FLOWLEDGER,
+            "start",
+            "sleeper",
+            "v1",
+            "--db",
+            cli.db,
+            "--app",
+            APP,
+            "--json",
+            "-i",
+            document,
+        ],
         cwd=cli.cwd,
         env=_env(marks),
         capture_output=True,
