@@ -97,7 +97,7 @@ def asker(clock: Clock = system_clock) -> TypedDefinition[Ask]:
         resume_schema=ANSWER_SCHEMA,
         vertices=[VertexMetadata("ask for approval", "ask")],
     )
-    return TypedDefinition(metadata, runner)
+    return TypedDefinition(metadata, runner, summarizer=lambda s: f"approved={s.approved}")
 
 
 def catalog(clock: Clock = system_clock) -> Catalog:

@@ -5,6 +5,7 @@ hang deadline of `Env.until`."""
 
 from __future__ import annotations
 
+import asyncio
 from datetime import timedelta
 
 import pytest
@@ -124,6 +125,29 @@ async def test_a_resume_before_the_deadline_wins_and_the_deadline_does_nothing(
     env.clock.advance(60)
     await env.until(lambda: _loop_waits_empty(env))
     assert (await env.get(run_id))["updated_at"] == revision  # the stale entry only went
+
+
+async def test_resumes_racing_deadlines_have_exactly_one_winner_each(env: Env) -> None:
+    runs = [await env.start("asker", {"seconds": 30}) for _ in range(12)]
+
+    async def resume(run_id: str, turns: int) -> bool:
+        for _ in range(turns):  # let the owner's wakes get ahead of some resumes
+            await asyncio.sleep(0)
+        try:
+            await env.call("workflow_run_resume", run_id=run_id, resume={"approved": True})
+        except ToolError as refused:
+            assert "interrupted" in str(refused), refused  # a definite answer: it moved on
+            return False
+        return True
+
+    env.clock.advance(30)  # every deadline is due: the owner's wakes race the resumes
+    won = await asyncio.gather(*(resume(run_id, 3 * n) for n, run_id in enumerate(runs)))
+    for run_id in runs:
+        await env.until(lambda run_id=run_id: env.status_is(run_id, "completed"))  # type: ignore[misc]
+    for run_id, resumed in zip(runs, won, strict=True):
+        summary = (await env.get(run_id))["status_summary"]
+        assert summary == ("approved=True" if resumed else "approved=False"), (resumed, summary)
+    await env.until(lambda: _loop_waits_empty(env))
 
 
 async def test_the_owner_reads_only_the_index_head_with_many_parked_runs(env: Env) -> None:
