@@ -55,7 +55,7 @@ from .errors import (
     place_of,
 )
 from .limits import MAX_CHILD_DEPTH, MAX_CLOSURE_ARTIFACTS
-from .model import Artifact, ForeachNode, ForeachWorkflowBody, InterruptNode
+from .model import Artifact, ForeachNode, ForeachWorkflowBody, InterruptNode, WaitNode
 from .records import (
     ArtifactRecord,
     ChildPin,
@@ -349,7 +349,7 @@ class ArtifactStore:
                 pausing = sorted(
                     inner
                     for inner, candidate in stored.validated.artifact.nodes.items()
-                    if isinstance(candidate, InterruptNode)
+                    if isinstance(candidate, InterruptNode | WaitNode)
                 )
                 if pausing:
                     issues.append(
@@ -357,8 +357,9 @@ class ArtifactStore:
                             place_of("nodes", node_id, "body", "workflow"),
                             "foreach_child_interrupt",
                             f"child {child.name}@{child.version} can pause: {key} has "
-                            f"interrupt node {pausing[0]!r}; a foreach item cannot pause",
-                            "run a child without interrupt nodes, or use a workflow node "
+                            f"pausing (interrupt or wait) node {pausing[0]!r}; a foreach item "
+                            "cannot pause",
+                            "run a child without interrupt or wait nodes, or use a workflow node "
                             "(which can pause) outside the foreach",
                         )
                     )
