@@ -40,6 +40,8 @@ async def test_sleep_parks_the_run_and_its_owner_wakes_it_when_due(env: Env) -> 
     kinds = [entry["kind"] for entry in history["entries"]]
     assert kinds[-1] == "run_completed"
     assert kinds.index("run_interrupted") < kinds.index("run_resumed")
+    parked = history["entries"][kinds.index("run_interrupted")]
+    assert parked["message"] == f"Workflow parked until {pending['wake_at']}"
 
 
 async def _loop_waits(env: Env) -> bool:
@@ -110,6 +112,8 @@ async def test_a_deadline_resumes_with_the_declared_payload(env: Env) -> None:
     kinds = [entry["kind"] for entry in history["entries"]]
     assert kinds[-1] == "run_completed"
     assert kinds.index("run_interrupted") < kinds.index("run_resumed")
+    parked = history["entries"][kinds.index("run_interrupted")]
+    assert parked["message"] == f"Workflow parked until {pending['wake_at']}"
     with pytest.raises(ToolError) as late:
         await env.call("workflow_run_resume", run_id=run_id, resume={"approved": True})
     assert "not interrupted" in str(late.value) or "completed" in str(late.value)
