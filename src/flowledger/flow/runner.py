@@ -57,7 +57,7 @@ def _options(
     concurrency: int | None,
     max_steps: int | None,
     checkpoint: Granularity,
-    clock: Clock,
+    clock: Clock = system_clock,
 ) -> RunOptions:
     hook_sets = (hooks,) if isinstance(hooks, Hooks) else tuple(hooks)
     for hook_set in hook_sets:
