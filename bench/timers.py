@@ -116,8 +116,12 @@ async def one(url: str, parked: int, probes: int, sleep: float, idle: float) -> 
                     },
                 )
                 record = await session.registry.get(session_id, started["run_id"])
-                while record.graph_run_id not in WOKE:
+                for _ in range(HANG_MS):  # the vertex runs in a thread: look every ms
+                    if record.graph_run_id in WOKE:
+                        break
                     await asyncio.sleep(0.001)
+                else:
+                    raise TimeoutError(f"run {record.id} was not woken")
                 history = await definition.checkpoint_history(record.graph_run_id)
                 wake_at = next(
                     i.wake_at for cp in history for i in cp.interrupts if i.wake_at is not None
@@ -145,7 +149,8 @@ def main() -> None:
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as folder:
         print(
-            "| parked | wake latency median | p99 | min-max | idle CPU per second | head reads per wake |"
+            "| parked | wake latency median | p99 | min-max | idle CPU per second "
+            "| head reads per wake |"
         )
         print("| ---: | ---: | ---: | ---: | ---: | ---: |")
         for parked in args.parked:
