@@ -6,6 +6,7 @@ hang deadline of `Env.until`."""
 from __future__ import annotations
 
 import asyncio
+import uuid
 from datetime import timedelta
 
 import pytest
@@ -107,13 +108,15 @@ async def test_a_deadline_resumes_with_the_declared_payload(env: Env) -> None:
     assert pending["kind"] == "request" and pending["wake_at"].startswith("2026-01-01T00:00:30")
     env.clock.advance(30)
     await env.until(lambda: env.status_is(run_id, "completed"))
-    # the answer came from on_timeout
+    assert (await env.get(run_id))["status_summary"] == "approved=False"  # on_timeout's
     history = await env.call("workflow_run_history", run_id=run_id)
     kinds = [entry["kind"] for entry in history["entries"]]
-    assert kinds[-1] == "run_completed"
-    assert kinds.index("run_interrupted") < kinds.index("run_resumed")
-    parked = history["entries"][kinds.index("run_interrupted")]
-    assert parked["message"] == f"Workflow parked until {pending['wake_at']}"
+    assert kinds.index("run_interrupted") < kinds.index("run_resumed") and kinds[-1] == (
+        "run_completed"
+    )
+    assert history["entries"][kinds.index("run_interrupted")]["message"] == (
+        "Workflow interrupted"  # a request with a deadline is not parked
+    )
     with pytest.raises(ToolError) as late:
         await env.call("workflow_run_resume", run_id=run_id, resume={"approved": True})
     assert "not interrupted" in str(late.value) or "completed" in str(late.value)
@@ -152,6 +155,27 @@ async def test_resumes_racing_deadlines_have_exactly_one_winner_each(env: Env) -
         summary = (await env.get(run_id))["status_summary"]
         assert summary == ("approved=True" if resumed else "approved=False"), (resumed, summary)
     await env.until(lambda: _loop_waits_empty(env))
+
+
+async def test_stale_entries_are_deleted_when_due_and_change_nothing(env: Env) -> None:
+    run_id = await env.start("sleeper", {"seconds": 60})
+    index = TimerIndex(env.store.kv)
+    sid = env.session.session_id
+    soon = env.clock.now() + timedelta(seconds=5)
+    await index.put(sid, str(uuid.uuid4()), soon, 1, "timer")  # no such run
+    await index.put(sid, run_id, soon, 0, "timer")  # an older pause of a parked run
+    env.session.supervisor.ring_timers()
+    env.clock.advance(5)
+    await env.until(lambda: _parked_is(env, 1))
+    got = await env.get(run_id)
+    assert got["run_status"] == "interrupted" and got["pending"]["kind"] == "timer"
+    env.clock.advance(55)
+    await env.until(lambda: env.status_is(run_id, "completed"))
+    assert await _parked(env) == 0
+
+
+async def _parked_is(env: Env, count: int) -> bool:
+    return env.session.supervisor.idle and await _parked(env) == count
 
 
 async def test_the_owner_reads_only_the_index_head_with_many_parked_runs(env: Env) -> None:

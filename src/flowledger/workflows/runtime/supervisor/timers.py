@@ -94,6 +94,9 @@ class TimerLoop:
         clock = self._sup.clock
         now = clock.now()
         moment = clock.monotonic()
+        # A retry whose time has come is no longer stepped over (nor waited for): its
+        # entry is handed out again when it is at the head, and is gone if it was deleted.
+        self._retry = {key: at for key, at in self._retry.items() if at > moment}
         retry_in = [at - moment for key, at in self._retry.items() if key not in self._waking]
         after = ""
         while True:
@@ -101,11 +104,9 @@ class TimerLoop:
             entry = await self._index.head(self._sup.session_id, after=after)
             if entry is None:
                 break
-            retry_at = self._retry.get(entry.key)
-            if entry.key in self._waking or (retry_at is not None and retry_at > moment):
+            if entry.key in self._waking or entry.key in self._retry:
                 after = entry.key
                 continue
-            self._retry.pop(entry.key, None)
             wait = (entry.wake_at - now).total_seconds()
             if wait > 0:
                 return min([wait, *retry_in])
