@@ -86,13 +86,19 @@ class TimerLoop:
                 delay = RETRY_DELAY
             if delay is not None and delay <= 0:
                 continue
-            await _first(self._bell.wait(), None if delay is None else clock.sleep(delay))
+            # Sleep until a point on the monotonic clock, measured when the sleep begins:
+            # time that passed since the head was read is not slept again.
+            until = None if delay is None else clock.monotonic() + delay
+            await _first(self._bell.wait(), None if until is None else self._sleep(until))
+
+    async def _sleep(self, until: float) -> None:
+        clock = self._sup.clock
+        await clock.sleep(until - clock.monotonic())
 
     async def _step(self) -> float | None:
         """Hand every due entry at the head to a worker; return the seconds until the next
         one is due (None: nothing indexed, wait for the bell)."""
         clock = self._sup.clock
-        now = clock.now()
         moment = clock.monotonic()
         # A retry whose time has come is no longer stepped over (nor waited for): its
         # entry is handed out again when it is at the head, and is gone if it was deleted.
@@ -107,7 +113,7 @@ class TimerLoop:
             if entry.key in self._waking or entry.key in self._retry:
                 after = entry.key
                 continue
-            wait = (entry.wake_at - now).total_seconds()
+            wait = (entry.wake_at - clock.now()).total_seconds()  # now: after the read
             if wait > 0:
                 return min([wait, *retry_in])
             self._waking.add(entry.key)
