@@ -20,6 +20,7 @@ import pytest
 
 from flowledger.storage import open_store
 
+from .._postgres import postgres_url
 from .conftest import Cli
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -44,6 +45,17 @@ def _worker(cli: Cli, marks: Path) -> subprocess.Popen[str]:
         stderr=subprocess.DEVNULL,
         text=True,
     )
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+def db(request: pytest.FixtureRequest, cli: Cli) -> Iterator[Cli]:
+    """The CLI over SQLite, or over a fresh PostgreSQL schema (skipped without a server,
+    failing instead when CI=true)."""
+    if request.param == "sqlite":
+        yield cli
+    else:
+        with postgres_url() as url:
+            yield Cli(url, cli.cwd)
 
 
 @pytest.fixture
@@ -81,8 +93,9 @@ def _show(cli: Cli, run_id: str) -> dict[str, object]:
 
 
 def test_a_parked_run_survives_its_owners_sigkill_and_wakes_exactly_once(
-    cli: Cli, tmp_path: Path, processes: list[subprocess.Popen[str]]
+    db: Cli, tmp_path: Path, processes: list[subprocess.Popen[str]]
 ) -> None:
+    cli = db
     marks = tmp_path / "marks.txt"
     until = datetime.now(UTC) + timedelta(seconds=8)
     document = json.dumps({"until": until.isoformat()})
