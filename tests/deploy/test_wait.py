@@ -15,6 +15,8 @@ import pytest
 
 from flowledger.clock import ManualClock
 from flowledger.deploy import ArtifactValidationError, compile_artifact, validate_artifact
+from flowledger.deploy.artifacts.schema import artifact_json_schema
+from flowledger.deploy.artifacts.store import ArtifactStore
 from flowledger.storage import open_store
 from flowledger.tools import WorkflowTools
 from flowledger.workflows import Catalog
@@ -243,3 +245,53 @@ async def test_an_interrupt_deadline_continues_with_on_timeout(url: str) -> None
 
 async def _idle(e: Env) -> bool:
     return e.built.supervisor.idle and e.clock.sleepers >= 1
+
+
+async def test_a_foreach_child_that_waits_is_refused_at_save() -> None:
+    """A foreach item cannot pause: a child whose closure holds a wait node is refused
+    like one with an interrupt node (``foreach_child_interrupt``, naming the node)."""
+    session_id = str(uuid.uuid4())
+    child = {**waiting({"seconds": 5}), "name": "napper"}
+    parent = {
+        "format": "flowledger.artifact/v1",
+        "name": "each",
+        "version": "1",
+        "input_schema": {**OBJECT, "properties": {"items": {"type": "array"}}},
+        "output_schema": OBJECT,
+        "children": {"napper": "1"},
+        "state": {"naps": {}},
+        "start": "every",
+        "nodes": {
+            "every": {
+                "kind": "foreach",
+                "items": "${ input.items }",
+                "body": {"kind": "workflow", "workflow": "napper", "input": {}},
+                "into": "naps",
+                "next": "done",
+            },
+            "done": {"kind": "end", "outcome": "done"},
+        },
+    }
+    async with open_store("memory://") as store:
+        artifacts = ArtifactStore.over(store)
+        await artifacts.save(session_id, child)
+        with pytest.raises(ArtifactValidationError) as refused:
+            await artifacts.save(session_id, parent)
+    (issue,) = refused.value.issues
+    assert (issue.place, issue.code) == ("nodes.every.body.workflow", "foreach_child_interrupt")
+    assert "wait node 'pause'" in issue.message
+
+
+def test_the_artifact_json_schema_describes_wait_nodes_and_deadlines() -> None:
+    schema = artifact_json_schema()
+    definitions = schema["$defs"]
+    assert set(definitions["WaitNode"]["properties"]) == {
+        "kind",
+        "label",
+        "seconds",
+        "until",
+        "next",
+    }
+    assert {"timeout", "on_timeout"} <= set(definitions["InterruptNode"]["properties"])
+    (node,) = schema["properties"]["nodes"]["patternProperties"].values()
+    assert node["discriminator"]["mapping"]["wait"] == "#/$defs/WaitNode"
