@@ -17,6 +17,7 @@ from flowledger.clock import ManualClock
 from flowledger.deploy import ArtifactValidationError, compile_artifact, validate_artifact
 from flowledger.deploy.artifacts.schema import artifact_json_schema
 from flowledger.deploy.artifacts.store import ArtifactStore
+from flowledger.deploy.drafts.edits import connect_operations
 from flowledger.storage import open_store
 from flowledger.tools import WorkflowTools
 from flowledger.workflows import Catalog
@@ -295,3 +296,9 @@ def test_the_artifact_json_schema_describes_wait_nodes_and_deadlines() -> None:
     assert {"timeout", "on_timeout"} <= set(definitions["InterruptNode"]["properties"])
     (node,) = schema["properties"]["nodes"]["patternProperties"].values()
     assert node["discriminator"]["mapping"]["wait"] == "#/$defs/WaitNode"
+
+
+def test_a_draft_connects_a_wait_node_by_its_next() -> None:
+    document = waiting({"seconds": 5})
+    operations = connect_operations(document, source="pause", target="done")
+    assert operations == [{"op": "add", "path": "/nodes/pause/next", "value": "done"}]
