@@ -11,9 +11,12 @@ from datetime import timedelta
 
 import pytest
 
+from flowledger.tools.bundle import WorkflowTools
 from flowledger.tools.errors import ToolError
 from flowledger.workflows.records.timers import TimerIndex
+from flowledger.workflows.runtime.session import WorkflowSession
 
+from ._app import catalog
 from .conftest import Env
 
 
@@ -209,3 +212,30 @@ async def test_the_owner_reads_only_the_index_head_with_many_parked_runs(env: En
 
 async def _read_once(loop: object, before: int) -> bool:
     return getattr(loop, "head_reads", 0) > before
+
+
+async def test_another_sessions_owner_never_sees_or_wakes_a_parked_run(env: Env) -> None:
+    """The index is per session: a second session's owner over the same store reads only
+    its own prefix, so with the first session's owner gone its parked run stays parked."""
+    run_id = await env.start("sleeper", {"seconds": 60})
+    await env.session.supervisor.shutdown()
+    other = WorkflowSession.build(env.store, str(uuid.uuid4()), catalog(env.clock), clock=env.clock)
+    await other.supervisor.activate()
+    try:
+        env.clock.advance(120)
+        loop = other.supervisor.timer_loop
+        assert loop is not None
+        await env.until(lambda: _has_read(loop))
+        assert await TimerIndex(env.store.kv).head(other.session_id) is None
+        assert await _parked(env) == 1
+        tools = WorkflowTools.for_session(other)
+        with pytest.raises(ToolError, match="not found"):
+            await tools.call("workflow_run_get", {"run_id": run_id})
+    finally:
+        await other.supervisor.shutdown()
+    run = await env.session.registry.get(env.session.session_id, run_id)
+    assert str(run.status) == "interrupted"
+
+
+async def _has_read(loop: object) -> bool:
+    return getattr(loop, "head_reads", 0) >= 1
