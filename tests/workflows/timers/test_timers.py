@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import uuid
 from datetime import timedelta
+from pathlib import Path
 
 import pytest
 
@@ -15,6 +16,7 @@ from flowledger.tools.bundle import WorkflowTools
 from flowledger.tools.errors import ToolError
 from flowledger.workflows.records.timers import TimerIndex
 from flowledger.workflows.runtime.session import WorkflowSession
+from flowledger.workflows.runtime.supervisor.timers import RETRY_DELAY
 
 from ._app import catalog
 from .conftest import Env
@@ -239,3 +241,51 @@ async def test_another_sessions_owner_never_sees_or_wakes_a_parked_run(env: Env)
 
 async def _has_read(loop: object) -> bool:
     return getattr(loop, "head_reads", 0) >= 1
+
+
+async def test_an_owner_dying_between_the_wake_and_the_entry_delete_wakes_once(
+    env: Env, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The owner records the run as running, then dies before deleting the entry (the
+    delete raises, and the owner is shut down). The next owner continues the run from its
+    checkpoint and finds the entry stale: the vertex after the sleep runs once."""
+    marks = tmp_path / "marks.txt"
+    monkeypatch.setenv("FLOWLEDGER_TIMER_MARKS", str(marks))
+    run_id = await env.start("sleeper", {"seconds": 10})
+    original = TimerIndex.delete
+
+    async def dying(self: TimerIndex, key: str) -> None:
+        raise ConnectionError("the owner died here")
+
+    monkeypatch.setattr(TimerIndex, "delete", dying)
+    env.clock.advance(10)
+    await env.until(lambda: env.status_is(run_id, "running"))
+    await env.until(lambda: _idle(env))
+    await env.session.supervisor.shutdown()
+    assert not marks.exists() and await _parked(env) == 1
+    monkeypatch.setattr(TimerIndex, "delete", original)
+
+    sid = env.session.session_id
+    after = WorkflowSession.build(env.store, sid, catalog(env.clock), clock=env.clock)
+    await after.supervisor.activate()
+    try:
+        tools = WorkflowTools.for_session(after)
+
+        async def completed() -> bool:
+            got = await tools.call("workflow_run_get", {"run_id": run_id})
+            return bool(got["run_status"] == "completed")
+
+        await env.until(completed)
+        env.clock.advance(RETRY_DELAY)  # nothing left to wake, nothing woken again
+        await env.until(lambda: _parked_is_for(after, env, 0))
+    finally:
+        await after.supervisor.shutdown()
+    assert len(marks.read_text().splitlines()) == 1
+
+
+async def _idle(env: Env) -> bool:
+    return env.session.supervisor.idle
+
+
+async def _parked_is_for(owner: WorkflowSession, env: Env, count: int) -> bool:
+    return owner.supervisor.idle and await _parked(env) == count
