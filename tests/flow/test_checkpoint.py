@@ -127,7 +127,7 @@ def test_enum_integers_are_the_stored_contract() -> None:
         "ROUTED": 2,
         "HALTED": 3,
     }
-    assert {m.name: int(m) for m in InterruptKind} == {"AWAITING": 0, "ERRORED": 1}
+    assert {m.name: int(m) for m in InterruptKind} == {"AWAITING": 0, "ERRORED": 1, "TIMER": 2}
     assert {m.name: int(m) for m in HaltKind} == {
         "CONDITION": 0,
         "UNDECLARED_TARGET": 1,

@@ -162,6 +162,11 @@ CASES: dict[type[errors.FlowError], Case] = {
         {"field": "limit", "detail": "the state has no such field"},
         ("state patch: field 'limit': the state has no such field",),
     ),
+    errors.TimerError: Case(
+        lambda: errors.TimerError("seconds", "must not be negative, not -1"),
+        {"field": "seconds", "detail": "must not be negative, not -1"},
+        ("seconds: must not be negative, not -1",),
+    ),
     errors.StoreError: Case(
         lambda: errors.StoreError("latest", CAUSE),
         {"op": "latest", "cause": CAUSE},

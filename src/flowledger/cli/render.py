@@ -289,7 +289,8 @@ class Pause:
     it can be resumed now (its ``resume_readiness``)."""
 
     run_id: str
-    kind: str  # "request" (resume with a payload) or "error" (resume retries, no payload)
+    kind: str  # "request" (resume with a payload), "error" (resume retries, no payload)
+    # or "timer" (parked: its owner resumes it at wake_at)
     vertex: str
     label: str
     info: Any
@@ -298,10 +299,15 @@ class Pause:
     resume_schema: Mapping[str, Any] | None
     blocked: str = ""  # why a resume would be refused now, or ""
     flags: Sequence[str] = ()
+    wake_at: str = ""  # a timer's wake time, or a request's deadline (RFC 3339), or ""
 
     @property
     def errored(self) -> bool:
         return self.kind == "error"
+
+    @property
+    def parked(self) -> bool:
+        return self.kind == "timer"
 
     @property
     def where(self) -> str:
@@ -345,6 +351,7 @@ class Pause:
             resume_schema=schema if isinstance(schema, Mapping) else None,
             blocked=blocked,
             flags=tuple(flags),
+            wake_at=str(pending.get("wake_at") or ""),
         )
 
 
@@ -399,7 +406,10 @@ def render_pause(
     body: list[Any] = []
     info = pause.info
     details: list[tuple[str, Any]] = []
-    if pause.errored:
+    if pause.parked:
+        body.append(Text.assemble(("parked until ", "bold"), pause.wake_at))
+        body.append(Text("Its session's owner resumes it then; cancel it to stop it.", style="dim"))
+    elif pause.errored:
         body.append(Text.assemble((f"{pause.error_type}: ", "bold red"), pause.error_message))
         body.append(Text("Resuming retries the step; it takes no payload.", style="dim"))
     elif isinstance(info, Mapping) and isinstance(info.get("question"), str):
@@ -417,20 +427,27 @@ def render_pause(
         body.append(line)
     if not body:
         body.append(Text("The run is waiting for input."))
-    title = (
-        f"[red]✖ failed at {pause.where}, paused[/]"
-        if pause.errored
-        else f"[yellow]⏸ waiting at {pause.where}[/]"
-    )
+    if pause.wake_at and not pause.parked:
+        body.append(
+            Text.assemble(
+                ("deadline ", "dim"), pause.wake_at, (": then it continues by itself", "dim")
+            )
+        )
+    if pause.parked:
+        title = f"[cyan]⏲ parked at {pause.where}[/]"
+    elif pause.errored:
+        title = f"[red]✖ failed at {pause.where}, paused[/]"
+    else:
+        title = f"[yellow]⏸ waiting at {pause.where}[/]"
     panel = Panel(
         Group(*body),
         title=title,
         title_align="left",
-        border_style="red" if pause.errored else "yellow",
+        border_style="red" if pause.errored else "cyan" if pause.parked else "yellow",
         expand=False,
     )
     console.print(Padding(panel, (0, 0, 0, indent), expand=False))
-    if not hint:
+    if not hint or pause.parked:
         return
     if pause.blocked:
         console.print(

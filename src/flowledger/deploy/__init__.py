@@ -55,6 +55,7 @@ from .artifacts.model import (
     StateField,
     SwitchNode,
     ToolNode,
+    WaitNode,
     WorkflowNode,
 )
 from .artifacts.schema import artifact_json_schema
@@ -221,6 +222,7 @@ __all__ = [
     "TracePage",
     "ValidatedArtifact",
     "ValidatedDeployment",
+    "WaitNode",
     "WorkflowNode",
     "artifact_json_schema",
     "artifact_outcome",

@@ -2,7 +2,8 @@
 
 Build a `Graph`, `compile` it over a `CheckpointStore`, and drive runs with
 the `Runner`. Inside a task, `interrupt` pauses the vertex for a person or a
-model; `run_info` gives the idempotency key for side effects. Field reducers
+model (optionally with a deadline), `sleep` / `sleep_until` park it on a durable
+timer, and `run_info` gives the idempotency key for side effects. Field reducers
 (`append`, or any ``(current, update) -> new`` callable in ``Annotated``) say
 how parallel updates of one state field combine.
 """
@@ -50,6 +51,7 @@ from .errors import (
     RevisionConflictError,
     StatePatchError,
     StoreError,
+    TimerError,
     UndeclaredTargetError,
     UnknownVertexError,
     UnreachableVertexError,
@@ -64,6 +66,7 @@ from .reducers import FieldReducer, append
 from .result import Halt, Interruption, Result, StoredError
 from .runner import Runner
 from .store import CheckpointStore, MemoryCheckpointStore
+from .timers import sleep, sleep_until
 
 __all__ = [
     "AmbiguousRoutingError",
@@ -120,6 +123,7 @@ __all__ = [
     "StepPhase",
     "StoreError",
     "StoredError",
+    "TimerError",
     "UndeclaredTargetError",
     "UnknownVertexError",
     "UnreachableVertexError",
@@ -131,4 +135,6 @@ __all__ = [
     "continuation",
     "interrupt",
     "run_info",
+    "sleep",
+    "sleep_until",
 ]

@@ -86,6 +86,7 @@ class StepPhase(_NamedEnum):
 class InterruptKind(_NamedEnum):
     AWAITING = 0  # the task called `interrupt`
     ERRORED = 1  # the vertex failed and its policy is to pause
+    TIMER = 2  # the task called `sleep` / `sleep_until`: it waits for ``wake_at``
 
 
 class HaltKind(_NamedEnum):
@@ -146,7 +147,11 @@ class RouteRecord:
 @dataclass(frozen=True, slots=True)
 class InterruptRecord:
     """A paused vertex. ``info`` and ``continuation`` are JSON data. An errored pause keeps
-    its failure as ``cause`` (one line) and ``error_type`` (the exception's class name)."""
+    its failure as ``cause`` (one line) and ``error_type`` (the exception's class name).
+
+    ``wake_at`` is when a timer pause (`InterruptKind.TIMER`) is due, or the deadline of an
+    awaiting pause declared with a timeout; such a pause then carries ``on_timeout``, the
+    payload it is resumed with when the deadline passes (JSON data, never None)."""
 
     vertex: str
     kind: InterruptKind
@@ -155,6 +160,8 @@ class InterruptRecord:
     stateful: bool = False  # whether ``continuation`` was given (it may be None)
     continuation: Any = None
     error_type: str = ""
+    wake_at: datetime | None = None
+    on_timeout: Any = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -205,7 +212,12 @@ class Checkpoint:
             frontier=list(self.frontier),
             routes=list(self.routes),
             interrupts=[
-                replace(i, info=copy.deepcopy(i.info), continuation=copy.deepcopy(i.continuation))
+                replace(
+                    i,
+                    info=copy.deepcopy(i.info),
+                    continuation=copy.deepcopy(i.continuation),
+                    on_timeout=copy.deepcopy(i.on_timeout),
+                )
                 for i in self.interrupts
             ],
         )
@@ -312,6 +324,10 @@ def _interrupt_to_document(record: InterruptRecord) -> dict[str, Any]:
         doc["error_type"] = record.error_type
     if record.stateful:
         doc["continuation"] = record.continuation
+    if record.wake_at is not None:
+        doc["wake_at"] = _time(record.wake_at)
+    if record.on_timeout is not None:
+        doc["on_timeout"] = record.on_timeout
     return doc
 
 
@@ -452,8 +468,12 @@ def _interrupt_from_document(doc: Any, path: str) -> InterruptRecord:
         stateful=stateful,
         continuation=f.raw("continuation", None, optional=True),
         error_type=f.typed("error_type", str, optional=True, default=""),
+        wake_at=f.time("wake_at", optional=True),
+        on_timeout=f.raw("on_timeout", None, optional=True),
     )
     f.done()
+    if record.kind is InterruptKind.TIMER and record.wake_at is None:
+        raise CheckpointDecodeError(f"{path}.wake_at", "a timer pause needs a wake time")
     return record
 
 

@@ -28,6 +28,7 @@ from dataclasses import dataclass, field, replace
 from enum import Enum
 from typing import Any, Final
 
+from ..clock import Clock, system_clock
 from ..observability import metrics, tracing
 from .checkpoint import (
     Checkpoint,
@@ -84,6 +85,7 @@ class RunOptions:
     concurrency: int = field(default_factory=lambda: os.cpu_count() or 1)
     max_steps: int = 10_000
     checkpoint: Granularity = Granularity.PER_VERTEX
+    clock: Clock = system_clock  # what `sleep` and interrupt deadlines count from
 
 
 @dataclass(slots=True)
@@ -92,6 +94,7 @@ class _Execution:
     record: VertexRecord
     payload: Any = None
     continuation: Any = _NO_CONTINUATION
+    resumed: InterruptRecord | None = None  # the stored pause this execution resumes
     input: Any = None
     output: Any = None
     failure: BaseException | None = None
@@ -293,8 +296,11 @@ class Coordinator:
         carry = self._carry(cp, rerun)
         self._interrupts = {}
         continuations = {i.vertex: i.continuation for i in cp.interrupts if i.stateful}
+        pauses = {i.vertex: i for i in cp.interrupts}
         executions = [
-            self._prepare(v, step, base, payload, continuations.get(v, _NO_CONTINUATION))
+            self._prepare(
+                v, step, base, payload, continuations.get(v, _NO_CONTINUATION), pauses.get(v)
+            )
             for v in rerun
         ]
         step_frontier = sorted({*rerun, *(e.record.vertex for e in carry)})
@@ -331,10 +337,11 @@ class Coordinator:
         base: JsonObject,
         payload: Any = None,
         continuation: Any = _NO_CONTINUATION,
+        resumed: InterruptRecord | None = None,
     ) -> _Execution:
         vertex = self.graph.vertices[vertex_id]
         record = VertexRecord(vertex_id, new_run_id(), step, VertexStatus.RUNNING, created_at=now())
-        execution = _Execution(vertex, record, payload, continuation)
+        execution = _Execution(vertex, record, payload, continuation, resumed)
         try:
             copy = self.codec.load(base)
             execution.input = copy if vertex.select is None else vertex.select(copy)
@@ -375,10 +382,17 @@ class Coordinator:
             record.vertex_run_id,
             record.step,
         )
-        scope = VertexScope(info, execution.payload, execution.continuation)
+        scope = VertexScope(
+            info,
+            execution.payload,
+            execution.continuation,
+            clock=self.options.clock,
+            resumed=execution.resumed,
+        )
 
         def on_attempt(attempt: int) -> None:
             scope.payload_used = False
+            scope.timer_used = False
             record.attempt = attempt
 
         token = current_scope.set(scope)
@@ -468,15 +482,29 @@ class Coordinator:
             signal = execution.signal
             info = to_json_value(signal.info, "interrupt.info")
             kept = to_json_value(signal.continuation, "interrupt.continuation")
+            default = to_json_value(signal.on_timeout, "interrupt.on_timeout")
+            kind = InterruptKind.TIMER if signal.timer else InterruptKind.AWAITING
             record.status = VertexStatus.INTERRUPTED
             record.interrupted_at = now()
             self._pause(
                 execution,
                 InterruptRecord(
-                    record.vertex, InterruptKind.AWAITING, info, "", signal.stateful, kept
+                    record.vertex,
+                    kind,
+                    info,
+                    "",
+                    signal.stateful,
+                    kept,
+                    wake_at=signal.wake_at,
+                    on_timeout=default,
                 ),
                 Interruption(
-                    self.run.graph_run_id, record.vertex, InterruptKind.AWAITING, signal.info
+                    self.run.graph_run_id,
+                    record.vertex,
+                    kind,
+                    signal.info,
+                    wake_at=signal.wake_at,
+                    on_timeout=default,
                 ),
             )
             return

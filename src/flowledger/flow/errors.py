@@ -36,6 +36,7 @@ __all__ = [
     "RevisionConflictError",
     "StatePatchError",
     "StoreError",
+    "TimerError",
     "UndeclaredTargetError",
     "UnknownVertexError",
     "UnreachableVertexError",
@@ -304,3 +305,14 @@ def describe(error: BaseException) -> str:
     """An exception as one line: its message, or its type name when the message is empty."""
     text = str(error)
     return text if text else type(error).__name__
+
+
+class TimerError(FlowError, ValueError):
+    """A bad argument to `flow.sleep`, `flow.sleep_until` or an interrupt's ``timeout``:
+    ``field`` names it (``seconds``, ``until``, ``timeout``, ``on_timeout``). Raised inside
+    the task, so it fails the vertex like any error it raises; nothing is parked."""
+
+    def __init__(self, field: str, detail: str) -> None:
+        self.field = field
+        self.detail = detail
+        super().__init__(f"{field}: {detail}")

@@ -43,6 +43,7 @@ from .policy import ErrorRoute, Retry
 from .reducers import FieldReducer, declared_reducers
 
 if TYPE_CHECKING:
+    from ..clock import Clock
     from ..storage import Store
     from .runner import Runner
     from .store import CheckpointStore
@@ -204,6 +205,7 @@ class Graph(Generic[S]):
         finish: str,
         store: CheckpointStore | Store | None = None,
         version: str = "0",
+        clock: Clock | None = None,
     ) -> Runner[S]:
         """Validate, freeze, and return a `Runner` over ``store``. ``version`` is yours to
         bump when behaviour changes without the topology changing; resume requires the
@@ -214,12 +216,16 @@ class Graph(Generic[S]):
         workflow hosts keep them). Without one, checkpoints live in a private in-memory
         store that ends with the process; a `TypedDefinition` in a catalog is rebound to
         its host's database anyway, so definitions compile without a store. Anything else
-        is a `BuildError` now, not an ``AttributeError`` at the first checkpoint."""
+        is a `BuildError` now, not an ``AttributeError`` at the first checkpoint.
+
+        ``clock`` (default: the system clock) is what `flow.sleep` and interrupt deadlines
+        count from; a test passes a `ManualClock`."""
+        from ..clock import system_clock
         from .runner import Runner
 
         checkpoints = _checkpoint_store(store)
         compiled = CompiledGraph.build(self, entry, finish, version)
-        return Runner(compiled, checkpoints)
+        return Runner(compiled, checkpoints, clock=clock or system_clock)
 
 
 def _checkpoint_store(store: object) -> CheckpointStore:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any, Generic, TypeVar
 
 from .checkpoint import HaltKind, InterruptKind, RunRecord
@@ -24,13 +25,17 @@ class StoredError(Exception):
 @dataclass(frozen=True, slots=True)
 class Interruption:
     """A paused vertex. ``info`` is what the task passed to `interrupt` (JSON data when the
-    result was rebuilt from storage); ``cause`` is the failure of an errored pause."""
+    result was rebuilt from storage); ``cause`` is the failure of an errored pause.
+    ``wake_at`` is when a timer pause is due or an awaiting pause's deadline, and
+    ``on_timeout`` the payload such a deadline resumes with (see `InterruptRecord`)."""
 
     graph_run_id: str
     vertex: str
     kind: InterruptKind
     info: Any = None
     cause: BaseException | None = None
+    wake_at: datetime | None = None
+    on_timeout: Any = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -24,6 +24,7 @@ from collections.abc import Sequence
 from dataclasses import replace
 from typing import Any, Generic, TypeVar
 
+from ..clock import Clock, system_clock
 from .checkpoint import Checkpoint, ForkOrigin, RunRecord, RunStatus, StepPhase, now
 from .engine import Coordinator, Granularity, RunOptions
 from .errors import (
@@ -56,6 +57,7 @@ def _options(
     concurrency: int | None,
     max_steps: int | None,
     checkpoint: Granularity,
+    clock: Clock = system_clock,
 ) -> RunOptions:
     hook_sets = (hooks,) if isinstance(hooks, Hooks) else tuple(hooks)
     for hook_set in hook_sets:
@@ -73,13 +75,17 @@ def _options(
         concurrency=concurrency or os.cpu_count() or 1,
         max_steps=max_steps or 10_000,
         checkpoint=checkpoint,
+        clock=clock,
     )
 
 
 class Runner(Generic[S]):
-    def __init__(self, graph: CompiledGraph, store: CheckpointStore) -> None:
+    def __init__(
+        self, graph: CompiledGraph, store: CheckpointStore, *, clock: Clock = system_clock
+    ) -> None:
         self.graph = graph
         self.store = store
+        self.clock = clock  # what `flow.sleep` and interrupt deadlines count from
 
     @property
     def graph_id(self) -> str:
@@ -100,7 +106,7 @@ class Runner(Generic[S]):
         checkpoint: Granularity = Granularity.PER_VERTEX,
     ) -> Result[S]:
         """Start a new run from ``state``. With ``run_id``, the id must be unused."""
-        options = _options(hooks, concurrency, max_steps, checkpoint)
+        options = _options(hooks, concurrency, max_steps, checkpoint, self.clock)
         doc = self.graph.codec.dump(state)  # fails early, naming the path; nothing written
         if run_id is None:
             run_id = new_run_id()
@@ -146,7 +152,7 @@ class Runner(Generic[S]):
 
         ``payload`` reaches the vertices the resumed step re-runs (the first
         `flow.interrupt` call of each returns it); ``None`` means no payload."""
-        options = _options(hooks, concurrency, max_steps, checkpoint)
+        options = _options(hooks, concurrency, max_steps, checkpoint, self.clock)
         cp = await self.store.latest(run_id)
         self._check_resumable(run_id, cp)
         assert cp.state is not None
@@ -159,7 +165,7 @@ class Runner(Generic[S]):
     ) -> RunRecord:
         """Append a terminal CANCELLED checkpoint. A coordinator still running the run
         notices at its next append and stops gracefully."""
-        options = _options(hooks, None, None, Granularity.PER_VERTEX)
+        options = _options(hooks, None, None, Granularity.PER_VERTEX, self.clock)
         if not isinstance(reason, str):
             raise TypeError("reason must be a str")
         cp = await self.store.latest(run_id)
@@ -288,6 +294,8 @@ class Runner(Generic[S]):
                     i.kind,
                     i.info,
                     StoredError(i.cause, i.error_type) if i.cause else None,
+                    wake_at=i.wake_at,
+                    on_timeout=i.on_timeout,
                 )
                 for i in cp.interrupts
             ]

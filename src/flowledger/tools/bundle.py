@@ -294,8 +294,9 @@ _TOOLS: Final = (
     _Tool(
         "workflow_run_resume",
         "Resume an interrupted run: a request pause needs resume matching "
-        "pending.resume_schema; an error pause takes no resume and is retried. Refused, "
-        "changing nothing, when blocked. Returns when the run pauses again or ends.",
+        "pending.resume_schema; an error pause takes none (a retry); a timer pause "
+        "wakes by itself at pending.wake_at. Refused, changing nothing, when blocked. "
+        "Returns once it pauses again or ends.",
         {
             "type": "object",
             "properties": {"run_id": _STRING, "resume": {"type": "object"}},

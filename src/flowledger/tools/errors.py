@@ -49,7 +49,11 @@ from flowledger.workflows.records.inputs import (
     MAX_INPUT_DEPTH,
     MAX_INPUT_PROPERTIES,
 )
-from flowledger.workflows.runtime.resumption import NO_PAYLOAD_FOR_ERROR, PAYLOAD_REQUIRED
+from flowledger.workflows.runtime.resumption import (
+    NO_PAYLOAD_FOR_ERROR,
+    PARKED_ON_TIMER,
+    PAYLOAD_REQUIRED,
+)
 
 __all__ = [
     "PREFIX",
@@ -132,6 +136,8 @@ def _input_reason(error: InvalidInputError) -> str:
         PAYLOAD_REQUIRED,
         NO_PAYLOAD_FOR_ERROR,
     ):
+        return cause
+    if cause.startswith(PARKED_ON_TIMER):  # names only the wake time, never the document
         return cause
     # The refusals of canonical_json; their paths and numbers quote the document.
     if "must be a JSON object" in cause:

@@ -871,6 +871,10 @@ class Dashboard:
         try:
             if not isinstance(pending, Mapping):
                 raise _Refusal(409, f"run {run_id} is {run['run_status']}; nothing to resume")
+            if pending.get("kind") == "timer":
+                raise _Refusal(
+                    409, f"this run is parked until {pending.get('wake_at')}: it resumes by itself"
+                )
             if answer:
                 if pending.get("kind") != "request":
                     raise _Refusal(409, "this pause is an error: retry it instead")

@@ -6,11 +6,13 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Iterable, Mapping
+from datetime import datetime
 from types import MappingProxyType
 from typing import Any, Final
 
 import rfc8785
 
+from flowledger.flow.context import MAX_WAIT_SECONDS
 from flowledger.workflows.authoring.metadata import MAX_DESCRIPTION_BYTES, MAX_LABEL_BYTES
 from flowledger.workflows.authoring.schema import (
     CompiledSchema,
@@ -37,6 +39,7 @@ from .model import (
     SetNode,
     SwitchNode,
     ToolNode,
+    WaitNode,
     WorkflowNode,
 )
 from .sequence import SEQUENCE_NODE_KINDS, as_artifact, sequence_nodes
@@ -239,6 +242,9 @@ class Checker:
             self._object_template((*base, "request"), node.request, self.base, node_id)
             self._schema((*base, "resume_schema"), node.resume_schema)
             self._assign(base, node.assign, self.base | {"resume"}, node_id)
+            self._deadline(base, node)
+        elif isinstance(node, WaitNode):
+            self._wait(base, node_id, node)
         elif isinstance(node, WorkflowNode):
             self._child_reference(base, node.workflow)
             self._object_template((*base, "input"), node.input, self.base, node_id)
@@ -249,6 +255,90 @@ class Checker:
             template = self._object_template((*base, "output"), node.output, self.base, node_id)
             if template is not None:
                 self._end_output(base, node.output, template)
+
+    def _deadline(self, base: tuple[str | int, ...], node: InterruptNode) -> None:
+        """``timeout`` and ``on_timeout`` come together; the payload matches the schema."""
+        if node.timeout is None and node.on_timeout is None:
+            return
+        if node.timeout is None:
+            self.issue(
+                place_of(*base, "timeout"),
+                "interrupt_timeout",
+                "on_timeout needs a timeout (seconds until the deadline)",
+                "add timeout: 3600, or remove on_timeout",
+            )
+            return
+        if not 0 < node.timeout <= MAX_WAIT_SECONDS:
+            self.issue(
+                place_of(*base, "timeout"),
+                "interrupt_timeout",
+                f"timeout must be more than 0 and at most {MAX_WAIT_SECONDS} seconds",
+            )
+        if node.on_timeout is None:
+            self.issue(
+                place_of(*base, "on_timeout"),
+                "interrupt_timeout",
+                "a timeout needs on_timeout: the resume payload its deadline sends",
+                "add on_timeout: a payload matching resume_schema",
+            )
+            return
+        schema = self.schemas.get(place_of(*base, "resume_schema"))
+        if schema is None:
+            return  # the schema's own issue is reported
+        try:
+            schema.validate(node.on_timeout)
+        except SchemaValidationError as exc:
+            self.issue(
+                place_of(*base, "on_timeout"),
+                "interrupt_timeout",
+                f"on_timeout does not match resume_schema: {exc}",
+                "send what a person resuming it would: a payload resume_schema accepts",
+            )
+
+    def _wait(self, base: tuple[str | int, ...], node_id: str, node: WaitNode) -> None:
+        """Exactly one of ``seconds`` and ``until``; literals checked now, expressions
+        compiled (their values are checked when the node runs)."""
+        if (node.seconds is None) == (node.until is None):
+            self.issue(
+                place_of(*base),
+                "wait_time",
+                "a wait node needs exactly one of seconds and until",
+                "seconds: 3600, or until: '${ input.due }'",
+            )
+            return
+        if node.seconds is not None:
+            path = (*base, "seconds")
+            value: Any = node.seconds
+            if isinstance(value, str) and not is_expression(value):
+                self.issue(
+                    place_of(*path), "wait_time", "seconds is a number or one `${ ... }` expression"
+                )
+                return
+            if not isinstance(value, str) and not 0 <= value <= MAX_WAIT_SECONDS:
+                self.issue(
+                    place_of(*path),
+                    "wait_time",
+                    f"seconds must be in 0..{MAX_WAIT_SECONDS} (a wait cannot go back in time)",
+                )
+                return
+            self._template(path, value, self.base, node_id)
+            return
+        path = (*base, "until")
+        assert node.until is not None
+        if not is_expression(node.until):
+            try:
+                parsed = datetime.fromisoformat(node.until)
+            except ValueError:
+                parsed = None
+            if parsed is None or parsed.utcoffset() is None:
+                self.issue(
+                    place_of(*path),
+                    "wait_time",
+                    "until is an RFC 3339 time with an offset (2026-01-01T09:00:00Z) or one "
+                    "`${ ... }` expression",
+                )
+                return
+        self._template(path, node.until, self.base, node_id)
 
     def _child_reference(self, base: tuple[str | int, ...], name: str) -> None:
         if name not in self.artifact.children:

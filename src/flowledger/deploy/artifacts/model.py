@@ -54,6 +54,7 @@ __all__ = [
     "StateField",
     "SwitchNode",
     "ToolNode",
+    "WaitNode",
     "WorkflowNode",
 ]
 
@@ -69,6 +70,7 @@ NODE_KINDS: Final = (
     "switch",
     "parallel",
     "interrupt",
+    "wait",
     "workflow",
     "foreach",
     "end",
@@ -213,12 +215,40 @@ class ParallelNode(_Node):
 
 class InterruptNode(_Node):
     """Pause the run; whoever resumes sees ``request`` and sends a payload matching
-    ``resume_schema``, read as ``resume`` by ``assign``."""
+    ``resume_schema``, read as ``resume`` by ``assign``. With ``timeout`` (seconds) the
+    pause has a deadline: once it passes, the run's owner resumes it with ``on_timeout``
+    (a payload matching ``resume_schema``), unless a resume came first."""
 
     kind: Literal["interrupt"]
     request: ObjectTemplate = Field(default_factory=dict)
     resume_schema: Schema
     assign: Assignments = Field(default_factory=dict)
+    timeout: Annotated[
+        float | None,
+        Field(description="Seconds until the deadline (> 0); needs `on_timeout`."),
+    ] = None
+    on_timeout: Annotated[
+        dict[str, JsonValue] | None,
+        Field(description="The resume payload the deadline sends (matches resume_schema)."),
+    ] = None
+    next: NodeId
+
+
+class WaitNode(_Node):
+    """Park the run durably - no process holds it - until ``seconds`` have passed or
+    until the time ``until``, then continue at ``next``. Exactly one of the two: a number
+    or a `${ ... }` expression giving one (``seconds``), an RFC 3339 time with an offset
+    or an expression giving one (``until``)."""
+
+    kind: Literal["wait"]
+    seconds: Annotated[
+        float | str | None,
+        Field(description="Seconds (>= 0), or one `${ ... }` expression giving them."),
+    ] = None
+    until: Annotated[
+        str | None,
+        Field(description="RFC 3339 time with an offset, or one `${ ... }` expression."),
+    ] = None
     next: NodeId
 
 
@@ -312,6 +342,7 @@ Node = Annotated[
     | SwitchNode
     | ParallelNode
     | InterruptNode
+    | WaitNode
     | WorkflowNode
     | ForeachNode
     | EndNode,

@@ -55,7 +55,7 @@ from .errors import (
     place_of,
 )
 from .limits import MAX_CHILD_DEPTH, MAX_CLOSURE_ARTIFACTS
-from .model import Artifact, ForeachNode, ForeachWorkflowBody, InterruptNode
+from .model import Artifact, ForeachNode, ForeachWorkflowBody, InterruptNode, WaitNode
 from .records import (
     ArtifactRecord,
     ChildPin,
@@ -347,19 +347,20 @@ class ArtifactStore:
             closure = await self.closure(session_id, child.name, child.version)
             for key, stored in sorted(closure.items()):
                 pausing = sorted(
-                    inner
+                    (inner, candidate.kind)
                     for inner, candidate in stored.validated.artifact.nodes.items()
-                    if isinstance(candidate, InterruptNode)
+                    if isinstance(candidate, InterruptNode | WaitNode)
                 )
                 if pausing:
+                    inner, kind = pausing[0]
                     issues.append(
                         ArtifactIssue(
                             place_of("nodes", node_id, "body", "workflow"),
                             "foreach_child_interrupt",
                             f"child {child.name}@{child.version} can pause: {key} has "
-                            f"interrupt node {pausing[0]!r}; a foreach item cannot pause",
-                            "run a child without interrupt nodes, or use a workflow node "
-                            "(which can pause) outside the foreach",
+                            f"{kind} node {inner!r}; a foreach item cannot pause",
+                            "run a child without interrupt or wait nodes, or use a workflow "
+                            "node (which can pause) outside the foreach",
                         )
                     )
                     break

@@ -36,7 +36,7 @@ __all__ = [
 ]
 
 #: The kinds of node that continue at one ``next``.
-CONTINUING: Final = frozenset({"tool", "set", "interrupt", "workflow", "foreach"})
+CONTINUING: Final = frozenset({"tool", "set", "interrupt", "wait", "workflow", "foreach"})
 
 
 def _escape(segment: str) -> str:

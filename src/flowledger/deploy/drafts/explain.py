@@ -681,6 +681,22 @@ EXPLANATIONS: Final[dict[str, tuple[str, str, str]]] = {
         "Use tool_error, invalid_result, timeout, unavailable or outcome_unknown.",
         "retry: {attempts: 3, on: [unavailable, timeout]}",
     ),
+    "wait_time": (
+        "A wait node needs exactly one of seconds (a number 0..about 100 years, or one "
+        "${ ... } expression) and until (an RFC 3339 time with an offset, or one "
+        "expression). A value computed at run time is checked then: a negative number, "
+        "a time without an offset or one already past fails the run, naming the field.",
+        "Give one of them; write times with an offset (Z or +02:00).",
+        "review_later: {kind: wait, seconds: 86400, next: remind}",
+    ),
+    "interrupt_timeout": (
+        "An interrupt node's timeout (seconds, more than 0) and on_timeout (the resume "
+        "payload its deadline sends) come together, and on_timeout must match the node's "
+        "resume_schema, as a person's resume would.",
+        "Add the missing one, or make on_timeout a payload resume_schema accepts.",
+        "approve: {kind: interrupt, resume_schema: {...}, timeout: 86400, "
+        "on_timeout: {approved: false}, next: decide}",
+    ),
     "retry_out_of_range": (
         "retry.attempts is outside 1..10, a backoff number is outside its range (initial "
         "and max 0..600 s, factor 1..10, max at least initial), or retry.on is empty.",

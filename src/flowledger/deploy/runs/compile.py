@@ -68,6 +68,7 @@ from datetime import UTC, datetime
 from typing import Any, Final
 
 from ... import flow, storage
+from ...clock import Clock
 from ...flow.ids import VERTEX_ID
 from ...storage.memory import MemoryLedger
 from ...workflows.authoring.definition import (
@@ -89,6 +90,7 @@ from ..artifacts.model import (
     SetNode,
     SwitchNode,
     ToolNode,
+    WaitNode,
     WorkflowNode,
 )
 from ..artifacts.records import ChildPin
@@ -372,6 +374,8 @@ class _Compiler:
             self.resume_schemas[vertex] = node.resume_schema
             task = traced(self._interrupt(scope, node_id, node))
             self._exit(scope, vertex, node_id, node.next, task)
+        elif isinstance(node, WaitNode):
+            self._exit(scope, vertex, node_id, node.next, traced(self._wait(scope, node_id, node)))
         elif isinstance(node, SwitchNode):
             self._switch(scope, node_id, node, traced)
         elif isinstance(node, ParallelNode):
@@ -463,8 +467,31 @@ class _Compiler:
 
         async def body(state: dict[str, Any], note: _Note) -> Update:
             view = scope.view(state)
-            answer = flow.interrupt(await _evaluated(request, view))
+            answer = flow.interrupt(
+                await _evaluated(request, view), timeout=node.timeout, on_timeout=node.on_timeout
+            )
             return await self._assign(scope, node_id, list(node.assign), {**view, "resume": answer})
+
+        return body
+
+    def _wait(self, scope: _Scope, node_id: str, node: WaitNode) -> Any:
+        """Park on a durable timer: ``seconds`` or ``until``, evaluated now (a re-run after
+        the wake evaluates it again; `flow.sleep` returns at once then). A bad value fails
+        the run with `flow.TimerError` naming ``nodes.<id>.seconds`` or ``.until``."""
+        field = "seconds" if node.seconds is not None else "until"
+        template = scope.validated.templates[f"nodes.{node_id}.{field}"]
+        place = f"{scope.label}nodes.{node_id}.{field}"
+
+        async def body(state: dict[str, Any], note: _Note) -> Update:
+            value = await _evaluated(template, scope.view(state))
+            try:
+                if field == "seconds":
+                    flow.sleep(value)
+                else:
+                    flow.sleep_until(_timestamp(value))
+            except flow.TimerError as exc:
+                raise flow.TimerError(place, exc.detail) from None
+            return {}
 
         return body
 
@@ -967,6 +994,16 @@ class _Nested:
         )
 
 
+def _timestamp(value: Any) -> datetime:
+    """A wait's ``until`` value: an RFC 3339 text (`flow.TimerError` otherwise)."""
+    if not isinstance(value, str):
+        raise flow.TimerError("until", f"expected an RFC 3339 time, not {type(value).__name__}")
+    try:
+        return datetime.fromisoformat(value)
+    except ValueError:
+        raise flow.TimerError("until", f"{value[:64]!r} is not an RFC 3339 time") from None
+
+
 async def _evaluated(template: Template, view: Mapping[str, Any]) -> Any:
     """``template`` over ``view``: off the event loop (`off_loop`), unless it is a literal
     (a copy bounded by the artifact's size)."""
@@ -1136,6 +1173,7 @@ def compile_artifact(
     name: str | None = None,
     version: str | None = None,
     definition_type: type[ArtifactDefinition] | None = None,
+    clock: Clock | None = None,
 ) -> ArtifactDefinition:
     """The definition of ``root``: ``children`` maps each child artifact name the closure
     uses (at any depth) to its validated artifact, ``sources`` each dependency the
@@ -1146,13 +1184,16 @@ def compile_artifact(
     ``definition_type`` is the `ArtifactDefinition` subclass to build. Register the
     result in a `Catalog` like any definition; a host binding the catalog to its
     database (`Catalog.bound`) keeps the runs' checkpoints, tool intents and traces
-    there."""
+    there. ``clock`` is what wait nodes and interrupt deadlines count from (default: the
+    system clock)."""
     children = dict(children or {})
     runtime = Runtime(sources, MemoryLedger(), connect_timeout)
     compiler = _Compiler(root, children, runtime.sources)
     compiler.build()
     digest = closure_digest(root, children)
-    runner = compiler.graph.compile(entry=root.artifact.start, finish=FINISH, version=digest)
+    runner = compiler.graph.compile(
+        entry=root.artifact.start, finish=FINISH, version=digest, clock=clock
+    )
     interrupts = [
         node
         for scope in compiler.scopes

@@ -634,6 +634,7 @@ class Projector:
         vertex: str | None = None,
         ordinal: int = 0,
         label: str = "",
+        message: str = "",
     ) -> None:
         if revision < self.emit_from:
             return
@@ -650,7 +651,7 @@ class Projector:
             vertex_label=label,
             completed_vertices=min(self.state.completed, self._total),
             total_vertices=self._total,
-            message=MESSAGES[kind],
+            message=message or MESSAGES[kind],
         )
         record.validate()
         out.append(ProjectedActivity(revision, record))
@@ -758,6 +759,7 @@ class Projector:
                 revision,
                 ActivityKind.RUN_INTERRUPTED,
                 _when(record.interrupted_at, record.updated_at),
+                message=_parked_message(cp),
             )
         elif status is RunStatus.COMPLETED:
             self._emit(
@@ -795,6 +797,16 @@ class Projector:
         finally:
             self.emit_from = emit_from
         return out
+
+
+def _parked_message(cp: Checkpoint) -> str:
+    """``Workflow parked until <time>`` for a pause of timers only (the latest wake:
+    the step continues once all are due), else ``""`` (the kind's message)."""
+    times = [i.wake_at for i in cp.interrupts if i.kind is InterruptKind.TIMER and i.wake_at]
+    if not times or len(times) != len(cp.interrupts) or cp.halt is not None:
+        return ""
+    wake = max(times).astimezone(UTC)
+    return f"Workflow parked until {wake:%Y-%m-%dT%H:%M:%S}.{wake.microsecond:06d}Z"
 
 
 def project(

@@ -315,7 +315,7 @@ class TypedDefinition(Generic[S]):
     def with_checkpoints(self, checkpoints: flow.CheckpointStore) -> TypedDefinition[S]:
         """An unregistered copy whose runner keeps its checkpoints in ``checkpoints``."""
         rebound: TypedDefinition[S] = copy.copy(self)
-        rebound._runner = flow.Runner(self._runner.graph, checkpoints)
+        rebound._runner = flow.Runner(self._runner.graph, checkpoints, clock=self._runner.clock)
         rebound._registration = None
         return rebound
 

@@ -9,8 +9,14 @@ A run pauses for one of two reasons, its *pause kind*:
   routing failed (a halt). The pause carries the exception's type and a bounded message;
   resuming retries the step and takes no payload.
 
+* ``timer``: a task called `flow.sleep` / `flow.sleep_until`; the run is *parked* until
+  ``wake_at`` and its owner resumes it then (nobody else may).
+
 A step can pause several vertices; the run's kind is ``request`` when any of them asks
-for a payload (the payload reaches those vertices; errored ones are retried beside them).
+for a payload (the payload reaches those vertices; errored ones are retried beside them),
+``timer`` when all of them are timers, else ``error``. A request may carry a deadline
+(``wake_at`` with the vertex): its owner resumes it with the interrupt's ``on_timeout``
+payload once it passes. `Pending.wake_at` is the earliest of these times.
 
 The owner writes a `Pending` record when a run pauses (and, for a definition with
 ``on_error="fail"``, the error that failed it), in the session's KV namespace under
@@ -28,6 +34,7 @@ import json
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from datetime import datetime
 from enum import StrEnum
 from typing import Any, Final
 
@@ -35,7 +42,7 @@ from ... import flow
 from ...storage import KV, CorruptDataError, KeyNotFoundError, fence_arg, validate_name
 from ..authoring.metadata import MAX_LABEL_BYTES, Metadata, bound_text
 from ..errors import CorruptRecordError
-from .run import is_id
+from .run import format_time, is_id, parse_time
 
 __all__ = [
     "MAX_ERROR_MESSAGE_BYTES",
@@ -63,6 +70,7 @@ _CONTROL: Final = re.compile(r"[\x00-\x08\x0b-\x1f\x7f]")
 class PauseKind(StrEnum):
     REQUEST = "request"
     ERROR = "error"
+    TIMER = "timer"
 
 
 @dataclass(frozen=True, slots=True)
@@ -76,6 +84,7 @@ class PausedVertex:
     info_truncated: bool = False
     error_type: str = ""
     error_message: str = ""
+    wake_at: datetime | None = None  # a timer's wake time or a request's deadline
 
     def to_json(self) -> dict[str, Any]:
         document: dict[str, Any] = {"kind": str(self.kind)}
@@ -87,8 +96,10 @@ class PausedVertex:
             document["info"] = self.info
             if self.info_truncated:
                 document["info_truncated"] = True
-        else:
+        elif self.kind is PauseKind.ERROR:
             document["error"] = {"type": self.error_type, "message": self.error_message}
+        if self.wake_at is not None:
+            document["wake_at"] = format_time(self.wake_at)
         return document
 
 
@@ -106,6 +117,18 @@ class Pending:
     @property
     def first(self) -> PausedVertex:
         return self.vertices[0]
+
+    @property
+    def wake_at(self) -> datetime | None:
+        """When the run's owner resumes it by itself: the earliest timer of a ``timer``
+        pause, or the earliest deadline of a ``request`` pause; None otherwise."""
+        if self.failed or self.kind is PauseKind.ERROR:
+            return None
+        times = [v.wake_at for v in self.vertices if v.wake_at is not None and v.kind is self.kind]
+        if self.kind is PauseKind.TIMER:
+            # every timer must be due before the step resumes
+            return max(times) if times else None
+        return min(times) if times else None
 
     @property
     def errored(self) -> tuple[PausedVertex, ...]:
@@ -136,6 +159,9 @@ class Pending:
             value = first.to_json().get(key)
             if value is not None:
                 document[key] = value
+        wake_at = self.wake_at
+        if wake_at is not None:
+            document["wake_at"] = format_time(wake_at)
         if self.kind is PauseKind.REQUEST:
             document["resume_schema"] = self.resume_schema
         return document
@@ -145,9 +171,12 @@ class Pending:
 
 
 def pause_kind(interrupts: Sequence[flow.Interruption] | None, halt: flow.Halt | None) -> PauseKind:
-    """``request`` when any interrupt awaits a payload, else ``error``."""
+    """``request`` when any interrupt awaits a payload, ``timer`` when every one is a
+    timer, else ``error``."""
     if halt is None and any(i.kind is flow.InterruptKind.AWAITING for i in interrupts or ()):
         return PauseKind.REQUEST
+    if halt is None and interrupts and all(i.kind is flow.InterruptKind.TIMER for i in interrupts):
+        return PauseKind.TIMER
     return PauseKind.ERROR
 
 
@@ -207,7 +236,15 @@ def describe_pause(
         label = labels.get(item.vertex, "")
         if item.kind is flow.InterruptKind.AWAITING:
             info, truncated = _bounded_info(item.info)
-            vertices.append(PausedVertex(item.vertex, label, PauseKind.REQUEST, info, truncated))
+            vertices.append(
+                PausedVertex(
+                    item.vertex, label, PauseKind.REQUEST, info, truncated, wake_at=item.wake_at
+                )
+            )
+        elif item.kind is flow.InterruptKind.TIMER:
+            vertices.append(
+                PausedVertex(item.vertex, label, PauseKind.TIMER, None, wake_at=item.wake_at)
+            )
         else:
             type_name, text = _message(item.cause)
             vertices.append(
@@ -252,6 +289,7 @@ def _encode(pending: Pending) -> bytes:
                 "info_truncated": v.info_truncated,
                 "error_type": v.error_type,
                 "error_message": v.error_message,
+                **({} if v.wake_at is None else {"wake_at": format_time(v.wake_at)}),
             }
             for v in pending.vertices
         ],
@@ -273,6 +311,7 @@ def _decode(key: str, data: bytes) -> Pending:
                 bool(v["info_truncated"]),
                 _text(v["error_type"]),
                 _text(v["error_message"]),
+                None if v.get("wake_at") is None else parse_time(_text(v["wake_at"])),
             )
             for v in doc["vertices"]
         )

@@ -59,11 +59,13 @@ __all__ = [
     "can_transition",
     "decode_run",
     "encode_run",
+    "format_time",
     "input_key",
     "inputs_prefix",
     "is_digest",
     "is_id",
     "owner_lease_name",
+    "parse_time",
     "run_key",
     "runs_prefix",
     "validate_run",
@@ -462,6 +464,19 @@ def _check_forked_from(run: Run) -> None:
 
 def _format_time(value: datetime) -> str:
     return f"{value:%Y-%m-%dT%H:%M:%S}.{value.microsecond:06d}Z"
+
+
+def format_time(value: datetime) -> str:
+    """An aware ``value`` as the records store times: RFC 3339 UTC with microseconds."""
+    return _format_time(value.astimezone(UTC))
+
+
+def parse_time(text: str) -> datetime:
+    """`format_time`'s output back (`ValueError` for anything else)."""
+    try:
+        return _time("time", text)
+    except _Corrupt as exc:
+        raise ValueError(str(exc)) from None
 
 
 def encode_run(run: Run) -> bytes:

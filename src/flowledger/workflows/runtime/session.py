@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import Final
 
 from ... import flow
+from ...clock import Clock
 from ...storage import ConflictError as StorageConflictError
 from ...storage import KeyNotFoundError, Store
 from ..activities.journal import ActivityJournal
@@ -22,6 +23,7 @@ from ..records.pending import PendingStore
 from ..records.registry import RunRegistry
 from ..records.requests import RunRequests
 from ..records.run import is_id
+from ..records.timers import TimerIndex
 from ..records.unfinished import UnfinishedIndex
 from .catalog import Catalog
 from .supervisor import Supervisor
@@ -75,6 +77,7 @@ class WorkflowSession:
         max_workers: int = 4,
         poll_interval: float | None = None,
         adopt_from_index: bool = False,
+        clock: Clock | None = None,
     ) -> WorkflowSession:
         """Bind ``catalog`` to ``store``'s checkpoints and assemble the session's parts.
         Nothing is activated: call ``session.supervisor.activate()`` to own the session.
@@ -83,7 +86,10 @@ class WorkflowSession:
         ``poll_interval`` makes the owning supervisor look for front-door requests on
         its own every so many seconds (a worker drives `Supervisor.poll` itself);
         ``adopt_from_index`` makes activation adopt the indexed runs instead of listing
-        every run of the session."""
+        every run of the session. ``clock`` (default: the system clock) is what the
+        supervisor's timer loop waits on; a definition's graph counts its timers from the
+        clock it was compiled with (`flow.Graph.compile`), so a test gives both the same
+        `ManualClock`."""
         checkpoints = flow.LedgerCheckpointStore(store.ledger)
         bound = catalog.bound(checkpoints)
         journal = ActivityJournal(store.ledger)
@@ -107,6 +113,8 @@ class WorkflowSession:
             adopt_from_index=adopt_from_index,
             pending=pending,
             integrity=store.integrity,
+            timers=TimerIndex(store.kv),
+            clock=clock,
         )
         return cls(
             store,

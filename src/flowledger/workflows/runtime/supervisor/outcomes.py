@@ -18,8 +18,9 @@ from .... import flow
 from ...authoring.definition import Definition, WorkflowResult
 from ...authoring.metadata import bound_summary
 from ...errors import AdoptionError
-from ...records.pending import PauseKind, describe_pause, requests
+from ...records.pending import PauseKind, Pending, describe_pause, requests
 from ...records.run import Run, RunStatus
+from ...records.timers import TimerKind, timer_key
 from .failures import GRAPH_CHANGED, definite, failure_summary
 from .misses import confirm_checkpoints_missing
 from .publication import reconcile_activities
@@ -102,6 +103,10 @@ async def apply_result(
             status, summary = RunStatus.FAILED, f"workflow failed: {pending.error_summary()}"
         if sup.pending is not None and not sup._ownership_lost():
             await sup.pending.put(sup._session_id, run.id, pending)
+        if status is RunStatus.INTERRUPTED:
+            await index_wake(sup, run.id, pending)
+    if status is RunStatus.CANCELLED:
+        await forget_wake(sup, run.id)
     if status is not RunStatus.FAILED:
         run = await reconcile_activities(sup, definition, run)
     try:
@@ -111,6 +116,30 @@ async def apply_result(
     if status is RunStatus.FAILED:
         return await failed_published(sup, await reconcile_activities(sup, definition, run))
     return run
+
+
+async def index_wake(sup: Supervisor, run_id: str, pending: Pending) -> None:
+    """Index a pause the owner resumes by itself (a timer, a deadline) before the run is
+    recorded as interrupted, and ring the owner's timer loop."""
+    wake_at = pending.wake_at
+    if sup.timers is None or wake_at is None or sup._ownership_lost():
+        return
+    kind: TimerKind = "timer" if pending.kind is PauseKind.TIMER else "deadline"
+    await sup.timers.put(sup._session_id, run_id, wake_at, pending.checkpoint_revision, kind)
+    sup.ring_timers()
+
+
+async def forget_wake(sup: Supervisor, run_id: str) -> None:
+    """Delete the timer entry of the run's last pause, if it had one (a cancelled run);
+    an entry left behind is stale and deleted when it comes due."""
+    if sup.timers is None or sup.pending is None or sup._ownership_lost():
+        return
+    try:
+        pending = await sup.pending.get(sup._session_id, run_id)
+        if pending is not None and pending.wake_at is not None:
+            await sup.timers.delete(timer_key(sup._session_id, run_id, pending.wake_at))
+    except Exception as exc:
+        log.warning("run %s: deleting its timer entry failed: %s", run_id, exc)
 
 
 async def failed_published(sup: Supervisor, run: Run) -> Run:

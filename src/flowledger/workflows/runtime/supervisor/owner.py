@@ -23,6 +23,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from .... import flow
+from ....clock import Clock, system_clock
 from ....storage import FencedWriteError, Integrity, Lease, LeaseHeldError, Leaser
 from ...activities.history import HistoryPage
 from ...activities.journal import ActivityJournal
@@ -40,6 +41,7 @@ from ...records.pending import PendingStore
 from ...records.registry import RunRegistry
 from ...records.requests import RunRequests
 from ...records.run import Run, RunStatus, owner_lease_name
+from ...records.timers import TimerIndex
 from ...records.unfinished import UnfinishedIndex
 from ..catalog import Catalog
 from ..stopping import BoundaryStop
@@ -50,6 +52,7 @@ from .polling import Watch, poll_loop, poll_once
 from .publication import ActivityPublisher
 from .resume import resume_run
 from .start import StartTicket, start_worker
+from .timers import TimerLoop
 from .workers import Controller, controller_for, owner_writes, spawn
 
 log = logging.getLogger(__name__)
@@ -78,6 +81,8 @@ class Supervisor:
         adopt_from_index: bool = False,
         pending: PendingStore | None = None,
         integrity: Integrity | None = None,
+        timers: TimerIndex | None = None,
+        clock: Clock | None = None,
     ) -> None:
         owner_lease_name(session_id)  # validates the session id
         if not 1 <= max_workers <= 64:
@@ -90,7 +95,10 @@ class Supervisor:
         self.inputs = inputs
         self.leases = leases
         self.publisher = publisher
-        self._now = now
+        # Time that decides (timers, deadlines) comes from the clock; with one given it
+        # also stamps the records.
+        self.clock: Clock = clock or system_clock
+        self._now = clock.now if clock is not None and now is _utcnow else now
         self._shutdown_timeout = shutdown_timeout if shutdown_timeout > 0 else 5.0
         self._slots = asyncio.Semaphore(max_workers)
         self._lease_ttl = lease_ttl
@@ -127,6 +135,9 @@ class Supervisor:
         self._requests_next = 0.0  # when to read the requests even without a bell
         self._refused: set[str] = set()  # resume requests refused, left for their callers
         self._boundary = BoundaryStop()
+        # Runs parked on a timer or paused with a deadline, resumed by `TimerLoop`.
+        self.timers = timers
+        self._timer_loop: TimerLoop | None = None
 
     @property
     def index(self) -> UnfinishedIndex | None:
@@ -195,6 +206,19 @@ class Supervisor:
             spawn(self, reconcile_worker(self, run_id), run_id=run_id)
         if self._poll_interval is not None:
             self._poll_task = asyncio.ensure_future(poll_loop(self, self._poll_interval))
+        if self.timers is not None:
+            self._timer_loop = TimerLoop(self, self.timers)
+            self._timer_loop.start()
+
+    @property
+    def timer_loop(self) -> TimerLoop | None:
+        """The loop that resumes due timers and deadlines while this supervisor is active."""
+        return self._timer_loop
+
+    def ring_timers(self) -> None:
+        """A timer entry was written: the timer loop looks at the index head again."""
+        if self._timer_loop is not None:
+            self._timer_loop.ring()
 
     async def _all_runs(self) -> list[Run]:
         runs: list[Run] = []
@@ -215,6 +239,8 @@ class Supervisor:
     def _cancel_everything(self) -> None:
         if self._poll_task is not None:
             self._poll_task.cancel()
+        if self._timer_loop is not None:
+            self._timer_loop.stop()
         for task in list(self._workers):
             task.cancel()
         for controller in self._controllers.values():
@@ -262,6 +288,8 @@ class Supervisor:
         self._boundary.request()
         if self._poll_task is not None:
             self._poll_task.cancel()
+        if self._timer_loop is not None:
+            self._timer_loop.stop()
 
     async def stop(self, *, at_once: bool = False) -> list[Run]:
         """`request_stop`, wait until no worker runs (a step in flight runs to its end;

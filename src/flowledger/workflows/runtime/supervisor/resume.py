@@ -8,6 +8,7 @@ valid payload, or an errored pause sent a payload is refused before anything is 
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
 from ...activities.activity import RESUMING_SUMMARY
@@ -60,8 +61,16 @@ async def resume_run(sup: Supervisor, run_id: str, payload: bytes | str | None) 
 
 
 async def resume_locked(
-    sup: Supervisor, controller: Controller, definition: Definition, run: Run, token: Any | None
+    sup: Supervisor,
+    controller: Controller,
+    definition: Definition,
+    run: Run,
+    token: Any | None,
+    *,
+    on_running: Callable[[], Awaitable[None]] | None = None,
 ) -> Run | None:
+    """Mark the run running, call ``on_running`` (what must follow that record durably,
+    such as deleting the timer entry of the pause it left), then run the segment."""
     sup._boundary.refuse_new_work()  # before the run is marked running: it stays paused
     try:
         running = await transition(
@@ -69,6 +78,8 @@ async def resume_locked(
         )
     except OwnershipLost:
         return None
+    if on_running is not None:
+        await on_running()
     live = LiveActivities(lambda current: reconcile_activities(sup, definition, current), running)
     with segment_span("resume", running, definition) as outcome:
         try:
