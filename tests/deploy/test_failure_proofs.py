@@ -1,0 +1,188 @@
+"""Rows of the failure table (docs/deploy.md, "Failures") that depend on the tool's
+annotations, each produced for real against ``proof_server.py``: ``write`` and
+``write_shape`` are annotated not read-only and not idempotent, ``read`` read-only.
+
+* ``invalid_result`` of a tool that is not idempotent: routed by ``on_error`` without
+  ``kinds``, failing the run without it, never retried (the call took effect), and a
+  deployment refusing the retry at start;
+* ``outcome_unknown`` of the read-only tool retried (and routed without ``kinds``) vs
+  of the tool that is not idempotent: not retried, routed only when ``kinds`` names it;
+* ``tool_error`` not listed in ``retry.on`` is not retried, whatever the tool."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from .runs.failures_app import one_call
+from .runs.proof_app import proof_source
+from .servers import REPO
+from .test_failures import run_one
+
+
+def lines(path: Path) -> list[str]:
+    return path.read_text().splitlines() if path.exists() else []
+
+
+@pytest.fixture
+def proof(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """The proof server's folder (``PROOF_DIR``)."""
+    folder = tmp_path / "proof"
+    folder.mkdir()
+    monkeypatch.setenv("PROOF_DIR", str(folder))
+    return folder
+
+
+def call(tool: str, **policy: Any) -> dict[str, Any]:
+    arguments = {} if tool == "read" else None
+    return one_call(tool, arguments, dependency="proof", **policy)
+
+
+# -- invalid_result ------------------------------------------------------------------------
+
+
+async def test_an_invalid_result_of_a_tool_that_is_not_idempotent_is_routed_never_retried(
+    tmp_path: Path, proof: Path
+) -> None:
+    """``write_shape`` appends (its effect) and answers structured content its output
+    schema refuses: ``invalid_result``. A listed retry is refused at call time (the call
+    took effect and the tool is not idempotent): one call, routed by ``on_error``
+    without ``kinds``; without ``on_error`` the run fails with the error's type."""
+    url = f"sqlite:///{tmp_path / 'shape.db'}"
+    routed = call(
+        "write_shape",
+        retry={"attempts": 3, "on": ["invalid_result"], "backoff": {"initial": 0}},
+        on_error={},
+    )
+    got, state, trace = await run_one(url, routed, proof_source())
+    assert got["status_summary"] == "outcome failed", got
+    assert (state["kind"], state["code"], state["attempt"]) == (
+        "invalid_result",
+        "tool_result_invalid",
+        1,
+    )
+    assert [(e.attempt, e.status, e.failure, e.error_type) for e in trace] == [
+        (1, "routed", "invalid_result", "ToolResultInvalidError")
+    ]
+    assert lines(proof / "write_shape.calls") == ["x"]
+
+    unrouted = call("write_shape", retry={"attempts": 2, "on": ["invalid_result"]})
+    got, _, trace = await run_one(url, unrouted, proof_source())
+    assert got["run_status"] == "failed", got
+    assert got["error"]["type"] == "ToolResultInvalidError"
+    assert [(e.attempt, e.status, e.failure) for e in trace] == [(1, "error", "invalid_result")]
+    assert lines(proof / "write_shape.calls") == ["x", "x"]  # one more run, one more call
+
+
+async def test_a_deployment_refuses_retrying_an_invalid_result_of_a_tool_that_is_not_idempotent(
+    tmp_path: Path, proof: Path
+) -> None:
+    """Where the annotations are known (a deployment's start) the listed retry of
+    ``invalid_result`` is ``retry_not_allowed``, placed at the node: nothing is called."""
+    from .test_deployed_runs import SESSION as DEPLOY_SESSION
+    from .test_deployed_runs import codes, service
+
+    document = call("write_shape", retry={"attempts": 2, "on": ["invalid_result"]})
+    deployment = {
+        "format": "flowledger.deployment/v1",
+        "name": "proof_dep",
+        "artifact": {"name": "flaky_call", "version": "1"},
+        "sources": {
+            "proof": {
+                "stdio": {
+                    "command": sys.executable,
+                    "args": ["-m", "tests.deploy.runs.proof_server"],
+                    "env": {"PROOF_DIR": str(proof)},
+                    "cwd": str(REPO),
+                },
+                "allow_tools": ["write_shape"],
+            }
+        },
+    }
+    async with service(f"sqlite:///{tmp_path / 'dep.db'}") as (deploy, _):
+        await deploy.artifacts.save(DEPLOY_SESSION, document)
+        await deploy.deployment_save(deployment)
+        refused = await deploy.run_deployment("proof_dep", {"text": "x"})
+    assert refused["status"] == "unrunnable", refused
+    assert codes(refused) == [("retry_not_allowed", "error")]
+    [diagnostic] = refused["diagnostics"]
+    assert diagnostic["message"].startswith("flaky_call.nodes.call.retry.on: invalid_result")
+    assert lines(proof / "write_shape.calls") == []
+
+
+# -- outcome_unknown: read-only vs not idempotent ---------------------------------------------
+
+
+async def test_an_unknown_outcome_of_a_read_only_tool_is_retried_and_routed_without_kinds(
+    tmp_path: Path, proof: Path
+) -> None:
+    """The server exits after reading the first ``read``: ``outcome_unknown``. The table
+    lets a read-only tool retry it (the second call answers); without a retry,
+    ``on_error`` without ``kinds`` routes it."""
+    url = f"sqlite:///{tmp_path / 'read.db'}"
+    (proof / "read.exit-at").write_text("1")
+    retried = call("read", retry={"attempts": 2, "on": ["outcome_unknown"]})
+    got, state, trace = await run_one(url, retried, proof_source())
+    assert got["status_summary"] == "outcome done", got
+    assert state["answer"] == "2"
+    assert [(e.attempt, e.status, e.failure) for e in trace] == [
+        (1, "error", "outcome_unknown"),
+        (2, "ok", ""),
+    ]
+    assert len(lines(proof / "read.calls")) == 2
+
+    (proof / "read.exit-at").write_text("3")
+    got, state, trace = await run_one(url, call("read", on_error={}), proof_source())
+    assert got["status_summary"] == "outcome failed", got
+    assert (state["kind"], state["code"], state["attempt"]) == (
+        "outcome_unknown",
+        "connection_lost",
+        1,
+    )
+    assert [(e.status, e.failure) for e in trace] == [("routed", "outcome_unknown")]
+    assert len(lines(proof / "read.calls")) == 3
+
+
+async def test_an_unknown_outcome_of_a_tool_annotated_not_idempotent_is_never_retried(
+    tmp_path: Path, proof: Path
+) -> None:
+    """The same loss after ``write`` read the request: a listed retry is refused at call
+    time and ``on_error`` without ``kinds`` does not route it (the run fails, one call);
+    ``kinds: [outcome_unknown]`` routes it (one call)."""
+    url = f"sqlite:///{tmp_path / 'write.db'}"
+    (proof / "write.exit-at").write_text("1")
+    quiet = call("write", retry={"attempts": 3, "on": ["outcome_unknown"]}, on_error={})
+    got, _, trace = await run_one(url, quiet, proof_source())
+    assert got["run_status"] == "failed", got
+    assert got["error"]["type"] == "ConnectionLostError"
+    assert [(e.attempt, e.status, e.failure) for e in trace] == [(1, "error", "outcome_unknown")]
+    assert len(lines(proof / "write.calls")) == 1
+
+    (proof / "write.exit-at").write_text("2")
+    named = call("write", on_error={"kinds": ["outcome_unknown"]})
+    got, state, trace = await run_one(url, named, proof_source())
+    assert got["status_summary"] == "outcome failed", got
+    assert (state["kind"], state["attempt"]) == ("outcome_unknown", 1)
+    assert [(e.status, e.failure) for e in trace] == [("routed", "outcome_unknown")]
+    assert len(lines(proof / "write.calls")) == 2
+
+
+# -- tool_error: only when listed ----------------------------------------------------------
+
+
+@pytest.mark.parametrize("tool", ["write", "read"])
+async def test_a_tool_error_not_listed_is_not_retried_whatever_the_tool(
+    tmp_path: Path, proof: Path, tool: str
+) -> None:
+    """``retry`` without ``on`` retries ``unavailable`` only: a tool error (of the tool
+    that is not idempotent or of the read-only one) is one call, routed by default."""
+    (proof / f"{tool}.error-upto").write_text("5")
+    document = call(tool, retry={"attempts": 3, "backoff": {"initial": 0}}, on_error={})
+    got, state, trace = await run_one(f"sqlite:///{tmp_path / 'e.db'}", document, proof_source())
+    assert got["status_summary"] == "outcome failed", got
+    assert (state["kind"], state["code"], state["attempt"]) == ("tool_error", "tool_error", 1)
+    assert [(e.attempt, e.status, e.failure) for e in trace] == [(1, "routed", "tool_error")]
+    assert len(lines(proof / f"{tool}.calls")) == 1
