@@ -186,3 +186,60 @@ async def test_a_tool_error_not_listed_is_not_retried_whatever_the_tool(
     assert (state["kind"], state["code"], state["attempt"]) == ("tool_error", "tool_error", 1)
     assert [(e.attempt, e.status, e.failure) for e in trace] == [(1, "routed", "tool_error")]
     assert len(lines(proof / f"{tool}.calls")) == 1
+
+
+# -- a stdio server SIGKILLed before vs after the request was written ------------------------
+
+
+async def test_a_server_killed_before_the_request_is_unavailable_and_after_it_unknown(
+    tmp_path: Path, proof: Path
+) -> None:
+    """A run of ``write`` (not idempotent) retried on ``unavailable`` and routing every
+    kind by name; the server SIGKILLed while it holds the request (written and read):
+    ``outcome_unknown``, routed, never re-sent (not retried though ``unavailable`` is).
+    The server SIGKILLed right after the handshake, before any request, at the session
+    a tool node calls through: ``unavailable``, nothing sent. (A run retrying
+    ``unavailable`` to success: tests/deploy/test_failures.py, a source refusing its
+    first launches.)"""
+    import asyncio
+    import os
+    import signal
+
+    from flowledger.deploy.sources.errors import ConnectionLostError
+    from flowledger.deploy.sources.session import SourceSession
+
+    from .test_runs import wait_for
+
+    url = f"sqlite:///{tmp_path / 'killed.db'}"
+    every = ["tool_error", "invalid_result", "timeout", "unavailable", "outcome_unknown"]
+    document = call(
+        "write",
+        retry={"attempts": 2, "on": ["unavailable"], "backoff": {"initial": 0}},
+        on_error={"kinds": every},
+    )
+    (proof / "write.hold-at").write_text("1")
+    running = asyncio.create_task(run_one(url, document, proof_source()))
+    try:
+        await asyncio.to_thread(wait_for, (proof / "write.held-1").exists, "the held call", 120)
+        [pid] = lines(proof / "launches")
+        os.kill(int(pid), signal.SIGKILL)
+        got, state, trace = await asyncio.wait_for(running, 120)
+    finally:
+        running.cancel()
+    assert got["status_summary"] == "outcome failed", got
+    assert (state["kind"], state["code"], state["attempt"]) == (
+        "outcome_unknown",
+        "connection_lost",
+        1,
+    )
+    assert [(e.attempt, e.status, e.failure) for e in trace] == [(1, "routed", "outcome_unknown")]
+    assert lines(proof / "write.calls") == ["x"]
+
+    # before the request: the same kill right after the handshake
+    async with SourceSession(proof_source()) as session:
+        os.kill(int(lines(proof / "launches")[-1]), signal.SIGKILL)
+        await asyncio.to_thread(wait_for, lambda: not session.is_open, "the session's end", 60)
+        with pytest.raises(ConnectionLostError) as caught:
+            await session.call_tool("write", {"text": "never"})
+    assert caught.value.failure_kind == "unavailable"
+    assert lines(proof / "write.calls") == ["x"]  # nothing was sent

@@ -17,6 +17,8 @@ Tools, with explicit annotations:
 * ``write_shape {text}``: like ``write``, with an output schema (``{n: integer}``) its
   structured answer breaks (the call took effect, the result is invalid);
 * ``read {}``: read-only; answers ``n``.
+
+At start the process appends its pid to ``launches`` (so a test can kill it).
 """
 
 from __future__ import annotations
@@ -53,6 +55,8 @@ def _count(path: Path) -> int:
 
 def main() -> None:
     folder = Path(os.environ["PROOF_DIR"])
+    with (folder / "launches").open("a") as out:
+        out.write(f"{os.getpid()}\n")
     tools = [
         types.Tool(
             name="write",
