@@ -243,3 +243,106 @@ async def test_a_server_killed_before_the_request_is_unavailable_and_after_it_un
             await session.call_tool("write", {"text": "never"})
     assert caught.value.failure_kind == "unavailable"
     assert lines(proof / "write.calls") == ["x"]  # nothing was sent
+
+
+# -- JSON-RPC errors: refused before running vs an internal error --------------------------
+
+
+async def test_a_request_refused_before_running_is_a_tool_error_and_an_internal_error_unknown(
+    tmp_path: Path, proof: Path
+) -> None:
+    """The server answers ``write`` with JSON-RPC invalid params (-32602, nothing ran):
+    ``tool_error``, retried when listed (no effect either time), then routed. With an
+    internal error (-32603, after its effect): ``outcome_unknown``, neither retried nor
+    routed by ``on_error`` without ``kinds`` for the write (the run fails, one call),
+    retried and then routed without ``kinds`` for the read-only ``read``."""
+    url = f"sqlite:///{tmp_path / 'rpc.db'}"
+    (proof / "write.reject").write_text("-32602")
+    refused = call(
+        "write", retry={"attempts": 2, "on": ["tool_error"], "backoff": {"initial": 0}}, on_error={}
+    )
+    got, state, trace = await run_one(url, refused, proof_source())
+    assert got["status_summary"] == "outcome failed", got
+    assert (state["kind"], state["code"], state["attempt"]) == ("tool_error", "tool_rejected", 2)
+    assert [(e.attempt, e.status, e.failure) for e in trace] == [
+        (1, "error", "tool_error"),
+        (2, "routed", "tool_error"),
+    ]
+    assert lines(proof / "write.calls") == []
+
+    (proof / "write.reject").write_text("-32603")
+    internal = call(
+        "write",
+        retry={"attempts": 2, "on": ["outcome_unknown"], "backoff": {"initial": 0}},
+        on_error={},
+    )
+    got, _, trace = await run_one(url, internal, proof_source())
+    assert got["run_status"] == "failed" and got["error"]["type"] == "ToolCallRejectedError", got
+    assert [(e.attempt, e.status, e.failure) for e in trace] == [(1, "error", "outcome_unknown")]
+    assert lines(proof / "write.calls") == ["x"]
+
+    (proof / "read.reject").write_text("-32603")
+    read = call(
+        "read",
+        retry={"attempts": 2, "on": ["outcome_unknown"], "backoff": {"initial": 0}},
+        on_error={},
+    )
+    got, state, trace = await run_one(url, read, proof_source())
+    assert got["status_summary"] == "outcome failed", got
+    assert (state["kind"], state["code"], state["attempt"]) == (
+        "outcome_unknown",
+        "tool_rejected",
+        2,
+    )
+    assert [(e.attempt, e.status) for e in trace] == [(1, "error"), (2, "routed")]
+    assert len(lines(proof / "read.calls")) == 2
+
+
+async def test_a_listed_tool_error_of_the_read_only_tool_is_retried(
+    tmp_path: Path, proof: Path
+) -> None:
+    """``tool_error`` listed in ``retry.on`` is retried for any tool: the read-only one
+    here (the tool that is not idempotent: tests/deploy/test_failures.py)."""
+    (proof / "read.error-upto").write_text("1")
+    document = call("read", retry={"attempts": 2, "on": ["tool_error"], "backoff": {"initial": 0}})
+    got, state, trace = await run_one(f"sqlite:///{tmp_path / 'r.db'}", document, proof_source())
+    assert got["status_summary"] == "outcome done", got
+    assert state["answer"] == "2"
+    assert [(e.attempt, e.status, e.failure) for e in trace] == [
+        (1, "error", "tool_error"),
+        (2, "ok", ""),
+    ]
+
+
+# -- what is no call failure: never retried or routed ---------------------------------------
+
+EVERY_KIND = ["tool_error", "invalid_result", "timeout", "unavailable", "outcome_unknown"]
+
+
+@pytest.mark.parametrize("case", ["arguments", "unknown_tool", "too_large"])
+async def test_what_is_no_call_failure_is_never_retried_or_routed(
+    tmp_path: Path, proof: Path, case: str
+) -> None:
+    """A node retrying and routing every kind the table allows: arguments that break
+    the tool's input schema (nothing sent), a tool the server does not list (nothing
+    sent), a result over 256 KiB (one call): each fails the run with its own error,
+    one trace entry, no retry, no route."""
+    policy: dict[str, Any] = {
+        "retry": {"attempts": 3, "on": ["tool_error", "unavailable"], "backoff": {"initial": 0}},
+        "on_error": {"kinds": EVERY_KIND},
+    }
+    if case == "arguments":
+        document = one_call("write", {"text": 5}, dependency="proof", **policy)
+        expected, calls = "ToolArgumentsError", 0
+    elif case == "unknown_tool":
+        document = one_call("erase", dependency="proof", **policy)
+        expected, calls = "ToolNotFoundError", 0
+    else:
+        (proof / "write.answer-bytes").write_text(str(300 * 1024))
+        document = call("write", **policy)
+        expected, calls = "ToolResultTooLargeError", 1
+    got, _, trace = await run_one(f"sqlite:///{tmp_path / 'n.db'}", document, proof_source())
+    assert got["run_status"] == "failed", got
+    assert got["error"]["type"] == expected, got["error"]
+    assert [(e.status, e.failure) for e in trace] == [("error", "")], trace
+    assert len(lines(proof / "write.calls")) == calls

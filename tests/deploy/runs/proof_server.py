@@ -9,7 +9,12 @@ effect, counted across server processes), then, for call number ``n`` of that to
   for ``release`` (a test kills someone meanwhile);
 * ``<tool>.exit-at`` holds ``X`` and ``n == X``: the process exits (the request
   reached it: the caller's outcome is unknown);
-* ``<tool>.error-upto`` holds ``E`` and ``n <= E``: answers an error result.
+* ``<tool>.error-upto`` holds ``E`` and ``n <= E``: answers an error result;
+* ``<tool>.answer-bytes`` holds ``B``: answers ``B`` times ``x``.
+
+``<tool>.reject`` holding a JSON-RPC error code makes every call answer that error
+instead: a code that refuses a request before it runs (invalid params, ...) before the
+line is appended (nothing ran), any other (an internal error) after it.
 
 Tools, with explicit annotations:
 
@@ -32,6 +37,7 @@ import mcp_types as types
 from mcp.server.context import ServerRequestContext
 from mcp.server.lowlevel import Server
 from mcp.server.stdio import stdio_server
+from mcp.shared.exceptions import MCPError
 
 __all__ = ["main"]
 
@@ -41,6 +47,7 @@ _TEXT_INPUT = {
     "required": ["text"],
     "additionalProperties": False,
 }
+_REFUSED_BEFORE_RUNNING = frozenset({-32700, -32600, -32601, -32602})
 _WRITES = types.ToolAnnotations(read_only_hint=False, idempotent_hint=False, destructive_hint=True)
 
 
@@ -92,10 +99,15 @@ def main() -> None:
         ctx: ServerRequestContext[Any], params: types.CallToolRequestParams
     ) -> types.CallToolResult:
         tool = params.name
+        reject = _number(folder, f"{tool}.reject")
+        if reject is not None and reject in _REFUSED_BEFORE_RUNNING:
+            raise MCPError(reject, f"{tool} refuses the request")
         log = folder / f"{tool}.calls"
         with log.open("a") as out:
             out.write(str((params.arguments or {}).get("text", tool)) + "\n")
         n = _count(log)
+        if reject is not None:
+            raise MCPError(reject, f"{tool} failed inside")
         if _number(folder, f"{tool}.hold-at") == n:
             (folder / f"{tool}.held-{n}").touch()
             while not (folder / "release").exists():  # noqa: ASYNC110 - another process
@@ -112,7 +124,9 @@ def main() -> None:
                 content=[types.TextContent(type="text", text="n is text")],
                 structured_content={"n": "text"},
             )
-        return types.CallToolResult(content=[types.TextContent(type="text", text=str(n))])
+        size = _number(folder, f"{tool}.answer-bytes")
+        answer = "x" * size if size is not None else str(n)
+        return types.CallToolResult(content=[types.TextContent(type="text", text=answer)])
 
     server: Server[Any] = Server(
         "proof", version="1.0", on_list_tools=list_tools, on_call_tool=call_tool
