@@ -77,15 +77,19 @@ async def test_an_invalid_result_of_a_tool_that_is_not_idempotent_is_routed_neve
     assert lines(proof / "write_shape.calls") == ["x", "x"]  # one more run, one more call
 
 
-async def test_a_deployment_refuses_retrying_an_invalid_result_of_a_tool_that_is_not_idempotent(
-    tmp_path: Path, proof: Path
+@pytest.mark.parametrize(
+    ("tool", "kind"), [("write_shape", "invalid_result"), ("write", "timeout")]
+)
+async def test_a_deployment_refuses_retrying_what_a_tool_not_idempotent_may_have_done(
+    tmp_path: Path, proof: Path, tool: str, kind: str
 ) -> None:
-    """Where the annotations are known (a deployment's start) the listed retry of
-    ``invalid_result`` is ``retry_not_allowed``, placed at the node: nothing is called."""
+    """Where the annotations are known (a deployment's start) a listed retry of
+    ``invalid_result`` or ``timeout`` of a tool annotated not idempotent is
+    ``retry_not_allowed``, placed at the node: nothing is called."""
     from .test_deployed_runs import SESSION as DEPLOY_SESSION
     from .test_deployed_runs import codes, service
 
-    document = call("write_shape", retry={"attempts": 2, "on": ["invalid_result"]})
+    document = call(tool, retry={"attempts": 2, "on": [kind]})
     deployment = {
         "format": "flowledger.deployment/v1",
         "name": "proof_dep",
@@ -98,7 +102,7 @@ async def test_a_deployment_refuses_retrying_an_invalid_result_of_a_tool_that_is
                     "env": {"PROOF_DIR": str(proof)},
                     "cwd": str(REPO),
                 },
-                "allow_tools": ["write_shape"],
+                "allow_tools": [tool],
             }
         },
     }
@@ -109,8 +113,38 @@ async def test_a_deployment_refuses_retrying_an_invalid_result_of_a_tool_that_is
     assert refused["status"] == "unrunnable", refused
     assert codes(refused) == [("retry_not_allowed", "error")]
     [diagnostic] = refused["diagnostics"]
-    assert diagnostic["message"].startswith("flaky_call.nodes.call.retry.on: invalid_result")
-    assert lines(proof / "write_shape.calls") == []
+    assert diagnostic["message"].startswith(f"flaky_call.nodes.call.retry.on: {kind}")
+    assert lines(proof / f"{tool}.calls") == []
+
+
+# -- unavailable: any tool ------------------------------------------------------------------
+
+
+async def test_an_unavailable_source_is_retried_by_default_and_routed_without_kinds(
+    tmp_path: Path,
+) -> None:
+    """A source whose process exits before the handshake: ``unavailable`` (nothing was
+    sent, whatever the tool), retried by the default ``retry.on``, one launch per
+    attempt, then routed by ``on_error`` without ``kinds``."""
+    from flowledger.deploy import StdioSource
+
+    launches = tmp_path / "launches"
+    script = f"open({str(launches)!r}, 'a').write('launch\\n'); raise SystemExit(1)"
+    gone = StdioSource(sys.executable, ["-c", script])
+    document = call("write", retry={"attempts": 3, "backoff": {"initial": 0}}, on_error={})
+    got, state, trace = await run_one(f"sqlite:///{tmp_path / 'u.db'}", document, gone)
+    assert got["status_summary"] == "outcome failed", got
+    assert (state["kind"], state["code"], state["attempt"]) == (
+        "unavailable",
+        "source_unreachable",
+        3,
+    )
+    assert [(e.attempt, e.status, e.failure) for e in trace] == [
+        (1, "error", "unavailable"),
+        (2, "error", "unavailable"),
+        (3, "routed", "unavailable"),
+    ]
+    assert lines(launches) == ["launch"] * 3
 
 
 # -- outcome_unknown: read-only vs not idempotent ---------------------------------------------
