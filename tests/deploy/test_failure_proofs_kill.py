@@ -14,6 +14,7 @@ is routed to the ``failed`` end because ``on_error.kinds`` names it."""
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import signal
 import subprocess
@@ -41,6 +42,20 @@ def proof(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     folder.mkdir()
     monkeypatch.setenv("PROOF_DIR", str(folder))
     return folder
+
+
+def start_owner(
+    db: str, name: str, document: dict[str, Any], env: dict[str, str]
+) -> subprocess.Popen[bytes]:
+    """The run's owner: a process of ``proof_app`` starting ``name`` with ``document``."""
+    return subprocess.Popen(
+        [sys.executable, "-m", "tests.deploy.runs.proof_app", db, name, json.dumps(document)],
+        cwd=REPO,
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,  # its process group holds the server too: killed together
+    )
 
 
 # (where the owner stops, the attempt, the calls made in all, the run's outcome, the
@@ -77,14 +92,7 @@ async def test_a_killed_owner_at_any_point_never_calls_more_than_the_trace_recor
     else:
         env["PROOF_STOP"] = f"{point}:{attempt}"
         stopped = proof / "stopped"
-    owner = subprocess.Popen(  # noqa: ASYNC220 - one child, killed below
-        [sys.executable, "-m", "tests.deploy.runs.proof_app", db, "paid"],
-        cwd=REPO,
-        env=env,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-        start_new_session=True,
-    )  # fmt: skip
+    owner = start_owner(db, "proof_write", {"text": "paid"}, env)
     try:
         await asyncio.to_thread(wait_for, stopped.exists, f"the owner at {point}:{attempt}")
     finally:
@@ -127,3 +135,32 @@ async def test_a_killed_owner_at_any_point_never_calls_more_than_the_trace_recor
         )
     if attempts[-1] > 1:  # the first attempt's error is in the trace, whoever made it
         assert (trace[0].attempt, trace[0].failure) == (1, "tool_error"), trace
+
+
+async def test_a_killed_owner_mid_foreach_may_call_a_read_only_item_again_never_a_finished_one(
+    tmp_path: Path, proof: Path
+) -> None:
+    """A serial foreach of the read-only ``read`` over a, b, c; the owner is SIGKILLed
+    while the server holds b's call. The adopting owner does not call a again (its
+    result is in the committed state), calls b again (read-only: allowed, no intent
+    guards it), then c: the calls file holds a once, b twice, c once, and the answers
+    are in item order (the repeated b answers the new count)."""
+    db = f"sqlite:///{tmp_path / 'each.db'}"
+    (proof / "read.hold-at").write_text("2")
+    owner = start_owner(db, "proof_each", {"texts": ["a", "b", "c"]}, dict(os.environ))
+    try:
+        await asyncio.to_thread(wait_for, (proof / "read.held-2").exists, "b's call")
+    finally:
+        os.killpg(owner.pid, signal.SIGKILL)
+        await asyncio.to_thread(owner.wait, 60)
+    (proof / "release").touch()
+    async with adopting(db, catalog()) as adopted:
+        assert await adopted.supervisor.wait_idle() is None
+        [run] = (await adopted.registry.list(adopted.session_id)).runs
+        final: dict[str, Any] = await WorkflowTools.for_session(adopted).call(
+            "workflow_run_get", {"run_id": run.id}
+        )
+        state = await outcome(adopted, "proof_each", run.id)
+    assert final["status_summary"] == "outcome done", final
+    assert [answer["text"] for answer in state["answers"]] == ["1", "3", "4"], state
+    assert lines(proof / "read.calls") == ["a", "b", "b", "c"]

@@ -15,15 +15,17 @@ attempt passes them (`ToolIntents.record` is where a tool node writes them):
 
 (The point between the request and the answer is held by the server: ``write.hold-at``.)
 
-``python -m tests.deploy.runs.proof_app DB TEXT`` is that owner: it owns the database's
-default session with a short lease (`OWNER_LEASE_TTL`, so the next owner adopts the run
-within seconds of the SIGKILL, not the default 15), starts ``proof_write`` with input
-``{"text": TEXT}`` and serves until it is killed.
+``python -m tests.deploy.runs.proof_app DB NAME INPUT`` is that owner: it owns the
+database's default session with a short lease (`OWNER_LEASE_TTL`, so the next owner
+adopts the run within seconds of the SIGKILL, not the default 15), starts definition
+``NAME`` (``proof_write`` or ``proof_each``) with the JSON ``INPUT`` and serves until it
+is killed.
 """
 
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import sys
 from collections.abc import Mapping
@@ -36,7 +38,7 @@ from flowledger.workflows import Catalog
 
 from .failures_app import one_call
 
-__all__ = ["POINTS", "RETRIED", "catalog", "proof_source"]
+__all__ = ["EACH", "POINTS", "RETRIED", "catalog", "proof_source"]
 
 HERE = Path(__file__).parent
 OWNER_LEASE_TTL = 1.0
@@ -64,11 +66,54 @@ RETRIED = one_call(
 )
 
 
+# A serial foreach of the read-only ``read``, one call per item (the crash test of a
+# foreach whose items may be called again).
+EACH: dict[str, Any] = {
+    "format": "flowledger.artifact/v1",
+    "name": "proof_each",
+    "version": "1",
+    "input_schema": {
+        "type": "object",
+        "additionalProperties": False,
+        "required": ["texts"],
+        "properties": {"texts": {"type": "array", "items": {"type": "string"}}},
+    },
+    "output_schema": {
+        "type": "object",
+        "additionalProperties": False,
+        "properties": {"answers": {"type": "array"}},
+    },
+    "dependencies": {"proof": {"tools": ["read"]}},
+    "state": {"answers": {}},
+    "start": "each",
+    "nodes": {
+        "each": {
+            "kind": "foreach",
+            "items": "${ input.texts }",
+            "body": {
+                "kind": "tool",
+                "dependency": "proof",
+                "tool": "read",
+                "arguments": {"text": "${ item }"},
+            },
+            "into": "answers",
+            "next": "done",
+        },
+        "done": {
+            "kind": "end",
+            "outcome": "done",
+            "output": {"answers": "${ state.answers[*].text }"},
+        },
+    },
+}
+
+
 def catalog() -> Catalog:
     definitions = Catalog()
-    definitions.register(
-        compile_artifact(validate_artifact(RETRIED), sources={"proof": proof_source()})
-    )
+    for document in (RETRIED, EACH):
+        definitions.register(
+            compile_artifact(validate_artifact(document), sources={"proof": proof_source()})
+        )
     return definitions
 
 
@@ -111,17 +156,17 @@ def _from_env(env: Mapping[str, str]) -> None:
 _from_env(os.environ)
 
 
-async def _own(url: str, text: str) -> None:
+async def _own(url: str, name: str, document: str) -> None:
     from flowledger.host import open_session
     from flowledger.tools import WorkflowTools
 
     async with open_session(url, catalog(), lease_ttl=OWNER_LEASE_TTL) as owned:
         await WorkflowTools.for_session(owned).call(
             "workflow_run_start",
-            {"definition_name": "proof_write", "definition_version": "1", "input": {"text": text}},
+            {"definition_name": name, "definition_version": "1", "input": json.loads(document)},
         )
         await asyncio.Event().wait()  # until the SIGKILL (or the run's end, unobserved)
 
 
 if __name__ == "__main__":
-    asyncio.run(_own(sys.argv[1], sys.argv[2]))
+    asyncio.run(_own(sys.argv[1], sys.argv[2], sys.argv[3]))

@@ -21,7 +21,7 @@ Tools, with explicit annotations:
 * ``write {text}``: not read-only, not idempotent, destructive; answers ``n``;
 * ``write_shape {text}``: like ``write``, with an output schema (``{n: integer}``) its
   structured answer breaks (the call took effect, the result is invalid);
-* ``read {}``: read-only; answers ``n``.
+* ``read {text?}``: read-only; answers ``n``.
 
 At start the process appends its pid to ``launches`` (so a test can kill it).
 """
@@ -84,8 +84,12 @@ def main() -> None:
         ),
         types.Tool(
             name="read",
-            description="Count the reads.",
-            input_schema={"type": "object", "properties": {}, "additionalProperties": False},
+            description="Count the reads (``text`` names the read in the calls file).",
+            input_schema={
+                "type": "object",
+                "properties": {"text": {"type": "string"}},
+                "additionalProperties": False,
+            },
             annotations=types.ToolAnnotations(read_only_hint=True),
         ),
     ]
