@@ -627,7 +627,11 @@ class _Compiler:
                     began = _now()
                 if not policy.retries(failure, repeatable):
                     return await settle(failure, error, repeatable)
-                if intent.state == "started":
+                # An attempt found under way gets its entry here; a failure the stopped
+                # owner recorded may have lost its entry (stopped before tracing it).
+                if intent.state == "started" or not await runtime.trace.has_attempt(
+                    run, trace_prefix() + name, info.step, attempt
+                ):
                     await traced_attempt(failure, error, began)
                 attempt += 1
 

@@ -8,10 +8,11 @@ the dependency and tool of a tool node, bounded previews of its arguments and re
 message, and for a tool call's failure its kind: deploy/artifacts/failures.py). A tool
 node with ``retry`` writes one entry per attempt, each with its ``attempt`` number
 (1-based); an attempt found interrupted by a stopped owner gets its entry from the
-owner that continues the run. Previews are cut, never parsed back: they are for people
-and models reading a trace, and a secret a deployment injects (through a source's
-environment) never passes through a node's arguments or results, so it cannot reach a
-trace.
+owner that continues the run, and so does a failed attempt the stopped owner recorded
+but had not traced yet (`RunTrace.has_attempt`). Previews are cut, never parsed back:
+they are for people and models reading a trace, and a secret a deployment injects
+(through a source's environment) never passes through a node's arguments or results,
+so it cannot reach a trace.
 
 Ordering and atomicity: entries of one run are appended under a per-run lock, so their
 sequence numbers follow the order nodes finished in this process. An entry is written
@@ -51,6 +52,7 @@ MAX_PREVIEW_BYTES: Final = 1024
 MAX_ERROR_BYTES: Final = 512
 MAX_TRACE_PAGE: Final = 100
 _VERSION: Final = 1
+_SCAN_PAGE: Final = 1000
 
 
 def preview(value: Any) -> str:
@@ -197,6 +199,26 @@ class RunTrace:
                 except storage.LedgerConflictError:
                     continue
             raise RuntimeError(f"trace of run {graph_run_id}: the log kept moving")
+
+    async def has_attempt(self, graph_run_id: str, node: str, step: int, attempt: int) -> bool:
+        """Whether the trace holds an entry of attempt ``attempt`` of ``node`` at ``step``
+        (an owner that stopped between recording an attempt's failure and tracing it left
+        none: the owner that continues writes it). Reads the whole log: only a restarted
+        owner asks, once per failed attempt it finds recorded."""
+        name = trace_log(graph_run_id)
+        after = 0
+        while True:
+            records = await self._ledger.read(name, after=after, limit=_SCAN_PAGE)
+            for record in records:
+                try:
+                    entry = _decode(record)
+                except (ValueError, KeyError, TypeError) as exc:
+                    raise storage.CorruptDataError(f"trace entry {record.seq} of {name}") from exc
+                if (entry.node, entry.step, entry.attempt) == (node, step, attempt):
+                    return True
+            if len(records) < _SCAN_PAGE:
+                return False
+            after = records[-1].seq
 
     async def read(self, graph_run_id: str, *, start: int = 0, limit: int = 50) -> TracePage:
         if isinstance(start, bool) or not isinstance(start, int) or start < 0:
