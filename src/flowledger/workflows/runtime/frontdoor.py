@@ -30,11 +30,13 @@ Waiting polls with a growing delay (``poll`` up to ``max_poll`` seconds).
 from __future__ import annotations
 
 import asyncio
+import logging
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Final
 
 from ... import flow
+from ...storage import Wakeups
 from ..activities.history import HistoryPage
 from ..activities.journal import ActivityJournal
 from ..errors import (
@@ -48,6 +50,7 @@ from ..records.intent import record_cancel_intent
 from ..records.registry import RunRegistry
 from ..records.requests import ResumeRequest, RunRequests
 from ..records.run import Run, RunStatus, owner_lease_name
+from ..records.wakeups import wake_session
 from .catalog import Catalog
 from .resumption import assess, prepare_resume
 
@@ -55,6 +58,8 @@ if TYPE_CHECKING:
     from .session import WorkflowSession
 
 __all__ = ["FrontDoor", "FrontDoorTicket"]
+
+log = logging.getLogger(__name__)
 
 DEFAULT_START_TIMEOUT: Final = 20.0
 DEFAULT_REQUEST_TIMEOUT: Final = 20.0
@@ -101,6 +106,7 @@ class FrontDoor:
         outcome_timeout: float = DEFAULT_OUTCOME_TIMEOUT,
         poll: float = 0.02,
         max_poll: float = 0.5,
+        wakeups: Wakeups | None = None,
     ) -> None:
         owner_lease_name(session_id)  # validates the session id
         for name, value in (
@@ -123,6 +129,7 @@ class FrontDoor:
         self.outcome_timeout = float(outcome_timeout)
         self._poll = poll
         self._max_poll = max_poll
+        self.wakeups = wakeups  # woken by `start` (requests wake on their own commit)
 
     @classmethod
     def for_session(
@@ -144,6 +151,7 @@ class FrontDoor:
             start_timeout=start_timeout,
             request_timeout=request_timeout,
             outcome_timeout=outcome_timeout,
+            wakeups=session.store.wakeups,
         )
 
     @property
@@ -156,8 +164,14 @@ class FrontDoor:
     # -- start -----------------------------------------------------------------------------
 
     async def start(self, run_id: str) -> FrontDoorTicket:
-        """The pending run is already written; return a ticket that waits for its seed."""
+        """The pending run is already written: wake the session's workers and owner, and
+        return a ticket that waits for its seed."""
         await self.registry.get(self._session_id, run_id)  # NotFoundError if foreign
+        if self.wakeups is not None:
+            try:
+                await wake_session(self.wakeups, self._session_id)
+            except Exception as exc:  # the run is written: the fallback poll finds it
+                log.warning("run %s: waking its workers failed: %s", run_id, exc)
         return FrontDoorTicket(self, run_id)
 
     async def _seeded(self, run: Run) -> bool:

@@ -107,6 +107,7 @@ class WorkflowSession:
             adopt_from_index=adopt_from_index,
             pending=pending,
             integrity=store.integrity,
+            wakeups=store.wakeups,
         )
         return cls(
             store,
