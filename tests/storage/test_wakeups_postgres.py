@@ -182,3 +182,27 @@ async def test_behind_pgbouncer_with_a_direct_listen_url(tmp_path: Path) -> None
                 assert await _quiet(store, listener)
     finally:
         drop_schema(schema)
+
+
+async def test_listeners_share_one_connection_and_join_it_later() -> None:
+    """However many listeners a store has (a front door per session, an owner per session,
+    a worker), they share one session connection; one added while it is serving joins
+    it (LISTEN on the running connection) and is woken like the first."""
+    with postgres_url() as url:
+        async with open_store(url) as store:
+            first = await store.wakeups.listen(["work"])
+            assert isinstance(first, PostgresListener)
+            await _live(first)
+            later = await store.wakeups.listen(["started.x"])
+            assert isinstance(later, PostgresListener)
+            await _live(later)
+            assert later.backend_pid == first.backend_pid is not None
+            assert later.connects == 1
+            await later.wait(0)
+            await first.wait(0)
+            await store.wakeups.notify("started.x")
+            assert await later.wait(HANG)
+            assert await _quiet(store, first)
+            await later.close()
+            await store.wakeups.notify("work")
+            assert await first.wait(HANG)

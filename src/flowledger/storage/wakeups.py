@@ -108,7 +108,8 @@ class Listener:
     def __init__(self, channels: tuple[str, ...]) -> None:
         self.channels = channels
         self._loop = asyncio.get_running_loop()
-        self._event = asyncio.Event()
+        self._event = asyncio.Event()  # the one `wait`er's
+        self._changed = asyncio.Event()  # every `changed` waiter's; replaced on each wake
         self._closed = False
         self.wakes = 0  # wake-ups received (several may collapse into one `wait`)
 
@@ -118,8 +119,7 @@ class Listener:
         return not self._closed
 
     def wake(self) -> None:
-        """Wake the waiter; callable from any thread."""
-        self.wakes += 1
+        """Wake the waiters; callable from any thread."""
         if self._loop.is_closed():
             return
         try:
@@ -127,9 +127,25 @@ class Listener:
         except RuntimeError:
             running = None
         if running is self._loop:
-            self._event.set()
+            self._woken()
         else:
-            self._loop.call_soon_threadsafe(self._event.set)
+            self._loop.call_soon_threadsafe(self._woken)
+
+    def _woken(self) -> None:
+        self.wakes += 1
+        self._event.set()
+        changed, self._changed = self._changed, asyncio.Event()
+        changed.set()
+
+    async def changed(self, since: int, seconds: float) -> bool:
+        """For several waiters at once: True as soon as `wakes` exceeds ``since`` (read
+        it before looking at what a wake-up would announce), False after ``seconds``.
+        Does not consume anything `wait` returns."""
+        if self.wakes > since:
+            return True
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self._changed.wait(), max(0.0, seconds))
+        return self.wakes > since
 
     async def wait(self, seconds: float) -> bool:
         """True once woken since the last `wait` returned, False after ``seconds``."""

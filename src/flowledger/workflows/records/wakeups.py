@@ -5,6 +5,8 @@
   may be in a session nobody owns yet, which any of them may claim.
 * ``session.<session id>`` (`session_channel`) - woken by the same writes, for that
   session only. A standalone owner (`Supervisor` with a ``poll_interval``) listens to it.
+* ``started.<session id>`` (`started_channel`) - woken by an owner when a run of the
+  session made its seed (revision 0) durable: what a front door's start waits for.
 * `DUE` - for work that becomes due by time rather than by a write (timers, schedules):
   ``await wake_due(store)`` when something is due; workers and owners listen to it.
 
@@ -27,6 +29,7 @@ __all__ = [
     "DUE",
     "WORK",
     "session_channel",
+    "started_channel",
     "wake_due",
     "wake_session",
     "waking_session",
@@ -41,6 +44,12 @@ def session_channel(session_id: str) -> str:
     if not is_id(session_id):
         raise ValueError(f"session ID must be a nonzero lowercase UUID, not {session_id!r}")
     return f"session.{session_id}"
+
+
+def started_channel(session_id: str) -> str:
+    if not is_id(session_id):
+        raise ValueError(f"session ID must be a nonzero lowercase UUID, not {session_id!r}")
+    return f"started.{session_id}"
 
 
 def work_channels(session_id: str) -> tuple[str, str]:
