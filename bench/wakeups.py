@@ -17,7 +17,7 @@ the round):
    through the front door (`workflow_run_start`: the pending run written, a worker
    picked it up and made revision 0 durable), p50 and p99.
 
-    python bench/wakeups.py --before main --rounds 3
+    python bench/wakeups.py --rounds 3   # --before defaults to the last polling commit
 """
 
 from __future__ import annotations
@@ -39,6 +39,7 @@ from urllib.parse import urlsplit, urlunsplit
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
+LAST_POLLING = "8ebe07b"  # main just before wake-ups (issue #33): workers polled every 0.5 s
 
 
 def _database_url(url: str, database: str) -> str:
@@ -170,7 +171,8 @@ async def _round(args: argparse.Namespace, url: str) -> dict[str, float]:
 
 
 def once(args: argparse.Namespace) -> None:
-    database = f"wakeups_bench_{uuid.uuid4().hex[:10]}"
+    prefix = os.environ.get("FLOWLEDGER_BENCH_DATABASE_PREFIX") or "bench_wakeups"
+    database = f"{prefix}_{uuid.uuid4().hex[:10]}"
     _admin(args.db, f'CREATE DATABASE "{database}"')
     try:
         result = asyncio.run(_round(args, _database_url(args.db, database)))
@@ -237,7 +239,11 @@ def compare(args: argparse.Namespace) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--db", default="postgresql://postgres@127.0.0.1:5432/test")
-    parser.add_argument("--before", default="main", help="git revision to compare with")
+    parser.add_argument(
+        "--before",
+        default=LAST_POLLING,
+        help="git revision to compare with (default: the last commit before wake-ups)",
+    )
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--workers", type=int, default=3)
     parser.add_argument("--idle", type=float, default=30.0, help="seconds of the idle count")

@@ -166,7 +166,7 @@ class PostgresWakeups(Wakeups):
                     async with conn:
                         delay = FIRST_RETRY
                         await self._serve(conn)
-                except (psycopg.Error, OSError) as exc:
+                except Exception as exc:  # whatever it was, listen again (waiters poll)
                     log.warning("wake-up listener: connection lost (retry in %gs): %s", delay, exc)
                 finally:
                     self._conn = None

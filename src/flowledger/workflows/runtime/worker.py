@@ -294,8 +294,9 @@ class Worker:
     async def run(self, stop: asyncio.Event) -> None:
         """Tick until ``stop`` is set, then `close`."""
         log.info(
-            "worker %s: polling every %gs, lease TTL %gs, at most %d sessions",
+            "worker %s: wake-ups %s; polling every %gs, lease TTL %gs, at most %d sessions",
             self.worker_id,
+            self.store.wakeups.delivery or "in-process",
             self.settings.poll,
             self.settings.lease_ttl,
             self.settings.max_sessions,
