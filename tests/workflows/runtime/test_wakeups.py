@@ -230,3 +230,30 @@ async def test_a_worker_behind_pgbouncer_in_transaction_mode(tmp_path: Path, dir
                 await asyncio.wait_for((await front.start(run.id)).wait(), HANG)
     finally:
         drop_schema(schema)
+
+
+async def test_a_front_door_waiting_for_a_seed_is_woken_by_the_owner(store_url: str) -> None:
+    """The front door's own polling is 60 s apart here: its start returns because the
+    owner's ``started.<session>`` wake-up woke it once the seed was durable."""
+    gates = Gates()
+    catalog = app(gates)
+    sid = str(uuid.uuid4())
+    async with open_store(store_url) as store, running(Worker(store, catalog, SLOW)):
+        session = WorkflowSession.build(store, sid, catalog)
+        front = FrontDoor(
+            sid,
+            catalog=session.catalog,
+            registry=session.registry,
+            checkpoints=session.checkpoints,
+            journal=session.journal,
+            requests=session.requests,
+            start_timeout=HANG,
+            poll=60,
+            max_poll=60,
+            wakeups=store.wakeups,
+        )
+        for _ in range(2):  # the first opens the front door's listener, the second reuses it
+            run = await create_run(store, catalog, sid)
+            ticket = await front.start(run.id)
+            await asyncio.wait_for(ticket.wait(), HANG)
+            assert await status(store, run) is not RunStatus.PENDING

@@ -12,7 +12,8 @@ and front doors listen for. It connects to the store's ``listen_url`` (default: 
 store's own URL; none when ``prepare=off`` names a transaction pooler - see `url`) on
 the first `listen`. A new listener's channels are added with ``LISTEN`` on that
 connection (the connection's loop is interrupted by a ``NOTIFY`` on a control channel
-of its own); the listener is `live` from then on.
+of its own); the listener is `live` from then on, and `listen` returns once it is (or
+after ``connect_timeout`` seconds if the connection cannot be made by then).
 
 When the connection is lost (the server restarted, ``pg_terminate_backend``, a network
 cut) no listener is `live`, each is woken once (a wake-up may have been missed: look
@@ -58,6 +59,7 @@ class PostgresWakeups(Wakeups):
         self._listening: set[str] = set()  # LISTENed on the current connection
         self._control = wake_name(settings.schema, f"control.{uuid.uuid4().hex[:16]}")
         self._resync = asyncio.Event()  # set when the channels to listen to changed
+        self._synced = asyncio.Event()  # set (and replaced) after every resync
         self._task: asyncio.Task[None] | None = None
         self._conn: _Conn | None = None
         self.connects = 0  # successful (re)connections, for tests and status
@@ -103,6 +105,13 @@ class PostgresWakeups(Wakeups):
             self._resync.set()
             with contextlib.suppress(Exception):  # interrupt the wait for notifications
                 await self._ping()
+        # Return once it listens, so that what its caller reads next is either already
+        # there or announced to it - unless the connection cannot be made that soon (the
+        # listener goes live later; its waiter polls meanwhile).
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(self._db.settings.connect_timeout):
+                while not listener.live:
+                    await self._synced.wait()
         return listener
 
     def _unsubscribe(self, listener: PostgresListener) -> None:
@@ -134,6 +143,8 @@ class PostgresWakeups(Wakeups):
             if not listener.was_live and listener.live:
                 listener.was_live = True
                 listener.wake()
+        synced, self._synced = self._synced, asyncio.Event()
+        synced.set()
 
     def _all(self) -> set[PostgresListener]:
         return set().union(*self._subscribers.values()) if self._subscribers else set()

@@ -29,7 +29,7 @@ FAST_POLL: Final = 0.5  # seconds between looks for work while wake-ups are not 
 
 class WorkWaiter:
     """Waits on ``channels`` of ``wakeups`` (None: no wake-ups, always poll) with a
-    ``fallback`` poll; `open` before the first `wait`, `close` after the last."""
+    ``fallback`` poll; `open` before the first look for work, `close` after the last."""
 
     def __init__(self, wakeups: Wakeups | None, channels: Iterable[str], fallback: float) -> None:
         self._wakeups = wakeups
@@ -44,6 +44,10 @@ class WorkWaiter:
             self.listener = await self._wakeups.listen(self._channels)
         except Exception as exc:  # the store may be away for a moment: poll instead
             log.warning("no wake-ups, polling every %gs: %s", self.interval, exc)
+            return
+        # A wake-up from before the caller's first look (the listener going live) is
+        # answered by that look.
+        await self.listener.wait(0)
 
     @property
     def live(self) -> bool:
