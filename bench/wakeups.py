@@ -214,7 +214,7 @@ def compare(args: argparse.Namespace) -> None:
                 print(
                     f"round {index + 1} {label}: start p50 {1000 * statistics.median(lat):.1f} ms, "
                     f"p99 {1000 * _quantile(lat, 0.99):.1f} ms, idle "
-                    f"{result['idle_per_worker_minute']:.1f} transactions/worker/min",
+                    f"{result['idle_per_worker_minute']:.1f} storage calls/worker/min",
                     file=sys.stderr,
                     flush=True,
                 )
