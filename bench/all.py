@@ -6,18 +6,20 @@ In order, each part a subprocess of this interpreter (bench/run.sh runs it in be
    with the chain, fan-out and g) latency plots;
 2. ``postgres`` - bench/compare.py ``--backend postgres``: a), b), f) and g);
 3. ``workers``  - bench/workers.py with 1, 2 and 3 worker processes (PostgreSQL);
-4. ``scale``    - bench/scale.py (workload h), on SQLite and, when reachable, PostgreSQL.
+4. ``wakeups``  - bench/wakeups.py: start latency and idle storage calls, the last polling
+   code against this checkout, alternated (PostgreSQL);
+5. ``scale``    - bench/scale.py (workload h), on SQLite and, when reachable, PostgreSQL.
 
 The PostgreSQL server (``--postgres-url``) is checked once: when it cannot be reached, one
 line says so and the PostgreSQL parts are skipped (h) then runs on SQLite only).
 
 With ``--out FILE`` every part writes its own generated block of FILE, between markers
-named ``results`` (the SQLite comparison), ``results-postgres``, ``results-workers`` and
-``results-scale`` (see compare.write_out: a block is replaced in place, or appended under
-a heading of its own when FILE does not have it yet), and the plots go next to FILE. A
-part that is skipped or fails leaves its block as it was. ``--quick`` runs every part at
-its smallest size (seconds to a few minutes in all); ``--only`` and ``--reps`` go to both
-comparisons.
+named ``results`` (the SQLite comparison), ``results-postgres``, ``results-workers``,
+``results-wakeups`` and ``results-scale`` (see compare.write_out: a block is replaced in
+place, or appended under a heading of its own when FILE does not have it yet), and the
+plots go next to FILE. A part that is skipped or fails leaves its block as it was.
+``--quick`` runs every part at its smallest size (seconds to a few minutes in all);
+``--only`` and ``--reps`` go to both comparisons.
 """
 
 from __future__ import annotations
@@ -37,7 +39,7 @@ sys.path.insert(0, str(HERE))
 
 import compare  # noqa: E402
 
-PARTS = ("sqlite", "postgres", "workers", "scale")
+PARTS = ("sqlite", "postgres", "workers", "wakeups", "scale")
 # workers.py at its smallest: enough runs that every worker count gets work in each phase
 QUICK_WORKERS = (
     "--runs", "24", "--sessions", "3", "--concurrency", "12", "--repeat", "1",
@@ -89,9 +91,12 @@ def parts(args: argparse.Namespace, postgres: bool) -> list[Part]:
         ]
         workers = [py, str(HERE / "workers.py"), "--db", args.postgres_url, "--workers", "1"]
         workers += ["2", "3", *(QUICK_WORKERS if args.quick else ())]
+        wakeups = [py, str(HERE / "wakeups.py"), "--db", args.postgres_url]
+        wakeups += ["--rounds", "1", "--idle", "5", "--latency-runs", "10"] if args.quick else []
         chosen += [
             Part("postgres", pg_compare),
             Part("workers", workers, "results-workers", "Workers on PostgreSQL (generated)"),
+            Part("wakeups", wakeups, "results-wakeups", "Wake-ups against polling (generated)"),
         ]
     scale = [py, str(HERE / "scale.py"), *(["--quick"] if args.quick else [])]
     scale += ["--cache", args.scale_cache] if args.scale_cache else []

@@ -44,7 +44,7 @@ def test_sqlite_parts_and_one_line_when_postgres_is_unreachable(tmp_path: Path) 
     assert written.startswith(KEPT)
     for block in ("results", "results-scale"):
         assert f"<!-- {block}:begin -->" in written and f"<!-- {block}:end -->" in written
-    for block in ("results-postgres", "results-workers"):
+    for block in ("results-postgres", "results-workers", "results-wakeups"):
         assert f"<!-- {block}:begin -->" not in written
     for key in ("a)", "b)", "d)", "e)", "f)", "g)"):
         assert _rows(written, key), key
@@ -88,6 +88,9 @@ def test_postgres_parts_write_their_own_blocks(tmp_path: Path) -> None:
     assert "<!-- results-workers:end -->" in workers
     for count in ("1", "2", "3"):
         assert any(line.startswith(f"| {count} | ") for line in workers.splitlines()), count
+    wakeups = written.partition("<!-- results-wakeups:begin -->")[2]
+    assert "<!-- results-wakeups:end -->" in wakeups
+    assert _rows(wakeups, "before") and _rows(wakeups, "after")
     with psycopg.connect(url, autocommit=True) as conn:
         left = conn.execute(
             "SELECT datname FROM pg_database WHERE datname LIKE %s", (f"{prefix}%",)

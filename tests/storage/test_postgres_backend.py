@@ -84,9 +84,9 @@ def db_of(store: Store) -> Any:
 
 def test_parse_defaults() -> None:
     settings = parse_postgres_url("postgresql://alice@db.example:5433/app")
-    assert settings == PostgresSettings(
-        "postgresql://alice@db.example:5433/app?connect_timeout=10", "flowledger", 1, 10, 10
-    )
+    conninfo = "postgresql://alice@db.example:5433/app?connect_timeout=10"
+    # the wake-up listener connects where the store does
+    assert settings == PostgresSettings(conninfo, "flowledger", 1, 10, 10, listen=conninfo)
     assert parse_postgres_url("postgres://h/d").conninfo == "postgres://h/d?connect_timeout=10"
     assert parse_postgres_url("PostgreSQL://h/d").schema == "flowledger"
 

@@ -746,9 +746,14 @@ def worker(
     poll: Annotated[
         float,
         typer.Option(
-            "--poll", min=0.01, max=60, metavar="S", help="Seconds between looks for work."
+            "--poll",
+            min=0.01,
+            max=60,
+            metavar="S",
+            help="Seconds between looks for work when nothing wakes the worker (the "
+            "fallback poll; every 0.5 s instead while wake-ups are not delivered).",
         ),
-    ] = 0.5,
+    ] = 5.0,
     max_sessions: Annotated[
         int,
         typer.Option(

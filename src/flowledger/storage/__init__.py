@@ -53,6 +53,7 @@ from .limits import (
 )
 from .names import MAX_NAME_BYTES, InvalidNameError, validate_name
 from .store import Store, StoreOpener, UnsupportedURLError, open_store
+from .wakeups import InvalidChannelError, Listener, Wakeups, waking
 
 __all__ = [
     "KV",
@@ -80,6 +81,7 @@ __all__ = [
     "FenceArg",
     "FencedWriteError",
     "Integrity",
+    "InvalidChannelError",
     "InvalidNameError",
     "InvalidValueError",
     "KVDelete",
@@ -93,6 +95,7 @@ __all__ = [
     "Ledger",
     "LedgerConflictError",
     "LedgerUsage",
+    "Listener",
     "LostReason",
     "PagedKV",
     "Record",
@@ -109,10 +112,12 @@ __all__ = [
     "Unchecked",
     "UnsupportedURLError",
     "ValueTooLargeError",
+    "Wakeups",
     "current_fence",
     "digest_of",
     "fence_arg",
     "fencing",
     "open_store",
     "validate_name",
+    "waking",
 ]

@@ -45,6 +45,7 @@ from .ledger import (
 )
 from .limits import MAX_BLOB_BYTES, MAX_KV_VALUE_BYTES, check_bytes, check_revision
 from .names import validate_name
+from .wakeups import LocalWakeups, pending_wakes
 
 __all__ = ["MemoryBlobs", "MemoryGate", "MemoryKV", "MemoryLeaseBackend", "MemoryLedger"]
 
@@ -54,6 +55,8 @@ class MemoryGate:
 
     def __init__(self) -> None:
         self.closed = False
+        # Listeners of this store (and only this one) are woken: `waking` KV writes.
+        self.wakeups = LocalWakeups(self, "in-process: listeners of this memory store")
 
     def check(self) -> None:
         if self.closed:
@@ -61,6 +64,7 @@ class MemoryGate:
 
     async def close(self) -> None:
         self.closed = True
+        await self.wakeups.close()
 
 
 @dataclass(slots=True)
@@ -102,7 +106,8 @@ class MemoryKV:
             if actual != expected:
                 raise ConflictError(key, expected, actual)
             self._kv[key] = Entry(bytes(value), actual + 1)
-            return actual + 1
+        self._gate.wakeups.wake_committed(pending_wakes())
+        return actual + 1
 
     async def delete(self, key: str, *, fence: Fence | None = None) -> None:
         validate_name(key)
@@ -133,7 +138,8 @@ class MemoryKV:
                     self._kv[write.key] = Entry(bytes(write.value), revision)
                 else:
                     self._kv.pop(write.key, None)
-            return revisions
+        self._gate.wakeups.wake_committed(pending_wakes())
+        return revisions
 
     async def keys(self, prefix: str = "") -> list[str]:
         self._gate.check()

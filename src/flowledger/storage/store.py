@@ -30,6 +30,7 @@ from .kv import KV
 from .lease import Leaser
 from .ledger import Ledger
 from .memory import MemoryBlobs, MemoryGate, MemoryKV, MemoryLeaseBackend, MemoryLedger
+from .wakeups import LocalWakeups, Wakeups
 
 __all__ = ["Store", "StoreOpener", "UnsupportedURLError", "open_store"]
 
@@ -40,7 +41,7 @@ class UnsupportedURLError(ValueError):
         super().__init__(f"cannot open store {url!r}: {reason}")
 
 
-_SECRET_OPTIONS = frozenset({"password", "sslpassword"})
+_SECRET_OPTIONS = frozenset({"password", "sslpassword", "listen_url"})
 
 
 def redact_url(url: str) -> str:
@@ -81,6 +82,9 @@ class Store:
     # What the backend can say about its own structures (`integrity`); a store put
     # together from primitives by hand trusts every miss.
     integrity: Integrity = field(default_factory=Unchecked)
+    # Who is woken by `waking` writes and `notify` (see `wakeups`); a store put together
+    # from primitives by hand gets private in-process wake-ups its KV does not ring.
+    wakeups: Wakeups = field(default_factory=lambda: LocalWakeups(object()))
     _close_backend: Callable[[], Awaitable[None]] = field(default=_nothing, repr=False)
     _closed: bool = field(default=False, repr=False)
 
@@ -89,6 +93,7 @@ class Store:
         if self._closed:
             return
         self._closed = True
+        await self.wakeups.close()
         await self.leases.close()
         await self._close_backend()
 
@@ -164,6 +169,7 @@ async def _connect(url: str, *, read_only: bool = False) -> Store:
             *primitives,
             read_only=read_only,
             integrity=Unchecked("none (an in-process memory store)"),
+            wakeups=gate.wakeups,
             _close_backend=gate.close,
         )
     if scheme == "sqlite":

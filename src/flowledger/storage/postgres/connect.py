@@ -11,6 +11,7 @@ from .kv import PostgresKV
 from .leases import PostgresLeaseBackend
 from .ledger import PostgresLedger
 from .url import parse_postgres_url
+from .wakeups import PostgresWakeups
 
 __all__ = ["connect_postgres"]
 
@@ -27,5 +28,6 @@ async def connect_postgres(url: str) -> Store:
         PostgresLedger(db),
         Leaser(PostgresLeaseBackend(db)),
         integrity=PostgresIntegrity(db),
+        wakeups=PostgresWakeups(db),
         _close_backend=db.close,
     )

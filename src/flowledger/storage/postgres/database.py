@@ -85,6 +85,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import hashlib
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from typing import Any, Final, TypeVar
 
@@ -105,7 +106,7 @@ from .queries import Conn, Queries
 from .schema import ensure_schema
 from .url import PostgresSettings
 
-__all__ = ["Database", "fenced_result", "prefix_bounds"]
+__all__ = ["Database", "fenced_result", "prefix_bounds", "wake_name"]
 
 _T = TypeVar("_T")
 
@@ -244,6 +245,23 @@ class Database:
                 raise
             raise lost from None  # the re-read failed too: the outcome stays unknown
 
+    async def _statement_waking(
+        self, conn: Conn, query: bytes, params: Sequence[object], wake: Sequence[str]
+    ) -> tuple[Any, ...] | None:
+        async with conn.transaction():
+            row = await queries.one(conn, query, params)
+            if row is not None and row[0] is not None:
+                await self.notify(conn, wake)
+        return row
+
+    async def notify(self, conn: Conn, channels: Sequence[str]) -> None:
+        """``NOTIFY`` ``channels`` (our names, mapped to the schema's) on ``conn``: at
+        once on an autocommit connection, at the commit inside a transaction."""
+        if channels:
+            names = [wake_name(self.settings.schema, c) for c in channels]
+            query = "SELECT " + ", ".join(["pg_notify(%s, '')"] * len(names))
+            await conn.execute(query.encode(), names)
+
     async def check_fence(self, conn: Conn, fence: Fence | None) -> None:
         """The first statement of a fenced write: `FencedWriteError` unless ``fence``'s
         grant is current; its row stays share-locked until the write ends."""
@@ -261,6 +279,7 @@ class Database:
         query: bytes,
         params: Sequence[object],
         resolve: Callable[[psycopg.OperationalError], Awaitable[object]],
+        wake: Sequence[str] = (),
     ) -> tuple[tuple[Any, ...] | None, bool]:
         """Run one single-statement write (an append, a KV put or delete): its row (the
         write's result - claimed log id, new revision - fence epoch and liveness; a
@@ -276,12 +295,19 @@ class Database:
         from the pool (the resolution found nothing) is replaced once; the retry is
         another compare-and-swap (or -append) at the same revision, so at most one of
         the two can land, and whichever does holds our bytes (a delete is idempotent).
+
+        With ``wake`` channels (a write inside `waking`) the statement runs in an
+        explicit transaction that also ``NOTIFY``s them if the statement wrote (its
+        result is not NULL), so the wake-up is delivered when, and only if, it commits.
         """
         for attempt in (1, 2):
             conn: Conn | None = None
             try:
                 async with self.connection() as conn:
-                    row = await queries.one(conn, query, params)
+                    if wake:
+                        row = await self._statement_waking(conn, query, params, wake)
+                    else:
+                        row = await queries.one(conn, query, params)
                 return (None, None, None) if row is None else row, attempt == 2
             except psycopg.errors.SerializationFailure:
                 # Only under a stricter default isolation than READ COMMITTED (a
@@ -316,6 +342,17 @@ async def _configure(conn: Conn) -> None:
     # Client-side only: psycopg then starts transactions with
     # BEGIN ISOLATION LEVEL READ COMMITTED, whatever the server's default is.
     await conn.set_isolation_level(psycopg.IsolationLevel.READ_COMMITTED)
+
+
+def wake_name(schema: str, channel: str) -> str:
+    """The PostgreSQL channel of our wake-up ``channel`` in ``schema`` (stores on other
+    schemas of the database are not woken): ``<schema>.<channel>`` when it fits
+    PostgreSQL's 63-byte identifiers, else the schema and a digest of the channel."""
+    name = f"{schema}.{channel}"
+    if len(name) <= 63:
+        return name
+    digest = hashlib.blake2b(channel.encode(), digest_size=10).hexdigest()
+    return f"{schema[:42]}.{digest}"
 
 
 def prefix_bounds(prefix: str) -> tuple[str, str] | None:

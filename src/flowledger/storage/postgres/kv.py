@@ -22,6 +22,7 @@ from ..fence import Fence, check_fence
 from ..kv import Entry, KVPut, KVWrite, check_page, check_writes
 from ..limits import MAX_KV_VALUE_BYTES, check_bytes, check_revision
 from ..names import validate_name
+from ..wakeups import pending_wakes
 from . import queries
 from .database import Database, fenced_result, prefix_bounds
 from .queries import Conn
@@ -60,8 +61,9 @@ async def _put(db: Database, key: str, value: bytes, expected: int, fence: Fence
             raise lost
         raise ConflictError(key, expected, actual)
 
+    wake = pending_wakes()
     while True:
-        row, retried = await db.statement(query, params, resolve)
+        row, retried = await db.statement(query, params, resolve, wake)
         if row is None:
             return expected + 1  # a lost acknowledgement, resolved: it had committed
         written = fenced_result(row, fence)
@@ -95,6 +97,8 @@ async def _delete(db: Database, key: str, fence: Fence | None) -> None:
 
 
 async def _write_many(db: Database, writes: list[KVWrite], fence: Fence | None) -> list[int]:
+    wake = pending_wakes()
+
     async def body(conn: Conn) -> list[int]:
         await db.check_fence(conn, fence)
         revisions: list[int] = []
@@ -114,6 +118,7 @@ async def _write_many(db: Database, writes: list[KVWrite], fence: Fence | None) 
                 actual = 0 if current is None else int(current[0])
                 raise ConflictError(write.key, write.expected, actual)
             revisions.append(int(row[0]))
+        await db.notify(conn, wake)  # delivered at the commit, and only with it
         return revisions
 
     async def resolve(lost: psycopg.OperationalError) -> list[int]:

@@ -17,6 +17,13 @@ Query options of our own:
   PostgreSQL parses and plans each of them once per connection instead of on every call.
   ``off`` for a transaction-mode pooler that cannot keep prepared statements (PgBouncer
   before 1.21, or without ``max_prepared_statements``).
+* ``listen_url`` - where the store's wake-up listener (``LISTEN``, see
+  `storage.postgres.wakeups`) connects: a percent-encoded ``postgresql://`` URL of a
+  *session* connection straight to PostgreSQL (or through a session-mode pooler), or
+  ``off`` for no wake-ups (waiters poll). Default: the store's own URL - unless
+  ``prepare=off`` says a transaction-mode pooler is in between, where ``LISTEN`` cannot
+  work: then wake-ups are off (a warning is logged when a listener is asked for) until
+  ``listen_url`` names a direct connection.
 
 Every other query parameter must be one of libpq's own connection keywords
 (``sslmode``, ``sslrootcert``, ``application_name``, ``target_session_attrs``,
@@ -55,9 +62,18 @@ class PostgresSettings:
     pool_max: int = _DEFAULT_POOL_MAX
     connect_timeout: int = _DEFAULT_CONNECT_TIMEOUT
     prepare: bool = True
+    listen: str | None = None  # the listener's conninfo (None: wake-ups off)
+    listen_off: str = ""  # why wake-ups are off, when they are
 
 
-_OWN_OPTIONS: Final = ("schema", "pool_min", "pool_max", "connect_timeout", "prepare")
+_OWN_OPTIONS: Final = (
+    "schema",
+    "pool_min",
+    "pool_max",
+    "connect_timeout",
+    "prepare",
+    "listen_url",
+)
 _SWITCH: Final = {"on": True, "off": False}
 # libpq keywords that would turn the connection into something other than a SQL session.
 _REFUSED_LIBPQ: Final = frozenset({"replication"})
@@ -155,4 +171,31 @@ def parse_postgres_url(url: str) -> PostgresSettings:
     passed.append(("connect_timeout", str(connect_timeout)))
     query = "&".join(f"{quote(k, safe='')}={quote(v, safe='')}" for k, v in passed)
     conninfo = urlunsplit(parts._replace(query=query, fragment=""))
-    return PostgresSettings(conninfo, schema, pool_min, pool_max, connect_timeout, prepare)
+    listen, listen_off = _listen(shown, own.get("listen_url"), conninfo, prepare)
+    return PostgresSettings(
+        conninfo, schema, pool_min, pool_max, connect_timeout, prepare, listen, listen_off
+    )
+
+
+def _listen(shown: str, option: str | None, conninfo: str, prepare: bool) -> tuple[str | None, str]:
+    """The wake-up listener's conninfo and, when there is none, why (see ``listen_url``)."""
+    if option is None:
+        if prepare:
+            return conninfo, ""
+        return None, (
+            "prepare=off says a transaction-mode pooler is in between, where LISTEN "
+            "cannot work; give listen_url=<a direct postgresql:// URL> for wake-ups"
+        )
+    if option == "off":
+        return None, "listen_url=off"
+    scheme, _, rest = option.partition(":")
+    if scheme.lower() not in ("postgresql", "postgres") or not rest.startswith("//"):
+        raise UnsupportedURLError(
+            shown, "listen_url must be a percent-encoded postgresql:// URL or off"
+        )
+    try:
+        psycopg.conninfo.conninfo_to_dict(option)
+    except psycopg.ProgrammingError:
+        # libpq's message may quote the URL, password and all: say only what is wrong
+        raise UnsupportedURLError(shown, "listen_url is not a valid libpq URL") from None
+    return option, ""

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import os
+
 from ..lease import Leaser
 from ..store import Store
+from ..wakeups import LocalWakeups
 from .blobs import SQLiteBlobs
 from .database import Database
 from .integrity import SQLiteIntegrity
@@ -27,13 +30,18 @@ async def connect_sqlite(url: str, *, read_only: bool = False) -> Store:
     except BaseException:
         await worker.close()
         raise
+    # Every store open on this file in this process shares the wake-ups; other
+    # processes on the file are not woken (they find the work on their fallback poll).
+    path = await worker.call(os.path.realpath, worker.db.path)
+    wakeups = LocalWakeups(("sqlite", path), "in-process: stores on this SQLite file here")
     return Store(
         url,
-        SQLiteKV(worker),
+        SQLiteKV(worker, wakeups),
         SQLiteBlobs(worker),
         SQLiteLedger(worker),
         Leaser(SQLiteLeaseBackend(worker)),
         read_only=read_only,
         integrity=SQLiteIntegrity(worker),
+        wakeups=wakeups,
         _close_backend=worker.close,
     )

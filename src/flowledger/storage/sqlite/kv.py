@@ -17,6 +17,7 @@ from ..fence import Fence, check_fence
 from ..kv import Entry, KVPut, KVWrite, check_page, check_writes
 from ..limits import MAX_KV_VALUE_BYTES, check_bytes, check_revision
 from ..names import validate_name
+from ..wakeups import LocalWakeups, pending_wakes
 from .database import Database, prefix_bounds, rollback
 from .worker import Worker
 
@@ -121,9 +122,10 @@ def _page(db: Database, query: str, bounds: tuple[str, str], limit: int) -> list
 
 
 class SQLiteKV:
-    def __init__(self, worker: Worker) -> None:
+    def __init__(self, worker: Worker, wakeups: LocalWakeups | None = None) -> None:
         self._worker = worker
         self._db = worker.db
+        self._wakeups = wakeups  # woken after a write made inside `waking` commits
 
     async def get(self, key: str) -> Entry:
         validate_name(key)
@@ -136,7 +138,10 @@ class SQLiteKV:
         check_revision("expected", expected)
         check_bytes("value", value, MAX_KV_VALUE_BYTES)
         check_fence(fence)
-        return await self._worker.call(_put, self._db, key, value, expected, fence)
+        revision = await self._worker.call(_put, self._db, key, value, expected, fence)
+        if self._wakeups is not None:
+            self._wakeups.wake_committed(pending_wakes())
+        return revision
 
     async def delete(self, key: str, *, fence: Fence | None = None) -> None:
         validate_name(key)
@@ -151,7 +156,10 @@ class SQLiteKV:
         if not batch:
             self._worker.check_open()
             return []
-        return await self._worker.call(_write_many, self._db, batch, fence)
+        revisions = await self._worker.call(_write_many, self._db, batch, fence)
+        if self._wakeups is not None:
+            self._wakeups.wake_committed(pending_wakes())
+        return revisions
 
     async def keys(self, prefix: str = "") -> list[str]:
         bounds = prefix_bounds(prefix)

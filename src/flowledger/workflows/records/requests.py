@@ -45,6 +45,7 @@ from ...storage import KV, CorruptDataError, KeyNotFoundError, fence_arg, valida
 from ...storage import ConflictError as StorageConflictError
 from ..errors import ConflictError, CorruptRecordError
 from .run import is_id
+from .wakeups import waking_session
 
 __all__ = [
     "BELLS_PREFIX",
@@ -314,8 +315,9 @@ class RunRequests:
     async def ring(self, session_id: str, run_id: str) -> None:
         """Ring the run's bell (after writing a request record)."""
         key = bell_key(session_id, run_id)
-        with contextlib.suppress(StorageConflictError):  # it is ringing already
-            await self.kv.put(key, b"{}", expected=0)
+        # The bell is the write that makes the request visible: its commit wakes the owner.
+        with contextlib.suppress(StorageConflictError), waking_session(session_id):
+            await self.kv.put(key, b"{}", expected=0)  # a conflict: it is ringing already
 
     async def bells(self, session_id: str) -> list[str]:
         """The runs of one session whose bell rings."""

@@ -24,17 +24,21 @@ that the session's owner - a ``flowledger worker`` - carries out:
   says whether this caller was the first to ask), rings the cancel doorbell (it carries
   the reason, and makes the owner act at once), and waits until the run is cancelled.
 
-Waiting polls with a growing delay (``poll`` up to ``max_poll`` seconds).
+Waiting polls with a growing delay (``poll`` up to ``max_poll`` seconds); a start's wait
+is also woken by the owner's wake-up when a seed of the session is durable
+(`started_channel`, one listener per front door, opened on its first start).
 """
 
 from __future__ import annotations
 
 import asyncio
+import logging
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Final
 
 from ... import flow
+from ...storage import Listener, Wakeups
 from ..activities.history import HistoryPage
 from ..activities.journal import ActivityJournal
 from ..errors import (
@@ -48,6 +52,7 @@ from ..records.intent import record_cancel_intent
 from ..records.registry import RunRegistry
 from ..records.requests import ResumeRequest, RunRequests
 from ..records.run import Run, RunStatus, owner_lease_name
+from ..records.wakeups import started_channel, wake_session
 from .catalog import Catalog
 from .resumption import assess, prepare_resume
 
@@ -55,6 +60,8 @@ if TYPE_CHECKING:
     from .session import WorkflowSession
 
 __all__ = ["FrontDoor", "FrontDoorTicket"]
+
+log = logging.getLogger(__name__)
 
 DEFAULT_START_TIMEOUT: Final = 20.0
 DEFAULT_REQUEST_TIMEOUT: Final = 20.0
@@ -70,8 +77,12 @@ class _Backoff:
         self._delay = first
         self._longest = longest
 
-    async def sleep(self) -> None:
-        await asyncio.sleep(self._delay)
+    async def sleep(self, listener: Listener | None = None, seen: int = 0) -> None:
+        """Sleep the next delay, or until ``listener`` has had a wake-up after ``seen``."""
+        if listener is not None and listener.live:
+            await listener.changed(seen, self._delay)
+        else:
+            await asyncio.sleep(self._delay)
         self._delay = min(self._delay * 1.5, self._longest)
 
 
@@ -101,6 +112,7 @@ class FrontDoor:
         outcome_timeout: float = DEFAULT_OUTCOME_TIMEOUT,
         poll: float = 0.02,
         max_poll: float = 0.5,
+        wakeups: Wakeups | None = None,
     ) -> None:
         owner_lease_name(session_id)  # validates the session id
         for name, value in (
@@ -123,6 +135,8 @@ class FrontDoor:
         self.outcome_timeout = float(outcome_timeout)
         self._poll = poll
         self._max_poll = max_poll
+        self.wakeups = wakeups  # woken by `start` (requests wake on their own commit)
+        self._started: Listener | None = None
 
     @classmethod
     def for_session(
@@ -144,6 +158,7 @@ class FrontDoor:
             start_timeout=start_timeout,
             request_timeout=request_timeout,
             outcome_timeout=outcome_timeout,
+            wakeups=session.store.wakeups,
         )
 
     @property
@@ -156,8 +171,14 @@ class FrontDoor:
     # -- start -----------------------------------------------------------------------------
 
     async def start(self, run_id: str) -> FrontDoorTicket:
-        """The pending run is already written; return a ticket that waits for its seed."""
+        """The pending run is already written: wake the session's workers and owner, and
+        return a ticket that waits for its seed."""
         await self.registry.get(self._session_id, run_id)  # NotFoundError if foreign
+        if self.wakeups is not None:
+            try:
+                await wake_session(self.wakeups, self._session_id)
+            except Exception as exc:  # the run is written: the fallback poll finds it
+                log.warning("run %s: waking its workers failed: %s", run_id, exc)
         return FrontDoorTicket(self, run_id)
 
     async def _seeded(self, run: Run) -> bool:
@@ -166,11 +187,24 @@ class FrontDoor:
         except flow.CheckpointNotFoundError:
             return False
 
+    async def _started_listener(self) -> Listener | None:
+        """The listener for seeds of this session (`started_channel`), opened on first
+        use and kept (the store closes it); None without wake-ups."""
+        if self._started is None and self.wakeups is not None:
+            try:
+                self._started = await self.wakeups.listen([started_channel(self._session_id)])
+            except Exception as exc:  # polling alone still finds the seed
+                log.warning("session %s: no wake-ups for starts: %s", self._session_id, exc)
+                self.wakeups = None
+        return self._started
+
     async def _wait_seeded(self, run_id: str) -> None:
         loop = asyncio.get_running_loop()
         deadline = loop.time() + self.start_timeout
         backoff = self._backoff()
+        listener = await self._started_listener()
         while True:
+            seen = listener.wakes if listener is not None else 0
             run = await self.registry.get(self._session_id, run_id)
             if run.status is RunStatus.FAILED:
                 raise AdoptionError(run_id, "start", run.status_summary or "the run failed")
@@ -185,7 +219,9 @@ class FrontDoor:
                     self.start_timeout,
                     picked_up=run.status is not RunStatus.PENDING,
                 )
-            await backoff.sleep()
+            # Woken by an owner's seed (of any run of the session: look again), or the
+            # next poll of the backoff, whichever comes first.
+            await backoff.sleep(listener, seen)
 
     # -- resume ----------------------------------------------------------------------------
 

@@ -115,6 +115,7 @@ class WorkflowSession:
             integrity=store.integrity,
             timers=TimerIndex(store.kv),
             clock=clock,
+            wakeups=store.wakeups,
         )
         return cls(
             store,

@@ -1,7 +1,10 @@
 """`Worker`: a process that owns sessions with unfinished runs and executes them.
 
-Front doors only write pending runs and requests; workers do the work. Every
-``poll`` seconds (with a little jitter) a worker makes one *tick*:
+Front doors only write pending runs and requests; workers do the work. A worker makes
+one *tick* whenever it is woken (a front door's write of work wakes the ``work``
+channel, see `records.wakeups`; something due by time wakes ``due``), and otherwise
+every ``poll`` seconds (the slow fallback poll, with a little jitter; see `WorkWaiter`)
+and whenever its heartbeat is due:
 
 1. It lists ``workflows/`` once: the unfinished-run index (`UnfinishedIndex`), the
    request bells (`RunRequests`) and the other workers' heartbeat records
@@ -72,12 +75,14 @@ from ..records.registry import RunRegistry
 from ..records.requests import BELLS_PREFIX
 from ..records.run import is_id, runs_prefix
 from ..records.unfinished import UNFINISHED_PREFIX, UnfinishedIndex
+from ..records.wakeups import DUE, WORK
 from ..retention.pruning import RetentionPolicy, RunLogs
 from ..retention.schedule import RetentionSchedule
 from ..schedules.store import ACTIVE_PREFIX
 from .catalog import Catalog
 from .ownership import left_message
 from .session import WorkflowSession
+from .waiting import WorkWaiter
 
 if TYPE_CHECKING:  # imported when first used: the schedules package imports the runtime
     from ..schedules.loop import ScheduleLoop
@@ -109,14 +114,16 @@ def worker_key(worker_id: str) -> str:
 @dataclass(frozen=True)
 class WorkerSettings:
     """``lease_ttl``: seconds a dead worker's sessions stay locked (renewed every third of
-    it); ``poll``: seconds between ticks; ``max_sessions``: sessions owned at most;
+    it); ``poll``: seconds between ticks when nothing wakes the worker (the fallback
+    poll, see `WorkWaiter`; every ``FAST_POLL`` = 0.5 s while wake-ups are not
+    delivered); ``max_sessions``: sessions owned at most;
     ``runs_per_session``: runs of one session executed at once; ``idle_release``:
     seconds a session without unfinished runs is kept (default ``max(2, 4 * poll)``);
     ``retention``: prune each owned session's old finished runs (`RetentionSchedule`;
     default: the catalog's ``retention``, if any)."""
 
     lease_ttl: float = 15.0
-    poll: float = 0.5
+    poll: float = 5.0
     max_sessions: int = 100
     runs_per_session: int = 4
     idle_release: float | None = None
@@ -281,6 +288,7 @@ class Worker:
         self._started_at = time.time()
         self._closed = False
         self.ticks = 0
+        self.waiter: WorkWaiter | None = None  # while `run` runs
         policy = self.settings.retention or catalog.retention
         self.retention = (
             None
@@ -298,22 +306,31 @@ class Worker:
     async def run(self, stop: asyncio.Event) -> None:
         """Tick until ``stop`` is set, then `close`."""
         log.info(
-            "worker %s: polling every %gs, lease TTL %gs, at most %d sessions",
+            "worker %s: wake-ups %s; polling every %gs, lease TTL %gs, at most %d sessions",
             self.worker_id,
+            self.store.wakeups.delivery or "in-process",
             self.settings.poll,
             self.settings.lease_ttl,
             self.settings.max_sessions,
         )
+        waiter = WorkWaiter(self.store.wakeups, (WORK, DUE), self.settings.poll)
+        await waiter.open()
+        self.waiter = waiter
         try:
             while not stop.is_set():
                 try:
                     await self.tick()
                 except Exception as exc:  # the database may be away for a moment
                     log.warning("worker %s: tick failed: %s", self.worker_id, exc)
-                delay = self.settings.poll * random.uniform(0.8, 1.2)
-                with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(stop.wait(), delay)
+                delay = waiter.interval * random.uniform(0.8, 1.2)
+                # Woken or not, the heartbeat is due every lease_ttl / 3 (peers judge
+                # liveness by it).
+                due_in = self._record_due - time.monotonic()
+                if due_in > 0:  # (past due: the beat failed, so wait as usual)
+                    delay = min(delay, due_in)
+                await waiter.wait(delay, stop)
         finally:
+            await waiter.close()
             await self.close()
 
     async def tick(self) -> None:

@@ -24,7 +24,7 @@ from typing import Any
 
 from .... import flow
 from ....clock import Clock, system_clock
-from ....storage import FencedWriteError, Integrity, Lease, LeaseHeldError, Leaser
+from ....storage import FencedWriteError, Integrity, Lease, LeaseHeldError, Leaser, Wakeups
 from ...activities.history import HistoryPage
 from ...activities.journal import ActivityJournal
 from ...activities.projection import RunProjections
@@ -83,6 +83,7 @@ class Supervisor:
         integrity: Integrity | None = None,
         timers: TimerIndex | None = None,
         clock: Clock | None = None,
+        wakeups: Wakeups | None = None,
     ) -> None:
         owner_lease_name(session_id)  # validates the session id
         if not 1 <= max_workers <= 64:
@@ -118,6 +119,7 @@ class Supervisor:
         self.pending = pending
         # Confirms a miss before a write rests on it (`misses`); None trusts every miss.
         self.integrity = integrity
+        self.wakeups = wakeups  # what wakes the request poll (None: it only polls)
         # Called with (name, version) when a run names a definition the catalog lacks,
         # before that counts as unknown: definitions kept in the database (a deployment
         # revision saved by another process after this one took the session) register

@@ -3,7 +3,8 @@
 A session owned by a worker is changed by processes that do not own it through durable
 requests (`RunRequests`): new pending runs (found through the `UnfinishedIndex`), resume
 requests and cancel requests. `poll` is one pass over them; a worker calls it on every
-tick, and a standalone owner gets a loop that calls it every ``poll_interval`` seconds. A
+tick, and a standalone owner gets a loop that calls it when the session's wake-up channel
+is woken and every ``poll_interval`` seconds otherwise (`WorkWaiter`). A
 pass starts pending runs, re-adopts running runs nobody is executing (after an error;
 with backoff), cancels runs whose cancellation was requested (at once, even
 mid-segment), carries out resume requests, and removes index entries of terminal runs.
@@ -30,7 +31,9 @@ from ...errors import (
 )
 from ...records.requests import ResumeRequest
 from ...records.run import Run, RunStatus
+from ...records.wakeups import DUE, session_channel
 from ..resumption import prepare_resume
+from ..waiting import WorkWaiter
 from .adoption import reconcile_worker, resolve
 from .resume import resume_locked
 from .workers import busy, controller_for, spawn
@@ -63,14 +66,22 @@ class Watch:
 
 
 async def poll_loop(sup: Supervisor, interval: float) -> None:
-    while sup.active:
-        await asyncio.sleep(interval)
-        try:
-            await sup.poll()
-        except asyncio.CancelledError:
-            raise
-        except Exception as exc:
-            log.warning("session %s: polling for requests failed: %s", sup._session_id, exc)
+    """Poll when woken (the session's channel, or ``due``) and every ``interval``
+    seconds otherwise (see `WorkWaiter`)."""
+    channels = (session_channel(sup._session_id), DUE)
+    waiter = WorkWaiter(sup.wakeups, channels, interval)
+    await waiter.open()
+    try:
+        while sup.active:
+            await waiter.wait(waiter.interval)
+            try:
+                await sup.poll()
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:
+                log.warning("session %s: polling for requests failed: %s", sup._session_id, exc)
+    finally:
+        await waiter.close()
 
 
 async def requests_due(sup: Supervisor, bells: Sequence[str] | None) -> bool:

@@ -8,6 +8,7 @@ record `start_cut_short` recognises: it is started again, never failed.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any, Final
 
@@ -22,6 +23,7 @@ from ...errors import (
     NotFoundError,
 )
 from ...records.run import Run, RunStatus
+from ...records.wakeups import started_channel
 from .misses import confirm_input_missing
 from .outcomes import apply_result, fail_definite
 from .publication import reconcile_activities
@@ -31,6 +33,8 @@ from .writes import OwnershipLost, transition
 
 if TYPE_CHECKING:
     from .owner import Supervisor
+
+log = logging.getLogger(__name__)
 
 START_SUMMARY: Final = "workflow running"
 
@@ -96,6 +100,8 @@ async def start_with_seed(
     hooks = segment_hooks(sup, live)
     if ack is not None:
         hooks.append(flow.Hooks(on_run_start=seeded(live, ack)))
+    if sup.wakeups is not None:
+        hooks.append(flow.Hooks(on_run_start=announce_seed(sup)))
     with segment_span("start", running, definition) as outcome:
         try:
             try:
@@ -113,6 +119,20 @@ async def start_with_seed(
         if result is None:
             return None
         return outcome(await apply_result(sup, definition, running, result))
+
+
+def announce_seed(sup: Supervisor) -> Callable[[Any], Awaitable[None]]:
+    """The ``on_run_start`` hook that wakes front doors waiting for a seed of the session
+    (`started_channel`); a failure only leaves them to their polling."""
+
+    async def hook(_record: Any) -> None:
+        if sup.wakeups is not None:
+            try:
+                await sup.wakeups.notify(started_channel(sup._session_id))
+            except Exception as exc:
+                log.debug("session %s: announcing a seed failed: %s", sup._session_id, exc)
+
+    return hook
 
 
 def segment_hooks(sup: Supervisor, live: LiveActivities) -> list[flow.Hooks]:
