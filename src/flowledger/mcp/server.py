@@ -8,6 +8,10 @@ deploy, draft, capability, fork and prune tools (`flowledger.mcp._session`).
 * ``resources/list`` and ``resources/read`` serve the document formats' JSON Schemas
   (`flowledger.mcp.resources`): the same for every session, reading nothing stored.
 
+* Runs as MCP tasks (`flowledger.mcp.tasks`): a 2026-07-28 client declaring the
+  ``io.modelcontextprotocol/tasks`` extension gets the run-starting and run-resuming
+  tools' answers as tasks, and ``tasks/get`` / ``tasks/cancel`` on them.
+
 * ``tools/list`` publishes the bundle's tools with their exact names, descriptions and
   input schemas (plus a ``readOnlyHint`` annotation). With ``read_only`` the mutating
   tools are hidden, and calling one is refused.
@@ -61,7 +65,9 @@ from ..tools import ToolError, ToolInfo, result_text
 from ..workflows.activities.activity import ActivityKind, ActivityRecord
 from ..workflows.activities.follow import JournalFollower
 from ..workflows.activities.journal import ActivityJournal
+from .extensions import install_extension
 from .resources import list_resources, read_resource
+from .tasks import RunTasks
 
 __all__ = [
     "LOGGER_NAME",
@@ -313,6 +319,7 @@ class WorkflowMcpServer:
         self.server.add_request_handler(
             "logging/setLevel", types.SetLevelRequestParams, self._set_level
         )
+        install_extension(self.server, RunTasks(tools, read_only=read_only), self._call_tool)
 
     def _instructions(self) -> str:
         parts = [INSTRUCTIONS]
