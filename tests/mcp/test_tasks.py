@@ -26,9 +26,13 @@ from mcp.client.extension import ClaimContext, ClientExtension, ResultClaim
 from mcp.shared.exceptions import MCPError
 from pydantic import ConfigDict, TypeAdapter
 
+from flowledger.deploy.registry.store import SourceRegistry
 from flowledger.mcp import session_for_token
 from flowledger.mcp.tasks import TASKS_EXTENSION
+from flowledger.storage import open_store
 
+from ..deploy.runs.app import HERE as RUNS
+from ..deploy.test_deployed_runs import deployment, server_script
 from .conftest import APP, REPO, http_client, http_server, payload
 
 SECRET = "task-secret-7f3a"
@@ -36,6 +40,7 @@ START = {"definition_name": "relay", "definition_version": "v1", "input": {"secr
 RESUME = {"note": "ok"}
 TOKEN_A = "tasks-token-a-0123456789"
 TOKEN_B = "tasks-token-b-0123456789"
+PINNED = RUNS / "pinned_env.yaml"
 _ANY = TypeAdapter(dict[str, Any])
 
 
@@ -294,3 +299,51 @@ async def test_unknown_foreign_and_malformed_task_ids_are_protocol_errors(tmp_pa
         # the foreign task is untouched, and B sees no run
         assert (await get_task(a, foreign))["status"] == "input_required"
         assert payload(await b.call_tool("workflow_run_list", {}))["runs"] == []
+
+
+async def test_a_deployed_run_is_a_task_whose_result_is_inspect_run(tmp_path: Path) -> None:
+    script = server_script(tmp_path)
+    session_a = session_for_token(TOKEN_A)
+    db = f"sqlite:///{tmp_path / 'd.db'}"
+    async with open_store(db) as store:  # the operator registers the source
+        await SourceRegistry.over(store).add(
+            {
+                "format": "flowledger.source/v1",
+                "name": "env",
+                "stdio": {"command": str(script), "env": {"LABEL": "one"}},
+                "sessions": [session_a],
+            }
+        )
+    registered = deployment(
+        script, sources={"env": {"source": "env", "allow_tools": ["whoami", "secret_digest"]}}
+    )
+    async with (
+        http_server(db, tokens={TOKEN_A: session_a}) as url,
+        task_client(url, TOKEN_A) as client,
+    ):
+        payload(await client.call_tool("artifact_save", {"document": PINNED.read_text()}))
+        payload(await client.call_tool("deployment_save", {"document": registered}))
+        # a refused start names no run: its ordinary answer
+        refused = await client.session.call_tool(
+            "run_deployment", {"deployment": "nope", "input": {}}, allow_claimed=True
+        )
+        assert isinstance(refused, types.CallToolResult)
+        assert payload(refused)["status"] == "unrunnable"
+        handle = await call_as_task(
+            client, "run_deployment", {"deployment": "env_dep", "input": {}, "wait_seconds": 120}
+        )
+        assert handle.task_id.startswith("deployed-run-")
+        run_id = handle.task_id.removeprefix("deployed-run-")
+        paused = await wait_task(client, handle.task_id, "input_required")
+        assert "resume_run" in paused["statusMessage"]
+        resumed = await call_as_task(
+            client, "resume_run", {"run_id": run_id, "payload": {"go": True}, "wait_seconds": 120}
+        )
+        assert resumed.task_id == handle.task_id
+        done = await wait_task(client, handle.task_id, "completed")
+        answer = json.loads(done["result"]["content"][0]["text"])
+        assert answer["run_id"] == run_id and answer["status"] == "completed"
+        inspected = payload(
+            await client.call_tool("inspect_run", {"run_id": run_id, "revalidate": False})
+        )
+        assert inspected == answer
