@@ -65,6 +65,7 @@ from ..tools import ToolError, ToolInfo, result_text
 from ..workflows.activities.activity import ActivityKind, ActivityRecord
 from ..workflows.activities.follow import JournalFollower
 from ..workflows.activities.journal import ActivityJournal
+from .elicit import PauseElicitation, request_state_boundary
 from .extensions import install_extension
 from .resources import list_resources, read_resource
 from .tasks import RunTasks
@@ -319,7 +320,11 @@ class WorkflowMcpServer:
         self.server.add_request_handler(
             "logging/setLevel", types.SetLevelRequestParams, self._set_level
         )
-        install_extension(self.server, RunTasks(tools, read_only=read_only), self._call_tool)
+        # Pauses are elicited inside the task interceptor: a call's form is answered
+        # before it becomes a task (SEP-2663: multi round-trips resolve first).
+        self.server.middleware.append(request_state_boundary(session_id))
+        elicit = PauseElicitation(tools, self._call_tool, read_only=read_only)
+        install_extension(self.server, RunTasks(tools, read_only=read_only), elicit)
 
     def _instructions(self) -> str:
         parts = [INSTRUCTIONS]

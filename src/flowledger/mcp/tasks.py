@@ -50,11 +50,13 @@ from ..workflows.errors import NotFoundError
 
 __all__ = [
     "POLL_INTERVAL_MS",
+    "READING_TOOLS",
     "TASKS_EXTENSION",
     "TASK_TOOLS",
     "RunTasks",
     "TaskId",
     "ToolCaller",
+    "answered_run",
 ]
 
 TASKS_EXTENSION: Final = "io.modelcontextprotocol/tasks"
@@ -79,6 +81,11 @@ TASK_TOOLS: Final[Mapping[str, _Family]] = {
     "workflow_run_resume": _WORKFLOW,
     "run_deployment": _DEPLOYED,
     "resume_run": _DEPLOYED,
+}
+#: The tools that read a run, by family.
+READING_TOOLS: Final[Mapping[str, _Family]] = {
+    _WORKFLOW.reader: _WORKFLOW,
+    _DEPLOYED.reader: _DEPLOYED,
 }
 _FAMILIES: Final = (_DEPLOYED, _WORKFLOW)  # longest prefix first
 
@@ -164,7 +171,7 @@ class RunTasks(Extension):
         if family is None or not self.declared(ctx):
             return await call_next(ctx)
         answer = await call_next(ctx)
-        run_id = _answered_run(answer)
+        run_id = answered_run(answer)
         if run_id is None:  # a failed call: no run, so no task; its ordinary answer
             return answer
         task = TaskId(run_id, family)
@@ -270,7 +277,7 @@ class RunTasks(Extension):
         return outcome.model_dump(by_alias=True, mode="json", exclude_none=True)
 
 
-def _answered_run(answer: HandlerResult) -> str | None:
+def answered_run(answer: HandlerResult) -> str | None:
     """The run a successful tool answer names, or ``None`` (an error, or no run)."""
     if not isinstance(answer, types.CallToolResult) or answer.is_error:
         return None

@@ -1,0 +1,246 @@
+"""Pauses answered through the client's own elicitation (2026-07-28 multi round-trip).
+
+When a tool that starts, resumes or reads a run (``workflow_run_start``,
+``workflow_run_resume``, ``workflow_run_get``, ``run_deployment``, ``resume_run``,
+``inspect_run``) answers with a run stopped at a *request* pause, and the calling client
+declares form elicitation, the answer is an ``InputRequiredResult`` instead: one
+``elicitation/create`` form request whose message is the pause's question (the
+interrupt's ``question`` text, else its info as JSON; bounded) and whose
+``requestedSchema`` is derived from the pause's resume schema. Only a flat object of
+primitives and string enums can be a form (`form_schema`); any richer resume schema, an
+error pause, a client without form elicitation, a handshake-era connection or a read-
+only server get today's answer.
+
+The client retries the same call with its response and the echoed ``requestState``:
+
+* ``accept``: the content resumes the run through the ordinary resume tool - validated
+  and durable. An invalid answer is asked again, the message starting with the error.
+* ``decline`` / ``cancel``: the run stays paused; the answer is the reading tool's
+  (``workflow_run_get`` / ``inspect_run`` without revalidation) for it.
+* The state names the run and the checkpoint revision it paused at. A retry whose run
+  is no longer paused at that revision (answered already, say before a crash) resumes
+  nothing again: it gets the reading tool's answer.
+
+The state is sealed by the SDK's `RequestStateBoundary` (AES-GCM, a key generated per
+server instance, the audience naming the session, bound to the tool and its
+arguments): a tampered, foreign or expired state is the protocol error ``-32602``
+"Invalid or expired requestState", and a malformed response to the form is ``-32602``
+too; neither changes anything.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from typing import Any, Final
+
+import mcp_types as types
+from mcp.server.context import HandlerResult, ServerRequestContext
+from mcp.server.extension import RequestHandler
+from mcp.server.request_state import RequestStateBoundary, RequestStateSecurity
+from mcp.shared.exceptions import MCPError
+from mcp_types.version import MODERN_PROTOCOL_VERSIONS
+from pydantic import ValidationError
+
+from ..tools import ToolError, result_text
+from ..workflows.errors import InvalidInputError
+from .tasks import READING_TOOLS, TASK_TOOLS, TaskId, ToolCaller, answered_run
+
+__all__ = ["MAX_QUESTION", "PauseElicitation", "form_schema", "request_state_boundary"]
+
+#: The longest question (characters) a form shows; longer ones are cut and marked.
+MAX_QUESTION: Final = 1000
+_KEY: Final = "resume"
+#: The calls whose answer may be a form: those that start, resume or read a run.
+_ELICITING: Final = {**TASK_TOOLS, **READING_TOOLS}
+_PRIMITIVES: Final = frozenset({"string", "number", "integer", "boolean"})
+_KEPT: Final = frozenset(
+    {
+        "type",
+        "title",
+        "description",
+        "enum",
+        "enumNames",
+        "default",
+        "minimum",
+        "maximum",
+        "minLength",
+        "maxLength",
+        "format",
+    }
+)
+_FORMATS: Final = frozenset({"email", "uri", "date", "date-time"})
+
+
+def request_state_boundary(session_id: str | None) -> RequestStateBoundary:
+    """The middleware sealing this server's request states: a key held by this server
+    instance only, the audience naming its session."""
+    audience = f"flowledger/{session_id or 'default'}"
+    return RequestStateBoundary(RequestStateSecurity.ephemeral(), default_audience=audience)
+
+
+def form_schema(resume_schema: object) -> dict[str, Any] | None:
+    """The elicitation form for ``resume_schema``, or ``None`` if it is not a flat object
+    of primitives (string, number, integer, boolean, string enums)."""
+    if not isinstance(resume_schema, Mapping) or resume_schema.get("type") != "object":
+        return None
+    properties = resume_schema.get("properties")
+    if not isinstance(properties, Mapping) or not properties:
+        return None
+    form: dict[str, Any] = {}
+    for name, spec in properties.items():
+        if not isinstance(name, str) or not isinstance(spec, Mapping):
+            return None
+        if set(spec) - _KEPT:
+            return None  # a keyword the form cannot express: the answer would not match
+        kind = spec.get("type")
+        if kind not in _PRIMITIVES:
+            return None
+        if "enum" in spec and (
+            kind != "string" or not all(isinstance(v, str) for v in spec["enum"])
+        ):
+            return None
+        if "format" in spec and spec["format"] not in _FORMATS:
+            return None
+        form[name] = dict(spec)
+    required = resume_schema.get("required", [])
+    if not isinstance(required, list) or not all(r in form for r in required):
+        return None
+    schema: dict[str, Any] = {"type": "object", "properties": form}
+    if required:
+        schema["required"] = list(required)
+    return schema
+
+
+def _question(info: object) -> str:
+    if isinstance(info, Mapping) and isinstance(info.get("question"), str):
+        text: str = info["question"]
+    else:
+        text = json.dumps(info, ensure_ascii=False, separators=(",", ":"))
+    return text if len(text) <= MAX_QUESTION else text[:MAX_QUESTION] + "..."
+
+
+def _text(document: dict[str, Any]) -> types.CallToolResult:
+    return types.CallToolResult(content=[types.TextContent(text=result_text(document))])
+
+
+def _error(exc: ToolError) -> types.CallToolResult:
+    return types.CallToolResult(content=[types.TextContent(text=exc.message)], is_error=True)
+
+
+class PauseElicitation:
+    """Wraps the server's ``tools/call`` handler (see the module doc)."""
+
+    def __init__(
+        self, tools: ToolCaller, call_tool: RequestHandler, *, read_only: bool = False
+    ) -> None:
+        self._tools = tools
+        self._call_tool = call_tool
+        self._read_only = read_only  # it resumes nothing, so it asks nothing
+
+    @staticmethod
+    def declared(ctx: ServerRequestContext[Any, Any]) -> bool:
+        """A 2026-07-28 request whose client declares form elicitation."""
+        if ctx.protocol_version not in MODERN_PROTOCOL_VERSIONS:
+            return False
+        capabilities = ctx.session.client_capabilities
+        elicitation = capabilities.elicitation if capabilities is not None else None
+        # an empty elicitation capability means form mode (the handshake-era default)
+        return elicitation is not None and (elicitation.form is not None or elicitation.url is None)
+
+    async def __call__(
+        self, ctx: ServerRequestContext[Any, Any], params: types.CallToolRequestParams
+    ) -> HandlerResult:
+        family = _ELICITING.get(params.name)
+        if family is None or self._read_only or not self.declared(ctx):
+            if params.request_state is not None:
+                raise MCPError(types.INVALID_PARAMS, "this call takes no requestState")
+            return await self._call_tool(ctx, params)
+        if params.request_state is not None:
+            return await self._answered(params)
+        answer = await self._call_tool(ctx, params)
+        run_id = answered_run(answer)
+        if run_id is None:
+            return answer
+        return await self._ask(TaskId(run_id, family), answer)
+
+    async def _ask(self, task: TaskId, answer: HandlerResult, error: str = "") -> HandlerResult:
+        """The form for the run's request pause, or ``answer`` if there is none to ask."""
+        try:
+            run = await self._tools.call("workflow_run_get", {"run_id": task.run_id})
+        except ToolError:
+            return answer
+        pending = run.get("pending") if run.get("run_status") == "interrupted" else None
+        if not isinstance(pending, dict) or pending.get("kind") != "request":
+            return answer
+        schema = form_schema(pending.get("resume_schema"))
+        if schema is None:
+            return answer  # today's answer: the model reads the resume schema itself
+        question = _question(pending.get("info"))
+        message = f"{error}\n\n{question}" if error else question
+        state = {
+            "run_id": task.run_id,
+            "family": task.family.prefix,
+            "revision": pending["checkpoint_revision"],
+        }
+        request = types.ElicitRequest(
+            params=types.ElicitRequestFormParams(message=message, requested_schema=schema)
+        )
+        return types.InputRequiredResult(
+            input_requests={_KEY: request},
+            request_state=json.dumps(state, separators=(",", ":")),
+        )
+
+    async def _answered(self, params: types.CallToolRequestParams) -> HandlerResult:
+        """The retry carrying the person's answer (its state already verified)."""
+        assert params.request_state is not None
+        state = json.loads(params.request_state)  # minted by `_ask`, sealed since
+        found = TaskId.parse(state["family"] + state["run_id"])
+        assert found is not None
+        task = found
+        response = (params.input_responses or {}).get(_KEY)
+        if response is None:
+            raise MCPError(types.INVALID_PARAMS, f"inputResponses must answer {_KEY!r}")
+        try:
+            answer = types.ElicitResult.model_validate(
+                response.model_dump(by_alias=True, mode="json", exclude_none=True)
+                if not isinstance(response, Mapping)
+                else response
+            )
+        except ValidationError as exc:
+            raise MCPError(
+                types.INVALID_PARAMS, f"inputResponses[{_KEY!r}] is not an elicitation result"
+            ) from exc
+        run = await self._read(task)
+        pending = run.get("pending") or {}
+        still = (
+            run.get("run_status") == "interrupted"
+            and pending.get("checkpoint_revision") == state["revision"]
+        )
+        if answer.action != "accept" or not still:
+            return await self._reading(task)  # nothing (more) to resume
+        resume_key = "resume" if task.family.resume_tool == "workflow_run_resume" else "payload"
+        arguments = {"run_id": task.run_id, resume_key: dict(answer.content or {})}
+        try:
+            resumed = await self._tools.call(task.family.resume_tool, arguments)
+        except ToolError as exc:
+            if isinstance(exc.cause, InvalidInputError):  # the person's answer: ask again
+                return await self._ask(task, _error(exc), error=exc.message)
+            return _error(exc)
+        # a deployed run's refused resume is an answer with diagnostics, not an error
+        refusals = [str(d.get("message", "")) for d in resumed.get("diagnostics") or ()]
+        # it may stop at the next pause (or, refused, still at this one: ask again)
+        return await self._ask(task, _text(resumed), error="; ".join(refusals))
+
+    async def _read(self, task: TaskId) -> dict[str, Any]:
+        try:
+            return await self._tools.call("workflow_run_get", {"run_id": task.run_id})
+        except ToolError as exc:
+            raise MCPError(types.INVALID_PARAMS, exc.message) from exc
+
+    async def _reading(self, task: TaskId) -> types.CallToolResult:
+        arguments = {"run_id": task.run_id, **task.family.reader_arguments}
+        try:
+            return _text(await self._tools.call(task.family.reader, arguments))
+        except ToolError as exc:
+            return _error(exc)
