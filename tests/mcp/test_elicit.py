@@ -9,6 +9,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+import httpx2
 import mcp_types as types
 import pytest
 from mcp.client.context import ClientRequestContext
@@ -210,3 +211,68 @@ async def test_tampered_foreign_and_malformed_answers_are_protocol_errors(tmp_pa
 )
 def test_form_schema_is_the_elicitation_subset(schema: object, form: object) -> None:
     assert form_schema(schema) == form
+
+
+async def _raw_call(url: str, arguments: dict[str, Any], extra: dict[str, Any]) -> Any:
+    """One raw 2026-07-28 ``tools/call`` of ``workflow_run_get`` (JSON-RPC over HTTP)."""
+    body = {
+        "jsonrpc": "2.0",
+        "id": 1,
+        "method": "tools/call",
+        "params": {
+            "name": "workflow_run_get",
+            "arguments": arguments,
+            "_meta": {
+                "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+                "io.modelcontextprotocol/clientInfo": {"name": "raw", "version": "1"},
+                "io.modelcontextprotocol/clientCapabilities": {"elicitation": {"form": {}}},
+            },
+            **extra,
+        },
+    }
+    headers = {
+        "Accept": "application/json, text/event-stream",
+        "MCP-Protocol-Version": "2026-07-28",
+        "Mcp-Method": "tools/call",
+        "Mcp-Name": "workflow_run_get",
+    }
+    async with httpx2.AsyncClient(timeout=30) as http:
+        answer = await http.post(url, json=body, headers=headers)
+    return answer.json()
+
+
+async def test_a_malformed_elicitation_response_is_a_protocol_error(tmp_path: Path) -> None:
+    """A response that is no elicitation result never reaches the run: raw JSON-RPC
+    (the SDK client refuses to send most of them), and through the SDK a response of
+    another kind (a roots list)."""
+    async with (
+        http_server(f"sqlite:///{tmp_path}/e.db", app=APP) as url,
+        http_client(url, None) as plain,
+        http_client(url, None, elicitation_callback=Person()) as client,
+    ):
+        run_id = await paused_run(plain)
+        before = await wait_status(plain, run_id, "interrupted")
+        arguments = {"run_id": run_id}
+        asked = await _raw_call(url, arguments, {})
+        assert asked["result"]["resultType"] == "input_required", asked
+        state = asked["result"]["requestState"]
+        form = asked["result"]["inputRequests"]["resume"]
+        assert form["method"] == "elicitation/create"
+        assert form["params"]["requestedSchema"] == NOTE_FORM
+        for response in ({"action": "maybe"}, {"action": "accept", "content": [1]}, "yes"):
+            extra = {"inputResponses": {"resume": response}, "requestState": state}
+            refused = await _raw_call(url, arguments, extra)
+            assert refused["error"]["code"] == types.INVALID_PARAMS, refused
+        with pytest.raises(MCPError) as raised:
+            await client.session.call_tool(
+                "workflow_run_get",
+                arguments,
+                input_responses={"resume": types.ListRootsResult(roots=[])},
+                request_state=state,
+                allow_input_required=True,
+            )
+        assert raised.value.error.code == types.INVALID_PARAMS
+        assert "not an elicitation result" in raised.value.error.message
+        after = payload(await plain.call_tool("workflow_run_get", {"run_id": run_id}))
+        assert after["checkpoint_revision"] == before["checkpoint_revision"]
+        assert after["run_status"] == "interrupted"
