@@ -347,3 +347,26 @@ async def test_a_deployed_run_is_a_task_whose_result_is_inspect_run(tmp_path: Pa
             await client.call_tool("inspect_run", {"run_id": run_id, "revalidate": False})
         )
         assert inspected == answer
+        # a deployed run's pause answered through elicitation: the form is its resume
+        # schema, the answer goes through resume_run's payload
+        second = await call_as_task(
+            client, "run_deployment", {"deployment": "env_dep", "input": {}, "wait_seconds": 120}
+        )
+        await wait_task(client, second.task_id, "input_required")
+        asked: list[types.ElicitRequestFormParams] = []
+
+        async def person(context: Any, params: types.ElicitRequestParams) -> types.ElicitResult:
+            assert isinstance(params, types.ElicitRequestFormParams)
+            asked.append(params)
+            return types.ElicitResult(action="accept", content={"go": True})
+
+        async with http_client(url, TOKEN_A, elicitation_callback=person) as elicited:
+            second_id = second.task_id.removeprefix("deployed-run-")
+            await elicited.call_tool("inspect_run", {"run_id": second_id, "revalidate": False})
+        assert [a.message for a in asked] == ["Go?"]
+        assert asked[0].requested_schema == {
+            "type": "object",
+            "properties": {"go": {"type": "boolean"}},
+            "required": ["go"],
+        }
+        await wait_task(client, second.task_id, "completed")
