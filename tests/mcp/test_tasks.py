@@ -274,6 +274,7 @@ BAD_TASK_IDS = [
     "task-7c9e6679-7425-40de-944b-e07fc1f90ae7",
     "run-7C9E6679-7425-40DE-944B-E07FC1F90AE7",  # not the canonical spelling
     "run-7c9e6679-7425-40de-944b-e07fc1f90ae7",  # no such run
+    "run-00000000-0000-0000-0000-000000000000",  # the nil UUID is no run ID
     "run-" + "x" * 10_000,
 ]
 

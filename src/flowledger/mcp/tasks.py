@@ -47,6 +47,7 @@ from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 from ..tools import ToolError, result_text
 from ..workflows.errors import NotFoundError
+from ..workflows.records.run import is_id
 
 __all__ = [
     "POLL_INTERVAL_MS",
@@ -54,6 +55,7 @@ __all__ = [
     "TASKS_EXTENSION",
     "TASK_TOOLS",
     "RunTasks",
+    "TaskFamily",
     "TaskId",
     "ToolCaller",
     "answered_run",
@@ -66,24 +68,27 @@ _MAX_MESSAGE: Final = 300
 
 
 @dataclass(frozen=True)
-class _Family:
+class TaskFamily:
+    """The tools of one kind of run: the prefix of its task IDs, the tool whose answer
+    is a completed task's result, and the tool that resumes it."""
+
     prefix: str
     reader: str  # the tool whose answer is a completed task's result
     reader_arguments: Mapping[str, Any]
     resume_tool: str
 
 
-_WORKFLOW: Final = _Family("run-", "workflow_run_get", {}, "workflow_run_resume")
-_DEPLOYED: Final = _Family("deployed-run-", "inspect_run", {"revalidate": False}, "resume_run")
+_WORKFLOW: Final = TaskFamily("run-", "workflow_run_get", {}, "workflow_run_resume")
+_DEPLOYED: Final = TaskFamily("deployed-run-", "inspect_run", {"revalidate": False}, "resume_run")
 #: The tools whose calls become tasks, and the family of task each makes.
-TASK_TOOLS: Final[Mapping[str, _Family]] = {
+TASK_TOOLS: Final[Mapping[str, TaskFamily]] = {
     "workflow_run_start": _WORKFLOW,
     "workflow_run_resume": _WORKFLOW,
     "run_deployment": _DEPLOYED,
     "resume_run": _DEPLOYED,
 }
 #: The tools that read a run, by family.
-READING_TOOLS: Final[Mapping[str, _Family]] = {
+READING_TOOLS: Final[Mapping[str, TaskFamily]] = {
     _WORKFLOW.reader: _WORKFLOW,
     _DEPLOYED.reader: _DEPLOYED,
 }
@@ -95,7 +100,7 @@ class TaskId:
     """A task ID: the run it is and the family of tool that made it."""
 
     run_id: str
-    family: _Family
+    family: TaskFamily
 
     def __str__(self) -> str:
         return self.family.prefix + self.run_id
@@ -106,12 +111,8 @@ class TaskId:
         for family in _FAMILIES:
             if text.startswith(family.prefix):
                 rest = text[len(family.prefix) :]
-                try:
-                    canonical = str(uuid.UUID(rest))
-                except ValueError:
-                    return None
-                # only the canonical spelling: one task has one ID
-                return TaskId(canonical, family) if canonical == rest else None
+                # only a run ID's one spelling (nonzero, lowercase): one task has one ID
+                return TaskId(rest, family) if is_id(rest) else None
         return None
 
 
