@@ -16,7 +16,7 @@ from mcp.client.context import ClientRequestContext
 from mcp.shared.exceptions import MCPError
 
 from flowledger.mcp import session_for_token
-from flowledger.mcp.elicit import form_schema
+from flowledger.mcp.forms import form_schema
 
 from .conftest import APP, http_client, http_server, payload, wait_status
 

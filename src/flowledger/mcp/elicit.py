@@ -44,32 +44,14 @@ from pydantic import ValidationError
 
 from ..tools import ToolError, result_text
 from ..workflows.errors import InvalidInputError
+from .forms import pause_form
 from .tasks import READING_TOOLS, TASK_TOOLS, TaskId, ToolCaller, answered_run
 
-__all__ = ["MAX_QUESTION", "PauseElicitation", "form_schema", "request_state_boundary"]
+__all__ = ["PauseElicitation", "request_state_boundary"]
 
-#: The longest question (characters) a form shows; longer ones are cut and marked.
-MAX_QUESTION: Final = 1000
 _KEY: Final = "resume"
 #: The calls whose answer may be a form: those that start, resume or read a run.
 _ELICITING: Final = {**TASK_TOOLS, **READING_TOOLS}
-_PRIMITIVES: Final = frozenset({"string", "number", "integer", "boolean"})
-_KEPT: Final = frozenset(
-    {
-        "type",
-        "title",
-        "description",
-        "enum",
-        "enumNames",
-        "default",
-        "minimum",
-        "maximum",
-        "minLength",
-        "maxLength",
-        "format",
-    }
-)
-_FORMATS: Final = frozenset({"email", "uri", "date", "date-time"})
 
 
 def request_state_boundary(session_id: str | None) -> RequestStateBoundary:
@@ -77,47 +59,6 @@ def request_state_boundary(session_id: str | None) -> RequestStateBoundary:
     instance only, the audience naming its session."""
     audience = f"flowledger/{session_id or 'default'}"
     return RequestStateBoundary(RequestStateSecurity.ephemeral(), default_audience=audience)
-
-
-def form_schema(resume_schema: object) -> dict[str, Any] | None:
-    """The elicitation form for ``resume_schema``, or ``None`` if it is not a flat object
-    of primitives (string, number, integer, boolean, string enums)."""
-    if not isinstance(resume_schema, Mapping) or resume_schema.get("type") != "object":
-        return None
-    properties = resume_schema.get("properties")
-    if not isinstance(properties, Mapping) or not properties:
-        return None
-    form: dict[str, Any] = {}
-    for name, spec in properties.items():
-        if not isinstance(name, str) or not isinstance(spec, Mapping):
-            return None
-        if set(spec) - _KEPT:
-            return None  # a keyword the form cannot express: the answer would not match
-        kind = spec.get("type")
-        if kind not in _PRIMITIVES:
-            return None
-        if "enum" in spec and (
-            kind != "string" or not all(isinstance(v, str) for v in spec["enum"])
-        ):
-            return None
-        if "format" in spec and spec["format"] not in _FORMATS:
-            return None
-        form[name] = dict(spec)
-    required = resume_schema.get("required", [])
-    if not isinstance(required, list) or not all(r in form for r in required):
-        return None
-    schema: dict[str, Any] = {"type": "object", "properties": form}
-    if required:
-        schema["required"] = list(required)
-    return schema
-
-
-def _question(info: object) -> str:
-    if isinstance(info, Mapping) and isinstance(info.get("question"), str):
-        text: str = info["question"]
-    else:
-        text = json.dumps(info, ensure_ascii=False, separators=(",", ":"))
-    return text if len(text) <= MAX_QUESTION else text[:MAX_QUESTION] + "..."
 
 
 def _text(document: dict[str, Any]) -> types.CallToolResult:
@@ -170,22 +111,14 @@ class PauseElicitation:
             run = await self._tools.call("workflow_run_get", {"run_id": task.run_id})
         except ToolError:
             return answer
-        pending = run.get("pending") if run.get("run_status") == "interrupted" else None
-        if not isinstance(pending, dict) or pending.get("kind") != "request":
-            return answer
-        schema = form_schema(pending.get("resume_schema"))
-        if schema is None:
+        request = pause_form(run, error)
+        if request is None:
             return answer  # today's answer: the model reads the resume schema itself
-        question = _question(pending.get("info"))
-        message = f"{error}\n\n{question}" if error else question
         state = {
             "run_id": task.run_id,
             "family": task.family.prefix,
-            "revision": pending["checkpoint_revision"],
+            "revision": run["pending"]["checkpoint_revision"],
         }
-        request = types.ElicitRequest(
-            params=types.ElicitRequestFormParams(message=message, requested_schema=schema)
-        )
         return types.InputRequiredResult(
             input_requests={_KEY: request},
             request_state=json.dumps(state, separators=(",", ":")),
