@@ -28,7 +28,7 @@ from pydantic import ConfigDict, TypeAdapter
 
 from flowledger.deploy.registry.store import SourceRegistry
 from flowledger.mcp import session_for_token
-from flowledger.mcp.tasks import TASKS_EXTENSION
+from flowledger.mcp.tasks import TASKS_EXTENSION, UpdateTaskRequestParams
 from flowledger.storage import open_store
 
 from ..deploy.runs.app import HERE as RUNS
@@ -88,6 +88,20 @@ class TasksClient(ClientExtension):
 
 
 WITH_TASKS = [TasksClient()]
+
+
+class TasksUpdate(types.Request[UpdateTaskRequestParams, Literal["tasks/update"]]):
+    method: Literal["tasks/update"] = "tasks/update"
+    params: UpdateTaskRequestParams
+    name_param = "taskId"
+
+
+async def update_task(client: Client, task_id: str, responses: dict[str, Any]) -> dict[str, Any]:
+    """The acknowledgement, without the SDK's ``serverInfo`` stamp."""
+    params = UpdateTaskRequestParams(task_id=task_id, input_responses=responses)
+    answer = await client.session.send_request(TasksUpdate(params=params), _ANY)
+    answer.pop("_meta", None)
+    return answer
 
 
 async def call_as_task(client: Client, name: str, arguments: dict[str, Any]) -> TaskHandle:
@@ -371,3 +385,50 @@ async def test_a_deployed_run_is_a_task_whose_result_is_inspect_run(tmp_path: Pa
             "required": ["go"],
         }
         await wait_task(client, second.task_id, "completed")
+
+
+async def test_a_tasks_pause_is_answered_through_tasks_update(tmp_path: Path) -> None:
+    async def no_round_trips(context: Any, params: Any) -> types.ElicitResult:
+        raise AssertionError("a task's form is asked in tasks/get, not by the call")
+
+    ack = {"resultType": "complete"}
+    async with (
+        http_server(f"sqlite:///{tmp_path}/t.db", app=APP) as url,
+        task_client(url, elicitation_callback=no_round_trips) as client,
+    ):
+        handle = await call_as_task(client, "workflow_run_start", START)
+        paused = await wait_task(client, handle.task_id, "input_required")
+        ((key, form),) = paused["inputRequests"].items()
+        assert key.startswith("resume-")
+        assert form == {
+            "method": "elicitation/create",
+            "params": {
+                "mode": "form",
+                "message": "deliver?",
+                "requestedSchema": {"type": "object", "properties": {"note": {"type": "string"}}},
+            },
+        }
+        assert "tasks/update" in paused["statusMessage"]
+        invalid = types.ElicitResult(action="accept", content={"note": 5})
+        with pytest.raises(MCPError) as raised:
+            await update_task(client, handle.task_id, {key: invalid})
+        assert raised.value.error.code == types.INVALID_PARAMS
+        assert raised.value.error.message.startswith("workflow tools: invalid resume")
+        other = types.ListRootsResult(roots=[])
+        with pytest.raises(MCPError) as raised:
+            await update_task(client, handle.task_id, {key: other})
+        assert raised.value.error.code == types.INVALID_PARAMS
+        # nothing changed: the same form is outstanding; keys not outstanding are ignored
+        again = await get_task(client, handle.task_id)
+        assert again["inputRequests"] == paused["inputRequests"]
+        good = types.ElicitResult(action="accept", content={"note": "ok"})
+        assert await update_task(client, handle.task_id, {"resume-999": good}) == ack
+        assert (await get_task(client, handle.task_id))["status"] == "input_required"
+        declined = types.ElicitResult(action="decline")
+        assert await update_task(client, handle.task_id, {key: declined}) == ack
+        assert (await get_task(client, handle.task_id))["status"] == "input_required"
+        assert await update_task(client, handle.task_id, {key: good}) == ack
+        done = await wait_task(client, handle.task_id, "completed")
+        # answered: the key is no longer outstanding, a second answer resumes nothing
+        assert await update_task(client, handle.task_id, {key: good}) == ack
+        assert (await get_task(client, handle.task_id))["lastUpdatedAt"] == done["lastUpdatedAt"]

@@ -39,12 +39,11 @@ from mcp.server.context import HandlerResult, ServerRequestContext
 from mcp.server.extension import RequestHandler
 from mcp.server.request_state import RequestStateBoundary, RequestStateSecurity
 from mcp.shared.exceptions import MCPError
-from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from pydantic import ValidationError
 
 from ..tools import ToolError, result_text
 from ..workflows.errors import InvalidInputError
-from .forms import pause_form
+from .forms import declares_forms, pause_form
 from .tasks import READING_TOOLS, TASK_TOOLS, TaskId, ToolCaller, answered_run
 
 __all__ = ["PauseElicitation", "request_state_boundary"]
@@ -79,21 +78,11 @@ class PauseElicitation:
         self._call_tool = call_tool
         self._read_only = read_only  # it resumes nothing, so it asks nothing
 
-    @staticmethod
-    def declared(ctx: ServerRequestContext[Any, Any]) -> bool:
-        """A 2026-07-28 request whose client declares form elicitation."""
-        if ctx.protocol_version not in MODERN_PROTOCOL_VERSIONS:
-            return False
-        capabilities = ctx.session.client_capabilities
-        elicitation = capabilities.elicitation if capabilities is not None else None
-        # an empty elicitation capability means form mode (the handshake-era default)
-        return elicitation is not None and (elicitation.form is not None or elicitation.url is None)
-
     async def __call__(
         self, ctx: ServerRequestContext[Any, Any], params: types.CallToolRequestParams
     ) -> HandlerResult:
         family = _ELICITING.get(params.name)
-        if family is None or self._read_only or not self.declared(ctx):
+        if family is None or self._read_only or not declares_forms(ctx):
             if params.request_state is not None:
                 raise MCPError(types.INVALID_PARAMS, "this call takes no requestState")
             return await self._call_tool(ctx, params)

@@ -14,8 +14,10 @@ from collections.abc import Mapping
 from typing import Any, Final
 
 import mcp_types as types
+from mcp.server.context import ServerRequestContext
+from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
-__all__ = ["MAX_QUESTION", "form_schema", "pause_form"]
+__all__ = ["MAX_QUESTION", "declares_forms", "form_schema", "pause_form"]
 
 #: The longest question (characters) a form shows; longer ones are cut and marked.
 MAX_QUESTION: Final = 1000
@@ -93,3 +95,13 @@ def pause_form(run: Mapping[str, Any], error: str = "") -> types.ElicitRequest |
     return types.ElicitRequest(
         params=types.ElicitRequestFormParams(message=message, requested_schema=schema)
     )
+
+
+def declares_forms(ctx: ServerRequestContext[Any, Any]) -> bool:
+    """Whether the request is a 2026-07-28 one whose client declares form elicitation
+    (an empty elicitation capability means form mode)."""
+    if ctx.protocol_version not in MODERN_PROTOCOL_VERSIONS:
+        return False
+    capabilities = ctx.session.client_capabilities
+    elicitation = capabilities.elicitation if capabilities is not None else None
+    return elicitation is not None and (elicitation.form is not None or elicitation.url is None)

@@ -18,8 +18,11 @@ session, a nonexistent run or a malformed ID are the same protocol error
 (``INVALID_PARAMS``, "unknown task"), and change nothing.
 
 Status from the run: pending and running are ``working``; interrupted is
-``input_required`` (``inputRequests`` is empty: the run is answered with the resume
-tool, which the status message names); completed is ``completed`` with ``result``, the
+``input_required``: when the ``tasks/get`` request's client declares form elicitation
+and the pause is a request pause whose resume schema makes a form
+(`flowledger.mcp.forms`), ``inputRequests`` holds that form under ``resume-<checkpoint
+revision>`` (a new key for every pause), else it is empty and the status message names
+the resume tool; completed is ``completed`` with ``result``, the
 ordinary answer of the family's reading tool (``workflow_run_get``, or ``inspect_run``
 without revalidation); failed is ``failed`` with a JSON-RPC ``error`` whose ``data`` is
 the ``workflow_run_get`` answer; cancelled is ``cancelled``.
@@ -27,8 +30,13 @@ the ``workflow_run_get`` answer; cancelled is ``cancelled``.
 ``tasks/cancel`` is ``workflow_run_cancel``: durable, recorded before it is
 acknowledged; cancelling a finished task changes nothing and is acknowledged too (the
 extension's cancellation is eventually consistent and may end in another terminal
-status). A read-only server refuses it. ``tasks/update`` is not served: this server
-never sends ``inputRequests``.
+status). A read-only server refuses it.
+
+``tasks/update`` answers the form: an ``accept`` resumes the run through the resume
+tool (validated, durable); an invalid answer, or a response that is no elicitation
+result, is ``INVALID_PARAMS`` with the error and changes nothing (the same form stays
+outstanding); ``decline`` / ``cancel`` and keys not outstanding (never issued, answered
+already) are acknowledged and change nothing.
 """
 
 from __future__ import annotations
@@ -46,8 +54,9 @@ from mcp.shared.exceptions import MCPError
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 from ..tools import ToolError, result_text
-from ..workflows.errors import NotFoundError
+from ..workflows.errors import InvalidInputError, NotFoundError
 from ..workflows.records.run import is_id
+from .forms import declares_forms, pause_form
 
 __all__ = [
     "POLL_INTERVAL_MS",
@@ -58,6 +67,7 @@ __all__ = [
     "TaskFamily",
     "TaskId",
     "ToolCaller",
+    "UpdateTaskRequestParams",
     "answered_run",
 ]
 
@@ -148,6 +158,7 @@ class RunTasks(Extension):
         return (
             MethodBinding("tasks/get", types.GetTaskRequestParams, self._get, modern),
             MethodBinding("tasks/cancel", types.CancelTaskRequestParams, self._cancel, modern),
+            MethodBinding("tasks/update", UpdateTaskRequestParams, self._update, modern),
         )
 
     # -- tools/call -----------------------------------------------------------------------
@@ -187,7 +198,43 @@ class RunTasks(Extension):
     async def _get(
         self, ctx: ServerRequestContext[Any, Any], params: types.GetTaskRequestParams
     ) -> dict[str, Any]:
-        return {"resultType": "complete", **await self._task(self._parse(params.task_id))}
+        task = self._parse(params.task_id)
+        forms = declares_forms(ctx) and not self._read_only  # read-only: it resumes nothing
+        return {"resultType": "complete", **await self._task(task, forms=forms)}
+
+    async def _update(
+        self, ctx: ServerRequestContext[Any, Any], params: UpdateTaskRequestParams
+    ) -> types.EmptyResult:
+        """The person's answer to the pause's form: resumes the run through the resume
+        tool (validated, durable). Keys not outstanding are ignored (SEP-2663)."""
+        task = self._parse(params.task_id)
+        if self._read_only:
+            raise MCPError(types.INVALID_REQUEST, "tasks/update: this server is read-only")
+        run = await self._read(task)
+        key = _form_key(run)
+        response = params.input_responses.get(key) if key is not None else None
+        if response is None:
+            return types.EmptyResult(result_type="complete")
+        if not isinstance(response, types.ElicitResult):
+            raise MCPError(
+                types.INVALID_PARAMS, f"inputResponses[{key!r}] is not an elicitation result"
+            )
+        if response.action != "accept":  # declined: the run stays paused
+            return types.EmptyResult(result_type="complete")
+        resume_key = "resume" if task.family is _WORKFLOW else "payload"
+        arguments = {"run_id": task.run_id, resume_key: dict(response.content or {})}
+        try:
+            resumed = await self._tools.call(task.family.resume_tool, arguments)
+        except ToolError as exc:
+            if isinstance(exc.cause, InvalidInputError):  # the person's: answer it again
+                raise MCPError(types.INVALID_PARAMS, _bounded(exc.message)) from exc
+            if _form_key(await self._read(task)) != key:
+                return types.EmptyResult(result_type="complete")  # answered meanwhile
+            raise MCPError(types.INTERNAL_ERROR, _bounded(exc.message)) from exc
+        refusals = [str(d.get("message", "")) for d in resumed.get("diagnostics") or ()]
+        if refusals:  # a deployed run's refused resume: an answer, not an error
+            raise MCPError(types.INVALID_PARAMS, _bounded("; ".join(refusals)))
+        return types.EmptyResult(result_type="complete")
 
     async def _cancel(
         self, ctx: ServerRequestContext[Any, Any], params: types.CancelTaskRequestParams
@@ -222,8 +269,9 @@ class RunTasks(Extension):
                 raise _unknown(str(task)) from exc
             raise MCPError(types.INTERNAL_ERROR, _bounded(exc.message)) from exc
 
-    async def _task(self, task: TaskId) -> dict[str, Any]:
-        """The ``DetailedTask`` of ``task``, read from the run registry now."""
+    async def _task(self, task: TaskId, *, forms: bool = False) -> dict[str, Any]:
+        """The ``DetailedTask`` of ``task``, read from the run registry now; with
+        ``forms``, a request pause's form is its ``inputRequests``."""
         run = await self._read(task)
         status = str(run["run_status"])
         document: dict[str, Any] = {
@@ -240,9 +288,16 @@ class RunTasks(Extension):
             waits = f"a {pending['kind']} pause" if "kind" in pending else "a resume"
             document["status"] = "input_required"
             document["inputRequests"] = {}
+            how = f"{task.family.resume_tool} {{run_id}}"
+            form = pause_form(run) if forms else None
+            key = _form_key(run)
+            if form is not None and key is not None:
+                document["inputRequests"] = {
+                    key: form.model_dump(by_alias=True, mode="json", exclude_none=True)
+                }
+                how = f"tasks/update (inputResponses[{key!r}]) or " + how
             document["statusMessage"] = _bounded(
-                f"run {task.run_id} waits for {waits}: answer it with "
-                f"{task.family.resume_tool} {{run_id}}"
+                f"run {task.run_id} waits for {waits}: answer it with {how}"
             )
         elif status == "completed":
             document["status"] = "completed"
@@ -276,6 +331,22 @@ class RunTasks(Extension):
                 content=[types.TextContent(text=result_text(answer))], is_error=False
             )
         return outcome.model_dump(by_alias=True, mode="json", exclude_none=True)
+
+
+def _form_key(run: Mapping[str, Any]) -> str | None:
+    """The ``inputRequests`` key of the run's request pause: unique over the task's life,
+    as each pause is a new checkpoint revision. ``None`` when it is not paused so."""
+    pending = run.get("pending") if run.get("run_status") == "interrupted" else None
+    if not isinstance(pending, Mapping) or pending.get("kind") != "request":
+        return None
+    return f"resume-{pending['checkpoint_revision']}"
+
+
+class UpdateTaskRequestParams(types.RequestParams):
+    """``tasks/update``: the task and the responses to its ``inputRequests``."""
+
+    task_id: str
+    input_responses: types.InputResponses
 
 
 def answered_run(answer: HandlerResult) -> str | None:
