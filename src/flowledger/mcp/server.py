@@ -10,7 +10,9 @@ deploy, draft, capability, fork and prune tools (`flowledger.mcp._session`).
 
 * Runs as MCP tasks (`flowledger.mcp.tasks`): a 2026-07-28 client declaring the
   ``io.modelcontextprotocol/tasks`` extension gets the run-starting and run-resuming
-  tools' answers as tasks, and ``tasks/get`` / ``tasks/cancel`` on them.
+  tools' answers as tasks, and ``tasks/get`` / ``tasks/update`` / ``tasks/cancel`` on
+  them; a client declaring form elicitation is asked a run's request pause as a form
+  (`flowledger.mcp.elicit`, `flowledger.mcp.forms`).
 
 * ``tools/list`` publishes the bundle's tools with their exact names, descriptions and
   input schemas (plus a ``readOnlyHint`` annotation). With ``read_only`` the mutating
