@@ -117,9 +117,8 @@ class PauseElicitation:
         """The retry carrying the person's answer (its state already verified)."""
         assert params.request_state is not None
         state = json.loads(params.request_state)  # minted by `_ask`, sealed since
-        found = TaskId.parse(state["family"] + state["run_id"])
-        assert found is not None
-        task = found
+        task = TaskId.parse(state["family"] + state["run_id"])
+        assert task is not None
         response = (params.input_responses or {}).get(_KEY)
         if response is None:
             raise MCPError(types.INVALID_PARAMS, f"inputResponses must answer {_KEY!r}")
@@ -141,8 +140,7 @@ class PauseElicitation:
         )
         if answer.action != "accept" or not still:
             return await self._reading(task)  # nothing (more) to resume
-        resume_key = "resume" if task.family.resume_tool == "workflow_run_resume" else "payload"
-        arguments = {"run_id": task.run_id, resume_key: dict(answer.content or {})}
+        arguments = {"run_id": task.run_id, task.family.resume_field: dict(answer.content or {})}
         try:
             resumed = await self._tools.call(task.family.resume_tool, arguments)
         except ToolError as exc:

@@ -86,10 +86,13 @@ class TaskFamily:
     reader: str  # the tool whose answer is a completed task's result
     reader_arguments: Mapping[str, Any]
     resume_tool: str
+    resume_field: str  # the resume tool's argument holding the answer
 
 
-_WORKFLOW: Final = TaskFamily("run-", "workflow_run_get", {}, "workflow_run_resume")
-_DEPLOYED: Final = TaskFamily("deployed-run-", "inspect_run", {"revalidate": False}, "resume_run")
+_WORKFLOW: Final = TaskFamily("run-", "workflow_run_get", {}, "workflow_run_resume", "resume")
+_DEPLOYED: Final = TaskFamily(
+    "deployed-run-", "inspect_run", {"revalidate": False}, "resume_run", "payload"
+)
 #: The tools whose calls become tasks, and the family of task each makes.
 TASK_TOOLS: Final[Mapping[str, TaskFamily]] = {
     "workflow_run_start": _WORKFLOW,
@@ -221,8 +224,7 @@ class RunTasks(Extension):
             )
         if response.action != "accept":  # declined: the run stays paused
             return types.EmptyResult(result_type="complete")
-        resume_key = "resume" if task.family is _WORKFLOW else "payload"
-        arguments = {"run_id": task.run_id, resume_key: dict(response.content or {})}
+        arguments = {"run_id": task.run_id, task.family.resume_field: dict(response.content or {})}
         try:
             resumed = await self._tools.call(task.family.resume_tool, arguments)
         except ToolError as exc:
