@@ -8,6 +8,12 @@ deploy, draft, capability, fork and prune tools (`flowledger.mcp._session`).
 * ``resources/list`` and ``resources/read`` serve the document formats' JSON Schemas
   (`flowledger.mcp.resources`): the same for every session, reading nothing stored.
 
+* Runs as MCP tasks (`flowledger.mcp.tasks`): a 2026-07-28 client declaring the
+  ``io.modelcontextprotocol/tasks`` extension gets the run-starting and run-resuming
+  tools' answers as tasks, and ``tasks/get`` / ``tasks/update`` / ``tasks/cancel`` on
+  them; a client declaring form elicitation is asked a run's request pause as a form
+  (`flowledger.mcp.elicit`, `flowledger.mcp.forms`).
+
 * ``tools/list`` publishes the bundle's tools with their exact names, descriptions and
   input schemas (plus a ``readOnlyHint`` annotation). With ``read_only`` the mutating
   tools are hidden, and calling one is refused.
@@ -61,7 +67,10 @@ from ..tools import ToolError, ToolInfo, result_text
 from ..workflows.activities.activity import ActivityKind, ActivityRecord
 from ..workflows.activities.follow import JournalFollower
 from ..workflows.activities.journal import ActivityJournal
+from .elicit import PauseElicitation, request_state_boundary
+from .extensions import install_extension
 from .resources import list_resources, read_resource
+from .tasks import RunTasks
 
 __all__ = [
     "LOGGER_NAME",
@@ -313,6 +322,11 @@ class WorkflowMcpServer:
         self.server.add_request_handler(
             "logging/setLevel", types.SetLevelRequestParams, self._set_level
         )
+        # Pauses are elicited inside the task interceptor: a call's form is answered
+        # before it becomes a task (SEP-2663: multi round-trips resolve first).
+        self.server.middleware.append(request_state_boundary(session_id))
+        elicit = PauseElicitation(tools, self._call_tool, read_only=read_only)
+        install_extension(self.server, RunTasks(tools, read_only=read_only), elicit)
 
     def _instructions(self) -> str:
         parts = [INSTRUCTIONS]
