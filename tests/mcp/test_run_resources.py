@@ -21,7 +21,9 @@ from flowledger.mcp._session import load_app, open_served_session
 from flowledger.mcp.run_resources import MAX_URI
 from flowledger.mcp.run_watch import MAX_URIS
 
-from .conftest import http_client, http_server, payload, wait_status
+from ..deploy.runs.app import HERE as RUNS
+from ..deploy.test_deployed_runs import deployment, server_script
+from .conftest import http_client, http_server, payload, stdio_params, wait_status
 
 APP = "tests.mcp.watch_app:catalog"
 TOKEN_A = "token-a-0123456789abcdef"
@@ -293,3 +295,33 @@ async def test_a_server_that_does_not_execute_follows_the_journal(tmp_path: Path
                 )
                 assert payload(resumed)["run_status"] == "completed"
                 assert await next_status_change(client, events, uri, "interrupted") == ("completed")
+
+
+async def test_a_deployed_runs_resources_never_revalidate(tmp_path: Path) -> None:
+    """Over stdio (``flowledger mcp``): a deployed run reads as ``inspect_run`` without
+    revalidation - with its source gone, the resource still reads (it starts nothing)
+    while ``validate_run`` finds the run blocked - and its trace is a resource."""
+    script = server_script(tmp_path)
+    async with Client(stdio_params(f"sqlite:///{tmp_path / 'd.db'}")) as client:
+        text = (RUNS / "pinned_env.yaml").read_text()
+        payload(await client.call_tool("artifact_save", {"document": text}))
+        payload(await client.call_tool("deployment_save", {"document": deployment(script)}))
+        started = payload(
+            await client.call_tool("run_deployment", {"deployment": "env_dep", "input": {}})
+        )
+        assert started["status"] == "interrupted", started
+        run_id = started["run_id"]
+        script.unlink()  # any attempt to start the source would now fail
+        run = await read_json(client, f"flowledger://runs/{run_id}")
+        assert run == payload(
+            await client.call_tool("inspect_run", {"run_id": run_id, "revalidate": False})
+        )
+        assert run["resume_readiness"]["revalidated"] is False
+        assert run["deployment"]["name"] == "env_dep"
+        blocked = payload(await client.call_tool("validate_run", {"run_id": run_id}))
+        assert blocked["resume_readiness"]["status"] == "blocked"
+        trace = await read_json(client, f"flowledger://runs/{run_id}/trace")
+        assert trace == payload(
+            await client.call_tool("read_run_trace", {"run_id": run_id, "start": 0, "limit": 100})
+        )
+        assert trace["total"] >= 1 and trace["entries"]
