@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import json
 from collections.abc import AsyncIterator, Callable
+from contextlib import AsyncExitStack
 from pathlib import Path
 from typing import Any
 
@@ -19,7 +20,7 @@ from mcp.shared.exceptions import MCPError
 from flowledger.mcp import WorkflowMcpServer, session_for_token
 from flowledger.mcp._session import load_app, open_served_session
 from flowledger.mcp.run_resources import MAX_URI
-from flowledger.mcp.run_watch import MAX_URIS
+from flowledger.mcp.run_watch import MAX_STREAMS, MAX_URIS
 
 from ..deploy.runs.app import HERE as RUNS
 from ..deploy.test_deployed_runs import deployment, server_script
@@ -329,3 +330,24 @@ async def test_a_deployed_runs_resources_never_revalidate(tmp_path: Path) -> Non
             await client.call_tool("read_run_trace", {"run_id": run_id, "start": 0, "limit": 100})
         )
         assert trace["total"] >= 1 and trace["entries"]
+
+
+async def test_the_number_of_listen_streams_is_bounded(tmp_path: Path) -> None:
+    async with open_served_session(db(tmp_path), load_app(APP)) as served:
+        mcp = WorkflowMcpServer(
+            served.tools,
+            journal=served.session.journal,
+            session_id=served.session_id,
+            registry=served.session.registry,
+        )
+        async with Client(mcp.server) as client, AsyncExitStack() as streams:
+            run_id = await start(client, tmp_path)
+            uri = f"flowledger://runs/{run_id}"
+            for _ in range(MAX_STREAMS):
+                await streams.enter_async_context(client.listen(resource_subscriptions=[uri]))
+            with pytest.raises(MCPError) as refused:
+                async with client.listen(resource_subscriptions=[uri]):
+                    pass
+            assert refused.value.error.code == types.INVALID_REQUEST
+            assert f"{MAX_STREAMS} open streams" in refused.value.error.message
+            assert mcp.listen is not None and mcp.listen.watches[run_id].users == MAX_STREAMS

@@ -23,7 +23,6 @@ finished (after notifying that) or when no stream lists it any more.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 from collections.abc import AsyncIterator, Callable
 from typing import Any, Final, Protocol
@@ -244,12 +243,3 @@ class RunListen:
                 types.INTERNAL_ERROR, f"subscriptions/listen: cannot watch run {run_id}"
             ) from exc
         return watch
-
-    async def close(self) -> None:
-        """End every stream gracefully and stop every watch."""
-        self._handler.close()
-        for watch in list(self.watches.values()):
-            watch.stop()
-            if watch.task is not None:
-                with contextlib.suppress(BaseException):
-                    await watch.task
