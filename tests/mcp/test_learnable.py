@@ -5,7 +5,7 @@ tools' ``document`` argument is typed with); every diagnostic of every layer (ar
 issues, a refused save, a draft, an unrunnable start, a blocked resume) is ``{place, code,
 message, hint, next_actions}`` whose actions are calls of listed tools with arguments
 their schemas accept; docs/mcp.md documents every listed tool with each argument. Over
-HTTP a tenant reads the schemas and nothing else."""
+HTTP a tenant reads the schemas (and its own runs) and nothing else."""
 
 from __future__ import annotations
 
@@ -303,10 +303,12 @@ async def test_a_tenant_reads_the_schemas_and_nothing_else(tmp_path: Path) -> No
             rest = refused.value.message.replace(repr(uri[:64]), "")
             assert "tenant_secret_draft" not in rest and str(tmp_path) not in rest, uri
             assert rest.endswith(", ".join(sorted(URIS))), rest
-        try:  # no templates: nothing to fill in with a name
-            templates = (await b.list_resource_templates()).resource_templates
-        except MCPError:
-            templates = []
-        assert templates == []
+        # the only templates are the session's own runs (tests/mcp/test_run_resources.py)
+        templates = (await b.list_resource_templates()).resource_templates
+        assert [t.uri_template for t in templates] == [
+            "flowledger://runs/{run_id}",
+            "flowledger://runs/{run_id}/history",
+            "flowledger://runs/{run_id}/trace",
+        ]
         listed_b = payload(await b.call_tool("draft_list", {}))
         assert "tenant_secret_draft" not in json.dumps(listed_b)

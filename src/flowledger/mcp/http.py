@@ -191,6 +191,7 @@ class HttpMcpServer:
                 read_only=served.read_only,
                 executes=served.executes,
                 notice=served.notice,
+                registry=served.session.registry,
             )
             # Host and Origin are checked by the guard in front of every session
             # (`asgi_app`), so the SDK's own checks stay off.

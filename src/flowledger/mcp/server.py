@@ -7,6 +7,9 @@ deploy, draft, capability, fork and prune tools (`flowledger.mcp._session`).
   diagnostic and the resources.
 * ``resources/list`` and ``resources/read`` serve the document formats' JSON Schemas
   (`flowledger.mcp.resources`): the same for every session, reading nothing stored.
+* ``resources/templates/list`` and ``resources/read`` serve the session's runs
+  (`flowledger.mcp.run_resources`), and ``subscriptions/listen`` notifies a run
+  resource's changes (`flowledger.mcp.run_watch`; with ``registry``).
 
 * Runs as MCP tasks (`flowledger.mcp.tasks`): a 2026-07-28 client declaring the
   ``io.modelcontextprotocol/tasks`` extension gets the run-starting and run-resuming
@@ -70,6 +73,8 @@ from ..workflows.activities.journal import ActivityJournal
 from .elicit import PauseElicitation, request_state_boundary
 from .extensions import install_extension
 from .resources import list_resources, read_resource
+from .run_resources import RunResources, parse_run_uri, run_templates
+from .run_watch import RunListen, RunReader
 from .tasks import RunTasks
 
 __all__ = [
@@ -285,6 +290,7 @@ class WorkflowMcpServer:
         executes: bool = True,
         name: str = SERVER_NAME,
         notice: str = "",
+        registry: RunReader | None = None,
     ) -> None:
         if journal is not None and session_id is None:
             raise ValueError("forwarding activities needs the session ID")
@@ -304,6 +310,13 @@ class WorkflowMcpServer:
         }
         # Minimum log level per connection, set by logging/setLevel (handshake era).
         self._log_levels: dict[str, LoggingLevel] = {}
+        self._runs = RunResources(tools, self._visible)
+        # Subscriptions need the registry and the journal to hear changes from.
+        self.listen: RunListen | None = None
+        if registry is not None and journal is not None and session_id is not None:
+            self.listen = RunListen(
+                self._check_resource, registry, journal, session_id, executes=executes
+            )
         self.server: Server[Any] = Server(
             name,
             version=__version__,
@@ -312,6 +325,8 @@ class WorkflowMcpServer:
             on_list_tools=self._list_tools,
             on_list_resources=self._list_resources,
             on_read_resource=self._read_resource,
+            on_list_resource_templates=self._list_templates,
+            on_subscriptions_listen=self.listen,
             on_call_tool=self._call_tool,
             get_tool_input_schema=self._input_schema,
         )
@@ -376,10 +391,22 @@ class WorkflowMcpServer:
     ) -> types.ListResourcesResult:
         return types.ListResourcesResult(resources=list_resources())
 
+    async def _list_templates(
+        self, ctx: ServerRequestContext[Any], params: types.PaginatedRequestParams | None
+    ) -> types.ListResourceTemplatesResult:
+        return types.ListResourceTemplatesResult(resource_templates=run_templates())
+
     async def _read_resource(
         self, ctx: ServerRequestContext[Any], params: types.ReadResourceRequestParams
     ) -> types.ReadResourceResult:
-        return read_resource(str(params.uri))
+        return await self._check_resource(str(params.uri))
+
+    async def _check_resource(self, uri: str) -> types.ReadResourceResult:
+        """The resource at ``uri`` (a schema or a run resource of this session's runs,
+        `flowledger.mcp.run_resources`); `MCPError` (not found) for any other URI."""
+        if parse_run_uri(uri) is not None:
+            return await self._runs.read(uri)
+        return read_resource(uri)
 
     # -- tools/call --------------------------------------------------------------------------
 

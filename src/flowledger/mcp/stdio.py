@@ -211,6 +211,7 @@ async def serve_stdio(
                     read_only=served.read_only,
                     executes=served.executes,
                     notice=served.notice,
+                    registry=served.session.registry,
                 )
                 with _claim_stdin() as fd:
                     # stdio_server only iterates its stdin (``async for line in stdin``).
