@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -96,6 +97,9 @@ FIXTURE_FAILURES = (
 
 PASSING = {"SUCCESS", "INFO", "WARNING"}
 
+# server-<scenario>-<ISO time with dashes>, e.g. server-ping-2026-12-04T22-20-04-123Z
+_FOLDER = re.compile(r"server-(?P<scenario>.+?)-\d{4}-\d{2}-\d{2}T[\d-]+Z")
+
 
 def _unavailable(reason: str) -> None:
     if os.environ.get("CI") == "true":
@@ -153,9 +157,9 @@ def _checks(results: Path) -> dict[str, list[dict[str, Any]]]:
     scenario, ``server-<scenario>-<timestamp>/checks.json``)."""
     found: dict[str, list[dict[str, Any]]] = {}
     for checks in sorted(results.glob("server-*/checks.json")):
-        folder = checks.parent.name.removeprefix("server-")
-        scenario = folder[: folder.rindex("-20")]  # the timestamp starts with the year
-        found[scenario] = json.loads(checks.read_text())
+        named = _FOLDER.fullmatch(checks.parent.name)
+        assert named is not None, f"unexpected results folder {checks.parent.name}"
+        found[named["scenario"]] = json.loads(checks.read_text())
     return found
 
 
