@@ -366,6 +366,7 @@ async def _pipe_server(tmp_path: Path) -> _Pipe:
         "--db",
         f"sqlite:///{tmp_path}/m.db",
         cwd=str(REPO),
+        limit=1 << 20,  # one line is one message; tools/list is over asyncio's 64 KiB default
         stdin=asyncio.subprocess.PIPE,
         stdout=asyncio.subprocess.PIPE,
         stderr=asyncio.subprocess.PIPE,
