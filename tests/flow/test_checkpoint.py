@@ -468,3 +468,32 @@ def test_decoding_arbitrary_bytes(data: bytes) -> None:
     except CodecError:
         return
     _fixed_point(doc)
+
+
+@pytest.mark.parametrize("record_type", [RunRecord, VertexRecord])
+def test_record_copy_is_what_replace_makes(record_type: type[Any]) -> None:
+    """`RunRecord.copy` / `VertexRecord.copy` rebuild a record from its fields read in
+    declaration order: every field must stay an ``__init__`` parameter, and the copy must
+    equal ``dataclasses.replace(record)`` yet be a separate object."""
+    import dataclasses
+
+    assert all(f.init for f in dataclasses.fields(record_type))
+    values: dict[str, Any] = {}
+    for index, f in enumerate(dataclasses.fields(record_type)):
+        kind = f.type if isinstance(f.type, str) else f.type.__name__
+        if "datetime" in kind:
+            values[f.name] = datetime(2026, 1, 1, tzinfo=UTC) + timedelta(seconds=index)
+        elif kind == "int":
+            values[f.name] = index + 1
+        elif kind == "bool":
+            values[f.name] = True
+        elif "Status" in kind:
+            values[f.name] = list(RunStatus if record_type is RunRecord else VertexStatus)[-1]
+        else:
+            values[f.name] = f"value-{index}"
+    record = record_type(**values)
+    copied = record.copy()
+    assert copied == dataclasses.replace(record) and copied is not record
+    assert {f.name: getattr(copied, f.name) for f in dataclasses.fields(record_type)} == values
+    copied.step = 99  # the copy is independent
+    assert record.step != 99

@@ -147,13 +147,13 @@ class Coordinator:
         )
         self._pending.append(
             Checkpoint(
-                run=replace(self.run),
+                run=self.run.copy(),
                 phase=phase,
                 state=self.state_doc,
                 step_base=step_base,
                 # Classified records never change again; only running ones need a copy.
                 vertices=[
-                    replace(v) if v.status is VertexStatus.RUNNING else v
+                    v.copy() if v.status is VertexStatus.RUNNING else v
                     for v in sorted(vertices, key=lambda r: r.vertex)
                 ],
                 frontier=list(frontier),

@@ -17,6 +17,7 @@ fields it changes still count as written, so a later blind write of them conflic
 
 from __future__ import annotations
 
+import weakref
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import fields, is_dataclass
 from typing import Any
@@ -31,12 +32,28 @@ from .reducers import FieldReducer, state_field_names
 __all__ = ["StepMerge", "apply_update", "changed_fields", "is_whole_state"]
 
 
+# A class's fields are fixed once it is defined, so they are worked out once per class,
+# not on every update (states are merged on every step). Weak keys: state classes made
+# at run time (from workflow specs) may come and go.
+_FIELD_NAMES: weakref.WeakKeyDictionary[type, frozenset[str] | None] = weakref.WeakKeyDictionary()
+
+
 def _field_names(state: Any) -> frozenset[str] | None:
-    if isinstance(state, pydantic.BaseModel):
-        return frozenset(type(state).model_fields)
-    if is_dataclass(state) and not isinstance(state, type):
-        return frozenset(f.name for f in fields(state))
-    return None
+    """The field names of a pydantic model or dataclass instance (else None)."""
+    if isinstance(state, type):
+        return None
+    cls = type(state)
+    try:
+        return _FIELD_NAMES[cls]
+    except KeyError:
+        pass
+    names: frozenset[str] | None = None
+    if issubclass(cls, pydantic.BaseModel):
+        names = frozenset(cls.model_fields)
+    elif is_dataclass(cls):
+        names = frozenset(f.name for f in fields(cls))
+    _FIELD_NAMES[cls] = names
+    return names
 
 
 def is_whole_state(update: Any, state_type: Any) -> bool:

@@ -50,6 +50,7 @@ from ..errors import (
 )
 from ..fence import Fence, refused
 from ..ledger import KnownRefs
+from .folder import QuietFolder
 from .schema import SCHEMA_VERSION, check_version, ensure_schema
 from .url import SQLiteSettings
 
@@ -82,6 +83,7 @@ class Database:
         self.group_refs: list[tuple[int, bytes]] = []
         self._identity: tuple[int, int] | None = None  # (device, inode) of the open file
         self._companions: tuple[str, ...] = ()  # the -wal and -shm files that must stay
+        self._folder: QuietFolder | None = None  # skips those checks while nothing changed
         self.broken: StoreBrokenError | None = None
 
     @property
@@ -134,6 +136,7 @@ class Database:
             self._companions = tuple(
                 path + suffix for suffix in ("-wal", "-shm") if os.path.exists(path + suffix)
             )
+            self._folder = QuietFolder(parent)
         except sqlite3.OperationalError as exc:
             conn.close()
             if is_busy(exc):
@@ -208,12 +211,17 @@ class Database:
         starts afresh, without our last commits or our locks - so two owners could
         write at once and the database be corrupted. Nothing notices from within
         SQLite; this check is what can be detected from outside, before every write
-        and at every lease renewal (which a live owner makes every ``ttl / 3``).
+        and at every lease renewal (which a live owner makes every ``ttl / 3``). While
+        the directory holding the files shows no change since the last check that
+        passed, one ``stat`` of it stands for the three of the files (`QuietFolder`).
         """
         if self.broken is not None:
             raise self.broken
-        if self._identity is None:
+        if self._identity is None or self._folder is None:
             return  # opened read-only: it never writes
+        if self._folder.unchanged():
+            return
+        mark = self._folder.read()
         try:
             info = os.stat(self.path)
         except FileNotFoundError:
@@ -229,6 +237,7 @@ class Database:
         if problem:
             self.broken = StoreBrokenError(self.path, problem)
             raise self.broken
+        self._folder.passed(mark)
 
     @staticmethod
     def _enable_wal(conn: sqlite3.Connection, timeout_ms: int) -> None:
