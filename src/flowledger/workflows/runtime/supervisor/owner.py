@@ -22,11 +22,12 @@ from collections.abc import Awaitable, Callable, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
-from .... import flow
+from .... import flow, storage
 from ....storage import FencedWriteError, Integrity, Lease, LeaseHeldError, Leaser
 from ...activities.history import HistoryPage
 from ...activities.journal import ActivityJournal
 from ...activities.projection import RunProjections
+from ...admission import Admission
 from ...errors import (
     NotFoundError,
     SessionOwnedError,
@@ -127,6 +128,9 @@ class Supervisor:
         self._requests_next = 0.0  # when to read the requests even without a bell
         self._refused: set[str] = set()  # resume requests refused, left for their callers
         self._boundary = BoundaryStop()
+        # Concurrency limits (`admission`), over the registry's own store.
+        kv = getattr(registry, "kv", None)
+        self.admission = Admission(kv, registry) if isinstance(kv, storage.KV) else None
 
     @property
     def index(self) -> UnfinishedIndex | None:
