@@ -37,6 +37,7 @@ from .deploy import trace as deploy_trace
 from .draft import draft_app
 from .explain import register_explain
 from .helptext import hide_redundant_types
+from .limits import limits_app
 from .prune import register_prune
 from .render import (
     Pause,
@@ -129,6 +130,7 @@ register_check(app)
 app.add_typer(deploy_app, name="deploy")
 app.add_typer(draft_app, name="draft")
 app.add_typer(schedule_app, name="schedule")
+app.add_typer(limits_app, name="limits")
 app.command("inspect", help="A deployed run: status, readiness, output, interrupt.")(deploy_inspect)
 app.command("trace", help="A range of a deployed run's trace (what each node did).")(deploy_trace)
 

@@ -22,7 +22,9 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, Final, Protocol, cast
 
+from flowledger import storage
 from flowledger.workflows.activities.history import HistoryPage
+from flowledger.workflows.admission import queued_at
 from flowledger.workflows.authoring.definition import Definition
 from flowledger.workflows.authoring.metadata import Metadata
 from flowledger.workflows.errors import (
@@ -768,6 +770,14 @@ class WorkflowTools:
                 raise translate(exc, action="get run owner") from exc
             if owner is not None:
                 result["owner"] = owner
+        kv = getattr(self._registry, "kv", None)
+        if run.status is RunStatus.PENDING and isinstance(kv, storage.KV):
+            try:  # waiting for a slot of a `max_running` limit (`admission`)
+                queued = await queued_at(kv, run)
+            except Exception as exc:
+                raise translate(exc, action="get run queue position") from exc
+            if queued is not None:
+                result["queued"] = queued.to_json()
         return result
 
     # -- workflow_run_list (§7.5) ----------------------------------------------------------
