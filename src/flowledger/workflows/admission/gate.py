@@ -14,7 +14,10 @@ run holding it (``{"session": ..., "run": ...}``). Why this is safe under kills 
   (or is cancelled) and the slot is free, whoever notices it;
 - every write carries the owner's fence (`storage.fence_arg`) like the registry's, so a
   stale owner writes nothing;
-- a paused (interrupted) run keeps its slot: it will continue.
+- a paused (interrupted) run keeps its slot: it will continue;
+- the scan stops at the first free slot, so a run whose earlier attempt took a later
+  slot and died before it ran may take a second one: capacity is under-used until that
+  run ends, never exceeded.
 
 FIFO: a run asking for a slot first writes its queue entry (keyed by its creation time);
 only the oldest live entry of a scope may take a slot, and it removes its entry once it
@@ -99,28 +102,30 @@ class Admission:
             await self._enqueue(queue_key(scope.path, run), run)
 
     async def _admit_in(self, scope: Scope, run: Run) -> bool:
-        slots = [f"{SLOTS_PREFIX}{scope.path}/{i}" for i in range(scope.max_running)]
-        free: list[tuple[str, int]] = []
-        for key in slots:
-            try:
-                entry = await self._kv.get(key)
-            except storage.KeyNotFoundError:
-                free.append((key, 0))
-                continue
-            if entry.value == _holder(run):
-                return True  # taken before a crash or by an earlier attempt
-            if await self._is_free(entry.value):
-                free.append((key, entry.revision))
         # Queued first, then the head check: of two runs racing, the older one wins.
         mine = queue_key(scope.path, run)
         await self._enqueue(mine, run)
-        if not free or await self._head(scope.path) != mine:
-            return False
-        for key, revision in free:
+        at_head: bool | None = None
+        for i in range(scope.max_running):
+            key = f"{SLOTS_PREFIX}{scope.path}/{i}"
+            try:
+                entry = await self._kv.get(key)
+                value, revision = entry.value, entry.revision
+            except storage.KeyNotFoundError:
+                value, revision = b"", 0
+            if value == _holder(run):  # taken by an earlier attempt that died after it
+                await self._kv.delete(mine, **storage.fence_arg())
+                return True
+            if revision and not await self._is_free(value):
+                continue
+            if at_head is None:
+                at_head = await self._head(scope.path) == mine
+            if not at_head:
+                return False
             try:
                 await self._kv.put(key, _holder(run), expected=revision, **storage.fence_arg())
             except storage.ConflictError:
-                continue  # someone took it first: try the next free one
+                continue  # someone took it first: try the next one
             await self._kv.delete(mine, **storage.fence_arg())
             return True
         return False
