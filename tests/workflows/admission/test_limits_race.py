@@ -15,7 +15,8 @@ from typing import Any
 import pytest
 
 from flowledger import flow, storage
-from flowledger.workflows.admission import InvalidLimitError, Limits, queued_at
+from flowledger.storage.fence import fencing
+from flowledger.workflows.admission import Admission, InvalidLimitError, Limits, queued_at
 from flowledger.workflows.authoring.definition import TypedDefinition
 from flowledger.workflows.authoring.metadata import Metadata, VertexMetadata
 from flowledger.workflows.records.registry import RunRegistry
@@ -235,3 +236,24 @@ async def test_a_slot_held_by_a_run_that_ended_is_free(session: Session) -> None
     run = await session.create_run()
     await eventually(lambda: completed(session, run.id))
     await supervisor.shutdown()
+
+
+async def test_a_stale_owner_takes_no_slot_and_queues_nothing(session: Session) -> None:
+    """Admission writes carry the owner's fence: after the lease moved on, the first
+    write is refused inside its transaction and nothing is written."""
+    await Limits(session.store.kv).set("definition", "counter", 1)
+    run = await session.create_run()
+    lease = await session.store.leases.acquire("admission-test-lease", ttl=30)
+    stale = lease.fence
+    await lease.release()
+    newer = await session.store.leases.acquire("admission-test-lease", ttl=30)
+    assert newer.fence.epoch > stale.epoch
+    gate = Admission(session.store.kv, session.registry)
+    with fencing(stale), pytest.raises(storage.FencedWriteError):
+        await gate.admit(run)
+    assert await session.store.kv.keys("admission/queue/") == []
+    assert await session.store.kv.keys("admission/slots/") == []
+    with fencing(newer.fence):
+        assert await gate.admit(run) is True
+    assert len(await session.store.kv.keys("admission/slots/")) == 1
+    await newer.release()
