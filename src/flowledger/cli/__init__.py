@@ -39,6 +39,7 @@ from .explain import register_explain
 from .helptext import hide_redundant_types
 from .observing import LogFormatChoice, LogFormatOption, MetricsHostOption, MetricsPortOption
 from .observing import log_format as chosen_format
+from .limits import limits_app
 from .prune import register_prune
 from .render import (
     Pause,
@@ -131,6 +132,7 @@ register_check(app)
 app.add_typer(deploy_app, name="deploy")
 app.add_typer(draft_app, name="draft")
 app.add_typer(schedule_app, name="schedule")
+app.add_typer(limits_app, name="limits")
 app.command("inspect", help="A deployed run: status, readiness, output, interrupt.")(deploy_inspect)
 app.command("trace", help="A range of a deployed run's trace (what each node did).")(deploy_trace)
 

@@ -202,6 +202,11 @@ def render_run(console: Console, run: Mapping[str, Any], pause: Pause | None) ->
     owner = run.get("owner")
     if isinstance(owner, Mapping):  # pending and running runs: who executes it
         grid.add_row("owner", _owner_text(owner))
+    queued = run.get("queued")
+    if isinstance(queued, Mapping):  # waiting for a slot of a max_running limit
+        grid.add_row(
+            "queued", f"position {queued.get('position', '')} for {queued.get('scope', '')}"
+        )
     if run.get("parent_run_id"):
         grid.add_row("parent", str(run["parent_run_id"]))
     scheduled = run.get("scheduled_by")

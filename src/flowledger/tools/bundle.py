@@ -22,7 +22,9 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, Final, Protocol, cast
 
+from flowledger import storage
 from flowledger.workflows.activities.history import HistoryPage
+from flowledger.workflows.admission import queued_at
 from flowledger.workflows.authoring.definition import Definition
 from flowledger.workflows.authoring.metadata import Metadata
 from flowledger.workflows.errors import (
@@ -610,14 +612,13 @@ class WorkflowTools:
     # -- workflow_run_start (§7.3) ---------------------------------------------------------
 
     async def _run_start(self, arguments: dict[str, Any]) -> dict[str, Any]:
-        return run_result(
-            await self.start_run(
-                arguments["definition_name"],
-                arguments["definition_version"],
-                arguments["input"],
-                parent_run_id=arguments.get("parent_run_id", ""),
-            )
+        run = await self.start_run(
+            arguments["definition_name"],
+            arguments["definition_version"],
+            arguments["input"],
+            parent_run_id=arguments.get("parent_run_id", ""),
         )
+        return await self._with_queue(run, run_result(run))
 
     async def start_run(
         self,
@@ -769,6 +770,19 @@ class WorkflowTools:
                 raise translate(exc, action="get run owner") from exc
             if owner is not None:
                 result["owner"] = owner
+        return await self._with_queue(run, result)
+
+    async def _with_queue(self, run: Run, result: dict[str, Any]) -> dict[str, Any]:
+        """``result`` with ``queued`` (scope, position) when the run waits for a slot of a
+        ``max_running`` limit (`flowledger.workflows.admission`)."""
+        kv = getattr(self._registry, "kv", None)
+        if run.status is RunStatus.PENDING and isinstance(kv, storage.KV):
+            try:
+                queued = await queued_at(kv, run)
+            except Exception as exc:
+                raise translate(exc, action="get run queue position") from exc
+            if queued is not None:
+                result["queued"] = queued.to_json()
         return result
 
     # -- workflow_run_list (§7.5) ----------------------------------------------------------

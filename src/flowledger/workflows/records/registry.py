@@ -220,6 +220,11 @@ class RunRegistry:
         """The unfinished-run index this registry keeps, if any."""
         return self._index
 
+    @property
+    def kv(self) -> storage.KV:
+        """The store the records live in (admission keeps its slots there too)."""
+        return self._kv
+
     async def create(self, run: Run) -> Run:
         """Store a new run record; return it with its KV revision (workflows-spec §3.7).
 

@@ -28,6 +28,7 @@ from ...activities.live import LiveActivities
 from ...authoring.definition import Definition, WorkflowResult
 from ...errors import AdoptionError, NotFoundError, UnknownDefinitionError
 from ...records.run import Run, RunStatus
+from .admitting import admitted
 from .cancel import cancel_locked
 from .misses import confirm_checkpoints_missing
 from .outcomes import (
@@ -138,6 +139,8 @@ async def reconcile(
             sup._auto_started.add(run.id)
             await start_with_seed(sup, controller, definition, run, None)
             return
+        if status is RunStatus.PENDING and not await admitted(sup, run):
+            return  # a fork waits for a slot like any start
         try:
             run = await transition(
                 sup, run, RunStatus.RUNNING, "workflow adopting", history[-1].revision

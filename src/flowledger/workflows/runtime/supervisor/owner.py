@@ -22,12 +22,13 @@ from collections.abc import Awaitable, Callable, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
-from .... import flow
+from .... import flow, storage
 from ....clock import Clock, system_clock
 from ....storage import FencedWriteError, Integrity, Lease, LeaseHeldError, Leaser, Wakeups
 from ...activities.history import HistoryPage
 from ...activities.journal import ActivityJournal
 from ...activities.projection import RunProjections
+from ...admission import Admission
 from ...errors import (
     NotFoundError,
     SessionOwnedError,
@@ -140,6 +141,9 @@ class Supervisor:
         # Runs parked on a timer or paused with a deadline, resumed by `TimerLoop`.
         self.timers = timers
         self._timer_loop: TimerLoop | None = None
+        # Concurrency limits (`admission`), over the registry's own store.
+        kv = getattr(registry, "kv", None)
+        self.admission = Admission(kv, registry) if isinstance(kv, storage.KV) else None
 
     @property
     def index(self) -> UnfinishedIndex | None:

@@ -121,6 +121,7 @@ async def poll_once(
         if run_id not in cancelling:
             handle(sup, f"resume:{run_id}", resume_request(sup, run_id))
     now = time.monotonic()
+    starting: list[Run] = []
     for run_id in unfinished:
         if not sup.active:
             return
@@ -153,7 +154,19 @@ async def poll_once(
         # cancellation requested: reconcile, with backoff.
         watch.next_check = now + min(MAX_RETRY_DELAY, 0.5 * 2**watch.attempts)
         watch.attempts += 1
-        spawn(sup, reconcile_worker(sup, run_id), run_id=run_id)
+        if run.status is RunStatus.PENDING and not run.cancel_requested:
+            starting.append(run)
+        else:
+            spawn(sup, reconcile_worker(sup, run_id), run_id=run_id)
+    # Pending runs start oldest first; with limits, all of them are queued before any
+    # asks for a slot, so the queue keeps their order (`admission`).
+    starting.sort(key=lambda run: (run.created_at, run.id))
+    if sup.admission is not None:
+        for run in starting:
+            await sup.admission.enqueue(run)
+    for run in starting:
+        if sup.active and not busy(sup, run.id):
+            spawn(sup, reconcile_worker(sup, run.id), run_id=run.id)
     forget_finished(sup, set(unfinished))
 
 

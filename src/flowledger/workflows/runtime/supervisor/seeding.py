@@ -24,6 +24,7 @@ from ...errors import (
 )
 from ...records.run import Run, RunStatus
 from ...records.wakeups import started_channel
+from .admitting import admitted
 from .misses import confirm_input_missing
 from .outcomes import apply_result, fail_definite
 from .publication import reconcile_activities
@@ -90,6 +91,10 @@ async def start_with_seed(
         return await fail_definite(sup, definition, run, "workflow input invalid")
     if controller.cancels or sup._boundary.requested:
         return None  # a cancellation waits for the lock: it cancels the run unstarted
+    if run.status is RunStatus.PENDING and not await admitted(sup, run):
+        if ack is not None:
+            ack()  # the start is answered: the run is durably queued (pending)
+        return None
     try:
         running = await transition(
             sup, run, RunStatus.RUNNING, START_SUMMARY, run.checkpoint_revision

@@ -1,0 +1,136 @@
+"""``flowledger limits set|show|clear``: the operator's ``max_running`` limits.
+
+A limit applies to one definition name (across every session and worker) or to one
+session. Limits live in the database (`flowledger.workflows.admission.Limits`), so every
+worker reads the same ones; they are an operator's setting, not a tool, so no MCP tool
+changes them. Starts beyond a limit wait, queued, and start in FIFO order as slots free.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+import typer
+from rich.table import Table
+
+from .runtime import DbOption, Options, emit_json, run_command, stdout_console
+
+__all__ = ["limits_app"]
+
+limits_app = typer.Typer(
+    help="Concurrency limits: at most N running runs per definition or per session.",
+    no_args_is_help=True,
+)
+
+DefinitionScope = Annotated[
+    str | None,
+    typer.Option("--definition", metavar="NAME", help="Limit the runs of this definition."),
+]
+SessionScope = Annotated[
+    str | None,
+    typer.Option("--session", metavar="UUID", help="Limit the runs of this session."),
+]
+JsonOption = Annotated[bool, typer.Option("--json", help="Print JSON.")]
+
+
+def _checked_limit(value: int) -> int:
+    """A usage error (exit 2, naming --max-running) for a limit out of range."""
+    from ..workflows.admission import InvalidLimitError, validate_limit
+
+    try:
+        return validate_limit(value)
+    except InvalidLimitError as exc:
+        raise typer.BadParameter(str(exc)) from None
+
+
+def _scope(definition: str | None, session: str | None) -> tuple[Any, str]:
+    from ..workflows.records.run import is_id
+
+    if (definition is None) == (session is None):
+        raise typer.BadParameter(
+            "give exactly one of --definition NAME or --session UUID",
+            param_hint="--definition/--session",
+        )
+    if session is not None:
+        if not is_id(session):
+            raise typer.BadParameter("not a session UUID", param_hint="--session")
+        return "session", session
+    assert definition is not None
+    return "definition", definition
+
+
+@limits_app.command("set")
+def limits_set(
+    max_running: Annotated[
+        int,
+        typer.Option(
+            "--max-running",
+            metavar="N",
+            help="At most N running (1-10000).",
+            callback=_checked_limit,
+        ),
+    ],
+    definition: DefinitionScope = None,
+    session: SessionScope = None,
+    db: DbOption = None,
+    json_output: JsonOption = False,
+) -> None:
+    """Set a limit; later starts beyond it are queued."""
+    from ..storage import open_store
+    from ..workflows.admission import Limits
+
+    kind, name = _scope(definition, session)
+    options = Options(db)
+
+    async def work() -> None:
+        async with open_store(options.url) as store:
+            await Limits(store.kv).set(kind, name, max_running)
+        if json_output:
+            emit_json({"scope": f"{kind}/{name}", "max_running": max_running})
+        else:
+            stdout_console().print(f"{kind} {name}: at most {max_running} running")
+
+    run_command(work)
+
+
+@limits_app.command("clear")
+def limits_clear(
+    definition: DefinitionScope = None,
+    session: SessionScope = None,
+    db: DbOption = None,
+) -> None:
+    """Remove a limit (queued runs start as slots allow: none are limited any more)."""
+    from ..storage import open_store
+    from ..workflows.admission import Limits
+
+    kind, name = _scope(definition, session)
+    options = Options(db)
+
+    async def work() -> None:
+        async with open_store(options.url) as store:
+            removed = await Limits(store.kv).clear(kind, name)
+        stdout_console().print(f"{kind} {name}: " + ("limit removed" if removed else "no limit"))
+
+    run_command(work)
+
+
+@limits_app.command("show")
+def limits_show(db: DbOption = None, json_output: JsonOption = False) -> None:
+    """Every limit."""
+    from ..storage import open_store
+    from ..workflows.admission import Limits
+
+    options = Options(db)
+
+    async def work() -> None:
+        async with open_store(options.url) as store:
+            found = await Limits(store.kv).all()
+        if json_output:
+            emit_json({"limits": [{"scope": f"{k}/{n}", "max_running": m} for k, n, m in found]})
+            return
+        table = Table("scope", "name", "max running")
+        for kind, name, limit in found:
+            table.add_row(kind, name, str(limit))
+        stdout_console().print(table)
+
+    run_command(work)

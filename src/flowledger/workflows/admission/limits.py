@@ -1,0 +1,107 @@
+"""The operator's concurrency limits: ``max_running`` per definition name and per session.
+
+A limit is a JSON record ``{"max_running": n}`` under ``admission/limits/definition/<name>``
+or ``admission/limits/session/<session id>``; every process reads the same records, so a
+limit holds across workers. No record means no limit. A limit applies to runs *started*
+after it is read (runs already holding slots keep them; lowering a limit drains).
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Final, Literal
+
+from flowledger import storage
+
+__all__ = [
+    "LIMITS_PREFIX",
+    "MAX_LIMIT",
+    "InvalidLimitError",
+    "Limits",
+    "ScopeKind",
+    "validate_limit",
+]
+
+LIMITS_PREFIX: Final = "admission/limits/"
+MAX_LIMIT: Final = 10_000  # slot records are probed one by one: keep the scan bounded
+
+ScopeKind = Literal["definition", "session"]
+
+
+class InvalidLimitError(ValueError):
+    """A limit that is not an integer in 1..`MAX_LIMIT`; ``field`` names where it was given."""
+
+    def __init__(self, field: str, value: object) -> None:
+        self.field = field
+        self.value = value
+        super().__init__(f"{field} must be an integer in 1..{MAX_LIMIT}, not {value!r}")
+
+
+def validate_limit(value: object, field: str = "max_running") -> int:
+    """``value`` as a limit, or `InvalidLimitError` naming ``field`` (bools are refused)."""
+    if not isinstance(value, int) or isinstance(value, bool) or not 1 <= value <= MAX_LIMIT:
+        raise InvalidLimitError(field, value)
+    return value
+
+
+def _key(kind: ScopeKind, name: str) -> str:
+    if kind not in ("definition", "session"):
+        raise ValueError(f"limit scope must be 'definition' or 'session', not {kind!r}")
+    key = f"{LIMITS_PREFIX}{kind}/{name}"
+    storage.validate_name(key)
+    return key
+
+
+class Limits:
+    """Read and write the ``max_running`` records in ``kv``."""
+
+    def __init__(self, kv: storage.KV) -> None:
+        self._kv = kv
+
+    async def get(self, kind: ScopeKind, name: str) -> int | None:
+        """The limit of ``kind``/``name``, or None when it has none."""
+        try:
+            entry = await self._kv.get(_key(kind, name))
+        except storage.KeyNotFoundError:
+            return None
+        try:
+            return validate_limit(json.loads(entry.value)["max_running"])
+        except (ValueError, KeyError, TypeError) as exc:
+            raise storage.CorruptDataError(f"limit record {kind}/{name}", str(exc)) from exc
+
+    async def set(self, kind: ScopeKind, name: str, max_running: object) -> int:
+        """Set the limit (validated before anything is written); returns it."""
+        limit = validate_limit(max_running)
+        key = _key(kind, name)
+        data = json.dumps({"max_running": limit}, separators=(",", ":")).encode()
+        while True:
+            try:
+                current = (await self._kv.get(key)).revision
+            except storage.KeyNotFoundError:
+                current = 0
+            try:
+                await self._kv.put(key, data, expected=current)
+                return limit
+            except storage.ConflictError:
+                continue  # another operator wrote meanwhile: last writer wins
+
+    async def clear(self, kind: ScopeKind, name: str) -> bool:
+        """Remove the limit; True if there was one."""
+        key = _key(kind, name)
+        try:
+            await self._kv.get(key)
+        except storage.KeyNotFoundError:
+            return False
+        await self._kv.delete(key)
+        return True
+
+    async def all(self) -> list[tuple[ScopeKind, str, int]]:
+        """Every limit, sorted by key."""
+        found: list[tuple[ScopeKind, str, int]] = []
+        for key in sorted(await self._kv.keys(LIMITS_PREFIX)):
+            kind, _, name = key[len(LIMITS_PREFIX) :].partition("/")
+            if kind in ("definition", "session"):
+                limit = await self.get(kind, name)  # type: ignore[arg-type]
+                if limit is not None:
+                    found.append((kind, name, limit))  # type: ignore[arg-type]
+        return found
