@@ -37,9 +37,9 @@ from .deploy import trace as deploy_trace
 from .draft import draft_app
 from .explain import register_explain
 from .helptext import hide_redundant_types
+from .limits import limits_app
 from .observing import LogFormatChoice, LogFormatOption, MetricsHostOption, MetricsPortOption
 from .observing import log_format as chosen_format
-from .limits import limits_app
 from .prune import register_prune
 from .render import (
     Pause,

@@ -6,6 +6,7 @@ transition, not only at the end."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import uuid
 from collections.abc import Awaitable, Callable
@@ -97,13 +98,26 @@ class Watcher:
                 self.finished.add(run.id)
 
 
-def slow_definition(store: flow.CheckpointStore) -> TypedDefinition[Counter]:
-    """One vertex that yields for a moment, so admitted runs overlap."""
+OVERLAP_WAIT = 30.0  # how long a run waits for the limit to be reached (catches a hang)
+
+
+def slow_definition(
+    store: flow.CheckpointStore, watcher: Watcher | None = None
+) -> TypedDefinition[Counter]:
+    """One vertex that yields for a moment, so admitted runs overlap. With ``watcher``,
+    the vertex holds until the limit has been reached once, so the race reaches it
+    whatever the machine's load (a gate that admitted one run at a time never would: the
+    hold then ends at its cap, and ``peak`` says so)."""
     graph: flow.Graph[Counter] = flow.Graph("slow", state=Counter)
 
     @graph.vertex("work")
     async def work(state: Counter) -> dict[str, Any]:
         await asyncio.sleep(0.02)
+        if watcher is not None:
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(OVERLAP_WAIT):
+                    while watcher.peak < LIMIT:  # noqa: ASYNC110 - other owners start runs
+                        await asyncio.sleep(0.01)
         return {"count": state.count + 1}
 
     runner = graph.compile(entry="work", finish="work", store=store)
@@ -122,7 +136,7 @@ def owners(session: Session, watcher: Watcher) -> list[tuple[Session, Supervisor
     for _ in range(OWNERS):
         other = build_session(session.store)
         other.registry = RunRegistry(watcher)  # type: ignore[arg-type]
-        other.catalog.register(slow_definition(other.checkpoints))
+        other.catalog.register(slow_definition(other.checkpoints, watcher))
         built.append((other, other.supervisor(poll_interval=0.02)))
     return built
 
