@@ -51,11 +51,13 @@ from .render import (
     status_text,
 )
 from .runtime import (
-    CONNECTION,
+    AppOption,
     CliError,
     DbOption,
     Host,
+    JsonOption,
     Options,
+    SessionOption,
     check_idle,
     emit_json,
     make_fork_tools,
@@ -78,29 +80,6 @@ __all__ = ["app", "main"]
 
 MAX_PAGE = 100
 
-AppOption = Annotated[
-    str | None,
-    typer.Option(
-        "--app",
-        metavar="MODULE:ATTR",
-        help="A workflows.Catalog, or a function returning one. \\[default: the built-in examples]",
-        show_default=False,
-        rich_help_panel=CONNECTION,
-    ),
-]
-SessionOption = Annotated[
-    str | None,
-    typer.Option(
-        "--session",
-        metavar="UUID",
-        help="Session to use. \\[default: the database's default session]",
-        show_default=False,
-        rich_help_panel=CONNECTION,
-    ),
-]
-JsonOption = Annotated[
-    bool, typer.Option("--json", help="Print the tool result as JSON (for scripts).")
-]
 RunArgument = Annotated[str, typer.Argument(metavar="RUN", help="Run id (a UUID).")]
 NoExecuteOption = Annotated[
     bool,

@@ -52,10 +52,13 @@ if TYPE_CHECKING:
 
 __all__ = [
     "CONNECTION",
+    "AppOption",
     "CliError",
     "DbOption",
     "Host",
+    "JsonOption",
     "Options",
+    "SessionOption",
     "check_idle",
     "describe",
     "emit_json",
@@ -80,6 +83,29 @@ DbOption = Annotated[
         show_default=False,
         rich_help_panel=CONNECTION,
     ),
+]
+AppOption = Annotated[
+    str | None,
+    typer.Option(
+        "--app",
+        metavar="MODULE:ATTR",
+        help="A workflows.Catalog, or a function returning one. \\[default: the built-in examples]",
+        show_default=False,
+        rich_help_panel=CONNECTION,
+    ),
+]
+SessionOption = Annotated[
+    str | None,
+    typer.Option(
+        "--session",
+        metavar="UUID",
+        help="Session to use. \\[default: the database's default session]",
+        show_default=False,
+        rich_help_panel=CONNECTION,
+    ),
+]
+JsonOption = Annotated[
+    bool, typer.Option("--json", help="Print the tool result as JSON (for scripts).")
 ]
 
 

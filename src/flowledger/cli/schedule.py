@@ -19,10 +19,12 @@ from rich.table import Table
 from rich.text import Text
 
 from .runtime import (
-    CONNECTION,
+    AppOption,
     DbOption,
     Host,
+    JsonOption,
     Options,
+    SessionOption,
     emit_json,
     open_host,
     parse_json_option,
@@ -37,29 +39,6 @@ schedule_app = typer.Typer(
     no_args_is_help=True,
 )
 
-AppOption = Annotated[
-    str | None,
-    typer.Option(
-        "--app",
-        metavar="MODULE:ATTR",
-        help="A workflows.Catalog, or a function returning one. \\[default: the built-in examples]",
-        show_default=False,
-        rich_help_panel=CONNECTION,
-    ),
-]
-SessionOption = Annotated[
-    str | None,
-    typer.Option(
-        "--session",
-        metavar="UUID",
-        help="Session to use. \\[default: the database's default session]",
-        show_default=False,
-        rich_help_panel=CONNECTION,
-    ),
-]
-JsonOption = Annotated[
-    bool, typer.Option("--json", help="Print the tool result as JSON (for scripts).")
-]
 ScheduleArgument = Annotated[str, typer.Argument(metavar="SCHEDULE", help="Schedule id.")]
 
 
