@@ -200,7 +200,14 @@ def _fmt(value: float) -> str:
     return f"{value:.1f}".rstrip("0").rstrip(".")
 
 
-MARKS: Final = {"running": "▶", "done": "✓", "paused": "‖", "failed": "✗", "not_reached": ""}
+MARKS: Final = {
+    "running": "▶",
+    "done": "✓",
+    "paused": "‖",
+    "failed": "✗",
+    "cancelled": "■",
+    "not_reached": "",
+}
 """Each vertex state's sign in the picture and its legend (static/app.js has the same)."""
 
 
