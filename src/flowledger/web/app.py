@@ -190,6 +190,21 @@ def _status_choices() -> list[tuple[str, str]]:
     return out
 
 
+_ENUM_WORDS: Final = {"not_applicable": "not applicable: only a paused run resumes"}
+
+
+def _words(value: object) -> str:
+    """What a person reads for a raw value a tool returns: an enum name in words
+    (``not_applicable``), a flag as yes / no / not declared (not Python's True / None)."""
+    if value is True:
+        return "yes"
+    if value is False:
+        return "no"
+    if value is None:
+        return "not declared"
+    return _ENUM_WORDS.get(str(value), str(value))
+
+
 def _short_time(value: object) -> str:
     """A stored time (UTC, ISO 8601) to the second, saying its zone."""
     text = str(value or "")
@@ -268,6 +283,7 @@ class Dashboard:
             lstrip_blocks=True,
         )
         self._env.filters["short_time"] = _short_time
+        self._env.filters["words"] = _words
         self._env.filters["pretty_json"] = pretty_json
         self._env.globals.update(read_only=read_only, uses_tokens=gate.uses_tokens)
 
