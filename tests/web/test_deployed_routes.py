@@ -71,6 +71,8 @@ def test_a_deployed_run_shows_its_pin_readiness_and_trace(db: Path) -> None:
         # no deployed definitions (they live in each session's), so there was none
         assert '<svg class="graph"' in text
         assert 'data-vertex="ask" data-state="paused"' in text
+        assert "finish__" not in text  # the synthetic finish vertex is not drawn
+        assert 'data-vertex="done"' in text
 
         token = csrf(client, f"/runs/{run_id}")
         again = client.post(f"/runs/{run_id}/revalidate", data={"csrf": token})
