@@ -124,6 +124,23 @@ def test_cancel_paths(cli: Cli) -> None:
     assert_one_line_error(refused, "terminal run cannot be cancelled")
 
 
+def test_the_cancel_reason_is_shown_by_runs_show(cli: Cli) -> None:
+    run_id = cli.start_review()
+    assert cli("cancel", run_id, "--reason", "wrong quarter").exit_code == 0
+    shown = cli("runs", "show", run_id)
+    assert shown.exit_code == 0, shown.output
+    assert re.search(r"cancel reason +wrong quarter", shown.stdout), shown.stdout
+    assert cli.json("runs", "show", run_id)["cancel_reason"] == "wrong quarter"
+    # the reason is the owner's: the public history does not carry it
+    assert "wrong quarter" not in cli("history", run_id, "--json").stdout
+    marked = cli.start_review()
+    assert cli("cancel", marked, "--reason", "[bold]not markup[/bold]").exit_code == 0
+    assert "[bold]not markup[/bold]" in cli("runs", "show", marked).stdout
+    silent = cli.start_review()
+    assert cli("cancel", silent).exit_code == 0
+    assert cli.json("runs", "show", silent)["cancel_reason"] == "cancel requested"
+
+
 def test_cancel_json(cli: Cli) -> None:
     run_id = cli.start_review()
     printed = cli.json("cancel", run_id)

@@ -71,6 +71,8 @@ def test_a_deployed_run_shows_its_pin_readiness_and_trace(db: Path) -> None:
         # no deployed definitions (they live in each session's), so there was none
         assert '<svg class="graph"' in text
         assert 'data-vertex="ask" data-state="paused"' in text
+        assert "finish__" not in text  # the synthetic finish vertex is not drawn
+        assert 'data-vertex="done"' in text
 
         token = csrf(client, f"/runs/{run_id}")
         again = client.post(f"/runs/{run_id}/revalidate", data={"csrf": token})
@@ -244,3 +246,23 @@ def test_a_finished_deployed_run_has_no_revalidate(db: Path) -> None:
         refused = client.post(f"/runs/{run_id}/revalidate", data={"csrf": token})
         assert refused.status_code == 409
         assert "cancelled: it never resumes, so there is nothing to revalidate" in refused.text
+
+
+def test_a_deployed_run_reads_in_words_not_raw_values(db: Path) -> None:
+    with served(db) as (client, pool):
+        run_id = paused_deployed_run(client, pool)
+        page = client.get(f"/runs/{run_id}").text
+        tools = page[
+            page.index('<table class="tools">') : page.index(
+                "</table>", page.index('<table class="tools">')
+            )
+        ]
+        cells = re.findall(r"<td>([^<]*)</td>", tools)
+        assert cells and set(cells) <= {"yes", "no", "not declared"}, cells
+        token = csrf(client, f"/runs/{run_id}")
+        cancelled = client.post(f"/runs/{run_id}/cancel", data={"csrf": token, "reason": "x"})
+        assert cancelled.status_code == 303
+        finished = client.get(f"/runs/{run_id}").text
+        shown = re.findall(r">([^<]+)<", finished)  # the text, not attribute values
+        assert not [text for text in shown if "not_applicable" in text or "not needed" in text]
+        assert "not applicable: only a paused run resumes" in finished

@@ -86,6 +86,63 @@ def test_parse_names_the_bad_field(form: dict[str, str], message: str) -> None:
         parse_form(SCHEMA, form)
 
 
+def test_required_fields_come_first_in_schema_order() -> None:
+    schema = {
+        "type": "object",
+        "required": ["z", "b"],
+        "properties": {"a": {"type": "string"}, "z": {"type": "string"}, "c": {}, "b": {}},
+    }
+    assert [f.name for f in form_fields(schema)] == ["z", "b", "a", "c"]
+    assert [f.name for f in form_fields(SCHEMA)][:2] == ["name", "count"]
+
+
+def test_a_plain_string_is_one_line_and_a_body_is_a_textarea() -> None:
+    fields = {
+        f.name: f.kind
+        for f in form_fields(
+            {
+                "type": "object",
+                "properties": {
+                    "title": {"type": "string"},
+                    "Document": {"type": "string"},
+                    "short_note": {"type": "string", "maxLength": 30},
+                    "path": {"type": "string", "maxLength": 4096},
+                },
+            }
+        )
+    }
+    assert fields == {
+        "title": "text",
+        "Document": "textarea",
+        "short_note": "textarea",
+        "path": "text",
+    }
+
+
+def test_an_enum_default_is_the_text_of_its_option() -> None:
+    schema = {"type": "object", "properties": {"c": {"enum": ["red", 2], "default": "red"}}}
+    (field,) = form_fields(schema)
+    assert field.default == '"red"' and field.default in field.options
+
+
+def test_json_fields_say_what_json_they_take() -> None:
+    fields = {f.name: f.hint for f in form_fields(SCHEMA)}
+    assert fields["tags"] == 'JSON: a list, like ["a", "b"]'
+    assert fields["name"] == "" and fields["count"] == ""
+    assert form_fields({"type": "object"})[0].hint == 'JSON: an object, like {"key": "value"}'
+    assert form_fields(None)[0].hint.startswith("JSON: a value")
+
+
+def test_every_bad_field_is_named() -> None:
+    form = {"count": "1.5", "ratio": "nan", "ok": "yes", "tags": "{"}
+    with pytest.raises(FormError) as caught:
+        parse_form(SCHEMA, form)
+    assert [name for name, _ in caught.value.problems] == ["name", "count", "ratio", "ok", "tags"]
+    text = str(caught.value)
+    assert text.startswith("name: is required; count: must be a whole number; ")
+    assert caught.value.field == "name"
+
+
 def test_a_repeated_json_key_is_refused_with_its_pointer() -> None:
     """Regression: a JSON field or a whole-document form with a key twice kept the last."""
     with pytest.raises(FormError, match=re.escape("duplicate key 'n' at /n")):

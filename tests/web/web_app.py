@@ -103,7 +103,7 @@ def kinds_definition() -> TypedDefinition[Kinds]:
             "properties": {
                 "count": {"type": "integer", "minimum": 1, "maximum": 10},
                 "ratio": {"type": "number"},
-                "color": {"enum": ["red", "green"]},
+                "color": {"enum": ["red", "green"], "default": "red"},
                 "flag": {"type": "boolean"},
                 "tags": {"type": "array", "items": {"type": "string"}},
             },

@@ -187,6 +187,8 @@ def render_run(console: Console, run: Mapping[str, Any], pause: Pause | None) ->
     grid.add_row("status", status_text(str(run.get("run_status", ""))))
     if run.get("status_summary"):
         grid.add_row("summary", str(run["status_summary"]))
+    if run.get("cancel_reason"):  # the words its canceller gave
+        grid.add_row("cancel reason", Text(str(run["cancel_reason"])))  # not Rich markup
     readiness = run.get("resume_readiness")
     if isinstance(readiness, Mapping) and readiness.get("status") in ("ready", "blocked"):
         ready = readiness["status"] == "ready"

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, Final, Protocol, cast
 
-from flowledger import storage
+from flowledger import flow, storage
 from flowledger.workflows.activities.history import HistoryPage
 from flowledger.workflows.admission import queued_at
 from flowledger.workflows.authoring.definition import Definition
@@ -756,6 +756,10 @@ class WorkflowTools:
         except Exception as exc:
             raise translate(exc, action=action, run_id=run.id) from exc
         result["resume_readiness"] = readiness.to_json()
+        if run.status is RunStatus.CANCELLED and definition is not None:
+            reason = await self._cancel_reason(definition, run)
+            if reason:
+                result["cancel_reason"] = reason
         if pending is not None and pending.checkpoint_revision == run.checkpoint_revision:
             if run.status is RunStatus.INTERRUPTED and not pending.failed:
                 result["pending"] = pending.to_json()
@@ -784,6 +788,17 @@ class WorkflowTools:
             if queued is not None:
                 result["queued"] = queued.to_json()
         return result
+
+    async def _cancel_reason(self, definition: Definition, run: Run) -> str:
+        """The reason a cancelled run's canceller gave (Flow keeps it in the cancelled
+        checkpoint); ``""`` for a run cancelled before its first checkpoint, which Flow
+        never saw."""
+        try:
+            return (await definition.get(run.graph_run_id)).run.cancel_reason
+        except flow.CheckpointNotFoundError:
+            return ""
+        except Exception as exc:
+            raise translate(exc, action="get run", run_id=run.id) from exc
 
     # -- workflow_run_list (§7.5) ----------------------------------------------------------
 

@@ -86,6 +86,7 @@ from ..tools.errors import PREFIX
 from ..workflows.errors import ConflictError, NotFoundError, UnknownDefinitionError
 from ..workflows.records.run import RunStatus, is_id
 from ..workflows.schedules import Schedules
+from .counts import open_counts
 from .drafts import draft_detail, draft_rows
 from .forms import FormError, form_fields, parse_form
 from .graph import MARKS, render_svg
@@ -97,6 +98,7 @@ from .sources import source_detail, source_rows
 from .states import STATES, Latest, vertex_states
 from .streams import RowEvents, RunEvents, event_stream
 from .views import (
+    PAUSE_FILTERS,
     RUNS_PAGE,
     TIMELINE_PAGE,
     Cursor,
@@ -106,6 +108,7 @@ from .views import (
     inherited_vertices,
     latest_vertices,
     parse_cursor,
+    pause_kind,
     pretty_json,
     progress,
     recent_history,
@@ -172,6 +175,35 @@ def _damaged_draft(exc: DraftCorruptError) -> _Refusal:
     """A damaged draft record: the log says which key."""
     log.error("%s", exc)
     return _Refusal(500, "a draft of this session cannot be read; the server's log says why")
+
+
+_PAUSE_WORDS: Final = {"interrupted:request": "awaiting input", "interrupted:error": "error"}
+
+
+def _status_choices() -> list[tuple[str, str]]:
+    """The runs list's status filter: (value, label), each run status, and after
+    ``interrupted`` its two pause kinds (`views.PAUSE_FILTERS`)."""
+    out: list[tuple[str, str]] = []
+    for status in RunStatus:
+        out.append((str(status), str(status)))
+        if status is RunStatus.INTERRUPTED:
+            out += [(value, f"interrupted: {_PAUSE_WORDS[value]}") for value in PAUSE_FILTERS]
+    return out
+
+
+_ENUM_WORDS: Final = {"not_applicable": "not applicable: only a paused run resumes"}
+
+
+def _words(value: object) -> str:
+    """What a person reads for a raw value a tool returns: an enum name in words
+    (``not_applicable``), a flag as yes / no / not declared (not Python's True / None)."""
+    if value is True:
+        return "yes"
+    if value is False:
+        return "no"
+    if value is None:
+        return "not declared"
+    return _ENUM_WORDS.get(str(value), str(value))
 
 
 def _short_time(value: object) -> str:
@@ -252,6 +284,7 @@ class Dashboard:
             lstrip_blocks=True,
         )
         self._env.filters["short_time"] = _short_time
+        self._env.filters["words"] = _words
         self._env.filters["pretty_json"] = pretty_json
         self._env.globals.update(read_only=read_only, uses_tokens=gate.uses_tokens)
 
@@ -433,6 +466,8 @@ class Dashboard:
                 "workflow_run_list", {**chosen.arguments(), "limit": RUNS_PAGE, "after": after}
             )
             rows = [await self._row(tools, run) for run in page["runs"]]
+            rows = [row for row in rows if chosen.matches_pause(row)]
+            counts = await open_counts(ctx.served)
         except ToolError as exc:
             return self._refused(request, self._tool_refusal(exc))
         except _Refusal as refusal:
@@ -449,7 +484,8 @@ class Dashboard:
             {
                 "rows": rows,
                 "filter": chosen,
-                "statuses": [str(s) for s in RunStatus],
+                "statuses": _status_choices(),
+                "counts": counts,
                 "definitions": names,
                 "newest": "/runs?" + urlencode(chosen.query()) if after else "",
                 "next": "/runs?" + urlencode({**chosen.query(), "after": later}) if later else "",
@@ -461,7 +497,7 @@ class Dashboard:
 
     async def _row(self, tools: WorkflowTools, run: dict[str, Any]) -> dict[str, Any]:
         done = await progress(tools, run)
-        return {**run, "progress": done}
+        return {**run, "progress": done, "pause_kind": await pause_kind(tools, run)}
 
     def _row_html(self, row: Mapping[str, Any]) -> str:
         return self._env.get_template("_row.html").render(row=row)
@@ -1123,8 +1159,9 @@ class Dashboard:
         )
         tools = ctx.served.tools
 
-        async def row_html(run: dict[str, Any]) -> str:
-            return self._row_html(await self._row(tools, run))
+        async def row_html(run: dict[str, Any]) -> str | None:
+            row = await self._row(tools, run)
+            return self._row_html(row) if chosen.matches_pause(row) else None
 
         events = RowEvents(ctx.served, chosen, since, row_html=row_html)
         return Part(events, lambda _record: True)

@@ -1,13 +1,16 @@
 """HTML forms generated from JSON Schemas (a definition's input schema, a pause's resume
 schema), and the submitted fields turned back into the JSON object the tool receives.
 
-An object schema with ``properties`` becomes one field per property: a text input (a
-textarea when ``maxLength`` exceeds `LONG_TEXT` or is absent on a property called like a
-body), a number input, a yes/no select for booleans, a select for an ``enum``, and a JSON
-textarea for anything else (objects, arrays, unions). The HTML constraints (``required``,
+An object schema with ``properties`` becomes one field per property, the required ones
+first (each group in the schema's order): a single-line text input for a string (a
+textarea for one called like a body: its name, or the name's last ``_`` word, in
+`BODY_NAMES`), a number input, a yes/no select for booleans, a select for an ``enum``
+(its ``default`` pre-selected), and a JSON textarea for anything else (objects, arrays,
+unions), with a hint saying what JSON it takes. The HTML constraints (``required``,
 lengths, bounds) let the browser check what it can; the page's script checks the JSON
-fields; the server parses every field here (`FormError` names the field) and the tool
-then validates the whole object against the schema, whose error the page shows.
+fields; the server parses every field here (`FormError` names every field it cannot
+read) and the tool then validates the whole object against the schema, whose error the
+page shows.
 """
 
 from __future__ import annotations
@@ -20,18 +23,31 @@ from typing import Any, Final
 
 from ..jsontext import DuplicateKeyError, decode_json
 
-__all__ = ["FormError", "FormField", "form_fields", "parse_form"]
+__all__ = ["BODY_NAMES", "FormError", "FormField", "form_fields", "parse_form"]
 
-LONG_TEXT: Final = 200
+# a string under one of these names (or ending in ``_<name>``) is a body of text, not a line
+BODY_NAMES: Final = frozenset(
+    {"body", "content", "description", "document", "message", "note", "notes", "prompt", "text"}
+)
 WHOLE: Final = "__json__"  # the one field of a schema that is not an object with properties
 
 
 class FormError(ValueError):
-    """A submitted field cannot be read as its schema's type."""
+    """Submitted fields that cannot be read as their schema's types: ``problems`` is each
+    one's (field, message), ``field`` the first field named."""
 
     def __init__(self, name: str, message: str) -> None:
+        self.problems: tuple[tuple[str, str], ...] = ((name, message),)
         super().__init__(f"{name}: {message}")
         self.field = name
+
+    @classmethod
+    def every(cls, errors: list[FormError]) -> FormError:
+        """One error naming every problem of ``errors`` (at least one)."""
+        out = cls(errors[0].field, "")
+        out.problems = tuple(problem for error in errors for problem in error.problems)
+        out.args = ("; ".join(f"{name}: {message}" for name, message in out.problems),)
+        return out
 
 
 @dataclass(frozen=True)
@@ -42,7 +58,8 @@ class FormField:
     description: str = ""
     attributes: dict[str, str] = field(default_factory=dict)
     options: tuple[str, ...] = ()  # enum: the JSON texts of the allowed values
-    default: str = ""
+    default: str = ""  # an enum's as the JSON text of its option
+    hint: str = ""  # a JSON field: what it takes, as an example
 
     @property
     def choices(self) -> list[tuple[str, str]]:
@@ -56,16 +73,29 @@ def _label(option: str) -> str:
     return value if isinstance(value, str) else option
 
 
-def _kind(schema: Mapping[str, Any]) -> str:
+def _kind(name: str, schema: Mapping[str, Any]) -> str:
     if "enum" in schema and all(isinstance(v, (str, int, float, bool)) for v in schema["enum"]):
         return "enum"
     kind = schema.get("type")
     if kind == "string":
-        limit = schema.get("maxLength")
-        return "textarea" if not isinstance(limit, int) or limit > LONG_TEXT else "text"
+        # a length bound says how much, not how many lines: a 4096-byte path is one line
+        last = name.lower().replace("-", "_").rsplit("_", 1)[-1]
+        return "textarea" if last in BODY_NAMES else "text"
     if kind in ("integer", "number", "boolean"):
         return str(kind)
     return "json"
+
+
+_HINTS: Final = {
+    "array": 'JSON: a list, like ["a", "b"]',
+    "object": 'JSON: an object, like {"key": "value"}',
+}
+_ANY: Final = 'JSON: a value, like "text", 3, true or null'
+
+
+def _hint(schema: Mapping[str, Any]) -> str:
+    kind = schema.get("type")
+    return _HINTS.get(kind, _ANY) if isinstance(kind, str) else _ANY
 
 
 def _attributes(kind: str, schema: Mapping[str, Any]) -> dict[str, str]:
@@ -86,19 +116,21 @@ def _attributes(kind: str, schema: Mapping[str, Any]) -> dict[str, str]:
 def form_fields(schema: Mapping[str, Any] | None) -> list[FormField]:
     """The fields of a form for ``schema`` (none for a schema that takes no properties)."""
     if not isinstance(schema, Mapping):
-        return [FormField(WHOLE, "json", True, "the whole value, as JSON")]
+        return [FormField(WHOLE, "json", True, "the whole value, as JSON", hint=_ANY)]
     properties = schema.get("properties")
     if schema.get("type") != "object" or not isinstance(properties, Mapping):
-        return [FormField(WHOLE, "json", True, "the whole value, as JSON")]
+        return [FormField(WHOLE, "json", True, "the whole value, as JSON", hint=_hint(schema))]
     required = set(schema.get("required") or ())
     fields = []
     for name, prop in properties.items():
         prop = prop if isinstance(prop, Mapping) else {}
-        kind = _kind(prop)
+        kind = _kind(str(name), prop)
         default = ""
         if "default" in prop:
             value = prop["default"]
-            default = value if isinstance(value, str) and kind != "json" else json.dumps(value)
+            # an enum's options are JSON texts, so its default is one too
+            plain = isinstance(value, str) and kind not in ("json", "enum")
+            default = value if plain else json.dumps(value)
         fields.append(
             FormField(
                 name=str(name),
@@ -108,9 +140,10 @@ def form_fields(schema: Mapping[str, Any] | None) -> list[FormField]:
                 attributes=_attributes(kind, prop),
                 options=tuple(json.dumps(v) for v in prop.get("enum", ())),
                 default=default,
+                hint=_hint(prop) if kind == "json" else "",
             )
         )
-    return fields
+    return sorted(fields, key=lambda f: not f.required)  # stable: schema order kept
 
 
 def _value(item: FormField, text: str) -> Any:
@@ -152,11 +185,17 @@ def parse_form(schema: Mapping[str, Any] | None, form: Mapping[str, str]) -> Any
             raise FormError("value", "is required")
         return _value(fields[0], text)
     out: dict[str, Any] = {}
+    errors: list[FormError] = []
     for item in fields:
         text = form.get(item.name, "")
         if text == "" or (item.kind not in ("text", "textarea") and not text.strip()):
             if item.required:
-                raise FormError(item.name, "is required")
+                errors.append(FormError(item.name, "is required"))
             continue
-        out[item.name] = _value(item, text)
+        try:
+            out[item.name] = _value(item, text)
+        except FormError as exc:
+            errors.append(exc)
+    if errors:
+        raise FormError.every(errors)
     return out

@@ -19,6 +19,7 @@ from grandalf.layouts import SugiyamaLayout
 from grandalf.routing import EdgeViewer, route_with_lines
 from markupsafe import Markup, escape
 
+from ..deploy.runs.compile import FINISH
 from ..workflows import Definition
 
 __all__ = ["MARKS", "GraphShape", "Picture", "graph_shape", "layout", "render_svg"]
@@ -40,7 +41,7 @@ class GraphShape:
     edges: tuple[tuple[str, str], ...]
     routes: tuple[tuple[str, str], ...]
     entry: str
-    finish: str
+    finish: str  # "" when the finish is hidden (a deployed graph's synthetic one)
 
     def successors(self, vertex: str) -> list[str]:
         return [b for a, b in (*self.edges, *self.routes) if a == vertex]
@@ -53,10 +54,22 @@ def graph_shape(definition: Definition) -> GraphShape | None:
     if graph is None:
         return None
     labels = {item.id: item.label for item in definition.metadata().vertices if item.id}
-    vertices = tuple((name, labels.get(name, name)) for name in graph.vertices)
-    edges = tuple((a, b) for a, targets in graph.edges.items() for b in targets)
-    routes = tuple((a, b) for a, route in graph.routes.items() for b in route.targets)
-    return GraphShape(vertices, edges, routes, str(graph.entry), str(graph.finish))
+    # a deployed graph's synthetic finish vertex is plumbing, not a step anyone wrote
+    hidden = {FINISH} if graph.finish == FINISH else set()
+    vertices = tuple(
+        (name, labels.get(name, name)) for name in graph.vertices if name not in hidden
+    )
+    edges = tuple(
+        (a, b) for a, targets in graph.edges.items() for b in targets if {a, b}.isdisjoint(hidden)
+    )
+    routes = tuple(
+        (a, b)
+        for a, route in graph.routes.items()
+        for b in route.targets
+        if {a, b}.isdisjoint(hidden)
+    )
+    finish = "" if hidden else str(graph.finish)
+    return GraphShape(vertices, edges, routes, str(graph.entry), finish)
 
 
 class _View:
@@ -200,7 +213,14 @@ def _fmt(value: float) -> str:
     return f"{value:.1f}".rstrip("0").rstrip(".")
 
 
-MARKS: Final = {"running": "▶", "done": "✓", "paused": "‖", "failed": "✗", "not_reached": ""}
+MARKS: Final = {
+    "running": "▶",
+    "done": "✓",
+    "paused": "‖",
+    "failed": "✗",
+    "cancelled": "■",
+    "not_reached": "",
+}
 """Each vertex state's sign in the picture and its legend (static/app.js has the same)."""
 
 

@@ -15,6 +15,9 @@ record of its latest execution, not the history, says what it is doing now.
   and each not-yet-completed vertex whose edge predecessors have all completed (a join
   waits for all of its branches), or that is a target of a completed route source (each
   target is a candidate until one completes);
+* ``cancelled``: in a cancelled run, each vertex its latest checkpoint has under way
+  (running, pending or paused) or about to run (the routed frontier) when the cancel
+  came: the step the cancel interrupted;
 * ``not_reached``: everything else.
 """
 
@@ -28,7 +31,7 @@ from .graph import GraphShape
 
 __all__ = ["STATES", "Latest", "vertex_states"]
 
-STATES: Final = ("not_reached", "running", "done", "paused", "failed")
+STATES: Final = ("not_reached", "running", "done", "paused", "failed", "cancelled")
 # a checkpoint's vertex status (`flow.VertexStatus` names, lower case) as a picture state
 _RECORDED: Final = {
     "pending": "running",
@@ -80,6 +83,13 @@ def vertex_states(
             for name in latest.next:
                 if name in states:
                     states[name] = "running"
+        if status == "cancelled":
+            for name, recorded in latest.statuses.items():
+                if name in states and _RECORDED.get(recorded) in ("running", "paused"):
+                    states[name] = "cancelled"
+            for name in latest.next:
+                if states.get(name) == "not_reached":
+                    states[name] = "cancelled"
     elif status == "running":
         frontier = {shape.entry} if not done else set()
         for name in names:

@@ -93,7 +93,7 @@ class RowEvents:
         chosen: RunFilter,
         since: str,
         *,
-        row_html: Callable[[dict[str, Any]], Awaitable[str]],
+        row_html: Callable[[dict[str, Any]], Awaitable[str | None]],
     ) -> None:
         self._served = served
         self._filter = chosen
@@ -114,7 +114,8 @@ class RowEvents:
             self._mark, self._moment = str(run["updated_at"]), moment(run["updated_at"])
             if self._filter.matches(run):
                 html = await self._row_html(run)
-                yield Message("row", {"run_id": run["run_id"], "html": html}, self._mark)
+                if html is not None:  # None: the row fails a filter the run alone does not say
+                    yield Message("row", {"run_id": run["run_id"], "html": html}, self._mark)
 
     async def _candidates(self) -> list[dict[str, Any]]:
         session = self._served.session

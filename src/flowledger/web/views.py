@@ -29,6 +29,7 @@ from .states import Latest
 
 __all__ = [
     "MAX_RUNS",
+    "PAUSE_FILTERS",
     "RUNS_PAGE",
     "TIMELINE_PAGE",
     "Cursor",
@@ -41,6 +42,7 @@ __all__ = [
     "latest_vertices",
     "moment",
     "parse_cursor",
+    "pause_kind",
     "pretty_json",
     "progress",
     "recent_history",
@@ -222,25 +224,50 @@ async def progress(tools: WorkflowTools, run: Mapping[str, Any]) -> tuple[int, i
     return None
 
 
+PAUSE_FILTERS: Final = {"interrupted:request": "request", "interrupted:error": "error"}
+"""The status filter's values that tell an interrupted run's pause kinds apart: a request
+pause waits for an answer, an errored pause for a retry (`pause_kind`)."""
+
+
 @dataclass(frozen=True)
 class RunFilter:
+    """The runs list's filters. ``status`` is a run status or a `PAUSE_FILTERS` value
+    (interrupted runs of one pause kind)."""
+
     status: str = ""
     definition: str = ""
     search: str = ""
 
+    @property
+    def run_status(self) -> str:
+        """The run status the list is filtered by (``interrupted`` for a pause kind)."""
+        return "interrupted" if self.status in PAUSE_FILTERS else self.status
+
+    @property
+    def pause(self) -> str:
+        """The pause kind the list is filtered by, or ``""``."""
+        return PAUSE_FILTERS.get(self.status, "")
+
     def matches(self, run: Mapping[str, Any]) -> bool:
-        if self.status and run["run_status"] != self.status:
+        """Whether a ``workflow_run_list`` run passes the filters other than the pause
+        kind, which the run does not say (`matches_pause` checks it on the row)."""
+        if self.run_status and run["run_status"] != self.run_status:
             return False
         if self.definition and run["definition_name"] != self.definition:
             return False
         return not (self.search and not str(run["run_id"]).startswith(self.search.strip().lower()))
 
+    def matches_pause(self, row: Mapping[str, Any]) -> bool:
+        """Whether a row (a run with its ``pause_kind``, `pause_kind`) has the pause kind
+        the list is filtered by."""
+        return not self.pause or row.get("pause_kind") == self.pause
+
     def arguments(self) -> dict[str, str]:
         """The ``workflow_run_list`` arguments of this filter's newest-first pages (a run ID
         search lists the IDs that start with it, in run-ID order)."""
         out = {"order": "newest"}
-        if self.status:
-            out["status"] = self.status
+        if self.run_status:
+            out["status"] = self.run_status
         if self.definition:
             out["definition"] = self.definition
         if self.search:
@@ -257,6 +284,15 @@ class RunFilter:
             )
             if value
         }
+
+
+async def pause_kind(tools: WorkflowTools, run: Mapping[str, Any]) -> str:
+    """An interrupted run's pause kind (``request`` or ``error``, its pending pause's
+    ``kind``); ``""`` for any other run, or one that is no longer interrupted."""
+    if run.get("run_status") != "interrupted":
+        return ""
+    pending = (await get_run(tools, str(run["run_id"]))).get("pending")
+    return str(pending.get("kind", "")) if isinstance(pending, Mapping) else ""
 
 
 class GraphCache:

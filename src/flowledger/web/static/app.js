@@ -33,7 +33,7 @@ function liveStream(url) {
 }
 
 // each vertex state's sign (the server's graph.MARKS): state not by colour alone
-const MARKS = { running: "▶", done: "✓", paused: "‖", failed: "✗", not_reached: "" };
+const MARKS = { running: "▶", done: "✓", paused: "‖", failed: "✗", cancelled: "■", not_reached: "" };
 
 function fragmentRows(html) {
   const body = document.createElement("tbody");
