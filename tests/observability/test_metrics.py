@@ -151,7 +151,7 @@ def test_the_json_formatter_names_the_run_of_the_task_and_no_exception_text() ->
     assert SENTINEL not in formatter.format(failing)
 
 
-async def test_mcp_http_metrics_need_a_token_and_show_no_other_session(tmp_path: Path) -> None:
+async def test_mcp_http_metrics_need_a_token_and_one_session(tmp_path: Path) -> None:
     metrics.enable()
     db = f"sqlite:///{tmp_path}/h.db"
     tokens = {TOKEN_A: SESSION_A, TOKEN_B: SESSION_B}
@@ -177,15 +177,44 @@ async def test_mcp_http_metrics_need_a_token_and_show_no_other_session(tmp_path:
             )
             assert not started.is_error
             run_id = json.loads(started.content[0].text)["run_id"]  # type: ignore[union-attr]
-        # tenant B scrapes while A's run exists: counts only, nothing of A's run
-        shown = await http.get(scrape_url, headers={"Authorization": f"Bearer {TOKEN_B}"})
+        # the tokens reach two sessions: the process's counts would show B what A runs
+        for token in (TOKEN_A, TOKEN_B):
+            shared = await http.get(scrape_url, headers={"Authorization": f"Bearer {token}"})
+            assert shared.status_code == 403
+            assert "several sessions" in shared.text
+            for private in ("flowledger_", "document_review", run_id, SENTINEL, SESSION_A):
+                assert private not in shared.text
+
+
+async def test_mcp_http_metrics_are_served_when_every_token_reaches_one_session(
+    tmp_path: Path,
+) -> None:
+    metrics.enable()
+    db = f"sqlite:///{tmp_path}/one.db"
+    async with (
+        http_server(db, tokens={TOKEN_A: SESSION_A, TOKEN_B: SESSION_A}) as url,
+        httpx2.AsyncClient(timeout=10) as http,
+    ):
+        async with http_client(url, TOKEN_A) as client:
+            started = await client.call_tool(
+                "workflow_run_start",
+                {
+                    "definition_name": "document_review",
+                    "definition_version": "v1",
+                    "input": {**REVIEW_INPUT, "title": SENTINEL},
+                },
+            )
+            assert not started.is_error
+            run_id = json.loads(started.content[0].text)["run_id"]  # type: ignore[union-attr]
+        shown = await http.get(
+            url.removesuffix("/mcp") + "/metrics", headers={"Authorization": f"Bearer {TOKEN_B}"}
+        )
         assert shown.status_code == 200
         assert shown.headers["content-type"].startswith("text/plain; version=0.0.4")
         samples = parse(shown.text)
         assert value(samples, "flowledger_runs_started_total", definition="document_review") >= 1
         assert run_id not in shown.text
         assert SENTINEL not in shown.text
-        assert SESSION_A not in shown.text
 
 
 def test_dashboard_metrics_need_a_token_when_it_has_tokens(tmp_path: Path) -> None:

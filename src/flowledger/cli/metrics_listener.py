@@ -51,7 +51,8 @@ def _refused(scope: Scope, refusal: Refusal) -> Response:
 
 
 async def _scrape(request: Request) -> Response:
-    return await metrics_response()
+    # the operator's listener (no tenants reach it): every session of the worker is theirs
+    return await metrics_response(serves_one_session=True)
 
 
 def _bind(host: str, port: int) -> socket.socket:

@@ -31,6 +31,13 @@ class Authenticator:
     def token_count(self) -> int:
         return len(self._table)
 
+    @property
+    def serves_one_session(self) -> bool:
+        """Whether every client reaches the same session (no tokens: the default one).
+        What spans the process (its metrics) may be shown only then: with several
+        sessions, one tenant would read the others' definition and tool names."""
+        return self._table.session_count <= 1
+
     def authenticate(self, token: str, client: str) -> str | None:
         """The session ``token`` serves, or ``None`` (a failure of ``client``); raises
         `TooManyFailuresError` while ``client`` is over its bound."""

@@ -51,6 +51,11 @@ class TokenTable:
     def __len__(self) -> int:
         return len(self._entries)
 
+    @property
+    def session_count(self) -> int:
+        """How many different sessions the tokens serve."""
+        return len({session for _, session in self._entries})
+
     def session_of(self, token: str) -> str | None:
         """The session ``token`` serves, or ``None`` for an unknown token."""
         presented = digest(token)

@@ -233,13 +233,16 @@ class HttpMcpServer:
     async def _metrics(self, scope: Scope, receive: Receive, send: Send) -> None:
         """``/metrics``: the process's metrics (docs/observability.md), for a request
         with a valid token (any: they are the whole process's counts, never a run's id,
-        input or state); without tokens (loopback only), for anyone."""
+        input or state) when every token reaches the same session; without tokens
+        (loopback only), for anyone."""
         if scope.get("method") not in ("GET", "HEAD"):
             response = _json_error(405, types.INVALID_REQUEST, "/metrics answers GET only")
             await response(scope, receive, send)
             return
         _, refused = self._session_of(scope)
-        response = refused if refused is not None else await metrics_response()
+        response = refused or await metrics_response(
+            serves_one_session=self._auth.serves_one_session
+        )
         await response(scope, receive, send)
 
     async def _endpoint(self, scope: Scope, receive: Receive, send: Send) -> None:

@@ -13,13 +13,23 @@ from starlette.responses import PlainTextResponse, Response
 
 from . import metrics
 
-__all__ = ["METRICS_PATH", "metrics_response"]
+__all__ = ["METRICS_PATH", "SHARED_REFUSAL", "metrics_response"]
 
 METRICS_PATH: Final = "/metrics"
 
 
-async def metrics_response() -> Response:
-    """The scrape's answer (see the module documentation)."""
+SHARED_REFUSAL = (
+    "/metrics is not served by a server whose tokens reach several sessions: the counts "
+    "span the process, so one tenant would read the others' definition and tool names; "
+    "scrape `flowledger worker --metrics-port`, or serve each tenant from its own process"
+)
+
+
+async def metrics_response(*, serves_one_session: bool) -> Response:
+    """The scrape's answer (see the module documentation); 403 on a server shared by
+    several sessions (`SHARED_REFUSAL`)."""
+    if not serves_one_session:
+        return PlainTextResponse(SHARED_REFUSAL, status_code=403)
     if not metrics.enabled():
         try:
             metrics.enable()

@@ -1203,8 +1203,9 @@ class Dashboard:
     # -- metrics ------------------------------------------------------------------------------
 
     async def _metrics(self, request: Request) -> Response:
-        """The process's metrics (docs/observability.md) for any signed-in client: they are
-        the whole process's counts, never a run's id, input or state."""
+        """The process's metrics (docs/observability.md) for any signed-in client when
+        every token reaches the same session: they are the whole process's counts, never a
+        run's id, input or state."""
         if self.gate.uses_tokens:
             try:
                 session_id = self.gate.session_of(request)
@@ -1217,7 +1218,7 @@ class Dashboard:
                     headers={"WWW-Authenticate": 'Bearer realm="flowledger"'},
                 )
                 return self._refused(request, refusal)
-        return await metrics_response()
+        return await metrics_response(serves_one_session=self.gate.auth.serves_one_session)
 
     # -- signing in --------------------------------------------------------------------------
 
