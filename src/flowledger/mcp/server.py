@@ -72,9 +72,10 @@ from ..workflows.activities.follow import JournalFollower
 from ..workflows.activities.journal import ActivityJournal
 from .elicit import PauseElicitation, request_state_boundary
 from .extensions import install_extension
+from .listen import RunListen
 from .resources import list_resources, read_resource
 from .run_resources import RunResources, parse_run_uri, run_templates
-from .run_watch import RunListen, RunReader
+from .run_watch import RunReader
 from .tasks import RunTasks
 
 __all__ = [
@@ -311,11 +312,17 @@ class WorkflowMcpServer:
         # Minimum log level per connection, set by logging/setLevel (handshake era).
         self._log_levels: dict[str, LoggingLevel] = {}
         self._runs = RunResources(tools, self._visible)
+        tasks = RunTasks(tools, read_only=read_only)
         # Subscriptions need the registry and the journal to hear changes from.
         self.listen: RunListen | None = None
         if registry is not None and journal is not None and session_id is not None:
             self.listen = RunListen(
-                self._check_resource, registry, journal, session_id, executes=executes
+                self._check_resource,
+                registry,
+                journal,
+                session_id,
+                executes=executes,
+                tasks=tasks,
             )
         self.server: Server[Any] = Server(
             name,
@@ -341,7 +348,7 @@ class WorkflowMcpServer:
         # before it becomes a task (SEP-2663: multi round-trips resolve first).
         self.server.middleware.append(request_state_boundary(session_id))
         elicit = PauseElicitation(tools, self._call_tool, read_only=read_only)
-        install_extension(self.server, RunTasks(tools, read_only=read_only), elicit)
+        install_extension(self.server, tasks, elicit)
 
     def _instructions(self) -> str:
         parts = [INSTRUCTIONS]
