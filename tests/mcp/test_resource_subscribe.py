@@ -19,7 +19,6 @@ from flowledger.mcp._session import load_app, open_served_session
 from .conftest import http_client, http_server, payload
 from .test_run_resources import APP, DEADLINE, TOKEN_A, TOKEN_B, TOKENS, db, read_json, start, until
 
-
 # the SDK warns that 2026-07-28 removed these methods; this module tests the 2025-11-25 ones
 pytestmark = pytest.mark.filterwarnings("ignore::mcp.shared.exceptions.MCPDeprecationWarning")
 
