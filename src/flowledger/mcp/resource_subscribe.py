@@ -70,6 +70,7 @@ class _Subscriber:
         self._session = session
         self.uris: set[str] = set()
         self.watches: dict[str, RunWatch] = {}
+        self.closed = False
         self._waiting: dict[str, None] = {}  # URIs updated and not sent yet, in order
         self._wake = asyncio.Event()
         self._unsubscribe = listen.bus.subscribe(self._heard)
@@ -106,6 +107,7 @@ class _Subscriber:
 
     def close(self) -> None:
         """The connection ended: release everything."""
+        self.closed = True
         self._unsubscribe()
         self._sender.cancel()
         self.uris.clear()
@@ -146,6 +148,9 @@ class ResourceSubscriptions:
         if parsed is not None and parsed.run_id not in subscriber.watches:
             self._listen.check_room({parsed.run_id})
             watch = await self._listen.acquire(parsed.run_id)
+            if subscriber.closed:  # the connection ended meanwhile: nobody would release it
+                self._listen.release(watch)
+                raise MCPError(types.INTERNAL_ERROR, "resources/subscribe: the connection ended")
             if parsed.run_id in subscriber.watches:  # a concurrent request got there first
                 self._listen.release(watch)
             else:
