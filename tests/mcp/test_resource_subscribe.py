@@ -134,3 +134,43 @@ async def test_watches_are_released_on_unsubscribe_and_at_the_connections_end(
             assert mcp.listen.watches[run_id].users == 1
         # the connection ended: its watch is released
         await until(lambda: not mcp.listen.watches)
+
+
+async def test_a_subscription_whose_connection_ends_meanwhile_holds_nothing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The connection's release ran while a subscribe was still acquiring its watch:
+    the watch must not stay with nobody left to release it."""
+    subscribers: list[Any] = []
+    made = resource_subscribe._Subscriber.__init__
+
+    def recorded(self: Any, *args: Any) -> None:
+        made(self, *args)
+        subscribers.append(self)
+
+    monkeypatch.setattr(resource_subscribe._Subscriber, "__init__", recorded)
+    async with open_served_session(db(tmp_path), load_app(APP)) as served:
+        mcp = WorkflowMcpServer(
+            served.tools,
+            journal=served.session.journal,
+            session_id=served.session_id,
+            registry=served.session.registry,
+        )
+        listen = mcp.listen
+        assert listen is not None
+        acquire = listen.acquire
+
+        async def acquire_as_the_connection_ends(run_id: str) -> Any:
+            watch = await acquire(run_id)
+            for subscriber in subscribers:
+                subscriber.close()
+            return watch
+
+        async with Client(mcp.server, mode="legacy") as client:
+            run_id = await start(client, tmp_path)
+            await client.subscribe_resource("flowledger://schemas/artifact")
+            monkeypatch.setattr(listen, "acquire", acquire_as_the_connection_ends)
+            with pytest.raises(MCPError) as refused:
+                await client.subscribe_resource(f"flowledger://runs/{run_id}")
+            assert refused.value.error.code == types.INTERNAL_ERROR
+            assert not listen.watches
