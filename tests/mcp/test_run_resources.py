@@ -173,10 +173,10 @@ async def test_sessions_cannot_read_each_others_runs(tmp_path: Path, mode: str) 
         http_client(url, TOKEN_A, mode=mode) as a,
         http_client(url, TOKEN_B, mode=mode) as b,
     ):
-        # subscriptions are served on 2026-07-28 (subscriptions/listen) only
+        # subscriptions are served in both eras (subscriptions/listen, resources/subscribe)
         resources = a.server_capabilities.resources
         assert resources is not None
-        assert bool(resources.subscribe) is (mode == "auto")
+        assert resources.subscribe is True
         run_a = await start(a, tmp_path)
         await wait_status(a, run_a, "interrupted")
         missing = "00000000-0000-4000-8000-000000000000"
