@@ -37,6 +37,10 @@ tool (validated, durable); an invalid answer, or a response that is no elicitati
 result, is ``INVALID_PARAMS`` with the error and changes nothing (the same form stays
 outstanding); ``decline`` / ``cancel`` and keys not outstanding (never issued, answered
 already) are acknowledged and change nothing.
+
+Status notifications (``notifications/tasks`` on a ``subscriptions/listen`` stream whose
+filter lists ``taskIds``) are `flowledger.mcp.listen` and `flowledger.mcp.task_watch`;
+each carries `RunTasks.documents`, what ``tasks/get`` answers.
 """
 
 from __future__ import annotations
