@@ -226,6 +226,7 @@ class RunTasks(Extension):
     async def _get(
         self, ctx: ServerRequestContext[Any, Any], params: types.GetTaskRequestParams
     ) -> dict[str, Any]:
+        self._require_declared(ctx, "tasks/get")
         task = self._parse(params.task_id)
         forms = declares_forms(ctx) and not self._read_only  # read-only: it resumes nothing
         return {"resultType": "complete", **await self._task(task, forms=forms)}
@@ -235,6 +236,7 @@ class RunTasks(Extension):
     ) -> types.EmptyResult:
         """The person's answer to the pause's form: resumes the run through the resume
         tool (validated, durable). Keys not outstanding are ignored (SEP-2663)."""
+        self._require_declared(ctx, "tasks/update")
         task = self._parse(params.task_id)
         if self._read_only:
             raise MCPError(types.INVALID_REQUEST, "tasks/update: this server is read-only")
@@ -266,6 +268,7 @@ class RunTasks(Extension):
     async def _cancel(
         self, ctx: ServerRequestContext[Any, Any], params: types.CancelTaskRequestParams
     ) -> types.EmptyResult:
+        self._require_declared(ctx, "tasks/cancel")
         task = self._parse(params.task_id)
         if self._read_only:
             raise MCPError(types.INVALID_REQUEST, "tasks/cancel: this server is read-only")
@@ -279,6 +282,11 @@ class RunTasks(Extension):
                 if current["run_status"] not in ("completed", "failed", "cancelled"):
                     raise MCPError(types.INTERNAL_ERROR, _bounded(exc.message)) from exc
         return types.EmptyResult(result_type="complete")
+
+    def _require_declared(self, ctx: ServerRequestContext[Any, Any], method: str) -> None:
+        """The extension's methods answer only clients that declared it (``-32021``)."""
+        if not self.declared(ctx):
+            raise missing_extension(method)
 
     @staticmethod
     def _parse(text: str) -> TaskId:
