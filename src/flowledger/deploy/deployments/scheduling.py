@@ -1,0 +1,93 @@
+"""`ScheduledStarts`: how the session's schedules start runs of its deployments.
+
+The schedules (L2) cannot import this layer; `DeployService.serve_deployments` gives the
+session this `DeploymentStarter`, and front doors that add schedules pass one. It applies
+``run_deployment``'s rules to a firing:
+
+* at ``schedule add``: the deployment must exist in the session (a tenant's session sees
+  only its own deployments) and its live revision's input schema must accept the input;
+* at each firing: the live revision then (or the one an earlier attempt of the same
+  firing chose), the input checked against *that* revision's schema, the environment
+  checked by `DeployService.check_before_start` (sources registered, visible, enabled,
+  reachable; tools present and allowed), and the run pinned before its record exists.
+  Anything that stops the start is a `DeploymentStartRefusedError` whose ``code`` is the
+  first error diagnostic's (``deployment_missing``, ``source_disabled``, ...) or
+  ``input_refused``.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Final
+
+from ...workflows.errors import InvalidInputError
+from ...workflows.records.run import Run
+from ...workflows.schedules import InvalidScheduleError
+from ...workflows.schedules.deployments import DeploymentStartRefusedError, PreparedStart
+from ..artifacts.errors import ArtifactNotFoundError
+from .definition import version_of
+from .store import DeploymentNotFoundError
+
+if TYPE_CHECKING:
+    from .service import DeployService
+
+__all__ = ["INPUT_REFUSED", "ScheduledStarts"]
+
+#: The firing's failure code when the chosen revision's input schema refuses the input.
+INPUT_REFUSED: Final = "input_refused"
+
+
+class ScheduledStarts:
+    """The `DeploymentStarter` of one session, over its `DeployService` (whose source
+    access - operator or tenant - applies to every check)."""
+
+    def __init__(self, service: DeployService) -> None:
+        self.service = service
+
+    async def check_schedule(self, deployment: str, canonical_input: bytes) -> None:
+        service = self.service
+        try:
+            revision = await service.deployments.get(service.session.session_id, deployment)
+            closure = await service.closure_of(revision)
+        except (DeploymentNotFoundError, ValueError):
+            raise InvalidScheduleError(
+                "deployment", f"no deployment {deployment!r} in this session"
+            ) from None
+        except ArtifactNotFoundError as exc:
+            raise InvalidScheduleError("deployment", f"deployment {deployment!r}: {exc}") from None
+        definition = service.definition_of_revision(revision, closure)
+        try:
+            definition.validate_input(canonical_input)
+        except InvalidInputError as exc:
+            # not quoted: the reason may repeat the document
+            raise InvalidScheduleError(
+                "input",
+                f"the input schema of deployment {deployment} revision {revision.revision} "
+                "refused it",
+            ) from exc
+
+    async def prepare(
+        self, deployment: str, canonical_input: bytes, *, revision: int | None = None
+    ) -> PreparedStart:
+        service = self.service
+        checked = await service.check_before_start(deployment, revision)
+        if isinstance(checked, list):
+            first = next(item for item in checked if item.severity == "error")
+            raise DeploymentStartRefusedError(first.code, first.message)
+        chosen, closure, _warnings, sources = checked
+        definition = service.definition_of_revision(chosen, closure)
+        try:
+            definition.validate_input(canonical_input)
+        except InvalidInputError:
+            raise DeploymentStartRefusedError(
+                INPUT_REFUSED,
+                f"the input schema of deployment {deployment} revision {chosen.revision} "
+                "refused the schedule's input",
+            ) from None
+
+        async def bind(record: Run) -> None:
+            pinned = await service.pins.read(record.graph_run_id)
+            if pinned is not None and pinned.deployment.get("revision") == chosen.revision:
+                return  # an earlier attempt of this firing pinned it
+            await service.pin_run(record, chosen, closure, sources)
+
+        return PreparedStart(chosen.revision, version_of(chosen.revision), bind)
