@@ -21,16 +21,19 @@ from typing import TYPE_CHECKING, Final
 
 from ...workflows.errors import InvalidInputError
 from ...workflows.records.run import Run
-from ...workflows.schedules import InvalidScheduleError
+from ...workflows.schedules import InvalidScheduleError, Schedules
 from ...workflows.schedules.deployments import DeploymentStartRefusedError, PreparedStart
 from ..artifacts.errors import ArtifactNotFoundError
+from ..registry.access import SourceAccess
 from .definition import version_of
 from .store import DeploymentNotFoundError
 
 if TYPE_CHECKING:
+    from ...workflows.runtime.session import WorkflowSession
+    from ...workflows.schedules import ScheduleLoop
     from .service import DeployService
 
-__all__ = ["INPUT_REFUSED", "ScheduledStarts"]
+__all__ = ["INPUT_REFUSED", "ScheduledStarts", "deployment_schedules"]
 
 #: The firing's failure code when the chosen revision's input schema refuses the input.
 INPUT_REFUSED: Final = "input_refused"
@@ -91,3 +94,17 @@ class ScheduledStarts:
             await service.pin_run(record, chosen, closure, sources)
 
         return PreparedStart(chosen.revision, version_of(chosen.revision), bind)
+
+
+def deployment_schedules(
+    session: WorkflowSession,
+    *,
+    access: SourceAccess = SourceAccess.OPERATOR,
+    loop: ScheduleLoop | None = None,
+) -> Schedules:
+    """The session's `Schedules`, able to target its deployments (checked and started
+    with ``access``): what a front door (the CLI, an MCP server) serves."""
+    from .service import DeployService
+
+    starter = ScheduledStarts(DeployService(session, access=access))
+    return Schedules(session, loop=loop, deployments=starter)

@@ -117,8 +117,10 @@ class Schedules:
             timing = Timing.interval(every, anchor)
         overlap_value = parse_enum(Overlap, "overlap", overlap)
         catch_up_value = parse_enum(CatchUp, "catch_up", catch_up)
-        if deployment is not None and (definition_name, definition_version) != (None, None):
-            raise InvalidScheduleError("target", "give a definition version or a deployment")
+        if (deployment is None) == (definition_name is None or definition_version is None):
+            raise InvalidScheduleError(
+                "target", "give definition_name and definition_version, or deployment"
+            )
         try:
             canonical = canonical_json(input, field="input")
         except InvalidInputError as exc:
