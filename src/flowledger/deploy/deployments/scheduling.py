@@ -17,8 +17,10 @@ session this `DeploymentStarter`, and front doors that add schedules pass one. I
 
 from __future__ import annotations
 
+import contextlib
 from typing import TYPE_CHECKING, Final
 
+from ... import storage
 from ...workflows.errors import InvalidInputError
 from ...workflows.records.run import Run
 from ...workflows.schedules import InvalidScheduleError, Schedules
@@ -88,10 +90,17 @@ class ScheduledStarts:
             ) from None
 
         async def bind(record: Run) -> None:
+            # an earlier or racing attempt of this firing may have pinned it: its pin
+            # names the same revision (the firing record chose it), so it stands
+            if await service.pins.read(record.graph_run_id) is None:
+                with contextlib.suppress(storage.LedgerConflictError):
+                    await service.pin_run(record, chosen, closure, sources)
             pinned = await service.pins.read(record.graph_run_id)
-            if pinned is not None and pinned.deployment.get("revision") == chosen.revision:
-                return  # an earlier attempt of this firing pinned it
-            await service.pin_run(record, chosen, closure, sources)
+            if pinned is None or pinned.deployment.get("revision") != chosen.revision:
+                raise storage.CorruptDataError(
+                    f"pin of graph run {record.graph_run_id}",
+                    f"does not name deployment {deployment} revision {chosen.revision}",
+                )
 
         return PreparedStart(chosen.revision, version_of(chosen.revision), bind)
 

@@ -117,7 +117,11 @@ class Schedules:
             timing = Timing.interval(every, anchor)
         overlap_value = parse_enum(Overlap, "overlap", overlap)
         catch_up_value = parse_enum(CatchUp, "catch_up", catch_up)
-        if (deployment is None) == (definition_name is None or definition_version is None):
+        if deployment is None:
+            one_target = definition_name is not None and definition_version is not None
+        else:
+            one_target = definition_name is None and definition_version is None
+        if not one_target:
             raise InvalidScheduleError(
                 "target", "give definition_name and definition_version, or deployment"
             )
