@@ -73,6 +73,17 @@ def _scope(definition: str | None, session: str | None) -> tuple[Any, str]:
     return "definition", definition
 
 
+def _check_options(definition: str | None, deployment: str | None, session: str | None) -> None:
+    """A usage error (exit 2) before the database is opened for a scope that is not one."""
+    if deployment is None:
+        _scope(definition, session)
+    elif definition is not None:
+        raise typer.BadParameter(
+            "give exactly one of --definition NAME, --deployment NAME or --session UUID",
+            param_hint="--definition/--deployment/--session",
+        )
+
+
 async def _resolve(
     store: Any,
     definition: str | None,
@@ -84,11 +95,6 @@ async def _resolve(
     """The scope the options name; with ``existing``, a deployment must exist."""
     if deployment is None:
         return _scope(definition, session)
-    if definition is not None:
-        raise typer.BadParameter(
-            "give exactly one of --definition NAME, --deployment NAME or --session UUID",
-            param_hint="--definition/--deployment/--session",
-        )
     from .limits_deployment import deployment_scope
 
     return await deployment_scope(store, deployment, session, existing=existing)
@@ -115,8 +121,7 @@ def limits_set(
     from ..storage import open_store
     from ..workflows.admission import Limits
 
-    if deployment is None:
-        _scope(definition, session)  # a usage error before the database is opened
+    _check_options(definition, deployment, session)
     options = Options(db)
 
     async def work() -> None:
@@ -142,8 +147,7 @@ def limits_clear(
     from ..storage import open_store
     from ..workflows.admission import Limits
 
-    if deployment is None:
-        _scope(definition, session)
+    _check_options(definition, deployment, session)
     options = Options(db)
 
     async def work() -> None:
