@@ -267,3 +267,51 @@ async def test_owners_racing_a_deployment_slot_start_one_run(store: Store) -> No
         assert {firing.deployment_revision for firing in firings} == {1}
         runs = await settled(session)
         assert [run.id for run in runs] == [firings[0].run_id]
+
+
+async def test_a_tenants_schedule_never_starts_an_inline_source_whoever_fires_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Tenant rule: a tenant cannot target a deployment with an inline (command line)
+    binding; and when the operator makes one live after the tenant's schedule was added,
+    a worker (operator access) firing it checks as the tenant: the firing is refused
+    (``inline_source_refused``) and the command is never started (its marker stays
+    absent)."""
+    from flowledger.deploy.deployments.scheduling import deployment_schedules
+    from flowledger.deploy.registry.access import SourceAccess
+    from flowledger.deploy.registry.store import SourceRegistry
+
+    from .test_deployed_runs import ARTIFACT
+    from .test_deployed_runs import SESSION as GRANTED  # the session the secret is granted to
+    from .test_registered_runs import bound, marked_server, source, starts
+
+    monkeypatch.setenv("ENV_SOURCE_TOKEN", "registered-secret-value")
+    script, marker = marked_server(tmp_path)
+    inline = bound(stdio={"command": str(script)})
+    clock = ManualClock(T0)
+    async with open_store(f"sqlite:///{tmp_path / 'inline.db'}") as store:
+        await SourceRegistry.over(store).add(source(script))
+        async with owner(store, GRANTED) as (session, deploy):  # the worker's, operator access
+            await deploy.artifacts.save(GRANTED, ARTIFACT)
+            await deploy.deployment_save(inline)  # revision 1: inline, by the operator
+            tenant = deployment_schedules(session, access=SourceAccess.TENANT)
+            tenant.clock = clock
+            before = await store.kv.keys("")
+            with pytest.raises(InvalidScheduleError) as refused:
+                await tenant.add(deployment="env_dep", input={}, every=60)
+            assert refused.value.field == "deployment" and "inline" in str(refused.value)
+            assert await store.kv.keys("") == before
+
+            await deploy.deployment_save(bound(source="env"))  # revision 2: registered
+            schedule = await tenant.add(deployment="env_dep", input={}, every=60)
+            assert schedule.inline_sources is False
+            await deploy.deployment_save(inline)  # revision 3: inline again, live
+
+            clock.advance(60)
+            await one_pass(ScheduleLoop(session, clock=clock))
+            shown = await tenant.describe(await tenant.get(schedule.id), firings=True)
+            (firing,) = shown["recent_firings"]
+            assert firing["failure"]["code"] == "inline_source_refused", firing
+            assert starts(marker) == 0  # the inline command was never started
+            page = await session.registry.list(session.session_id, limit=10)
+            assert page.runs == []

@@ -10,6 +10,10 @@ session this `DeploymentStarter`, and front doors that add schedules pass one. I
   firing chose), the input checked against *that* revision's schema, the environment
   checked by `DeployService.check_before_start` (sources registered, visible, enabled,
   reachable; tools present and allowed), and the run pinned before its record exists.
+  The check never has more power than the door that added the schedule: a schedule a
+  tenant added (``inline_sources`` false) is checked with tenant access even when a
+  worker, which has the operator's, fires it, so its firings never start an inline
+  command line or URL (``inline_source_refused``).
   Anything that stops the start is a `DeploymentStartRefusedError` whose ``code`` is the
   first error diagnostic's (``deployment_missing``, ``source_disabled``, ...) or
   ``input_refused``.
@@ -47,6 +51,23 @@ class ScheduledStarts:
 
     def __init__(self, service: DeployService) -> None:
         self.service = service
+        self.inline_sources = service.sources.access.inline
+        self._tenant: DeployService | None = None
+
+    def _checker(self, inline_sources: bool) -> DeployService:
+        """The service whose source access a firing is checked with: this one, or a
+        tenant's when this one may name inline sources and the schedule may not."""
+        if inline_sources or not self.service.sources.access.inline:
+            return self.service
+        if self._tenant is None:
+            from .service import DeployService
+
+            self._tenant = DeployService(
+                self.service.session,
+                access=SourceAccess.TENANT,
+                check_timeout=self.service.check_timeout,
+            )
+        return self._tenant
 
     async def check_schedule(self, deployment: str, canonical_input: bytes) -> None:
         service = self.service
@@ -59,6 +80,18 @@ class ScheduledStarts:
             ) from None
         except ArtifactNotFoundError as exc:
             raise InvalidScheduleError("deployment", f"deployment {deployment!r}: {exc}") from None
+        if not self.inline_sources:
+            inline = sorted(
+                dependency
+                for dependency, binding in revision.validated.bindings().items()
+                if binding.registered is None
+            )
+            if inline:  # its firings would be refused (`prepare`): say so now
+                raise InvalidScheduleError(
+                    "deployment",
+                    f"deployment {deployment!r} binds inline sources ({', '.join(inline)}), "
+                    "which only the operator may start",
+                )
         definition = service.definition_of_revision(revision, closure)
         try:
             definition.validate_input(canonical_input)
@@ -71,9 +104,14 @@ class ScheduledStarts:
             ) from exc
 
     async def prepare(
-        self, deployment: str, canonical_input: bytes, *, revision: int | None = None
+        self,
+        deployment: str,
+        canonical_input: bytes,
+        *,
+        revision: int | None = None,
+        inline_sources: bool = False,
     ) -> PreparedStart:
-        service = self.service
+        service = self._checker(inline_sources)
         checked = await service.check_before_start(deployment, revision)
         if isinstance(checked, list):
             first = next(item for item in checked if item.severity == "error")

@@ -11,7 +11,8 @@ it:
 * when a slot fires: `prepare` - the deployment's live revision at firing time (or,
   when an earlier attempt of the same firing chose one, that revision), the input checked
   again against that revision's schema, the environment checked as ``run_deployment``
-  checks it. What it returns pins the new run (`PreparedStart.bind`, called with the run
+  checks it - with no more power over sources than the door that added the schedule had
+  (``inline_sources``). What it returns pins the new run (`PreparedStart.bind`, called with the run
   record before the record is created, like ``run_deployment``'s pin). A refusal is a
   `DeploymentStartRefusedError` with a stable ``code`` (``deployment_missing``,
   ``input_refused``, or the first error diagnostic's code, e.g. ``source_disabled``):
@@ -68,8 +69,18 @@ class PreparedStart:
 
 
 class DeploymentStarter(Protocol):
+    #: Whether the door this starter serves may name inline sources (command lines,
+    #: URLs): an operator's door. A schedule remembers it (`Schedule.inline_sources`),
+    #: so an owner with more power (a worker) fires a tenant's schedule as the tenant.
+    inline_sources: bool
+
     async def check_schedule(self, deployment: str, canonical_input: bytes) -> None: ...
 
     async def prepare(
-        self, deployment: str, canonical_input: bytes, *, revision: int | None = None
+        self,
+        deployment: str,
+        canonical_input: bytes,
+        *,
+        revision: int | None = None,
+        inline_sources: bool = False,
     ) -> PreparedStart: ...

@@ -168,7 +168,12 @@ async def _fire_deployment(
                 return stored, existing
         wanted = None if stored is None else stored.deployment_revision
         try:
-            prepared = await starter.prepare(schedule.deployment, canonical, revision=wanted)
+            prepared = await starter.prepare(
+                schedule.deployment,
+                canonical,
+                revision=wanted,
+                inline_sources=schedule.inline_sources,
+            )
         except DeploymentStartRefusedError as exc:
             failed = replace(
                 fresh if stored is None else stored,

@@ -76,6 +76,9 @@ class Schedule:
     revision: int = 0  # the KV revision of the stored copy (never encoded)
     deployment: str | None = None  # the target when it is a deployment (no definition then)
     failed: int = 0  # firings that could not start a run (a deployment's, see `Firing`)
+    # a deployment's: added through a door that may name inline sources (an operator's);
+    # otherwise its firings may start only registered sources, whoever fires them
+    inline_sources: bool = False
 
     @property
     def target(self) -> str:
@@ -111,6 +114,8 @@ class Schedule:
         )
         if self.failed:
             body["failed"] = self.failed
+        if self.inline_sources:
+            body["inline_sources"] = True
         if self.last_run_id is not None:
             body["last_run_id"] = self.last_run_id
         return body
@@ -175,6 +180,7 @@ def decode_schedule(data: bytes, revision: int) -> Schedule:
             revision=revision,
             deployment=_optional_text(body.get("deployment")),
             failed=int(body.get("failed", 0)),
+            inline_sources=body.get("inline_sources", False) is True,
         )
     except (KeyError, TypeError, AttributeError, json.JSONDecodeError) as exc:
         raise ValueError(f"malformed schedule record: {exc}") from exc

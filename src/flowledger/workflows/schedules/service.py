@@ -129,10 +129,11 @@ class Schedules:
             canonical = canonical_json(input, field="input")
         except InvalidInputError as exc:
             raise InvalidScheduleError("input", "must be a JSON object of JSON values") from exc
+        inline_sources = False
         if deployment is None:
             name, version = self._check_definition(definition_name, definition_version, canonical)
         else:
-            await self._check_deployment(deployment, canonical)
+            inline_sources = await self._check_deployment(deployment, canonical)
             name, version = "", ""
         input = json.loads(canonical)  # stored as the canonical document it fires with
         if len(await self.store.kv.keys(f"sessions/{self.session_id}/workflows/schedules/")) >= (
@@ -145,6 +146,7 @@ class Schedules:
             definition_name=name,
             definition_version=version,
             deployment=deployment,
+            inline_sources=inline_sources,
             input=input,
             timing=timing,
             overlap=overlap_value,
@@ -177,13 +179,15 @@ class Schedules:
         metadata = definition.metadata()
         return metadata.name, metadata.version
 
-    async def _check_deployment(self, deployment: object, canonical: bytes) -> None:
+    async def _check_deployment(self, deployment: object, canonical: bytes) -> bool:
+        """Check a deployment target; whether its firings may start inline sources."""
         if not isinstance(deployment, str) or not deployment:
             raise InvalidScheduleError("deployment", "must be a deployment's name")
         starter = self.deployments
         if starter is None:
             raise InvalidScheduleError("deployment", "this process does not serve deployments")
         await starter.check_schedule(deployment, canonical)
+        return starter.inline_sources
 
     async def get(self, schedule_id: str) -> Schedule:
         return await self.store.get(self.session_id, schedule_id)
