@@ -1,14 +1,24 @@
 """``flowledger schedule add --deployment`` and ``flowledger limits --deployment`` as a
 user runs them (child processes): a deployment is scheduled with its input checked, a
 bad target is one line naming the field and writes nothing, a trigger records the
-revision it chose, and a deployment's ``max_running`` is set, shown and cleared."""
+revision it chose, a deployment's ``max_running`` is set, shown and cleared, and a
+``flowledger worker`` fires a deployment's schedule."""
 
 from __future__ import annotations
 
+import asyncio
 import json
+import os
+import signal
 import subprocess
+import sys
+import time
 from pathlib import Path
 from typing import Any
+
+from flowledger.storage import open_store
+from flowledger.workflows.records.registry import RunRegistry
+from flowledger.workflows.runtime.session import default_session_id
 
 from .conftest import Cli
 
@@ -107,3 +117,59 @@ def test_a_deployments_limit_is_set_shown_and_cleared(cli: Cli, tmp_path: Path) 
     assert "deployment" in shown and "greet" in shown
     assert run(cli, "limits", "clear", "--deployment", "greet").returncode == 0
     assert as_json(cli, "limits", "show") == {"limits": []}
+
+
+def test_a_worker_fires_a_deployment_schedule(cli: Cli, tmp_path: Path) -> None:
+    """A ``flowledger worker`` (a child process) owns the session because of the active
+    schedule, and each firing runs the deployment's live revision to completion."""
+    # set up in this process (the worker is what this test is about)
+    (tmp_path / "greeting.json").write_text(json.dumps(GREETING))
+    (tmp_path / "greet.json").write_text(json.dumps(GREET))
+    assert cli("artifact", "save", str(tmp_path / "greeting.json")).exit_code == 0
+    assert cli("deploy", "set", str(tmp_path / "greet.json")).exit_code == 0
+    added = cli.json(
+        "schedule",
+        "add",
+        "--deployment",
+        "greet",
+        "--every",
+        "1",
+        "--input",
+        '{"team": "ops"}',
+        "--overlap",
+        "allow",
+    )
+
+    async def completed() -> list[tuple[str, str]]:
+        async with open_store(cli.db) as store:
+            session = await default_session_id(store)
+            page = await RunRegistry(store.kv).list(session, limit=100)
+            return [
+                (run.definition_name, run.definition_version)
+                for run in page.runs
+                if run.scheduled_by is not None and run.status.value == "completed"
+            ]
+
+    env = {k: v for k, v in os.environ.items() if k != "FLOWLEDGER_DB"}
+    worker = subprocess.Popen(
+        [sys.executable, "-m", "flowledger", "worker", "--db", cli.db, "--poll", "0.2"],
+        cwd=tmp_path,
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        deadline = time.monotonic() + 60  # only catches a hang
+        while len(asyncio.run(completed())) < 2:
+            assert worker.poll() is None, worker.stderr.read() if worker.stderr else ""
+            assert time.monotonic() < deadline, "the worker fired no deployment run"
+            time.sleep(0.2)
+    finally:
+        worker.send_signal(signal.SIGTERM)
+        _, stderr = worker.communicate(timeout=30)
+    assert "Traceback" not in stderr, stderr
+    assert set(asyncio.run(completed())) == {("greet", "r1")}
+    shown = cli.json("schedule", "show", added["schedule_id"])
+    assert shown["fired"] >= 2 and "failed" not in shown
+    assert {f["deployment_revision"] for f in shown["recent_firings"]} == {1}
