@@ -315,3 +315,29 @@ async def test_a_tenants_schedule_never_starts_an_inline_source_whoever_fires_it
             assert starts(marker) == 0  # the inline command was never started
             page = await session.registry.list(session.session_id, limit=10)
             assert page.runs == []
+
+
+async def test_an_owner_that_does_not_serve_deployments_leaves_the_slot(store: Store) -> None:
+    """An owner without the deploy layer (a bare `WorkflowSession`) decides nothing for a
+    deployment's slot; the next owner that serves deployments fires it."""
+    clock = ManualClock(T0)
+    async with owner(store) as (session, deploy):
+        await deploy.artifact_save(greeting())
+        await deploy.deployment_save(deployment())
+        schedule = await Schedules(session, clock=clock).add(
+            deployment="greet", input={"team": "ops"}, every=60, catch_up="latest"
+        )
+    bare = WorkflowSession.build(store, SESSION, Catalog())
+    await bare.supervisor.activate()
+    try:
+        clock.advance(60)
+        await one_pass(ScheduleLoop(bare, clock=clock))
+        untouched = await Schedules(bare, clock=clock).get(schedule.id)
+        assert (untouched.cursor, untouched.fired, untouched.failed) == (T0, 0, 0)
+        assert await ScheduleStore(store.kv).firings(SESSION, schedule.id, 10) == []
+    finally:
+        await bare.supervisor.shutdown()
+    async with owner(store) as (session, _deploy):
+        await one_pass(ScheduleLoop(session, clock=clock))
+        runs = await settled(session)
+        assert [run.definition_version for run in runs] == ["r1"]
