@@ -1,7 +1,9 @@
 """``flowledger limits set|show|clear``: the operator's ``max_running`` limits.
 
-A limit applies to one definition name (across every session and worker) or to one
-session. Limits live in the database (`flowledger.workflows.admission.Limits`), so every
+A limit applies to one definition name (across every session and worker), to one
+deployment (of one session: ``--deployment NAME``, with ``--session UUID`` naming whose,
+by default the database's default session) or to one session. Limits live in the
+database (`flowledger.workflows.admission.Limits`), so every
 worker reads the same ones; they are an operator's setting, not a tool, so no MCP tool
 changes them. Starts beyond a limit wait, queued, and start in FIFO order as slots free.
 """
@@ -18,7 +20,7 @@ from .runtime import DbOption, Options, emit_json, run_command, stdout_console
 __all__ = ["limits_app"]
 
 limits_app = typer.Typer(
-    help="Concurrency limits: at most N running runs per definition or per session.",
+    help="Concurrency limits: at most N running runs per definition, deployment or session.",
     no_args_is_help=True,
 )
 
@@ -26,9 +28,21 @@ DefinitionScope = Annotated[
     str | None,
     typer.Option("--definition", metavar="NAME", help="Limit the runs of this definition."),
 ]
+DeploymentScope = Annotated[
+    str | None,
+    typer.Option(
+        "--deployment",
+        metavar="NAME",
+        help="Limit the runs of this deployment (every revision) of --session's session.",
+    ),
+]
 SessionScope = Annotated[
     str | None,
-    typer.Option("--session", metavar="UUID", help="Limit the runs of this session."),
+    typer.Option(
+        "--session",
+        metavar="UUID",
+        help="Limit the runs of this session; with --deployment: the deployment's session.",
+    ),
 ]
 JsonOption = Annotated[bool, typer.Option("--json", help="Print JSON.")]
 
@@ -48,8 +62,8 @@ def _scope(definition: str | None, session: str | None) -> tuple[Any, str]:
 
     if (definition is None) == (session is None):
         raise typer.BadParameter(
-            "give exactly one of --definition NAME or --session UUID",
-            param_hint="--definition/--session",
+            "give exactly one of --definition NAME, --deployment NAME or --session UUID",
+            param_hint="--definition/--deployment/--session",
         )
     if session is not None:
         if not is_id(session):
@@ -57,6 +71,33 @@ def _scope(definition: str | None, session: str | None) -> tuple[Any, str]:
         return "session", session
     assert definition is not None
     return "definition", definition
+
+
+def _check_options(definition: str | None, deployment: str | None, session: str | None) -> None:
+    """A usage error (exit 2) before the database is opened for a scope that is not one."""
+    if deployment is None:
+        _scope(definition, session)
+    elif definition is not None:
+        raise typer.BadParameter(
+            "give exactly one of --definition NAME, --deployment NAME or --session UUID",
+            param_hint="--definition/--deployment/--session",
+        )
+
+
+async def _resolve(
+    store: Any,
+    definition: str | None,
+    deployment: str | None,
+    session: str | None,
+    *,
+    existing: bool = True,
+) -> tuple[Any, str]:
+    """The scope the options name; with ``existing``, a deployment must exist."""
+    if deployment is None:
+        return _scope(definition, session)
+    from .limits_deployment import deployment_scope
+
+    return await deployment_scope(store, deployment, session, existing=existing)
 
 
 @limits_app.command("set")
@@ -71,6 +112,7 @@ def limits_set(
         ),
     ],
     definition: DefinitionScope = None,
+    deployment: DeploymentScope = None,
     session: SessionScope = None,
     db: DbOption = None,
     json_output: JsonOption = False,
@@ -79,11 +121,12 @@ def limits_set(
     from ..storage import open_store
     from ..workflows.admission import Limits
 
-    kind, name = _scope(definition, session)
+    _check_options(definition, deployment, session)
     options = Options(db)
 
     async def work() -> None:
         async with open_store(options.url) as store:
+            kind, name = await _resolve(store, definition, deployment, session)
             await Limits(store.kv).set(kind, name, max_running)
         if json_output:
             emit_json({"scope": f"{kind}/{name}", "max_running": max_running})
@@ -96,6 +139,7 @@ def limits_set(
 @limits_app.command("clear")
 def limits_clear(
     definition: DefinitionScope = None,
+    deployment: DeploymentScope = None,
     session: SessionScope = None,
     db: DbOption = None,
 ) -> None:
@@ -103,11 +147,12 @@ def limits_clear(
     from ..storage import open_store
     from ..workflows.admission import Limits
 
-    kind, name = _scope(definition, session)
+    _check_options(definition, deployment, session)
     options = Options(db)
 
     async def work() -> None:
         async with open_store(options.url) as store:
+            kind, name = await _resolve(store, definition, deployment, session, existing=False)
             removed = await Limits(store.kv).clear(kind, name)
         stdout_console().print(f"{kind} {name}: " + ("limit removed" if removed else "no limit"))
 

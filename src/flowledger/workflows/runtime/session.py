@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import uuid
 from dataclasses import dataclass
-from typing import Final
+from typing import TYPE_CHECKING, Final
 
 from ... import flow
 from ...clock import Clock
@@ -27,6 +27,9 @@ from ..records.timers import TimerIndex
 from ..records.unfinished import UnfinishedIndex
 from .catalog import Catalog
 from .supervisor import Supervisor
+
+if TYPE_CHECKING:
+    from ..schedules.deployments import DeploymentStarter
 
 __all__ = ["DEFAULT_SESSION_KEY", "WorkflowSession", "default_session_id"]
 
@@ -65,6 +68,9 @@ class WorkflowSession:
     supervisor: Supervisor
     requests: RunRequests
     pending: PendingStore
+    # set by a process that serves deployments (the deploy layer, above this one), so
+    # schedules can start deployments' runs (`flowledger.workflows.schedules.deployments`)
+    deployment_starter: DeploymentStarter | None = None
 
     @classmethod
     def build(
