@@ -35,6 +35,7 @@ import mcp_types as types
 from mcp.server.stdio import stdio_server
 from mcp.shared.message import SessionMessage
 
+from ..workflows.records.answers import answering
 from ._session import load_app, open_served_session, redact_url
 from .leaving import leave_session
 from .screen import ScreenedLines
@@ -233,11 +234,12 @@ async def serve_stdio(
                                     await write_stream.send(SessionMessage(error))
 
                             reader.answer_with(answer)
-                            await mcp.server.run(
-                                read_stream,
-                                write_stream,
-                                mcp.server.create_initialization_options(),
-                            )
+                            with answering("mcp-stdio"):  # resumes say how they came
+                                await mcp.server.run(
+                                    read_stream,
+                                    write_stream,
+                                    mcp.server.create_initialization_options(),
+                                )
                     except asyncio.CancelledError:
                         task = asyncio.current_task()
                         if not stopped.is_set() or task is None:
