@@ -96,7 +96,7 @@ from .forms import FormError, form_fields, parse_form
 from .graph import MARKS, render_svg
 from .live import OpenStreams, Wake
 from .mux import MAX_PARTS, Part, Refused, Streams
-from .run_data import NoCheckpointError, revision_data
+from .run_data import NoCheckpointError, revision_data, took
 from .security import CSRF_COOKIE, CSRF_FIELD, LOGIN_COOKIE, Gate, new_secret
 from .sessions import Served, SessionPool, SessionUnavailableError
 from .sources import source_detail, source_rows
@@ -291,6 +291,7 @@ class Dashboard:
         self._env.filters["short_time"] = _short_time
         self._env.filters["words"] = _words
         self._env.filters["pretty_json"] = pretty_json
+        self._env.filters["took"] = took
         self._env.globals.update(read_only=read_only, uses_tokens=gate.uses_tokens)
 
     # -- the application ---------------------------------------------------------------------
@@ -623,7 +624,11 @@ class Dashboard:
             earlier = base + urlencode({"trace_start": max(0, start - limit), "trace_limit": limit})
         if start + limit < total:
             later = base + urlencode({"trace_start": start + limit, "trace_limit": limit})
+        picture = self.graphs.picture(
+            ctx.served.session.catalog, str(run["definition_name"]), str(run["definition_version"])
+        )
         return {
+            "labels": dict(picture.shape.vertices) if picture is not None else {},
             "inspected": inspected,
             "readiness": inspected["resume_readiness"],
             "pin": None if pin is None else pin.to_json(),

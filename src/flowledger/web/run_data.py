@@ -16,6 +16,7 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any, Final
 
 from .. import flow
@@ -34,6 +35,7 @@ __all__ = [
     "RevisionData",
     "Shown",
     "revision_data",
+    "took",
 ]
 
 FOLD_CHARS: Final = 160  # a value longer than this (or on several lines) is folded
@@ -119,6 +121,23 @@ class RevisionData:
 
 class NoCheckpointError(LookupError):
     """The run has no checkpoint yet (it is pending), or none at the asked revision."""
+
+
+def took(started: object, ended: object) -> str:
+    """How long from one stored time to another, for a reader (``""`` if unreadable)."""
+    try:
+        start = datetime.fromisoformat(str(started))
+        end = datetime.fromisoformat(str(ended))
+        seconds = (end - start).total_seconds()
+    except (TypeError, ValueError):
+        return ""
+    if seconds < 0:
+        return ""
+    if seconds < 1:
+        return f"{seconds * 1000:.0f} ms"
+    if seconds < 120:
+        return f"{seconds:.1f} s"
+    return f"{seconds / 60:.1f} min"
 
 
 def _change(change: Change) -> ShownChange:
