@@ -61,6 +61,13 @@ def test_the_state_diff_input_output_and_who_answered(served: Served, browser: A
         page.click("#resume-form button[type=submit]")
         page.wait_for_selector("#header .status-completed")
 
+        # the run page's picker, with the keyboard: the revision, then Enter
+        page.focus("#data-revision-pick")
+        page.keyboard.press("Control+A")
+        page.keyboard.type("1")
+        page.keyboard.press("Enter")
+        page.wait_for_selector("#data-revision:text-is('1')")
+        page.click(f"h1 a[href='/runs/{run_id}']")
         page.click("#data-latest")
         page.wait_for_url(re.compile(rf"/runs/{run_id}/data$"))
         _unfold(page, "#input")
