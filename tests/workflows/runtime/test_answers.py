@@ -39,7 +39,7 @@ async def test_a_front_door_resume_records_its_transport_and_payload(door: Door)
     assert answer.session_id == sid and answer.payload == {"increment": 2}
     # the payload stays out of the activity history
     page = await door.tools().call("workflow_run_history", {"run_id": run_id})
-    assert "\"increment\": 2" not in json.dumps(page["entries"])
+    assert '"increment": 2' not in json.dumps(page["entries"])
     await owner.shutdown()
 
 
