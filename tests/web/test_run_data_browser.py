@@ -60,6 +60,8 @@ def test_the_state_diff_input_output_and_who_answered(served: Served, browser: A
         page.fill("#f-note", NOTE)
         page.click("#resume-form button[type=submit]")
         page.wait_for_selector("#header .status-completed")
+        page.reload()  # the run page lists who answered its pause
+        assert page.inner_text("#answers .answer-transport") == "this dashboard"
 
         # the run page's picker, with the keyboard: the revision, then Enter
         page.focus("#data-revision-pick")

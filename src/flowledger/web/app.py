@@ -96,7 +96,7 @@ from .forms import FormError, form_fields, parse_form
 from .graph import MARKS, render_svg
 from .live import OpenStreams, Wake
 from .mux import MAX_PARTS, Part, Refused, Streams
-from .run_data import NoCheckpointError, revision_data, took
+from .run_data import NoCheckpointError, revision_data, shown_answers, took
 from .security import CSRF_COOKIE, CSRF_FIELD, LOGIN_COOKIE, Gate, new_secret
 from .sessions import Served, SessionPool, SessionUnavailableError
 from .sources import source_detail, source_rows
@@ -575,7 +575,10 @@ class Dashboard:
             later = "?" + urlencode({"after": Cursor.after(page["entries"][-1]).text()})
         end = Cursor.after(entries[-1]).text() if entries else ""
         latest = await latest_vertices(ctx.served.session, run_id)
+        answers, recorded = await shown_answers(ctx.served.session, run_id)
         return {
+            "answers": answers,
+            "answers_recorded": recorded,
             **self._run_parts(
                 ctx,
                 run,

@@ -35,6 +35,7 @@ __all__ = [
     "RevisionData",
     "Shown",
     "revision_data",
+    "shown_answers",
     "took",
 ]
 
@@ -213,7 +214,7 @@ async def revision_data(
     changes, count = diff(None if before is None else (before.state or {}), state)
     shown_input, problem = await _input(session, run)
     output, outcome = _output(run, latest.state or {}, deployed)
-    answers = await session.answers.get(session.session_id, run.id)
+    answers, recorded = await shown_answers(session, run.id)
     return RevisionData(
         run_id=run.id,
         revision=wanted,
@@ -230,9 +231,16 @@ async def revision_data(
         input_problem=problem,
         output=output,
         outcome=outcome,
-        answers=[_answer(answer) for answer in answers or ()],
-        answers_recorded=answers is not None,
+        answers=answers,
+        answers_recorded=recorded,
     )
+
+
+async def shown_answers(session: WorkflowSession, run_id: str) -> tuple[list[ShownAnswer], bool]:
+    """Who answered the run's pauses, oldest first, and whether any answer was ever
+    recorded (the run must be this session's: the caller has read it)."""
+    answers = await session.answers.get(session.session_id, run_id)
+    return [_answer(answer) for answer in answers or ()], answers is not None
 
 
 def _answer(answer: Answer) -> ShownAnswer:
