@@ -17,6 +17,7 @@ from ...clock import Clock
 from ...storage import ConflictError as StorageConflictError
 from ...storage import KeyNotFoundError, Store
 from ..activities.journal import ActivityJournal
+from ..records.answers import AnswerStore
 from ..records.input_claims import InputClaims
 from ..records.inputs import InputStore
 from ..records.pending import PendingStore
@@ -68,6 +69,7 @@ class WorkflowSession:
     supervisor: Supervisor
     requests: RunRequests
     pending: PendingStore
+    answers: AnswerStore
     # set by a process that serves deployments (the deploy layer, above this one), so
     # schedules can start deployments' runs (`flowledger.workflows.schedules.deployments`)
     deployment_starter: DeploymentStarter | None = None
@@ -105,6 +107,7 @@ class WorkflowSession:
         inputs = InputStore(store.blobs, claims=InputClaims(store.kv, store.blobs, store.leases))
         requests = RunRequests(store.kv)
         pending = PendingStore(store.kv)
+        answers = AnswerStore(store.kv)
         supervisor = Supervisor(
             session_id,
             catalog=bound,
@@ -122,6 +125,7 @@ class WorkflowSession:
             timers=TimerIndex(store.kv),
             clock=clock,
             wakeups=store.wakeups,
+            answers=answers,
         )
         return cls(
             store,
@@ -134,4 +138,5 @@ class WorkflowSession:
             supervisor,
             requests,
             pending,
+            answers,
         )
