@@ -16,6 +16,7 @@ from contextlib import asynccontextmanager, contextmanager
 from contextvars import ContextVar
 
 from ... import storage
+from ..sources.closing import close_soon
 from ..sources.pool import SourcePool
 from ..sources.spec import Source
 from .intents import ToolIntents
@@ -89,7 +90,7 @@ class Runtime:
             self.pools.pop(graph_run_id, None)
             self.intents.forget(graph_run_id)
             if held is None:
-                await pool.close()
+                close_soon(pool)  # the run's next record need not wait for servers to exit
 
     def pool(self, graph_run_id: str) -> SourcePool:
         pool = self.pools.get(graph_run_id)
