@@ -97,7 +97,6 @@ from ..artifacts.records import ChildPin
 from ..artifacts.records import closure_digest as pinned_closure_digest
 from ..artifacts.store import ArtifactStore
 from ..artifacts.validate import ValidatedArtifact
-from ..sources.closing import close_soon
 from ..sources.pool import SourcePool
 from ..sources.session import ToolResult
 from .calls import ToolCall, stored_result
@@ -1094,14 +1093,13 @@ class ArtifactDefinition(TypedDefinition[dict[str, Any]]):
     async def resuming(self, graph_run_id: str) -> AsyncIterator[None]:
         """One resume by the owner (see `Definition.resuming`): a source pool for the run
         that its check may open sessions in (`held_pool`) and its resumed segment then
-        uses, so a resume connects to each source once; closed at the end, without
-        waiting for the servers to exit (`close_soon`)."""
+        uses, so a resume connects to each source once; closed at the end."""
         pool = SourcePool(connect_timeout=self.runtime.connect_timeout)
         try:
             with holding(graph_run_id, pool):
                 yield
         finally:
-            close_soon(pool)
+            await pool.close()
 
     def held_pool(self, graph_run_id: str) -> SourcePool | None:
         """The pool of ``graph_run_id``'s resume under way in this context (inside

@@ -16,7 +16,6 @@ from contextlib import asynccontextmanager, contextmanager
 from contextvars import ContextVar
 
 from ... import storage
-from ..sources.closing import close_soon
 from ..sources.pool import SourcePool
 from ..sources.spec import Source
 from .intents import ToolIntents
@@ -90,7 +89,7 @@ class Runtime:
             self.pools.pop(graph_run_id, None)
             self.intents.forget(graph_run_id)
             if held is None:
-                close_soon(pool)  # the run's next record need not wait for servers to exit
+                await pool.close()
 
     def pool(self, graph_run_id: str) -> SourcePool:
         pool = self.pools.get(graph_run_id)
