@@ -325,7 +325,8 @@ def compare(args: argparse.Namespace) -> None:
     print(
         f"{args.workers} workers, {args.latency_runs} starts at {args.latency_rate:g}/s in one "
         f"session per round, {args.rounds} alternated rounds; before = {args.before} "
-        f"(default poll 0.5 s), after = this checkout (wake-ups, fallback poll 5 s). Start "
+        f"{'(default poll 0.5 s)' if args.before == LAST_POLLING else ''}, after = this "
+        f"checkout (wake-ups, fallback poll 5 s). Start "
         f"p50/p99 per round, then median (min-max) over rounds; idle storage calls per "
         f"worker per minute over {args.idle:g} s without work.\n"
     )
