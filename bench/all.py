@@ -171,6 +171,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     command = "bash bench/run.sh all " + " ".join(argv if argv is not None else sys.argv[1:])
     command = command.strip()
 
+    # bench/prune.py finds the server the way the tests do (tests/_postgres.py)
+    os.environ.setdefault("FLOWLEDGER_TEST_POSTGRES_URL", args.postgres_url)
     reason = compare.postgres_unreachable(args.postgres_url)
     if reason is not None:
         line = (
