@@ -35,6 +35,7 @@ from ...records.wakeups import DUE, session_channel
 from ..resumption import prepare_resume
 from ..waiting import WorkWaiter
 from .adoption import reconcile_worker, resolve
+from .answering import answer_front_doors
 from .resume import Answered, resume_locked
 from .workers import busy, controller_for, spawn
 
@@ -203,6 +204,13 @@ def handle(sup: Supervisor, key: str, work: Coroutine[Any, Any, None]) -> None:
 
 
 async def cancel_request(sup: Supervisor, run_id: str) -> None:
+    """Carry out a cancel request, then wake the session's front doors (one waits for
+    the outcome; a wake-up when nothing changed costs a waiting door one read)."""
+    await _cancel_request(sup, run_id)
+    await answer_front_doors(sup)
+
+
+async def _cancel_request(sup: Supervisor, run_id: str) -> None:
     assert sup.requests is not None
     request = await sup.requests.cancel_request(sup._session_id, run_id)
     if request is None:
@@ -222,6 +230,12 @@ async def cancel_request(sup: Supervisor, run_id: str) -> None:
 
 
 async def resume_request(sup: Supervisor, run_id: str) -> None:
+    """Carry out or refuse a resume request, then wake the session's front doors."""
+    await _resume_request(sup, run_id)
+    await answer_front_doors(sup)
+
+
+async def _resume_request(sup: Supervisor, run_id: str) -> None:
     requests = sup.requests
     assert requests is not None
     request = await requests.resume_request(sup._session_id, run_id)
