@@ -246,7 +246,7 @@ def _phases(windows: list[tuple[float, float]]) -> list[dict[str, float]]:
         owner = seeded["pid"]
         woken = first("woken", door_start["t"], owner, "work")
         running = first("running", began, owner)
-        answered = first("woken", seeded["t"], me, "answers.") or first(
+        answered = first("woken", seeded["t"], me, "replies.") or first(
             "woken", seeded["t"], me, "started."
         )
         if not (woken and running and answered):

@@ -235,7 +235,7 @@ async def test_a_worker_behind_pgbouncer_in_transaction_mode(tmp_path: Path, dir
 
 def patient_door(store: Store, catalog: Any, sid: str) -> FrontDoor:
     """A front door whose own polling is 60 s apart: what it waits for within the 30 s
-    hang deadline was announced by the owner's ``answers.<session>`` wake-up."""
+    hang deadline was announced by the owner's ``replies.<session>`` wake-up."""
     session = WorkflowSession.build(store, sid, catalog)
     return FrontDoor(
         sid,

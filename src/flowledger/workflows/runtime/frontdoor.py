@@ -25,7 +25,7 @@ that the session's owner - a ``flowledger worker`` - carries out:
   the reason, and makes the owner act at once), and waits until the run is cancelled.
 
 Waiting polls with a growing delay (``poll`` up to ``max_poll`` seconds), and is also
-woken by the owner when it answered a front door of the session (`answers_channel`: a
+woken by the owner when it answered a front door of the session (`replies_channel`: a
 seed is durable, a resume or cancel request carried out or refused; one listener per
 front door, opened on its first wait): the door then re-reads what it waits for.
 """
@@ -54,7 +54,7 @@ from ..records.intent import record_cancel_intent
 from ..records.registry import RunRegistry
 from ..records.requests import ResumeRequest, RunRequests
 from ..records.run import Run, RunStatus, owner_lease_name
-from ..records.wakeups import answers_channel, wake_session
+from ..records.wakeups import replies_channel, wake_session
 from .catalog import Catalog
 from .resumption import assess, prepare_resume
 
@@ -190,11 +190,11 @@ class FrontDoor:
             return False
 
     async def _answers_listener(self) -> Listener | None:
-        """The listener for the owner's answers in this session (`answers_channel`),
+        """The listener for the owner's replies in this session (`replies_channel`),
         opened on first use and kept (the store closes it); None without wake-ups."""
         if self._answers is None and self.wakeups is not None:
             try:
-                self._answers = await self.wakeups.listen([answers_channel(self._session_id)])
+                self._answers = await self.wakeups.listen([replies_channel(self._session_id)])
             except Exception as exc:  # polling alone still finds the answer
                 log.warning("session %s: no wake-ups for answers: %s", self._session_id, exc)
                 self.wakeups = None

@@ -35,7 +35,7 @@ from ...records.wakeups import DUE, session_channel
 from ..resumption import prepare_resume
 from ..waiting import WorkWaiter
 from .adoption import reconcile_worker, resolve
-from .answering import answer_front_doors
+from .replying import reply_to_front_doors
 from .resume import Answered, resume_locked
 from .workers import busy, controller_for, spawn
 
@@ -207,7 +207,7 @@ async def cancel_request(sup: Supervisor, run_id: str) -> None:
     """Carry out a cancel request, then wake the session's front doors (one waits for
     the outcome; a wake-up when nothing changed costs a waiting door one read)."""
     await _cancel_request(sup, run_id)
-    await answer_front_doors(sup)
+    await reply_to_front_doors(sup)
 
 
 async def _cancel_request(sup: Supervisor, run_id: str) -> None:
@@ -232,7 +232,7 @@ async def _cancel_request(sup: Supervisor, run_id: str) -> None:
 async def resume_request(sup: Supervisor, run_id: str) -> None:
     """Carry out or refuse a resume request, then wake the session's front doors."""
     await _resume_request(sup, run_id)
-    await answer_front_doors(sup)
+    await reply_to_front_doors(sup)
 
 
 async def _resume_request(sup: Supervisor, run_id: str) -> None:

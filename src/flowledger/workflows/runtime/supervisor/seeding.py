@@ -24,10 +24,10 @@ from ...errors import (
 )
 from ...records.run import Run, RunStatus
 from .admitting import admitted
-from .answering import answer_front_doors
 from .misses import confirm_input_missing
 from .outcomes import apply_result, fail_definite
 from .publication import reconcile_activities
+from .replying import reply_to_front_doors
 from .traces import segment_span
 from .workers import Controller, execute
 from .writes import OwnershipLost, transition
@@ -130,7 +130,7 @@ def announce_seed(sup: Supervisor) -> Callable[[Any], Awaitable[None]]:
     """The ``on_run_start`` hook that wakes front doors waiting for a seed of the session."""
 
     async def hook(_record: Any) -> None:
-        await answer_front_doors(sup)
+        await reply_to_front_doors(sup)
 
     return hook
 
