@@ -413,6 +413,7 @@ class _Pass:
         order = workflows + "run-order/"
         forks = workflows + "forks/"
         pending = workflows + "pending/"
+        paused = workflows + "paused/"  # pause-kind markers: paused/<kind>/<run>
         pruning = workflows + "pruning/"
         requests = (workflows + "resume-requests/", workflows + "cancel-requests/")
         for key in await self.kv.keys(workflows):
@@ -431,6 +432,10 @@ class _Pass:
                     scan.side_keys.setdefault(fork, []).append(key)
             elif key.startswith(pending):
                 run_id = key[len(pending) :]
+                if is_id(run_id):
+                    scan.side_keys.setdefault(run_id, []).append(key)
+            elif key.startswith(paused):
+                run_id = key.rpartition("/")[2]
                 if is_id(run_id):
                     scan.side_keys.setdefault(run_id, []).append(key)
             elif key.startswith(requests):
