@@ -90,44 +90,49 @@ async def test_paused_runs_are_counted_by_kind_and_queued_runs_apart(tmp_path: P
     metrics.enable()
     async with open_store(f"sqlite:///{tmp_path / 'w.db'}") as store:
         metrics.add_census(GAUGE, "Runs waiting.", ("reason",), waiting_census(store))
-        session = build_session(store)
-        # as a worker's sessions keep it: the census finds sessions through this index
-        session.registry = RunRegistry(store.kv, index=UnfinishedIndex(store.kv))
-        session.catalog.register(waits_definition(session.checkpoints))
-        supervisor = session.supervisor(poll_interval=0.02)
-        await supervisor.activate()
-        asked = [
-            await session.create_run("waits", {"mode": mode})
-            for mode in ("request", "request", "timer", "error")
-        ]
+        try:
+            session = build_session(store)
+            # as a worker's sessions keep it: the census finds sessions through this index
+            session.registry = RunRegistry(store.kv, index=UnfinishedIndex(store.kv))
+            session.catalog.register(waits_definition(session.checkpoints))
+            supervisor = session.supervisor(poll_interval=0.02)
+            await supervisor.activate()
+            asked = [
+                await session.create_run("waits", {"mode": mode})
+                for mode in ("request", "request", "timer", "error")
+            ]
 
-        async def all_paused() -> bool:
-            runs = [await session.registry.get(session.session_id, run.id) for run in asked]
-            return all(run.status is RunStatus.INTERRUPTED for run in runs)
+            async def all_paused() -> bool:
+                runs = [await session.registry.get(session.session_id, run.id) for run in asked]
+                return all(run.status is RunStatus.INTERRUPTED for run in runs)
 
-        await eventually(all_paused)
-        # counter runs: one holds the definition's only slot, two queue behind it
-        session.gates.close("one")
-        await Limits(store.kv).set("definition", "counter", 1)
-        counters = [await session.create_run() for _ in range(3)]
+            await eventually(all_paused)
+            # counter runs: one holds the definition's only slot, two queue behind it
+            session.gates.close("one")
+            await Limits(store.kv).set("definition", "counter", 1)
+            counters = [await session.create_run() for _ in range(3)]
 
-        async def two_queued() -> bool:
-            return all([await queued_at(store.kv, run) is not None for run in counters[1:]])
+            async def two_queued() -> bool:
+                return all([await queued_at(store.kv, run) is not None for run in counters[1:]])
 
-        await eventually(two_queued)
-        async with asyncio.timeout(120):  # only catches a hang
-            await session.gates.entered["one"].wait()
-        assert await waiting() == {"request": 2, "error": 1, "timer": 1, "queued": 2}
+            await eventually(two_queued)
+            async with asyncio.timeout(120):  # only catches a hang
+                await session.gates.entered["one"].wait()
+            assert await waiting() == {"request": 2, "error": 1, "timer": 1, "queued": 2}
 
-        # a request answered so that the vertex fails: the run pauses again, as an error
-        after = await supervisor.resume(asked[0].id, json.dumps({"then": "fail"}))
-        assert after is not None and after.status is RunStatus.INTERRUPTED
-        # the held run finishes: the queued ones are admitted and complete
-        session.gates.open("one")
+            # a request answered so that the vertex fails: the run pauses again, as an error
+            after = await supervisor.resume(asked[0].id, json.dumps({"then": "fail"}))
+            assert after is not None and after.status is RunStatus.INTERRUPTED
+            # the held run finishes: the queued ones are admitted and complete
+            session.gates.open("one")
 
-        async def none_queued() -> bool:
-            return (await waiting())["queued"] == 0
+            async def none_queued() -> bool:
+                return (await waiting())["queued"] == 0
 
-        await eventually(none_queued)
-        assert await waiting() == {"request": 1, "error": 2, "timer": 1, "queued": 0}
-        await supervisor.shutdown()
+            await eventually(none_queued)
+            assert await waiting() == {"request": 1, "error": 2, "timer": 1, "queued": 0}
+            await supervisor.shutdown()
+        finally:
+            metrics.remove_census(GAUGE)  # its store closes: a later scrape must not read it
+    samples = parse((await metrics.exposition()).decode())
+    assert not [name for name, _ in samples if name == GAUGE]

@@ -35,6 +35,7 @@ __all__ = [
     "MetricsUnavailableError",
     "Mirror",
     "add_census",
+    "census_of",
     "collectors",
     "commit_finished",
     "enable",
@@ -45,6 +46,7 @@ __all__ = [
     "lease_acquired",
     "lease_lost",
     "registry",
+    "remove_census",
     "retention_deleted",
     "revalidated",
     "run_adopted",
@@ -226,6 +228,25 @@ def add_census(name: str, doc: str, labels: tuple[str, ...], census: Census) -> 
     live.censuses.append((name, census, loop))
     if _mirror is not None:
         _mirror.census_added(live.census_gauges[name], census, loop)
+
+
+def remove_census(name: str) -> None:
+    """Stop taking census ``name`` (what it reads is closing); its gauge shows nothing
+    until the name is registered again."""
+    live = _live
+    if live is None:
+        return
+    live.censuses[:] = [entry for entry in live.censuses if entry[0] != name]
+    gauge = live.census_gauges.get(name)
+    if gauge is not None:
+        gauge.clear()
+
+
+def census_of(name: str) -> tuple[Census, asyncio.AbstractEventLoop | None] | None:
+    """The census registered as ``name`` and the event loop it was registered on."""
+    live = _live
+    found = [] if live is None else [(c, loop) for n, c, loop in live.censuses if n == name]
+    return found[0] if found else None
 
 
 def collectors() -> list[Any]:

@@ -88,7 +88,7 @@ class _Mirror:
     def __init__(self, meter: Any) -> None:
         self._meter = meter
         self._histograms: dict[int, tuple[Any, tuple[str, ...]]] = {}
-        self._censuses: dict[str, tuple[metrics.Census, asyncio.AbstractEventLoop | None]] = {}
+        self._censuses: set[str] = set()
         for metric in metrics.collectors():
             self._add(metric)
 
@@ -121,17 +121,16 @@ class _Mirror:
         self, gauge: Any, census: metrics.Census, loop: asyncio.AbstractEventLoop | None
     ) -> None:
         name = gauge._name
-        known = name in self._censuses
-        self._censuses[name] = (census, loop)  # a census registered again replaces it
-        if known:
-            return
+        if name in self._censuses:
+            return  # registered again: the callback reads the current one (`census_of`)
+        self._censuses.add(name)
         labels = tuple(gauge._labelnames)
         last = _reader(gauge, name)
 
         def read(options: CallbackOptions) -> Iterable[Observation]:
-            census, loop = self._censuses[name]
-            counts = _census_now(census, loop)
-            if counts is None:  # not from another thread: the last census taken
+            current = metrics.census_of(name)
+            counts = None if current is None else _census_now(*current)
+            if counts is None:  # removed, or not from another thread: the last census
                 return last(options)
             from opentelemetry.metrics import Observation
 
