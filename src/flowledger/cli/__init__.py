@@ -895,11 +895,12 @@ async def _finish(
 
 def main() -> None:
     """The ``flowledger`` console script. ``FLOWLEDGER_TRACES=otlp`` exports traces of
-    what the command runs (docs/observability.md)."""
-    from ..observability import tracing
+    what the command runs, ``FLOWLEDGER_METRICS=otlp`` its metrics (docs/observability.md)."""
+    from ..observability import otel_metrics, tracing
 
     try:
         tracing.enable_from_environment()
+        otel_metrics.mirror_from_environment()
     except (ValueError, RuntimeError) as exc:
         sys.stderr.write(f"error: {exc}\n")
         raise SystemExit(2) from None
