@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from .gate import Admission, Scope
 from .limits import LIMITS_PREFIX, InvalidLimitError, Limits, validate_limit
+from .occupancy import Occupancy, occupancy
 from .position import QueuedAt, queued_at
 
 __all__ = [
@@ -15,8 +16,10 @@ __all__ = [
     "Admission",
     "InvalidLimitError",
     "Limits",
+    "Occupancy",
     "QueuedAt",
     "Scope",
+    "occupancy",
     "queued_at",
     "validate_limit",
 ]
