@@ -8,10 +8,12 @@ import asyncio
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+import pytest
+
 from flowledger.workflows.admission import Limits, queued_at
 from flowledger.workflows.records.run import RunStatus
 from flowledger.workflows.records.wakeups import wake_session
-from flowledger.workflows.runtime.supervisor import Supervisor
+from flowledger.workflows.runtime.supervisor import Supervisor, queue_wake
 
 from ..conftest import Session, build_session
 
@@ -38,7 +40,16 @@ def counting_polls(supervisor: Supervisor) -> list[int]:
     return count
 
 
-async def test_a_run_that_ends_wakes_the_owner_of_the_next_queued_run(session: Session) -> None:
+async def test_a_run_that_ends_wakes_the_owner_of_the_next_queued_run(
+    session: Session, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    woken: list[str] = []  # the sessions a run's end woke (`queue_wake`)
+
+    async def waking(wakeups: Any, session_id: str) -> None:
+        woken.append(session_id)
+        await wake_session(wakeups, session_id)
+
+    monkeypatch.setattr(queue_wake, "wake_session", waking)
     first_owner = build_session(session.store, gates=session.gates)
     second_owner = build_session(session.store, gates=session.gates)
     session.gates.close("one")  # the first run holds its slot until the gate opens
@@ -71,6 +82,7 @@ async def test_a_run_that_ends_wakes_the_owner_of_the_next_queued_run(session: S
         RunStatus.PENDING
     )
 
+    assert woken == []
     session.gates.open("one")  # the holder ends; its slot frees; the queue is woken
 
     async def started_and_done() -> bool:
@@ -82,6 +94,7 @@ async def test_a_run_that_ends_wakes_the_owner_of_the_next_queued_run(session: S
     assert done.status is RunStatus.COMPLETED
     # The second owner made a pass after the slot freed although its poll is an hour
     # away: the end woke it (a handful of passes, not a poll loop).
+    assert woken == [second_owner.session_id]  # the holder's end woke the next in line
     assert polls[0] > polls_while_queued
     assert polls[0] <= polls_while_queued + 10
     assert await session.store.kv.keys("admission/queue/") == []
