@@ -190,6 +190,8 @@ def measure(db: Path, run_id: str, requests: int) -> dict[str, list[float]]:
                     client.portal.call(pool.get, None),
                     run_id,  # type: ignore[union-attr]
                 ),
+                "data page (latest revision)": f"/runs/{run_id}/data",
+                "data page, revision 1": f"/runs/{run_id}/data?revision=1",
             }
             for name, path in pages.items():
                 for _ in range(2):

@@ -8,7 +8,14 @@ slot (when the loop woke and decided the slot), and the run's first durable chec
 minus its slot (when the run was started). Printed per backend: median, p90 and min-max
 in milliseconds, and the load average (the machine is shared).
 
+``--targets definition,deployment`` also schedules a deployment (an artifact of one end
+node, no sources) instead of the definition, alternating the two per backend in one run:
+a deployment's firing adds the before-start check (no sources to connect to here) and
+the pin, so the difference is the deploy layer's own cost per firing.
+
     python bench/schedule_delay.py --slots 20 --backends sqlite,postgres
+    python bench/schedule_delay.py --slots 20 --backends sqlite,postgres \
+        --targets definition,deployment
 """
 
 from __future__ import annotations
@@ -28,6 +35,7 @@ from tests._postgres import postgres_url
 from tests.workflows.conftest import Gates, counter_definition
 
 from flowledger import flow
+from flowledger.deploy import DeployService
 from flowledger.storage import open_store
 from flowledger.workflows.runtime.catalog import Catalog
 from flowledger.workflows.runtime.session import WorkflowSession
@@ -40,19 +48,43 @@ def catalog() -> Catalog:
     return found
 
 
-async def one_backend(url: str, slots: int) -> tuple[list[float], list[float]]:
+ARTIFACT = {
+    "format": "flowledger.artifact/v1",
+    "name": "tick",
+    "version": "1",
+    "input_schema": {
+        "type": "object",
+        "properties": {"count": {"type": "integer"}},
+        "additionalProperties": False,
+    },
+    "output_schema": {"type": "object", "additionalProperties": False},
+    "start": "done",
+    "nodes": {"done": {"kind": "end", "outcome": "ok"}},
+}
+DEPLOYMENT = {
+    "format": "flowledger.deployment/v1",
+    "name": "tick",
+    "artifact": {"name": "tick", "version": "1"},
+    "sources": {},
+}
+
+
+async def one_backend(url: str, slots: int, target: str) -> tuple[list[float], list[float]]:
     async with open_store(url) as store:
         session = WorkflowSession.build(store, str(uuid.uuid4()), catalog())
+        target_of: dict[str, str] = {"definition_name": "counter", "definition_version": "v1"}
+        if target == "deployment":
+            deploy = DeployService(session)
+            await deploy.artifact_save(ARTIFACT)
+            await deploy.deployment_save(DEPLOYMENT)
+            await deploy.serve_deployments()
+            target_of = {"deployment": "tick"}
         await session.supervisor.activate()
         loop = ScheduleLoop(session)
         schedules = Schedules(session, loop=loop)
         try:
             schedule = await schedules.add(
-                definition_name="counter",
-                definition_version="v1",
-                input={"count": 0},
-                every=1,
-                overlap="allow",
+                **target_of, input={"count": 0}, every=1, overlap="allow"
             )
             loop.start()
             while (await schedules.get(schedule.id)).fired < slots:  # noqa: ASYNC110 - a read
@@ -87,19 +119,21 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--slots", type=int, default=20)
     parser.add_argument("--backends", default="sqlite,postgres")
+    parser.add_argument("--targets", default="definition", help="definition,deployment")
     args = parser.parse_args()
     for backend in args.backends.split(","):
-        if backend == "sqlite":
-            with tempfile.TemporaryDirectory() as folder:
-                decided, started = asyncio.run(
-                    one_backend(f"sqlite:///{folder}/bench.db", args.slots)
-                )
-        else:
-            with postgres_url() as url:
-                decided, started = asyncio.run(one_backend(url, args.slots))
-        print(f"{backend}: {args.slots} slots")
-        print(f"  decided after the slot: {summary(decided)}")
-        print(f"  first checkpoint after the slot: {summary(started)}")
+        for target in args.targets.split(","):
+            if backend == "sqlite":
+                with tempfile.TemporaryDirectory() as folder:
+                    decided, started = asyncio.run(
+                        one_backend(f"sqlite:///{folder}/bench.db", args.slots, target)
+                    )
+            else:
+                with postgres_url() as url:
+                    decided, started = asyncio.run(one_backend(url, args.slots, target))
+            print(f"{backend}, {target}: {args.slots} slots")
+            print(f"  decided after the slot: {summary(decided)}")
+            print(f"  first checkpoint after the slot: {summary(started)}")
     print(f"load average: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
 
 

@@ -27,9 +27,11 @@ def test_a_bad_limit_is_a_usage_error_naming_the_option(cli: Cli, bad: str) -> N
     assert cli.json("limits", "show") == {"limits": []}
 
 
-def test_the_scope_must_be_one_definition_or_one_session(cli: Cli) -> None:
+def test_the_scope_must_be_one_definition_deployment_or_session(cli: Cli) -> None:
     neither = cli("limits", "set", "--max-running", "1")
-    assert neither.exit_code == 2 and "--definition/--session" in neither.output
+    assert neither.exit_code == 2 and "--definition/--deployment/--session" in neither.output
+    two = cli("limits", "set", "--definition", "x", "--deployment", "y", "--max-running", "1")
+    assert two.exit_code == 2 and "--definition/--deployment/--session" in two.output
     both = cli("limits", "set", "--definition", "x", "--session", "y", "--max-running", "1")
     assert both.exit_code == 2
     not_a_session = cli("limits", "set", "--session", "nope", "--max-running", "1")

@@ -108,7 +108,8 @@ async def test_templates_and_reads(tmp_path: Path) -> None:
         run_id = await start(a, tmp_path)
         await wait_status(a, run_id, "interrupted")
         run = await read_json(a, f"flowledger://runs/{run_id}")
-        assert run == payload(await a.call_tool("workflow_run_get", {"run_id": run_id}))
+        got = payload(await a.call_tool("workflow_run_get", {"run_id": run_id}))
+        assert run == {**got, "owner": None}  # a paused run needs no owner
         assert run["run_status"] == "interrupted"
         assert run["pending"]["info"] == {"question": "go on?"}
         history = await read_json(a, f"flowledger://runs/{run_id}/history")
@@ -121,6 +122,31 @@ async def test_templates_and_reads(tmp_path: Path) -> None:
             await a.read_resource(f"flowledger://runs/{run_id}/trace")
         assert refused.value.error.code == types.INVALID_PARAMS
         assert "not a deployed run" in refused.value.error.message
+
+
+async def test_the_run_resource_says_whether_an_owner_executes_the_run(tmp_path: Path) -> None:
+    """``owner`` is the run's own session lease as ``workflow_run_get`` reports it: held by
+    the server executing the run, or held by nobody behind a front door without a worker
+    (never the holder's identity)."""
+    async with (
+        http_server(db(tmp_path), tokens=TOKENS, app=APP) as url,
+        http_client(url, TOKEN_A) as a,
+    ):
+        run_id = await start(a, tmp_path)  # held at its first vertex by this server
+        run = await read_json(a, f"flowledger://runs/{run_id}")
+        got = payload(await a.call_tool("workflow_run_get", {"run_id": run_id}))
+        assert run["run_status"] == "running"
+        assert run["owner"] == got["owner"]
+        assert set(run["owner"]) == {"live", "lease_epoch", "until"}
+        assert run["owner"]["live"] is True
+    # the server stopped, leaving the run running; a front door executes nothing
+    async with (
+        http_server(db(tmp_path), tokens=TOKENS, app=APP, no_execute=True) as url,
+        http_client(url, TOKEN_A) as a,
+    ):
+        run = await read_json(a, f"flowledger://runs/{run_id}")
+        assert run["run_status"] == "running"
+        assert run["owner"]["live"] is False and set(run["owner"]) == {"live", "since"}
 
 
 BAD_URIS = [
@@ -147,10 +173,10 @@ async def test_sessions_cannot_read_each_others_runs(tmp_path: Path, mode: str) 
         http_client(url, TOKEN_A, mode=mode) as a,
         http_client(url, TOKEN_B, mode=mode) as b,
     ):
-        # subscriptions are served on 2026-07-28 (subscriptions/listen) only
+        # subscriptions are served in both eras (subscriptions/listen, resources/subscribe)
         resources = a.server_capabilities.resources
         assert resources is not None
-        assert bool(resources.subscribe) is (mode == "auto")
+        assert resources.subscribe is True
         run_a = await start(a, tmp_path)
         await wait_status(a, run_a, "interrupted")
         missing = "00000000-0000-4000-8000-000000000000"
@@ -318,9 +344,12 @@ async def test_a_deployed_runs_resources_never_revalidate(tmp_path: Path) -> Non
         run_id = started["run_id"]
         script.unlink()  # any attempt to start the source would now fail
         run = await read_json(client, f"flowledger://runs/{run_id}")
-        assert run == payload(
-            await client.call_tool("inspect_run", {"run_id": run_id, "revalidate": False})
-        )
+        assert run == {
+            **payload(
+                await client.call_tool("inspect_run", {"run_id": run_id, "revalidate": False})
+            ),
+            "owner": None,
+        }
         assert run["resume_readiness"]["revalidated"] is False
         assert run["deployment"]["name"] == "env_dep"
         blocked = payload(await client.call_tool("validate_run", {"run_id": run_id}))

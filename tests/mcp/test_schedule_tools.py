@@ -107,3 +107,61 @@ async def test_refusals_name_the_field_and_a_trigger_runs_on_the_owner(tmp_path:
             "schedule_remove",
             "schedule_trigger",
         }
+
+
+GREETING: dict[str, Any] = {
+    "format": "flowledger.artifact/v1",
+    "name": "greeting",
+    "version": "1",
+    "input_schema": {
+        "type": "object",
+        "properties": {"team": {"type": "string"}},
+        "required": ["team"],
+        "additionalProperties": False,
+    },
+    "output_schema": {"type": "object", "additionalProperties": False},
+    "start": "done",
+    "nodes": {"done": {"kind": "end", "outcome": "ok"}},
+}
+GREET: dict[str, Any] = {
+    "format": "flowledger.deployment/v1",
+    "name": "greet",
+    "artifact": {"name": "greeting", "version": "1"},
+    "sources": {},
+}
+
+
+async def test_a_tenant_can_schedule_only_its_own_sessions_deployments(tmp_path: Path) -> None:
+    """Tenant B deploys ``greet``; tenant A naming ``greet`` in ``schedule_add`` finds no
+    such deployment and writes nothing; B's own schedule of it starts a pinned run."""
+    db = f"sqlite:///{tmp_path}/d.db"
+    tokens = {TOKEN_A: SESSION_A, TOKEN_B: session_for_token(TOKEN_B)}
+    async with (
+        http_server(db, tokens=tokens) as url,
+        http_client(url, TOKEN_A) as a,
+        http_client(url, TOKEN_B) as b,
+    ):
+        payload(await b.call_tool("artifact_save", {"document": GREETING}))
+        payload(await b.call_tool("deployment_save", {"document": GREET}))
+        target = {"deployment": "greet", "input": {"team": "ops"}, "every": 3600}
+        async with open_store(db) as store:
+            before = {k: (await store.kv.get(k)).revision for k in await store.kv.keys("")}
+        escape = error_text(await a.call_tool("schedule_add", target))
+        assert "invalid schedule deployment" in escape, escape
+        async with open_store(db) as store:
+            after = {k: (await store.kv.get(k)).revision for k in await store.kv.keys("")}
+        assert after == before
+        assert payload(await a.call_tool("schedule_list", {})) == {"schedules": []}
+
+        refused = error_text(await b.call_tool("schedule_add", {**target, "input": {}}))
+        assert "invalid schedule input" in refused, refused
+        added = payload(await b.call_tool("schedule_add", target))
+        assert added["deployment"] == "greet" and "definition_name" not in added
+        fired = payload(
+            await b.call_tool("schedule_trigger", {"schedule_id": added["schedule_id"]})
+        )
+        assert fired["deployment_revision"] == 1
+        run = await wait_status(b, fired["run_id"], "completed")
+        assert run["scheduled_by"]["schedule_id"] == added["schedule_id"]
+        inspected = payload(await b.call_tool("inspect_run", {"run_id": fired["run_id"]}))
+        assert inspected["deployment"]["revision"] == 1, inspected

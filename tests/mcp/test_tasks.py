@@ -278,6 +278,19 @@ async def test_clients_without_the_extension_get_todays_answers(tmp_path: Path) 
             # a tool that starts no run is answered as always
             listed = payload(await client.call_tool("workflow_run_list", {}))
             assert len(listed["runs"]) == 2
+            handle = await call_as_task(client, "workflow_run_start", START)
+            before = await wait_task(client, handle.task_id, "input_required")
+            # the extension's own methods answer only clients that declared it, and the
+            # refused cancel and update change nothing
+            async with http_client(url, None) as plain:
+                for send in (get_task, cancel_task):
+                    with pytest.raises(MCPError) as raised:
+                        await send(plain, handle.task_id)
+                    assert raised.value.error.code == types.MISSING_REQUIRED_CLIENT_CAPABILITY
+                with pytest.raises(MCPError) as raised:
+                    await update_task(plain, handle.task_id, {})
+                assert raised.value.error.code == types.MISSING_REQUIRED_CLIENT_CAPABILITY
+            assert await get_task(client, handle.task_id) == before
 
 
 BAD_TASK_IDS = [

@@ -44,6 +44,7 @@ def limits(db: Path) -> None:
         async with open_store(f"sqlite:///{db}") as store:
             await Limits(store.kv).set("definition", "document_review", 2)
             await Limits(store.kv).set("session", BOB, 3)
+            await Limits(store.kv).set("deployment", f"{BOB}/bobs_dep", 5)
             await Limits(store.kv).set("definition", "someone_elses_deployment", 4)
             registry = SourceRegistry.over(store)
             await registry.add(source("shared"))
@@ -66,12 +67,14 @@ def test_each_tenant_sees_only_the_limits_that_concern_its_runs(tmp_path: Path) 
         assert alice.status_code == 200, alice.text
         assert scopes(alice.text) == ["definition/document_review", "source/shared"]
         assert BOB not in alice.text and "bobs_api" not in alice.text
+        assert "bobs_dep" not in alice.text
         assert "someone_elses_deployment" not in alice.text
         assert "at most 10 calls per 60s" in alice.text
 
         bob = client.get("/schedules", headers=as_(BOB)).text
         assert scopes(bob) == [
             "definition/document_review",
+            f"deployment/{BOB}/bobs_dep",
             f"session/{BOB}",
             "source/bobs_api",
             "source/shared",

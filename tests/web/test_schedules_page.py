@@ -78,3 +78,72 @@ def test_a_tenant_sees_its_schedules_and_the_dashboard_fires_them(tmp_path: Path
         again = client.get("/schedules", headers=as_(ALICE)).text
         assert re.search(r'<a href="/runs/[0-9a-f-]+">', again)
     assert scheduled_runs(db, BOB) == 0
+
+
+GREETING: Final[dict[str, Any]] = {
+    "format": "flowledger.artifact/v1",
+    "name": "greeting",
+    "version": "1",
+    "input_schema": {
+        "type": "object",
+        "properties": {"team": {"type": "string"}},
+        "required": ["team"],
+        "additionalProperties": False,
+    },
+    "output_schema": {"type": "object", "additionalProperties": False},
+    "start": "done",
+    "nodes": {"done": {"kind": "end", "outcome": "ok"}},
+}
+
+
+def add_deployment_schedule(db: Path, session: str) -> str:
+    """Deploy ``greet`` in ``session`` and schedule it every second."""
+    from flowledger.deploy import DeployService
+    from flowledger.deploy.deployments.scheduling import deployment_schedules
+
+    async def make() -> str:
+        async with open_store(f"sqlite:///{db}") as store:
+            built = WorkflowSession.build(store, session, web_app.catalog())
+            deploy = DeployService(built)
+            await deploy.artifact_save(GREETING)
+            await deploy.deployment_save(
+                {
+                    "format": "flowledger.deployment/v1",
+                    "name": "greet",
+                    "artifact": {"name": "greeting", "version": "1"},
+                    "sources": {},
+                }
+            )
+            schedule = await deployment_schedules(built).add(
+                deployment="greet", input={"team": "ops"}, every=1, overlap="allow"
+            )
+            return schedule.id
+
+    return asyncio.run(make())
+
+
+def deployed_runs(db: Path, session: str) -> list[tuple[str, str]]:
+    async def read() -> list[tuple[str, str]]:
+        async with open_store(f"sqlite:///{db}") as store:
+            page = await RunRegistry(store.kv).list(session, limit=100)
+            return [
+                (run.definition_name, run.definition_version)
+                for run in page.runs
+                if run.scheduled_by is not None
+            ]
+
+    return asyncio.run(read())
+
+
+def test_the_page_shows_a_deployment_target_and_the_dashboard_fires_it(tmp_path: Path) -> None:
+    db = tmp_path / "d.db"
+    schedule = add_deployment_schedule(db, ALICE)
+    with dashboard(db, tokens=TOKENS) as client:
+        page = client.get("/schedules", headers=as_(ALICE)).text
+        rows = dict(re.findall(r'<tr data-schedule="([0-9a-f-]+)">(.*?)</tr>', page, re.S))
+        assert re.search(r'deployment <span class="mono">greet</span>', rows[schedule])
+        deadline = time.monotonic() + 30  # only catches a hang
+        while not deployed_runs(db, ALICE):
+            assert time.monotonic() < deadline, "the dashboard's owner fired nothing"
+            time.sleep(0.1)
+    assert {run for run in deployed_runs(db, ALICE)} == {("greet", "r1")}

@@ -158,7 +158,7 @@ class Session:
             session_id=self.session_id,
             tool_execution_id=str(uuid.uuid4()),
             definition_name=name,
-            definition_version="v1",
+            definition_version=fields.pop("definition_version", "v1"),
             id=str(uuid.uuid4()),
             graph_run_id=graph_run_id,
             input=ref,

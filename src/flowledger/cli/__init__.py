@@ -374,8 +374,12 @@ def history(
         async with open_host(options, owner=False) as host:
             result = await host.call("workflow_run_history", arguments)
             loops = False
+            run_record = await host.call("workflow_run_get", {"run_id": run})
+            # Activities never copy a cancel's reason (docs/workflows.md): the page
+            # carries it beside its entries, from the run's cancelled checkpoint.
+            if run_record.get("cancel_reason"):
+                result = {**result, "cancel_reason": run_record["cancel_reason"]}
             if not json_output:
-                run_record = await host.call("workflow_run_get", {"run_id": run})
                 loops = bool(
                     definition_loops(
                         host.session.catalog,

@@ -1,12 +1,14 @@
 """``flowledger limits set|show|clear``: the operator's limits.
 
 A ``max_running`` limit applies to one definition name (across every session and
-worker) or to one session; ``--source NAME --calls N --per DURATION`` limits the tool
-calls deployed runs make to a registered source instead (`rate_limits`). Limits live in
-the database (`flowledger.workflows.admission.Limits`), so every worker reads the same
-ones; they are an operator's setting, not a tool, so no MCP tool changes them. Starts
-beyond a limit wait, queued, and start in FIFO order as slots free; calls beyond one
-wait for the window to free.
+worker), to one deployment (of one session: ``--deployment NAME``, with ``--session
+UUID`` naming whose, by default the database's default session) or to one session;
+``--source NAME --calls N --per DURATION`` limits the tool calls deployed runs make to a
+registered source instead (`rate_limits`). Limits live in the database
+(`flowledger.workflows.admission.Limits`), so every worker reads the same ones; they are
+an operator's setting, not a tool, so no MCP tool changes them. Starts beyond a limit
+wait, queued, and start in FIFO order as slots free; calls beyond one wait for the
+window to free.
 """
 
 from __future__ import annotations
@@ -23,8 +25,9 @@ __all__ = ["limits_app"]
 
 limits_app = typer.Typer(
     help=(
-        "Concurrency limits (at most N running runs per definition or per session) and "
-        "call rate limits (at most N calls per interval to a registered source)."
+        "Concurrency limits (at most N running runs per definition, deployment or "
+        "session) and call rate limits (at most N calls per interval to a registered "
+        "source)."
     ),
     no_args_is_help=True,
 )
@@ -33,9 +36,21 @@ DefinitionScope = Annotated[
     str | None,
     typer.Option("--definition", metavar="NAME", help="Limit the runs of this definition."),
 ]
+DeploymentScope = Annotated[
+    str | None,
+    typer.Option(
+        "--deployment",
+        metavar="NAME",
+        help="Limit the runs of this deployment (every revision) of --session's session.",
+    ),
+]
 SessionScope = Annotated[
     str | None,
-    typer.Option("--session", metavar="UUID", help="Limit the runs of this session."),
+    typer.Option(
+        "--session",
+        metavar="UUID",
+        help="Limit the runs of this session; with --deployment: the deployment's session.",
+    ),
 ]
 JsonOption = Annotated[bool, typer.Option("--json", help="Print JSON.")]
 SourceScope = Annotated[
@@ -61,8 +76,8 @@ def _scope(definition: str | None, session: str | None) -> tuple[Any, str]:
 
     if (definition is None) == (session is None):
         raise typer.BadParameter(
-            "give exactly one of --definition NAME or --session UUID",
-            param_hint="--definition/--session",
+            "give exactly one of --definition NAME, --deployment NAME or --session UUID",
+            param_hint="--definition/--deployment/--session",
         )
     if session is not None:
         if not is_id(session):
@@ -70,6 +85,33 @@ def _scope(definition: str | None, session: str | None) -> tuple[Any, str]:
         return "session", session
     assert definition is not None
     return "definition", definition
+
+
+def _check_options(definition: str | None, deployment: str | None, session: str | None) -> None:
+    """A usage error (exit 2) before the database is opened for a scope that is not one."""
+    if deployment is None:
+        _scope(definition, session)
+    elif definition is not None:
+        raise typer.BadParameter(
+            "give exactly one of --definition NAME, --deployment NAME or --session UUID",
+            param_hint="--definition/--deployment/--session",
+        )
+
+
+async def _resolve(
+    store: Any,
+    definition: str | None,
+    deployment: str | None,
+    session: str | None,
+    *,
+    existing: bool = True,
+) -> tuple[Any, str]:
+    """The scope the options name; with ``existing``, a deployment must exist."""
+    if deployment is None:
+        return _scope(definition, session)
+    from .limits_deployment import deployment_scope
+
+    return await deployment_scope(store, deployment, session, existing=existing)
 
 
 @limits_app.command("set")
@@ -84,6 +126,7 @@ def limits_set(
         ),
     ] = None,
     definition: DefinitionScope = None,
+    deployment: DeploymentScope = None,
     session: SessionScope = None,
     source: SourceScope = None,
     calls: Annotated[
@@ -99,16 +142,17 @@ def limits_set(
     from ..storage import open_store
     from ..workflows.admission import Limits
 
-    if source is not None and definition is None and session is None and max_running is None:
+    if source is not None and (definition, deployment, session, max_running) == (None,) * 4:
         set_rate(source, calls, per, db, json_output)
         return
     if max_running is None:
         raise typer.BadParameter("give --max-running N", param_hint="--max-running")
-    kind, name = _scope(definition, session)
+    _check_options(definition, deployment, session)
     options = Options(db)
 
     async def work() -> None:
         async with open_store(options.url) as store:
+            kind, name = await _resolve(store, definition, deployment, session)
             await Limits(store.kv).set(kind, name, max_running)
         if json_output:
             emit_json({"scope": f"{kind}/{name}", "max_running": max_running})
@@ -121,6 +165,7 @@ def limits_set(
 @limits_app.command("clear")
 def limits_clear(
     definition: DefinitionScope = None,
+    deployment: DeploymentScope = None,
     session: SessionScope = None,
     source: SourceScope = None,
     db: DbOption = None,
@@ -129,14 +174,15 @@ def limits_clear(
     from ..storage import open_store
     from ..workflows.admission import Limits
 
-    if source is not None and definition is None and session is None:
+    if source is not None and (definition, deployment, session) == (None,) * 3:
         clear_rate(source, db)
         return
-    kind, name = _scope(definition, session)
+    _check_options(definition, deployment, session)
     options = Options(db)
 
     async def work() -> None:
         async with open_store(options.url) as store:
+            kind, name = await _resolve(store, definition, deployment, session, existing=False)
             removed = await Limits(store.kv).clear(kind, name)
         stdout_console().print(f"{kind} {name}: " + ("limit removed" if removed else "no limit"))
 

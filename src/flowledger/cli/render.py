@@ -283,6 +283,8 @@ def render_history(
         console.print("No activity recorded (yet) for this run.", style="dim")
     else:
         console.print(history_table(entries, loops=loops))
+    if result.get("cancel_reason"):  # the words its canceller gave, as text, not markup
+        console.print(Text.assemble(("cancel reason: ", "dim"), str(result["cancel_reason"])))
     if "next_revision" in result or "next_event_id" in result:
         command = ["flowledger", "history", str(result.get("run_id", ""))]
         if "next_revision" in result:

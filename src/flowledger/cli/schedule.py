@@ -43,10 +43,11 @@ ScheduleArgument = Annotated[str, typer.Argument(metavar="SCHEDULE", help="Sched
 
 
 async def _call(host: Host, name: str, arguments: dict[str, Any]) -> dict[str, Any]:
+    from ..deploy.deployments.scheduling import deployment_schedules
     from ..tools.schedules import ScheduleTools
-    from ..workflows.schedules import Schedules
 
-    return await ScheduleTools(Schedules(host.session)).call(name, arguments)
+    # the operator's CLI checks a deployment target, and pins a trigger's deployed run
+    return await ScheduleTools(deployment_schedules(host.session)).call(name, arguments)
 
 
 def _run(
@@ -75,6 +76,12 @@ def _timing(schedule: Mapping[str, Any]) -> str:
     return f"every {schedule.get('every')}s"
 
 
+def _target(schedule: Mapping[str, Any]) -> str:
+    if "deployment" in schedule:
+        return f"deployment {schedule['deployment']}"
+    return f"{schedule.get('definition_name', '')} {schedule.get('definition_version', '')}"
+
+
 def _state(schedule: Mapping[str, Any]) -> Text:
     return Text("paused", "yellow") if schedule.get("paused") else Text("active", "green")
 
@@ -87,7 +94,7 @@ def render_schedules(console: Console, result: Mapping[str, Any], flags: Sequenc
     table = Table(box=box.SIMPLE_HEAD, show_edge=False)
     table.add_column("schedule", no_wrap=True)
     table.add_column("state", no_wrap=True)
-    table.add_column("definition", no_wrap=True)
+    table.add_column("target", no_wrap=True)
     table.add_column("when")
     table.add_column("next fire", no_wrap=True)
     table.add_column("fired", justify="right")
@@ -96,7 +103,7 @@ def render_schedules(console: Console, result: Mapping[str, Any], flags: Sequenc
         table.add_row(
             str(schedule.get("schedule_id", "")),
             _state(schedule),
-            f"{schedule.get('definition_name', '')} {schedule.get('definition_version', '')}",
+            _target(schedule),
             _timing(schedule),
             str(upcoming[0]),
             str(schedule.get("fired", 0)),
@@ -110,15 +117,15 @@ def render_schedule(console: Console, schedule: Mapping[str, Any], flags: Sequen
     grid.add_column()
     grid.add_row("schedule", Text(str(schedule.get("schedule_id", "")), style="bold"))
     grid.add_row("state", _state(schedule))
-    grid.add_row(
-        "definition",
-        f"{schedule.get('definition_name', '')} {schedule.get('definition_version', '')}",
-    )
+    grid.add_row("target", _target(schedule))
     grid.add_row("when", _timing(schedule))
     grid.add_row("overlap", str(schedule.get("overlap", "")))
     grid.add_row("catch up", str(schedule.get("catch_up", "")))
     grid.add_row("next fire", ", ".join(schedule.get("next_fire_times", [])) or "-")
-    grid.add_row("fired", f"{schedule.get('fired', 0)} (skipped {schedule.get('skipped', 0)})")
+    fired = f"{schedule.get('fired', 0)} (skipped {schedule.get('skipped', 0)}"
+    grid.add_row(
+        "fired", fired + (f", failed {schedule['failed']})" if schedule.get("failed") else ")")
+    )
     if schedule.get("last_run_id"):
         grid.add_row("last run", str(schedule["last_run_id"]))
     console.print(grid)
@@ -130,7 +137,11 @@ def render_schedule(console: Console, schedule: Mapping[str, Any], flags: Sequen
         table.add_column("how", no_wrap=True)
         for firing in firings:
             how = "trigger" if firing.get("manual") else "slot"
-            table.add_row(str(firing.get("slot", "")), str(firing.get("run_id", "")), how)
+            failure = firing.get("failure")
+            run = f"none: {failure.get('code', '')}" if failure else str(firing.get("run_id", ""))
+            if "deployment_revision" in firing:
+                how += f", revision {firing['deployment_revision']}"
+            table.add_row(str(firing.get("slot", "")), run, how)
         console.print(table)
 
 
@@ -160,8 +171,17 @@ def _triggered(console: Console, result: Mapping[str, Any], flags: Sequence[str]
 
 @schedule_app.command("add")
 def add(
-    definition: Annotated[str, typer.Argument(metavar="DEFINITION")],
-    version: Annotated[str, typer.Argument(metavar="VERSION")],
+    definition: Annotated[str | None, typer.Argument(metavar="[DEFINITION")] = None,
+    version: Annotated[str | None, typer.Argument(metavar="VERSION]")] = None,
+    deployment: Annotated[
+        str | None,
+        typer.Option(
+            "--deployment",
+            metavar="NAME",
+            help="Start this deployment (its live revision at each firing) instead of a "
+            "definition version.",
+        ),
+    ] = None,
     cron: Annotated[
         str | None,
         typer.Option("--cron", metavar="EXPR", help="Five-field cron, e.g. '0 9 * * 1-5'."),
@@ -195,11 +215,19 @@ def add(
     session: SessionOption = None,
     json_output: JsonOption = False,
 ) -> None:
-    """Add a schedule (checked now: cron, time zone, definition, input; nothing is written
-    if anything is wrong)."""
+    """Add a schedule of DEFINITION VERSION or of --deployment NAME (checked now: cron,
+    time zone, target, input; nothing is written if anything is wrong)."""
+    if (deployment is None) == (definition is None or version is None):
+        raise typer.BadParameter(
+            "give DEFINITION VERSION or --deployment NAME", param_hint="--deployment"
+        )
+    target = (
+        {"deployment": deployment}
+        if deployment is not None
+        else {"definition_name": definition, "definition_version": version}
+    )
     arguments: dict[str, Any] = {
-        "definition_name": definition,
-        "definition_version": version,
+        **target,
         "input": parse_json_option("--input", input_text),
         "overlap": overlap,
         "catch_up": catch_up,

@@ -53,6 +53,7 @@ from .errors import (
     RevisionConflictError,
     UndeclaredTargetError,
     VertexError,
+    bounded_traceback,
     describe,
 )
 from .execute import run_task
@@ -532,6 +533,7 @@ class Coordinator:
                 None,
                 describe(failure),
                 error_type=_error_type(failure),
+                traceback=bounded_traceback(failure),
             ),
             Interruption(
                 self.run.graph_run_id, record.vertex, InterruptKind.ERRORED, None, failure

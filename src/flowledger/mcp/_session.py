@@ -15,6 +15,7 @@ from typing import Final
 from urllib.parse import urlsplit, urlunsplit
 
 from ..deploy import DeployService
+from ..deploy.deployments.scheduling import deployment_schedules
 from ..deploy.deployments.tools import combined
 from ..deploy.drafts.service import DraftService
 from ..deploy.drafts.tools import DraftTools
@@ -28,7 +29,7 @@ from ..workflows import Catalog
 from ..workflows.errors import SessionOwnedError
 from ..workflows.runtime.frontdoor import FrontDoor
 from ..workflows.runtime.session import WorkflowSession
-from ..workflows.schedules import ScheduleLoop, Schedules
+from ..workflows.schedules import ScheduleLoop
 from .deploy_tools import Bundle, with_deploy_tools
 from .errors import McpStartupError
 from .prune_tool import PruneTool
@@ -166,7 +167,7 @@ async def open_served_session(
                 DraftTools(DraftService(DeployService(session, access=access))),
                 fork,
                 PruneTool(session, catalog.retention),
-                ScheduleTools(Schedules(session, loop=loop)),
+                ScheduleTools(deployment_schedules(session, access=access, loop=loop)),
                 CapabilityTools.over(
                     session.store,
                     session.session_id,

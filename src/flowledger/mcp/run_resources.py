@@ -4,7 +4,11 @@ only the schemas):
 * ``flowledger://runs/{run_id}`` - the run: for a deployed run the ``inspect_run`` JSON
   (status, deployment, resume readiness *not* revalidated, interrupt, error, trace
   count), for any other run the ``workflow_run_get`` JSON (status, pending, readiness).
-  Reading never connects to a source (`unchecked_environment`).
+  Reading never connects to a source (`unchecked_environment`). Both carry ``owner``:
+  whether some process executes the run now, as ``workflow_run_get`` says it
+  (`flowledger.workflows.runtime.ownership.run_owner`: the run's own session lease,
+  ``{"live": true, "lease_epoch", "until"}`` or ``{"live": false, "since"}``, never the
+  holder's identity), and ``null`` for a paused or finished run, which needs no owner.
 * ``flowledger://runs/{run_id}/history`` - the first page (100 activities) of the run's
   activity history, the ``workflow_run_history`` JSON: state-free, as the tool's.
 * ``flowledger://runs/{run_id}/trace`` - the first page (100 entries) of a deployed run's
@@ -151,16 +155,19 @@ class RunResources:
                 if not deployed:
                     raise no_resource(uri, "the run is not a deployed run")
                 return await self._call(uri, "read_run_trace", run_id, start=0, limit=_PAGE)
+            owner = got.get("owner")
             if not deployed:
-                return got
+                return {**got, "owner": owner}
             try:
-                return await self._tools.call(
+                inspected = await self._tools.call(
                     "inspect_run", {"run_id": run_id, "revalidate": False}
                 )
             except ToolError as exc:
                 if isinstance(exc.cause, NotADeployedRunError):
-                    return got  # an app's definition whose version merely looks like one
+                    # an app's definition whose version merely looks like one
+                    return {**got, "owner": owner}
                 raise no_resource(uri, exc.message) from exc
+            return {**inspected, "owner": owner}
 
     async def _call(self, uri: str, tool: str, run_id: str, **extra: Any) -> dict[str, Any]:
         try:

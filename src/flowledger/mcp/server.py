@@ -8,8 +8,10 @@ deploy, draft, capability, fork and prune tools (`flowledger.mcp._session`).
 * ``resources/list`` and ``resources/read`` serve the document formats' JSON Schemas
   (`flowledger.mcp.resources`): the same for every session, reading nothing stored.
 * ``resources/templates/list`` and ``resources/read`` serve the session's runs
-  (`flowledger.mcp.run_resources`), and ``subscriptions/listen`` notifies a run
-  resource's changes (`flowledger.mcp.run_watch`; with ``registry``).
+  (`flowledger.mcp.run_resources`); with ``registry``, ``subscriptions/listen``
+  (`flowledger.mcp.listen`) notifies a run resource's changes and a task's status, and
+  ``resources/subscribe`` (`flowledger.mcp.resource_subscribe`) a run resource's changes
+  to a handshake-era client.
 
 * Runs as MCP tasks (`flowledger.mcp.tasks`): a 2026-07-28 client declaring the
   ``io.modelcontextprotocol/tasks`` extension gets the run-starting and run-resuming
@@ -72,9 +74,11 @@ from ..workflows.activities.follow import JournalFollower
 from ..workflows.activities.journal import ActivityJournal
 from .elicit import PauseElicitation, request_state_boundary
 from .extensions import install_extension
+from .listen import RunListen
+from .resource_subscribe import ResourceSubscriptions
 from .resources import list_resources, read_resource
 from .run_resources import RunResources, parse_run_uri, run_templates
-from .run_watch import RunListen, RunReader
+from .run_watch import RunReader
 from .tasks import RunTasks
 
 __all__ = [
@@ -311,11 +315,17 @@ class WorkflowMcpServer:
         # Minimum log level per connection, set by logging/setLevel (handshake era).
         self._log_levels: dict[str, LoggingLevel] = {}
         self._runs = RunResources(tools, self._visible)
+        tasks = RunTasks(tools, read_only=read_only)
         # Subscriptions need the registry and the journal to hear changes from.
         self.listen: RunListen | None = None
         if registry is not None and journal is not None and session_id is not None:
             self.listen = RunListen(
-                self._check_resource, registry, journal, session_id, executes=executes
+                self._check_resource,
+                registry,
+                journal,
+                session_id,
+                executes=executes,
+                tasks=tasks,
             )
         self.server: Server[Any] = Server(
             name,
@@ -330,6 +340,14 @@ class WorkflowMcpServer:
             on_call_tool=self._call_tool,
             get_tool_input_schema=self._input_schema,
         )
+        if self.listen is not None:  # handshake-era clients subscribe per connection
+            subscriptions = ResourceSubscriptions(self._check_resource, self.listen)
+            self.server.add_request_handler(
+                "resources/subscribe", types.SubscribeRequestParams, subscriptions.subscribe
+            )
+            self.server.add_request_handler(
+                "resources/unsubscribe", types.UnsubscribeRequestParams, subscriptions.unsubscribe
+            )
         self._inflight = _InFlight()
         self.server.middleware.append(self._inflight)
         # Registered directly (not through the deprecated constructor argument) so the
@@ -341,7 +359,7 @@ class WorkflowMcpServer:
         # before it becomes a task (SEP-2663: multi round-trips resolve first).
         self.server.middleware.append(request_state_boundary(session_id))
         elicit = PauseElicitation(tools, self._call_tool, read_only=read_only)
-        install_extension(self.server, RunTasks(tools, read_only=read_only), elicit)
+        install_extension(self.server, tasks, elicit)
 
     def _instructions(self) -> str:
         parts = [INSTRUCTIONS]

@@ -37,6 +37,10 @@ tool (validated, durable); an invalid answer, or a response that is no elicitati
 result, is ``INVALID_PARAMS`` with the error and changes nothing (the same form stays
 outstanding); ``decline`` / ``cancel`` and keys not outstanding (never issued, answered
 already) are acknowledged and change nothing.
+
+Status notifications (``notifications/tasks`` on a ``subscriptions/listen`` stream whose
+filter lists ``taskIds``) are `flowledger.mcp.listen` and `flowledger.mcp.task_watch`;
+each carries `RunTasks.documents`, what ``tasks/get`` answers.
 """
 
 from __future__ import annotations
@@ -63,12 +67,15 @@ __all__ = [
     "READING_TOOLS",
     "TASKS_EXTENSION",
     "TASK_TOOLS",
+    "TERMINAL_TASK_STATUSES",
     "RunTasks",
     "TaskFamily",
     "TaskId",
     "ToolCaller",
     "UpdateTaskRequestParams",
     "answered_run",
+    "missing_extension",
+    "task_status",
 ]
 
 TASKS_EXTENSION: Final = "io.modelcontextprotocol/tasks"
@@ -146,6 +153,24 @@ def _bounded(text: str) -> str:
     return text if len(text) <= _MAX_MESSAGE else text[:_MAX_MESSAGE] + "..."
 
 
+#: A task's status by its run's (pending and running are both ``working``).
+_TASK_STATUS: Final[Mapping[str, str]] = {
+    "pending": "working",
+    "running": "working",
+    "interrupted": "input_required",
+    "completed": "completed",
+    "failed": "failed",
+    "cancelled": "cancelled",
+}
+#: The task statuses after which nothing changes.
+TERMINAL_TASK_STATUSES: Final = frozenset({"completed", "failed", "cancelled"})
+
+
+def task_status(run_status: str) -> str:
+    """The status of the task that is a run whose status is ``run_status``."""
+    return _TASK_STATUS[run_status]
+
+
 class RunTasks(Extension):
     """The tasks extension over one session's tool bundle. ``read_only``: refuse
     ``tasks/cancel``."""
@@ -201,6 +226,7 @@ class RunTasks(Extension):
     async def _get(
         self, ctx: ServerRequestContext[Any, Any], params: types.GetTaskRequestParams
     ) -> dict[str, Any]:
+        self._require_declared(ctx, "tasks/get")
         task = self._parse(params.task_id)
         forms = declares_forms(ctx) and not self._read_only  # read-only: it resumes nothing
         return {"resultType": "complete", **await self._task(task, forms=forms)}
@@ -210,6 +236,7 @@ class RunTasks(Extension):
     ) -> types.EmptyResult:
         """The person's answer to the pause's form: resumes the run through the resume
         tool (validated, durable). Keys not outstanding are ignored (SEP-2663)."""
+        self._require_declared(ctx, "tasks/update")
         task = self._parse(params.task_id)
         if self._read_only:
             raise MCPError(types.INVALID_REQUEST, "tasks/update: this server is read-only")
@@ -241,6 +268,7 @@ class RunTasks(Extension):
     async def _cancel(
         self, ctx: ServerRequestContext[Any, Any], params: types.CancelTaskRequestParams
     ) -> types.EmptyResult:
+        self._require_declared(ctx, "tasks/cancel")
         task = self._parse(params.task_id)
         if self._read_only:
             raise MCPError(types.INVALID_REQUEST, "tasks/cancel: this server is read-only")
@@ -255,11 +283,23 @@ class RunTasks(Extension):
                     raise MCPError(types.INTERNAL_ERROR, _bounded(exc.message)) from exc
         return types.EmptyResult(result_type="complete")
 
+    def _require_declared(self, ctx: ServerRequestContext[Any, Any], method: str) -> None:
+        """The extension's methods answer only clients that declared it (``-32021``)."""
+        if not self.declared(ctx):
+            raise missing_extension(method)
+
     @staticmethod
     def _parse(text: str) -> TaskId:
         task = TaskId.parse(text)
         if task is None:
             raise _unknown(text)
+        return task
+
+    async def known(self, text: str) -> TaskId:
+        """The task ``text`` names if it is one of this session's; otherwise the same
+        `MCPError` as ``tasks/get`` answers (an unknown, foreign or malformed ID)."""
+        task = self._parse(text)
+        await self._read(task)
         return task
 
     async def _read(self, task: TaskId) -> dict[str, Any]:
@@ -274,11 +314,32 @@ class RunTasks(Extension):
     async def _task(self, task: TaskId, *, forms: bool = False) -> dict[str, Any]:
         """The ``DetailedTask`` of ``task``, read from the run registry now; with
         ``forms``, a request pause's form is its ``inputRequests``."""
+        plain, with_form = await self.documents(task)
+        return with_form if forms else plain
+
+    async def documents(self, task: TaskId) -> tuple[dict[str, Any], dict[str, Any]]:
+        """The ``DetailedTask`` of ``task`` read from the run registry now, twice from one
+        read: for a client that is not asked forms, and for one that is (they differ only
+        at a request pause whose resume schema makes a form). `MCPError` for an unknown
+        task."""
         run = await self._read(task)
+        plain = await self._document(task, run, forms=False)
+        if plain["status"] != "input_required" or not self.asks_forms:
+            return plain, plain
+        return plain, await self._document(task, run, forms=True)
+
+    @property
+    def asks_forms(self) -> bool:
+        """Whether a pause may be asked as a form here (a read-only server resumes nothing)."""
+        return not self._read_only
+
+    async def _document(
+        self, task: TaskId, run: Mapping[str, Any], *, forms: bool
+    ) -> dict[str, Any]:
         status = str(run["run_status"])
         document: dict[str, Any] = {
             "taskId": str(task),
-            "status": "working",
+            "status": task_status(status),
             "createdAt": run["created_at"],
             "lastUpdatedAt": run["updated_at"],
             "ttlMs": None,  # as long as the run is kept (`workflow_run_prune` decides)
@@ -288,7 +349,6 @@ class RunTasks(Extension):
         if status == "interrupted":
             pending = run.get("pending") or {}
             waits = f"a {pending['kind']} pause" if "kind" in pending else "a resume"
-            document["status"] = "input_required"
             document["inputRequests"] = {}
             how = f"{task.family.resume_tool} {{run_id}}"
             form = pause_form(run) if forms else None
@@ -302,19 +362,15 @@ class RunTasks(Extension):
                 f"run {task.run_id} waits for {waits}: answer it with {how}"
             )
         elif status == "completed":
-            document["status"] = "completed"
             document["result"] = await self._result(task)
         elif status == "failed":
-            document["status"] = "failed"
             document["error"] = {
                 "code": types.INTERNAL_ERROR,
                 "message": _bounded(
                     f"run {task.run_id} failed" + (f": {summary}" if summary else "")
                 ),
-                "data": run,
+                "data": dict(run),
             }
-        elif status == "cancelled":
-            document["status"] = "cancelled"
         if summary and "statusMessage" not in document:
             document["statusMessage"] = _bounded(summary)
         return document
@@ -333,6 +389,15 @@ class RunTasks(Extension):
                 content=[types.TextContent(text=result_text(answer))], is_error=False
             )
         return outcome.model_dump(by_alias=True, mode="json", exclude_none=True)
+
+
+def missing_extension(method: str) -> MCPError:
+    """The extension's error for a client that did not declare it (``-32021``)."""
+    return MCPError(
+        types.MISSING_REQUIRED_CLIENT_CAPABILITY,
+        f"{method}: missing required client capability {TASKS_EXTENSION}",
+        data={"requiredCapabilities": {"extensions": {TASKS_EXTENSION: {}}}},
+    )
 
 
 def _form_key(run: Mapping[str, Any]) -> str | None:

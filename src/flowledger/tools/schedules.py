@@ -5,7 +5,9 @@
 schedules, so a read-only server hides them. Like the ``workflow_*`` tools the bundle is
 bound to one session: a schedule of another session is "not found", whatever its ID.
 Results are the JSON of `Schedules.describe` (``next_fire_times`` included); a refused
-``schedule_add`` names the field (``invalid schedule cron: ...``) and writes nothing.
+``schedule_add`` names the field (``invalid schedule cron: ...``) and writes nothing. A
+schedule may target a deployment of the session (``deployment``): only the session's own
+deployments are found, so a tenant cannot schedule another tenant's.
 """
 
 from __future__ import annotations
@@ -33,6 +35,11 @@ _ADD: Final[dict[str, Any]] = {
     "properties": {
         "definition_name": {"type": "string"},
         "definition_version": {"type": "string"},
+        "deployment": {
+            "type": "string",
+            "description": "a deployment of this session instead of a definition version: "
+            "each firing starts its live revision",
+        },
         "input": {"type": "object", "description": "validated against the input schema"},
         "cron": {"type": "string", "description": "five-field cron, e.g. '0 9 * * 1-5'"},
         "timezone": {"type": "string", "description": "IANA zone of cron (default UTC)"},
@@ -42,12 +49,13 @@ _ADD: Final[dict[str, Any]] = {
         "catch_up": {"enum": ["none", "latest", "all"], "default": "none"},
         "paused": {"type": "boolean", "default": False},
     },
-    "required": ["definition_name", "definition_version", "input"],
+    "required": ["input"],
     "additionalProperties": False,
 }
 _ADD_FIELDS: Final = (
-    ArgumentField("definition_name", "string", required=True),
-    ArgumentField("definition_version", "string", required=True),
+    ArgumentField("definition_name", "string"),
+    ArgumentField("definition_version", "string"),
+    ArgumentField("deployment", "string"),
     ArgumentField("input", "object", required=True),
     ArgumentField("cron", "string"),
     ArgumentField("timezone", "string"),
@@ -73,9 +81,11 @@ SCHEDULE_TOOLS: Final[tuple[tuple[str, str, dict[str, Any], bool], ...]] = (
     ),
     (
         "schedule_add",
-        "Start runs of a definition version on a schedule: cron (with timezone) or every "
-        "N seconds, with one input. overlap: what a slot does while the previous run is "
-        "unfinished; catch_up: which slots missed while no owner ran still fire.",
+        "Start runs of a definition version (definition_name + definition_version) or of a "
+        "deployment of this session (its live revision at each firing) on a schedule: cron "
+        "(with timezone) or every N seconds, with one input. overlap: what a slot does "
+        "while the previous run is unfinished; catch_up: which slots missed while no owner "
+        "ran still fire.",
         _ADD,
         True,
     ),
@@ -155,8 +165,9 @@ class ScheduleTools:
             raise invalid_arguments("field 'paused' must be a boolean")
         fields = decode_arguments(document, _ADD_FIELDS)
         schedule = await self.schedules.add(
-            definition_name=fields["definition_name"],
-            definition_version=fields["definition_version"],
+            definition_name=fields.get("definition_name"),
+            definition_version=fields.get("definition_version"),
+            deployment=fields.get("deployment"),
             input=fields["input"],
             cron=fields.get("cron"),
             timezone=fields.get("timezone"),

@@ -9,6 +9,9 @@ or 404 like any unknown route):
                                       - the start of a run ID - and ``after``, a cursor)
 ``GET  /runs/{id}``                   one run (``after``: a timeline cursor; a deployed
                                       run's trace slice: ``trace_start``, ``trace_limit``)
+``GET  /runs/{id}/data``              the run's data at ``revision`` (default: its latest):
+                                      state diffed against the previous revision, input,
+                                      output, errors, answers (`run_data`)
 ``GET  /definitions``                 the definitions
 ``GET  /definitions/{name}/{ver}``    one definition, its graph and its start form
 ``POST /definitions/{name}/{ver}/start``  start a run from the form (a deployment
@@ -84,6 +87,7 @@ from ..observability.endpoint import METRICS_PATH, metrics_response
 from ..tools import ToolError, WorkflowTools
 from ..tools.errors import PREFIX
 from ..workflows.errors import ConflictError, NotFoundError, UnknownDefinitionError
+from ..workflows.records.answers import answering
 from ..workflows.records.run import RunStatus, is_id
 from ..workflows.schedules import Schedules
 from .counts import open_counts
@@ -93,6 +97,7 @@ from .graph import MARKS, render_svg
 from .live import OpenStreams, Wake
 from .mux import MAX_PARTS, Part, Refused, Streams
 from .queues import queue_rows, rate_rows
+from .run_data import NoCheckpointError, revision_data, shown_answers, took
 from .security import CSRF_COOKIE, CSRF_FIELD, LOGIN_COOKIE, Gate, new_secret
 from .sessions import Served, SessionPool, SessionUnavailableError
 from .sources import source_detail, source_rows
@@ -287,6 +292,7 @@ class Dashboard:
         self._env.filters["short_time"] = _short_time
         self._env.filters["words"] = _words
         self._env.filters["pretty_json"] = pretty_json
+        self._env.filters["took"] = took
         self._env.globals.update(read_only=read_only, uses_tokens=gate.uses_tokens)
 
     # -- the application ---------------------------------------------------------------------
@@ -312,6 +318,7 @@ class Dashboard:
             Route("/", self._home),
             Route("/runs", self._runs),
             Route("/runs/{run_id}", self._run),
+            Route("/runs/{run_id}/data", self._run_data),
             Route("/definitions", self._definitions),
             Route("/definitions/{name}/{version}", self._definition),
             Route("/artifacts/{name}/{version}", self._artifact),
@@ -518,6 +525,31 @@ class Dashboard:
         except _Refusal as refusal:
             return self._refused(request, refusal)
 
+    async def _run_data(self, request: Request) -> Response:
+        """The run's data at a revision, for its session only (`run_data`)."""
+        try:
+            ctx = await self._context(request)
+            run_id = self._run_id(request)
+            text = request.query_params.get("revision", "")
+            revision = self._revision(text) if text else None
+            run = await get_run(ctx.served.tools, run_id)
+            name, version = str(run["definition_name"]), str(run["definition_version"])
+            picture = self.graphs.picture(ctx.served.session.catalog, name, version)
+            data = await revision_data(
+                ctx.served.session,
+                run_id,
+                revision,
+                labels=dict(picture.shape.vertices) if picture is not None else {},
+                deployed=self._deployed(ctx, name, version),
+            )
+        except NoCheckpointError as exc:
+            return self._refused(request, _Refusal(404, str(exc)))
+        except ToolError as exc:
+            return self._refused(request, self._tool_refusal(exc))
+        except _Refusal as refusal:
+            return self._refused(request, refusal)
+        return self._page(request, "run_data.html", {"data": data}, ctx=ctx)
+
     async def _run_view(
         self,
         ctx: _Ctx,
@@ -544,7 +576,10 @@ class Dashboard:
             later = "?" + urlencode({"after": Cursor.after(page["entries"][-1]).text()})
         end = Cursor.after(entries[-1]).text() if entries else ""
         latest = await latest_vertices(ctx.served.session, run_id)
+        answers, recorded = await shown_answers(ctx.served.session, run_id)
         return {
+            "answers": answers,
+            "answers_recorded": recorded,
             **self._run_parts(
                 ctx,
                 run,
@@ -593,7 +628,11 @@ class Dashboard:
             earlier = base + urlencode({"trace_start": max(0, start - limit), "trace_limit": limit})
         if start + limit < total:
             later = base + urlencode({"trace_start": start + limit, "trace_limit": limit})
+        picture = self.graphs.picture(
+            ctx.served.session.catalog, str(run["definition_name"]), str(run["definition_version"])
+        )
         return {
+            "labels": dict(picture.shape.vertices) if picture is not None else {},
             "inspected": inspected,
             "readiness": inspected["resume_readiness"],
             "pin": None if pin is None else pin.to_json(),
@@ -940,7 +979,8 @@ class Dashboard:
             served.session_id,
             lambda record: record.run_id == run_id,
         )
-        call = asyncio.create_task(served.tools.call("workflow_run_resume", arguments))
+        with answering("web"):  # the task keeps it: the answer says the dashboard sent it
+            call = asyncio.create_task(served.tools.call("workflow_run_resume", arguments))
         self._background.add(call)
         call.add_done_callback(self._finished)
         try:

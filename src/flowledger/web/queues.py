@@ -5,7 +5,8 @@ operator's (``flowledger limits``).
 
 What a tenant sees is what concerns its own runs: limits of the definitions in its
 catalog (their counts include other sessions' runs, as a queued run's position does),
-its own session's limit, and the sources the registry lets it see. Other sessions'
+of its own deployments (``deployment/<session>/<name>``), its own session's limit, and
+the sources the registry lets it see. Other sessions'
 limits, and sources it may not use, are not shown."""
 
 from __future__ import annotations
@@ -27,8 +28,10 @@ async def queue_rows(served: Served) -> list[dict[str, Any]]:
     names = {item.name for item in session.catalog.list()}
     rows: list[dict[str, Any]] = []
     for kind, name, limit in await Limits(kv).all():
-        if (kind == "definition" and name in names) or (
-            kind == "session" and name == session.session_id
+        if (
+            (kind == "definition" and name in names)
+            or (kind == "deployment" and name.startswith(f"{session.session_id}/"))
+            or (kind == "session" and name == session.session_id)
         ):
             found = await occupancy(kv, session.registry, f"{kind}/{name}", limit)
             rows.append({"kind": kind, "name": name, **found.to_json()})

@@ -1,4 +1,5 @@
-"""Admission through the supervisor: ``max_running`` per definition and per session,
+"""Admission through the supervisor: ``max_running`` per definition, per deployment and
+per session,
 with several owners (sessions) over one store racing for slots (memory, SQLite,
 PostgreSQL). Every run-record write is watched, so the limit is checked at every
 transition, not only at the end."""
@@ -17,7 +18,13 @@ import pytest
 
 from flowledger import flow, storage
 from flowledger.storage.fence import fencing
-from flowledger.workflows.admission import Admission, InvalidLimitError, Limits, queued_at
+from flowledger.workflows.admission import (
+    Admission,
+    InvalidLimitError,
+    Limits,
+    deployment_scope_name,
+    queued_at,
+)
 from flowledger.workflows.authoring.definition import TypedDefinition
 from flowledger.workflows.authoring.metadata import Metadata, VertexMetadata
 from flowledger.workflows.records.registry import RunRegistry
@@ -29,6 +36,7 @@ from ..conftest import COUNTER_SCHEMA, Counter, Session, build_session
 LIMIT = 2
 RUNS = 20
 OWNERS = 3
+DEPLOYED_VERSIONS = ("r1", "r2")  # how the deploy layer names revisions 1 and 2
 
 
 async def eventually(check: Callable[[], Awaitable[bool]], seconds: float = 300.0) -> None:
@@ -102,7 +110,7 @@ OVERLAP_WAIT = 30.0  # how long a run waits for the limit to be reached (catches
 
 
 def slow_definition(
-    store: flow.CheckpointStore, watcher: Watcher | None = None
+    store: flow.CheckpointStore, watcher: Watcher | None = None, version: str = "v1"
 ) -> TypedDefinition[Counter]:
     """One vertex that yields for a moment, so admitted runs overlap. With ``watcher``,
     the vertex holds until the limit has been reached once, so the race reaches it
@@ -123,7 +131,7 @@ def slow_definition(
     runner = graph.compile(entry="work", finish="work", store=store)
     metadata = Metadata(
         "slow",
-        "v1",
+        version,
         description="takes a moment",
         input_schema=COUNTER_SCHEMA,
         vertices=[VertexMetadata("work a moment", "work")],
@@ -136,7 +144,8 @@ def owners(session: Session, watcher: Watcher) -> list[tuple[Session, Supervisor
     for _ in range(OWNERS):
         other = build_session(session.store)
         other.registry = RunRegistry(watcher)  # type: ignore[arg-type]
-        other.catalog.register(slow_definition(other.checkpoints, watcher))
+        for version in ("v1", *DEPLOYED_VERSIONS):  # and a deployment "slow", 2 revisions
+            other.catalog.register(slow_definition(other.checkpoints, watcher, version))
         built.append((other, other.supervisor(poll_interval=0.02)))
     return built
 
@@ -145,8 +154,14 @@ async def run_race(session: Session, kind: str) -> tuple[Watcher, list[Any]]:
     watcher = Watcher(session.store.kv)
     sessions = owners(session, watcher)
     limits = Limits(session.store.kv)
+    versions = ["v1"]
     if kind == "definition":
         await limits.set("definition", "slow", LIMIT)
+    elif kind == "deployment":  # a deployment belongs to one session: its runs are there
+        sessions = sessions[:1]
+        scope = deployment_scope_name(sessions[0][0].session_id, "slow")
+        await limits.set("deployment", scope, LIMIT)
+        versions = list(DEPLOYED_VERSIONS)  # one limit across the deployment's revisions
     else:  # every owner's session gets the limit; one session holds all runs
         sessions = sessions[:1]
         await limits.set("session", sessions[0][0].session_id, LIMIT)
@@ -155,7 +170,8 @@ async def run_race(session: Session, kind: str) -> tuple[Watcher, list[Any]]:
     created = []
     for i in range(RUNS):
         owner, _ = sessions[i % len(sessions)]
-        created.append(await owner.create_run("slow"))
+        version = versions[i % len(versions)]
+        created.append(await owner.create_run("slow", definition_version=version))
 
     async def all_finished() -> bool:
         return len(watcher.finished) == RUNS
@@ -178,7 +194,7 @@ def assert_fifo(watcher: Watcher, created: list[Any]) -> None:
                 assert position[older] < position[newer], (older, newer)
 
 
-@pytest.mark.parametrize("kind", ["definition", "session"])
+@pytest.mark.parametrize("kind", ["definition", "deployment", "session"])
 async def test_twenty_starts_never_exceed_the_limit_and_keep_fifo(
     session: Session, kind: str
 ) -> None:
@@ -271,3 +287,30 @@ async def test_a_stale_owner_takes_no_slot_and_queues_nothing(session: Session) 
         assert await gate.admit(run) is True
     assert len(await session.store.kv.keys("admission/slots/")) == 1
     await newer.release()
+
+
+async def test_a_deployment_limit_counts_only_that_sessions_deployed_runs(
+    session: Session,
+) -> None:
+    """``deployment/<session>/<name>`` limits the runs of revisions (``r<N>``) of that
+    session's deployment: a Python definition of the same name (``v1``) and another
+    session's runs of an ``r1`` of the same name are not counted, nor queued."""
+    await Limits(session.store.kv).set(
+        "deployment", deployment_scope_name(session.session_id, "slow"), 1
+    )
+    gate = Admission(session.store.kv, session.registry)
+    python = await session.create_run("slow")
+    first = await session.create_run("slow", definition_version="r1")
+    second = await session.create_run("slow", definition_version="r2")
+    elsewhere = build_session(session.store)
+    foreign = await elsewhere.create_run("slow", definition_version="r1")
+    assert [scope.path for scope in await gate.scopes(first)] == [
+        f"deployment/{session.session_id}/slow"
+    ]
+    assert await gate.scopes(python) == [] and await gate.scopes(foreign) == []
+    assert await gate.admit(first) is True
+    assert await gate.admit(second) is False  # r2 shares r1's limit
+    queued = await queued_at(session.store.kv, second)
+    assert queued is not None
+    assert queued.to_json() == {"scope": f"deployment/{session.session_id}/slow", "position": 1}
+    assert await gate.admit(python) is True and await gate.admit(foreign) is True

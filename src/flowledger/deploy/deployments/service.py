@@ -299,12 +299,22 @@ class DeployService:
         root = found.pop(f"{ref.name}@{ref.version}")
         return [root, *(found[key] for key in sorted(found))]
 
+    async def closure_of(self, revision: DeploymentRevision) -> list[StoredArtifact]:
+        """The revision's artifact closure, root first (`ArtifactNotFoundError`)."""
+        return await self._closure(revision)
+
     def _ensure(
         self, revision: DeploymentRevision, closure: list[StoredArtifact]
     ) -> DeployedDefinition:
         """The session catalog's definition of ``revision``, compiled and registered on
         first use (the catalog is in memory: each process registers what it serves)."""
         return self._ensure_validated(revision, [item.validated for item in closure])
+
+    def definition_of_revision(
+        self, revision: DeploymentRevision, closure: list[StoredArtifact]
+    ) -> DeployedDefinition:
+        """The definition ``revision`` runs as (compiled and registered on first use)."""
+        return self._ensure(revision, closure)
 
     def _ensure_validated(
         self, revision: DeploymentRevision, validated: list[ValidatedArtifact]
@@ -362,9 +372,13 @@ class DeployService:
     async def serve_deployments(self) -> int:
         """Before the session's supervisor activates: `register_all`, and make `load`
         its definition loader, so runs of revisions saved later by another process (a
-        front door) are started, resumed and adopted too; the count registered now."""
+        front door) are started, resumed and adopted too; the count registered now.
+        The session's schedules start deployments' runs through this service."""
+        from .scheduling import ScheduledStarts
+
         count = await self.register_all()
         self.session.supervisor.definition_loader = self.load
+        self.session.deployment_starter = ScheduledStarts(self)
         return count
 
     async def load(self, name: str, version: str) -> None:
@@ -402,7 +416,7 @@ class DeployService:
     ) -> dict[str, Any]:
         """Start a run of ``deployment``'s live revision (or ``revision``); see the module."""
         wait = _wait(wait_seconds)
-        checked = await self._check(deployment, revision)
+        checked = await self.check_before_start(deployment, revision)
         if isinstance(checked, list):
             return _unrunnable(checked)
         chosen, closure, diagnostics, sources = checked
@@ -422,7 +436,7 @@ class DeployService:
             described["start_diagnostics"] = [item.to_json() for item in diagnostics]
         return described
 
-    async def _check(
+    async def check_before_start(
         self, deployment: str, revision: int | None
     ) -> (
         list[Diagnostic]
@@ -476,7 +490,7 @@ class DeployService:
     ) -> dict[str, Any]:
         """What `run_deployment` checks before a start, without starting (or writing):
         ``{deployment, revision, status: runnable|unrunnable, diagnostics}``."""
-        checked = await self._check(deployment, revision)
+        checked = await self.check_before_start(deployment, revision)
         if isinstance(checked, list):
             number = revision
             with contextlib.suppress(DeploymentNotFoundError):
@@ -496,11 +510,22 @@ class DeployService:
         pending = _PENDING.get()
         if pending is None:
             return record
-        revision = pending.revision
+        await self.pin_run(record, pending.revision, pending.closure, pending.sources)
+        return record
+
+    async def pin_run(
+        self,
+        record: Run,
+        revision: DeploymentRevision,
+        closure: list[StoredArtifact],
+        sources: dict[str, Any],
+    ) -> None:
+        """Write the pin of the new run ``record`` (before the record exists): what
+        `check_before_start` found for ``revision``."""
         # deleted since it was checked: the start fails rather than pinning a revision
         # nobody can compile again (DeploymentNotFoundError)
         await self.deployments.get(self._sid, revision.name, revision.revision)
-        root = pending.closure[0]
+        root = closure[0]
         document = {
             "format": PIN_FORMAT,
             "run_id": record.id,
@@ -519,17 +544,16 @@ class DeployService:
             },
             "children": [
                 {"name": c.record.name, "version": c.record.version, "digest": c.record.digest}
-                for c in pending.closure[1:]
+                for c in closure[1:]
             ],
             "drift": revision.validated.deployment.drift,
-            "sources": pending.sources,
+            "sources": sources,
         }
         pin = Pin(document)
         snapshots = {revision.digest: revision.validated.canonical}
-        snapshots.update({item.record.digest: item.canonical for item in pending.closure})
+        snapshots.update({item.record.digest: item.canonical for item in closure})
         await self.record_uses(pin, record.id)
         await self.pins.write(pin, snapshots)
-        return record
 
     async def record_uses(self, pin: Pin, run_id: str) -> None:
         """Tell the registry that ``run_id`` is pinned to each registered source of

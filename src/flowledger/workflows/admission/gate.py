@@ -1,6 +1,7 @@
 """Admitting a pending run: a slot per limited scope, in FIFO order, or a queue entry.
 
-Each limited scope (``definition/<name>``, ``session/<id>``) has slot records
+Each limited scope (``definition/<name>``, ``deployment/<session id>/<name>``,
+``session/<id>``) has slot records
 ``admission/slots/<scope>/<i>`` for ``i`` in ``0..max_running-1`` and queue entries
 ``admission/queue/<scope>/<created_at µs, 20 digits>-<run id>``. A slot's value names the
 run holding it (``{"session": ..., "run": ...}``). Why this is safe under kills and races:
@@ -40,9 +41,9 @@ from flowledger import storage
 from ..errors import NotFoundError
 from ..records.registry import RunRegistry
 from ..records.run import Run, RunStatus
-from .limits import Limits, ScopeKind
+from .limits import Limits, ScopeKind, deployment_scope_name, is_deployed_version
 
-__all__ = ["QUEUE_PREFIX", "SLOTS_PREFIX", "Admission", "Scope", "queue_key"]
+__all__ = ["QUEUE_PREFIX", "SLOTS_PREFIX", "Admission", "Scope", "queue_key", "scope_names"]
 
 SLOTS_PREFIX: Final = "admission/slots/"
 QUEUE_PREFIX: Final = "admission/queue/"
@@ -59,6 +60,15 @@ class Scope:
     @property
     def path(self) -> str:
         return f"{self.kind}/{self.name}"
+
+
+def scope_names(run: Run) -> list[tuple[ScopeKind, str]]:
+    """The scopes a limit may name for ``run``, in the order they are admitted."""
+    names: list[tuple[ScopeKind, str]] = [("definition", run.definition_name)]
+    if is_deployed_version(run.definition_version):
+        names.append(("deployment", deployment_scope_name(run.session_id, run.definition_name)))
+    names.append(("session", run.session_id))
+    return names
 
 
 def queue_key(scope_path: str, run: Run) -> str:
@@ -79,12 +89,12 @@ class Admission:
         self.limits = Limits(kv)
 
     async def scopes(self, run: Run) -> list[Scope]:
-        """The limited scopes ``run`` is subject to (definition first, then session)."""
+        """The limited scopes ``run`` is subject to (definition, deployment, session)."""
         found: list[Scope] = []
-        for kind, name in (("definition", run.definition_name), ("session", run.session_id)):
-            limit = await self.limits.get(kind, name)  # type: ignore[arg-type]
+        for kind, name in scope_names(run):
+            limit = await self.limits.get(kind, name)
             if limit is not None:
-                found.append(Scope(kind, name, limit))  # type: ignore[arg-type]
+                found.append(Scope(kind, name, limit))
         return found
 
     async def admit(self, run: Run) -> bool:

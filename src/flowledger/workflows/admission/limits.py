@@ -1,14 +1,22 @@
-"""The operator's concurrency limits: ``max_running`` per definition name and per session.
+"""The operator's concurrency limits: ``max_running`` per definition name, per deployment
+and per session.
 
-A limit is a JSON record ``{"max_running": n}`` under ``admission/limits/definition/<name>``
-or ``admission/limits/session/<session id>``; every process reads the same records, so a
+A limit is a JSON record ``{"max_running": n}`` under ``admission/limits/definition/<name>``,
+``admission/limits/deployment/<session id>/<deployment name>`` or
+``admission/limits/session/<session id>``; every process reads the same records, so a
 limit holds across workers. No record means no limit. A limit applies to runs *started*
 after it is read (runs already holding slots keep them; lowering a limit drains).
+
+A deployment belongs to one session, so its scope names both. Its runs are the runs of
+the definition named after the deployment whose version is a deployment revision
+(``r<N>``, `is_deployed_version`): one limit covers every revision, and a Python
+definition that happens to share the name is not counted.
 """
 
 from __future__ import annotations
 
 import json
+import re
 from typing import Final, Literal
 
 from flowledger import storage
@@ -16,16 +24,35 @@ from flowledger import storage
 __all__ = [
     "LIMITS_PREFIX",
     "MAX_LIMIT",
+    "SCOPE_KINDS",
     "InvalidLimitError",
     "Limits",
     "ScopeKind",
+    "deployment_scope_name",
+    "is_deployed_version",
     "validate_limit",
 ]
 
 LIMITS_PREFIX: Final = "admission/limits/"
 MAX_LIMIT: Final = 10_000  # slot records are probed one by one: keep the scan bounded
 
-ScopeKind = Literal["definition", "session"]
+ScopeKind = Literal["definition", "deployment", "session"]
+SCOPE_KINDS: Final[tuple[ScopeKind, ...]] = ("definition", "deployment", "session")
+
+# The deploy layer (L3, `flowledger.deploy.deployments.definition.version_of`) runs
+# revision N of a deployment as the definition version ``r<N>``. Admission sits below
+# it and must not import it, so the form is repeated here; a test holds the two equal.
+_DEPLOYED_VERSION: Final = re.compile(r"r[1-9][0-9]{0,9}")
+
+
+def is_deployed_version(version: str) -> bool:
+    """Whether ``version`` is a deployment revision's definition version (``r<N>``)."""
+    return _DEPLOYED_VERSION.fullmatch(version) is not None
+
+
+def deployment_scope_name(session_id: str, deployment: str) -> str:
+    """The scope name of deployment ``deployment`` of session ``session_id``."""
+    return f"{session_id}/{deployment}"
 
 
 class InvalidLimitError(ValueError):
@@ -45,8 +72,8 @@ def validate_limit(value: object, field: str = "max_running") -> int:
 
 
 def _key(kind: ScopeKind, name: str) -> str:
-    if kind not in ("definition", "session"):
-        raise ValueError(f"limit scope must be 'definition' or 'session', not {kind!r}")
+    if kind not in SCOPE_KINDS:
+        raise ValueError(f"limit scope must be one of {', '.join(SCOPE_KINDS)}, not {kind!r}")
     key = f"{LIMITS_PREFIX}{kind}/{name}"
     storage.validate_name(key)
     return key
@@ -100,8 +127,8 @@ class Limits:
         found: list[tuple[ScopeKind, str, int]] = []
         for key in sorted(await self._kv.keys(LIMITS_PREFIX)):
             kind, _, name = key[len(LIMITS_PREFIX) :].partition("/")
-            if kind in ("definition", "session"):
-                limit = await self.get(kind, name)  # type: ignore[arg-type]
+            if kind in SCOPE_KINDS:
+                limit = await self.get(kind, name)
                 if limit is not None:
-                    found.append((kind, name, limit))  # type: ignore[arg-type]
+                    found.append((kind, name, limit))
         return found

@@ -8,15 +8,16 @@ from typing import Any
 from flowledger import storage
 
 from ..records.run import Run, RunStatus
-from .gate import QUEUE_PREFIX, queue_key
+from .gate import QUEUE_PREFIX, queue_key, scope_names
 
 __all__ = ["QueuedAt", "queued_at"]
 
 
 @dataclass(frozen=True, slots=True)
 class QueuedAt:
-    """A pending run waiting for a slot of ``scope`` (``definition/<name>`` or
-    ``session/<id>``), ``position`` among that scope's queue entries (1 = next)."""
+    """A pending run waiting for a slot of ``scope`` (``definition/<name>``,
+    ``deployment/<session id>/<name>`` or ``session/<id>``), ``position`` among that
+    scope's queue entries (1 = next)."""
 
     scope: str
     position: int
@@ -31,7 +32,8 @@ async def queued_at(kv: storage.KV, run: Run) -> QueuedAt | None:
     admission attempt reads them, so a position can be an overestimate, never too low."""
     if run.status is not RunStatus.PENDING:
         return None
-    for scope in (f"definition/{run.definition_name}", f"session/{run.session_id}"):
+    for kind, name in scope_names(run):
+        scope = f"{kind}/{name}"
         keys = sorted(await kv.keys(f"{QUEUE_PREFIX}{scope}/"))
         mine = queue_key(scope, run)
         if mine in keys:

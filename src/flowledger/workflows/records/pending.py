@@ -55,6 +55,7 @@ __all__ = [
     "describe_pause",
     "pause_kind",
     "pending_key",
+    "readable_cause",
     "requests",
 ]
 
@@ -191,6 +192,13 @@ def _bounded_info(info: Any) -> tuple[Any, bool]:
     if len(data) <= MAX_INFO_BYTES:
         return info, False
     return data[:MAX_INFO_BYTES].decode(errors="ignore"), True
+
+
+def readable_cause(text: str) -> str:
+    """A stored failure's one line as a reader wants it: without the engine's
+    bookkeeping (``flow: vertex V (run R, attempt N) failed: ``) or control characters."""
+    text = _VERTEX_ERROR_PREFIX.sub("", text, count=1)
+    return _CONTROL.sub(" ", text.removeprefix("flow: "))
 
 
 def _message(error: BaseException | None) -> tuple[str, str]:

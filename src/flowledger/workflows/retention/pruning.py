@@ -412,7 +412,7 @@ class _Pass:
         workflows = self.base + "workflows/"
         order = workflows + "run-order/"
         forks = workflows + "forks/"
-        pending = workflows + "pending/"
+        pending = (workflows + "pending/", workflows + "answers/")
         pruning = workflows + "pruning/"
         requests = (workflows + "resume-requests/", workflows + "cancel-requests/")
         for key in await self.kv.keys(workflows):
@@ -430,7 +430,7 @@ class _Pass:
                     scan.forks.setdefault(origin, []).append(fork)
                     scan.side_keys.setdefault(fork, []).append(key)
             elif key.startswith(pending):
-                run_id = key[len(pending) :]
+                run_id = key.rpartition("/")[2]
                 if is_id(run_id):
                     scan.side_keys.setdefault(run_id, []).append(key)
             elif key.startswith(requests):

@@ -48,6 +48,7 @@ from ..errors import (
     InvalidInputError,
     ResumeBlockedError,
 )
+from ..records.answers import current_transport
 from ..records.intent import record_cancel_intent
 from ..records.registry import RunRegistry
 from ..records.requests import ResumeRequest, RunRequests
@@ -244,7 +245,7 @@ class FrontDoor:
         except Exception:
             pass  # an unreadable checkpoint is the owner's to act on (it fails the run)
         mine = await self.requests.request_resume(
-            self._session_id, run_id, raw, run.checkpoint_revision
+            self._session_id, run_id, raw, run.checkpoint_revision, transport=current_transport()
         )
         loop = asyncio.get_running_loop()
         pickup_deadline = loop.time() + self.request_timeout

@@ -10,13 +10,14 @@ from __future__ import annotations
 
 import uuid
 from dataclasses import dataclass
-from typing import Final
+from typing import TYPE_CHECKING, Final
 
 from ... import flow
 from ...clock import Clock
 from ...storage import ConflictError as StorageConflictError
 from ...storage import KeyNotFoundError, Store
 from ..activities.journal import ActivityJournal
+from ..records.answers import AnswerStore
 from ..records.input_claims import InputClaims
 from ..records.inputs import InputStore
 from ..records.pending import PendingStore
@@ -27,6 +28,9 @@ from ..records.timers import TimerIndex
 from ..records.unfinished import UnfinishedIndex
 from .catalog import Catalog
 from .supervisor import Supervisor
+
+if TYPE_CHECKING:
+    from ..schedules.deployments import DeploymentStarter
 
 __all__ = ["DEFAULT_SESSION_KEY", "WorkflowSession", "default_session_id"]
 
@@ -65,6 +69,10 @@ class WorkflowSession:
     supervisor: Supervisor
     requests: RunRequests
     pending: PendingStore
+    answers: AnswerStore
+    # set by a process that serves deployments (the deploy layer, above this one), so
+    # schedules can start deployments' runs (`flowledger.workflows.schedules.deployments`)
+    deployment_starter: DeploymentStarter | None = None
 
     @classmethod
     def build(
@@ -99,6 +107,7 @@ class WorkflowSession:
         inputs = InputStore(store.blobs, claims=InputClaims(store.kv, store.blobs, store.leases))
         requests = RunRequests(store.kv)
         pending = PendingStore(store.kv)
+        answers = AnswerStore(store.kv)
         supervisor = Supervisor(
             session_id,
             catalog=bound,
@@ -116,6 +125,7 @@ class WorkflowSession:
             timers=TimerIndex(store.kv),
             clock=clock,
             wakeups=store.wakeups,
+            answers=answers,
         )
         return cls(
             store,
@@ -128,4 +138,5 @@ class WorkflowSession:
             supervisor,
             requests,
             pending,
+            answers,
         )

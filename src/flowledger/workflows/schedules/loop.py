@@ -12,7 +12,11 @@ schedules and, for each active one, decides the slots in ``(cursor, now]`` in or
   the cursor) where it is until that run has ended; a queued slot is late by design, so
   ``none`` then acts as ``latest``;
 * each firing goes through `firing.fire`, then the cursor moves past the slot by
-  compare-and-swap. Every write of the pass carries the owner's lease fence.
+  compare-and-swap. Every write of the pass carries the owner's lease fence;
+* a deployment's firing that could not start its run (the deployment was deleted, a
+  source disabled, the input no longer fits) is recorded with its reason and counted as
+  ``failed``; the schedule keeps firing later slots. A process that does not serve
+  deployments leaves a deployment's slots undecided for one that does.
 
 Then the loop sleeps (`Clock.sleep`) until the earliest next slot of its schedules, at
 most ``rescan`` seconds (5): a schedule added, paused or resumed by another process is
@@ -32,6 +36,7 @@ from typing import TYPE_CHECKING, Final
 from ...clock import Clock, system_clock
 from ..errors import ConflictError, NotFoundError
 from ..runtime.supervisor.workers import owner_writes
+from .deployments import DeploymentsNotServedError
 from .firing import fire
 from .record import CatchUp, Overlap, Schedule
 from .store import ScheduleStore
@@ -126,6 +131,9 @@ class ScheduleLoop:
                 schedule = await self._decide(schedule)
             except ConflictError:
                 continue  # changed meanwhile (paused, resumed): the next pass sees it
+            except DeploymentsNotServedError as exc:
+                log.warning("session %s: %s", self.session.session_id, exc)
+                continue
             following = schedule.timing.next_after(max(schedule.cursor, self.clock.now()))
             if earliest is None or following < earliest:
                 earliest = following
@@ -151,7 +159,19 @@ class ScheduleLoop:
                 skipped = 0
                 continue
             firing = await fire(self.session, self.store, schedule, slot, self.clock.now())
-            schedule = await self._advance(schedule, slot, skipped=skipped, run_id=firing.run_id)
+            if firing.failure is not None:
+                log.warning(
+                    "session %s: schedule %s slot %s started no run: %s",
+                    schedule.session_id,
+                    schedule.id,
+                    slot,
+                    firing.failure.code,
+                )
+                schedule = await self._advance(schedule, slot, skipped=skipped, failed=True)
+            else:
+                schedule = await self._advance(
+                    schedule, slot, skipped=skipped, run_id=firing.run_id
+                )
             skipped = 0
             await self.store.trim_firings(schedule.session_id, schedule.id)
         else:
@@ -169,7 +189,13 @@ class ScheduleLoop:
         return not run.status.terminal
 
     async def _advance(
-        self, schedule: Schedule, slot: datetime, *, skipped: int, run_id: str | None = None
+        self,
+        schedule: Schedule,
+        slot: datetime,
+        *,
+        skipped: int,
+        run_id: str | None = None,
+        failed: bool = False,
     ) -> Schedule:
         """Move the cursor to ``slot`` (compare-and-swap; re-read once if only someone
         else's pause or resume moved the record)."""
@@ -179,6 +205,7 @@ class ScheduleLoop:
                 cursor=max(schedule.cursor, slot),
                 skipped=schedule.skipped + skipped,
                 fired=schedule.fired + (run_id is not None),
+                failed=schedule.failed + failed,
                 last_run_id=run_id if run_id is not None else schedule.last_run_id,
             )
             try:

@@ -1,9 +1,11 @@
 """`Schedule`: the durable record of one schedule, and its JSON codec.
 
-A schedule belongs to one session and starts runs of one definition version (``target``)
-with one input document (canonical JSON, checked against the definition's input schema
-when the schedule is added). ``cursor`` is the newest slot already handled (fired or
-skipped); the owner moves it forward by compare-and-swap, so each slot is decided once.
+A schedule belongs to one session and starts runs of one definition version, or of one
+deployment of the session (``deployment``: its live revision at each firing), with one
+input document (canonical JSON, checked against the input schema when the schedule is
+added, and again at each firing of a deployment). ``cursor`` is the newest slot already
+handled (fired or skipped); the owner moves it forward by compare-and-swap, so each slot
+is decided once.
 ``last_run_id`` is the run the newest firing started (what ``overlap`` looks at).
 """
 
@@ -72,15 +74,28 @@ class Schedule:
     fired: int = 0
     skipped: int = 0
     revision: int = 0  # the KV revision of the stored copy (never encoded)
+    deployment: str | None = None  # the target when it is a deployment (no definition then)
+    failed: int = 0  # firings that could not start a run (a deployment's, see `Firing`)
+    # a deployment's: added through a door that may name inline sources (an operator's);
+    # otherwise its firings may start only registered sources, whoever fires them
+    inline_sources: bool = False
+
+    @property
+    def target(self) -> str:
+        """What it starts, for people: ``deployment NAME`` or ``NAME VERSION``."""
+        if self.deployment is not None:
+            return f"deployment {self.deployment}"
+        return f"{self.definition_name} {self.definition_version}"
 
     def to_json(self) -> dict[str, Any]:
         """The schedule as tools and ``--json`` show it (without next fire times)."""
-        body: dict[str, Any] = {
-            "schedule_id": self.id,
-            "definition_name": self.definition_name,
-            "definition_version": self.definition_version,
-            "input": self.input,
-        }
+        body: dict[str, Any] = {"schedule_id": self.id}
+        if self.deployment is not None:
+            body["deployment"] = self.deployment
+        else:
+            body["definition_name"] = self.definition_name
+            body["definition_version"] = self.definition_version
+        body["input"] = self.input
         if self.timing.cron is not None:
             body["cron"] = self.timing.cron
             body["timezone"] = self.timing.timezone
@@ -97,6 +112,10 @@ class Schedule:
             fired=self.fired,
             skipped=self.skipped,
         )
+        if self.failed:
+            body["failed"] = self.failed
+        if self.inline_sources:
+            body["inline_sources"] = True
         if self.last_run_id is not None:
             body["last_run_id"] = self.last_run_id
         return body
@@ -110,6 +129,14 @@ def _parse_time(text: object) -> datetime:
     if not isinstance(text, str) or not text.endswith("Z"):
         raise ValueError(f"not a UTC timestamp: {text!r}")
     return datetime.strptime(text, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=UTC)
+
+
+def _optional_text(value: object) -> str | None:
+    if value is None:
+        return None
+    if not isinstance(value, str):
+        raise TypeError(f"not a string: {value!r}")
+    return value
 
 
 def encode_schedule(schedule: Schedule) -> bytes:
@@ -138,8 +165,8 @@ def decode_schedule(data: bytes, revision: int) -> Schedule:
         schedule = Schedule(
             id=str(body["schedule_id"]),
             session_id=str(body["session_id"]),
-            definition_name=str(body["definition_name"]),
-            definition_version=str(body["definition_version"]),
+            definition_name=str(body.get("definition_name", "")),
+            definition_version=str(body.get("definition_version", "")),
             input=body["input"],
             timing=timing,
             overlap=Overlap(body["overlap"]),
@@ -151,9 +178,14 @@ def decode_schedule(data: bytes, revision: int) -> Schedule:
             fired=int(body["fired"]),
             skipped=int(body["skipped"]),
             revision=revision,
+            deployment=_optional_text(body.get("deployment")),
+            failed=int(body.get("failed", 0)),
+            inline_sources=body.get("inline_sources", False) is True,
         )
     except (KeyError, TypeError, AttributeError, json.JSONDecodeError) as exc:
         raise ValueError(f"malformed schedule record: {exc}") from exc
     if not (is_id(schedule.id) and is_id(schedule.session_id)):
         raise ValueError("malformed schedule record: IDs must be lowercase UUIDs")
+    if (schedule.deployment is None) == (schedule.definition_name == ""):
+        raise ValueError("malformed schedule record: give a definition or a deployment")
     return schedule

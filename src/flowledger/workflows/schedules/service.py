@@ -2,9 +2,9 @@
 
 This is what the CLI, the MCP tools and applications call. Every check runs before
 anything is written: a bad cron expression, an unknown time zone, an interval <= 0, an
-unknown definition version, an input its schema refuses, or an ``overlap``/``catch_up``
-outside its enum is an `InvalidScheduleError` naming the field. A session only ever sees
-and changes its own schedules (every key is under its session).
+unknown definition version or deployment, an input its schema refuses, or an
+``overlap``/``catch_up`` outside its enum is an `InvalidScheduleError` naming the field.
+A session only ever sees and changes its own schedules (every key is under its session).
 """
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any, Final
 from ...clock import Clock, system_clock
 from ..errors import InvalidInputError, UnknownDefinitionError
 from ..records.inputs import canonical_json
+from .deployments import DeploymentStarter
 from .errors import InvalidScheduleError
 from .firing import fire
 from .record import CatchUp, Overlap, Schedule, parse_enum
@@ -53,7 +54,9 @@ class Schedules:
     """The schedules of ``session`` (a built `WorkflowSession`; owning it is not needed
     except by `trigger`, which starts the run at once only when the session is owned
     here, and otherwise leaves it pending for the owner). ``loop``, when this process
-    runs the session's `ScheduleLoop`, is poked after every change."""
+    runs the session's `ScheduleLoop`, is poked after every change. ``deployments``
+    checks and starts deployments' runs (default: the session's starter; without one,
+    deployments cannot be targeted)."""
 
     def __init__(
         self,
@@ -61,11 +64,19 @@ class Schedules:
         *,
         clock: Clock = system_clock,
         loop: ScheduleLoop | None = None,
+        deployments: DeploymentStarter | None = None,
     ) -> None:
         self.session = session
         self.store = ScheduleStore(session.store.kv)
         self.clock = clock
         self.loop = loop
+        self._deployments = deployments
+
+    @property
+    def deployments(self) -> DeploymentStarter | None:
+        if self._deployments is not None:
+            return self._deployments
+        return self.session.deployment_starter
 
     @property
     def session_id(self) -> str:
@@ -78,8 +89,9 @@ class Schedules:
     async def add(
         self,
         *,
-        definition_name: str,
-        definition_version: str,
+        definition_name: str | None = None,
+        definition_version: str | None = None,
+        deployment: str | None = None,
         input: Any,
         cron: str | None = None,
         timezone: str | None = None,
@@ -89,7 +101,8 @@ class Schedules:
         catch_up: object = "none",
         paused: bool = False,
     ) -> Schedule:
-        """Validate and store a new schedule; return it."""
+        """Validate and store a new schedule of a definition version or of a
+        ``deployment`` of the session (its live revision at each firing); return it."""
         now = utc_seconds(self.clock.now())
         if (cron is None) == (every is None):
             raise InvalidScheduleError("cron", "give exactly one of cron and every")
@@ -104,34 +117,36 @@ class Schedules:
             timing = Timing.interval(every, anchor)
         overlap_value = parse_enum(Overlap, "overlap", overlap)
         catch_up_value = parse_enum(CatchUp, "catch_up", catch_up)
-        try:
-            definition = self.session.catalog.resolve(definition_name, definition_version)
-        except (UnknownDefinitionError, ValueError, TypeError):
+        if deployment is None:
+            one_target = definition_name is not None and definition_version is not None
+        else:
+            one_target = definition_name is None and definition_version is None
+        if not one_target:
             raise InvalidScheduleError(
-                "target",
-                f"unknown workflow definition {definition_name!r} version {definition_version!r}",
-            ) from None
-        target = f"{definition_name}@{definition_version}"
+                "target", "give definition_name and definition_version, or deployment"
+            )
         try:
             canonical = canonical_json(input, field="input")
         except InvalidInputError as exc:
             raise InvalidScheduleError("input", "must be a JSON object of JSON values") from exc
-        try:
-            definition.validate_input(canonical)
-        except InvalidInputError as exc:
-            # the reason is not quoted: it may repeat the document (kept as the cause)
-            raise InvalidScheduleError("input", f"the input schema of {target} refused it") from exc
+        inline_sources = False
+        if deployment is None:
+            name, version = self._check_definition(definition_name, definition_version, canonical)
+        else:
+            inline_sources = await self._check_deployment(deployment, canonical)
+            name, version = "", ""
         input = json.loads(canonical)  # stored as the canonical document it fires with
         if len(await self.store.kv.keys(f"sessions/{self.session_id}/workflows/schedules/")) >= (
             MAX_SCHEDULES
         ):
             raise InvalidScheduleError("schedule_id", f"a session has at most {MAX_SCHEDULES}")
-        metadata = definition.metadata()
         schedule = Schedule(
             id=str(uuid.uuid4()),
             session_id=self.session_id,
-            definition_name=metadata.name,
-            definition_version=metadata.version,
+            definition_name=name,
+            definition_version=version,
+            deployment=deployment,
+            inline_sources=inline_sources,
             input=input,
             timing=timing,
             overlap=overlap_value,
@@ -145,6 +160,34 @@ class Schedules:
         created = await self.store.create(schedule)
         self._poke()
         return created
+
+    def _check_definition(self, name: object, version: object, canonical: bytes) -> tuple[str, str]:
+        """The definition version's name and version, after its schema accepted the input."""
+        try:
+            definition = self.session.catalog.resolve(name, version)  # type: ignore[arg-type]
+        except (UnknownDefinitionError, ValueError, TypeError):
+            raise InvalidScheduleError(
+                "target", f"unknown workflow definition {name!r} version {version!r}"
+            ) from None
+        try:
+            definition.validate_input(canonical)
+        except InvalidInputError as exc:
+            # the reason is not quoted: it may repeat the document (kept as the cause)
+            raise InvalidScheduleError(
+                "input", f"the input schema of {name}@{version} refused it"
+            ) from exc
+        metadata = definition.metadata()
+        return metadata.name, metadata.version
+
+    async def _check_deployment(self, deployment: object, canonical: bytes) -> bool:
+        """Check a deployment target; whether its firings may start inline sources."""
+        if not isinstance(deployment, str) or not deployment:
+            raise InvalidScheduleError("deployment", "must be a deployment's name")
+        starter = self.deployments
+        if starter is None:
+            raise InvalidScheduleError("deployment", "this process does not serve deployments")
+        await starter.check_schedule(deployment, canonical)
+        return starter.inline_sources
 
     async def get(self, schedule_id: str) -> Schedule:
         return await self.store.get(self.session_id, schedule_id)
@@ -204,7 +247,14 @@ class Schedules:
         now = self.clock.now()
         owned = self.session.supervisor.active
         return await fire(
-            self.session, self.store, schedule, utc_seconds(now), now, manual=True, start=owned
+            self.session,
+            self.store,
+            schedule,
+            utc_seconds(now),
+            now,
+            manual=True,
+            start=owned,
+            deployments=self.deployments,
         )
 
 

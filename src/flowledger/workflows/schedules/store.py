@@ -31,7 +31,14 @@ from .errors import ScheduleNotFoundError
 from .record import Schedule, decode_schedule, encode_schedule
 from .timing import slot_key
 
-__all__ = ["ACTIVE_PREFIX", "KEEP_FIRINGS", "Firing", "ScheduleStore", "active_key"]
+__all__ = [
+    "ACTIVE_PREFIX",
+    "KEEP_FIRINGS",
+    "Firing",
+    "FiringFailure",
+    "ScheduleStore",
+    "active_key",
+]
 
 ACTIVE_PREFIX: Final = "workflows/schedules/"
 KEEP_FIRINGS: Final = 100
@@ -58,49 +65,67 @@ def _firings_prefix(session_id: str, schedule_id: str) -> str:
 
 
 @dataclass(frozen=True, slots=True)
+class FiringFailure:
+    """Why a firing started no run: a stable ``code`` and a message for people."""
+
+    code: str
+    message: str
+
+    def to_json(self) -> dict[str, str]:
+        return {"code": self.code, "message": self.message}
+
+
+@dataclass(frozen=True, slots=True)
 class Firing:
-    """One fired slot: the run it started (its IDs derive from the slot, see `firing`)."""
+    """One fired slot: the run it started (its IDs derive from the slot, see `firing`).
+    A deployment's firing also records the revision it chose (``deployment_revision``)
+    or, when it could not start the run, the ``failure`` (then no run exists)."""
 
     schedule_id: str
     slot: datetime
     run_id: str
     fired_at: datetime
     manual: bool = False
+    deployment_revision: int | None = None
+    failure: FiringFailure | None = None
 
     def encode(self) -> bytes:
-        return json.dumps(
-            {
-                "version": 1,
-                "schedule_id": self.schedule_id,
-                "slot": f"{self.slot:%Y-%m-%dT%H:%M:%SZ}",
-                "run_id": self.run_id,
-                "fired_at": f"{self.fired_at.astimezone(UTC):%Y-%m-%dT%H:%M:%S.%fZ}",
-                "manual": self.manual,
-            },
-            separators=(",", ":"),
-        ).encode()
+        body: dict[str, object] = {"version": 1, "schedule_id": self.schedule_id}
+        body.update(self.to_json())
+        return json.dumps(body, separators=(",", ":")).encode()
 
     @classmethod
     def decode(cls, data: bytes) -> Firing:
         try:
             doc = json.loads(data)
+            failure = doc.get("failure")
+            revision = doc.get("deployment_revision")
             return cls(
                 str(doc["schedule_id"]),
                 datetime.strptime(doc["slot"], "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=UTC),
                 str(doc["run_id"]),
                 datetime.strptime(doc["fired_at"], "%Y-%m-%dT%H:%M:%S.%fZ").replace(tzinfo=UTC),
                 bool(doc.get("manual", False)),
+                None if revision is None else int(revision),
+                None
+                if failure is None
+                else FiringFailure(str(failure["code"]), str(failure["message"])),
             )
         except (KeyError, TypeError, ValueError) as exc:
             raise ValueError(f"malformed firing record: {exc}") from exc
 
     def to_json(self) -> dict[str, object]:
-        return {
+        body: dict[str, object] = {
             "slot": f"{self.slot:%Y-%m-%dT%H:%M:%SZ}",
             "run_id": self.run_id,
             "fired_at": f"{self.fired_at.astimezone(UTC):%Y-%m-%dT%H:%M:%S.%fZ}",
             "manual": self.manual,
         }
+        if self.deployment_revision is not None:
+            body["deployment_revision"] = self.deployment_revision
+        if self.failure is not None:
+            body["failure"] = self.failure.to_json()
+        return body
 
 
 class ScheduleStore:
@@ -191,6 +216,31 @@ class ScheduleStore:
         key = self.firing_key(session_id, firing.schedule_id, firing.slot, manual=firing.manual)
         try:
             await self.kv.put(key, firing.encode(), expected=0, **fence_arg())
+            return firing
+        except ConflictError:
+            return Firing.decode((await self.kv.get(key)).value)
+
+    async def stored_firing(
+        self, session_id: str, schedule_id: str, slot: datetime, *, manual: bool = False
+    ) -> Firing | None:
+        """The firing of that slot, if one was claimed."""
+        key = self.firing_key(session_id, schedule_id, slot, manual=manual)
+        try:
+            return Firing.decode((await self.kv.get(key)).value)
+        except KeyNotFoundError:
+            return None
+
+    async def record_failure(self, session_id: str, firing: Firing) -> Firing:
+        """Mark a claimed firing as failed (its run was never created): compare-and-swap
+        over the claimed record, so of two owners one writes and both return it."""
+        assert firing.failure is not None
+        key = self.firing_key(session_id, firing.schedule_id, firing.slot, manual=firing.manual)
+        entry = await self.kv.get(key)
+        stored = Firing.decode(entry.value)
+        if stored.failure is not None:
+            return stored
+        try:
+            await self.kv.put(key, firing.encode(), expected=entry.revision, **fence_arg())
             return firing
         except ConflictError:
             return Firing.decode((await self.kv.get(key)).value)

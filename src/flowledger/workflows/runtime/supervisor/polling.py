@@ -35,7 +35,7 @@ from ...records.wakeups import DUE, session_channel
 from ..resumption import prepare_resume
 from ..waiting import WorkWaiter
 from .adoption import reconcile_worker, resolve
-from .resume import resume_locked
+from .resume import Answered, resume_locked
 from .workers import busy, controller_for, spawn
 
 if TYPE_CHECKING:
@@ -279,7 +279,10 @@ async def resume_request(sup: Supervisor, run_id: str) -> None:
                     request = await requests.accept_resume(request)
                 except ConflictError:
                     return  # withdrawn or replaced meanwhile: look again next time
-            after = await resume_locked(sup, controller, definition, run, token)
+            answered = Answered(
+                "request" if payload else "retry", request.transport, request.payload or None
+            )
+            after = await resume_locked(sup, controller, definition, run, token, answered)
         if after is None:
             return  # ownership lost: the next owner carries the accepted request out
         await requests.delete_resume(sup._session_id, run_id)

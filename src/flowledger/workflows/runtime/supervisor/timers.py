@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import logging
 from collections.abc import Coroutine
 from typing import TYPE_CHECKING, Any, Final
@@ -32,7 +33,7 @@ from .adoption import resolve
 from .cancel import cancel_locked
 from .failures import definite
 from .outcomes import checkpoint_read_error
-from .resume import resume_locked
+from .resume import Answered, resume_locked
 from .workers import controller_for, spawn
 from .writes import OwnershipLost, transition
 
@@ -178,10 +179,30 @@ async def wake(sup: Supervisor, index: TimerIndex, entry: TimerEntry) -> bool:
                     raise
                 await checkpoint_read_error(sup, definition, run, "wake", exc)
                 return True
+            answered = (
+                Answered("timer", "owner")
+                if token is None
+                else Answered("deadline", "owner", _json_text(token.value))
+            )
             await resume_locked(
-                sup, controller, definition, run, token, on_running=lambda: index.delete(entry.key)
+                sup,
+                controller,
+                definition,
+                run,
+                token,
+                answered,
+                on_running=lambda: index.delete(entry.key),
             )
     return True
+
+
+def _json_text(value: Any) -> str | None:
+    """A deadline's payload as JSON text for its answer (None if it is not plain JSON
+    data, e.g. a typed value: the answer then says only that the deadline answered)."""
+    try:
+        return json.dumps(value, ensure_ascii=False, allow_nan=False)
+    except (TypeError, ValueError):
+        return None
 
 
 async def _first(*waits: Coroutine[Any, Any, Any] | None) -> None:
