@@ -194,16 +194,27 @@ def runs_list(
             show_default=False,
         ),
     ] = None,
+    status: Annotated[
+        str | None,
+        typer.Option(
+            "--status",
+            metavar="STATUS",
+            help="Only runs of this status, or 'queued' (pending, waiting for a slot).",
+        ),
+    ] = None,
     db: DbOption = None,
     app_ref: AppOption = None,
     session: SessionOption = None,
     json_output: JsonOption = False,
 ) -> None:
-    """List runs (one page, in run id order; the table shows it newest first)."""
+    """List runs (one page, in run id order; the table shows it newest first). Queued
+    runs show their place: the scope they wait in and their position."""
     options = Options(db, app_ref, session)
 
     async def work() -> None:
         arguments: dict[str, Any] = {}
+        if status is not None:
+            arguments["status"] = status
         if after is not None:
             arguments["after"] = after
         if limit is not None:

@@ -96,6 +96,7 @@ from .forms import FormError, form_fields, parse_form
 from .graph import MARKS, render_svg
 from .live import OpenStreams, Wake
 from .mux import MAX_PARTS, Part, Refused, Streams
+from .queues import queue_rows, rate_rows
 from .run_data import NoCheckpointError, revision_data, shown_answers, took
 from .security import CSRF_COOKIE, CSRF_FIELD, LOGIN_COOKIE, Gate, new_secret
 from .sessions import Served, SessionPool, SessionUnavailableError
@@ -838,7 +839,8 @@ class Dashboard:
             return self._refused(request, refusal)
         schedules = Schedules(ctx.served.session)
         rows = [await schedules.describe(item) for item in await schedules.list()]
-        return self._page(request, "schedules.html", {"schedules": rows}, ctx=ctx)
+        limits = {"queues": await queue_rows(ctx.served), "rates": await rate_rows(ctx.served)}
+        return self._page(request, "schedules.html", {"schedules": rows, **limits}, ctx=ctx)
 
     async def _sources(self, request: Request) -> Response:
         try:

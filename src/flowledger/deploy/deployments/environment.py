@@ -30,6 +30,7 @@ from typing import Any
 
 from ..registry.access import SessionSources
 from ..registry.errors import RegistryError, SourceDisabledError, SourceNotRegisteredError
+from ..registry.rates import GatedSource, RateLimits
 from ..registry.spec import CredentialMissingError
 from ..registry.store import Probe, RegisteredSource
 from ..sources.spec import Source
@@ -78,6 +79,7 @@ class SourceEnvironment:
 
     def __init__(self, sessions: SessionSources) -> None:
         self.sessions = sessions
+        self.rates = RateLimits(sessions.registry)  # calls to registered sources pass these
         # the recent checks of runs' pinned sources through this door (readers reuse them)
         self.revalidations = Revalidations()
 
@@ -234,7 +236,8 @@ class SourceEnvironment:
                 continue
             try:
                 registered = await self.sessions.enabled(name, int(identity["revision"]))
-                resolved[dependency] = self.sessions.source(registered, dependency)
+                source = self.sessions.source(registered, dependency)
+                resolved[dependency] = GatedSource(source, name, self.rates)
             except (RegistryError, CredentialMissingError) as exc:
                 resolved[dependency] = _raising(exc)
         return resolved
