@@ -316,10 +316,16 @@ async def test_an_accepted_resume_request_wins_over_a_deadline_that_passes_after
     await sup.poll()
     await env.until(lambda: env.status_is(run_id, "completed"))
     assert (await env.get(run_id))["status_summary"] == "approved=True"
-    assert await sup.requests.resume_request(sid, run_id) is None
+    await env.until(lambda: _no_request(env, run_id))  # deleted once the segment ended
     env.clock.advance(RETRY_DELAY)  # the deadline's entry is stale now: it only goes
     await env.until(lambda: _loop_waits_empty(env))
     assert (await env.get(run_id))["status_summary"] == "approved=True"
+
+
+async def _no_request(env: Env, run_id: str) -> bool:
+    requests = env.session.supervisor.requests
+    assert requests is not None
+    return await requests.resume_request(env.session.session_id, run_id) is None
 
 
 async def _read_twice_and_idle(env: Env, before: int) -> bool:
