@@ -2,9 +2,10 @@
 
 The plan is drawn from one seed before anything starts: when to SIGKILL a worker from
 outside and which one (an index into the live workers), and for the n-th worker started
-the call at which it SIGKILLs itself (`tests.cli._kill_points`: a write around a wake, a
-deadline or a firing) and how long after a death its replacement starts. The machine's
-timing still varies, but a failing seed replays the same choices.
+the write at which it SIGKILLs itself (`tests.cli._kill_points`: which method around a
+wake, a deadline or a firing, and at which of its calls) and how long after a death its
+replacement starts. The machine's timing still varies, but a failing seed replays the
+same choices.
 """
 
 from __future__ import annotations
@@ -18,6 +19,8 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from . import _kill_points as kill_points
+
 ROOT = Path(__file__).resolve().parents[2]
 APP = "tests.cli._time_faults_app:app"
 WORKER = (sys.executable, "-m", "flowledger", "worker")
@@ -28,7 +31,7 @@ class Plan:
     kill_every: tuple[float, float] = (2.0, 6.0)  # seconds between outside kills
     # (of a worker that is up: it has logged its start; on a busy machine starting a
     # Python process takes seconds, and a worker killed before it began tests nothing)
-    self_kill_within: int = 12  # a worker kills itself at call 1..this of a kill point
+    self_kill_within: int = 6  # a worker kills itself at point 1..this of its method
     restart_within: float = 1.0  # seconds before a dead worker's replacement starts
 
 
@@ -60,6 +63,7 @@ class Fleet:
     def __post_init__(self) -> None:
         rng = random.Random(self.seed)
         self._self_kill_at = [rng.randint(1, self.plan.self_kill_within) for _ in range(1000)]
+        self._self_kill_point = [rng.choice(kill_points.names()) for _ in range(1000)]
         self._restart_in = [rng.uniform(0.0, self.plan.restart_within) for _ in range(1000)]
         self._kill_in = [rng.uniform(*self.plan.kill_every) for _ in range(1000)]
         self._victims = [rng.randrange(1000) for _ in range(1000)]
@@ -85,6 +89,7 @@ class Fleet:
         env["FLOWLEDGER_FAULT_MARKS"] = str(self.marks)
         env.pop("FLOWLEDGER_KILL_AT", None)
         if armed:
+            env["FLOWLEDGER_KILL_POINT"] = self._self_kill_point[self.started]
             env["FLOWLEDGER_KILL_AT"] = str(self._self_kill_at[self.started])
             env["FLOWLEDGER_KILL_LOG"] = str(self.kill_log)
         return env
@@ -150,6 +155,10 @@ class Fleet:
         self._calm = True
         while len(self.workers) < self.size:
             self.spawn(armed=False)
+
+    def up(self) -> bool:
+        """Every worker has started (a SIGTERM before that is not a clean stop)."""
+        return all(worker.up() for worker in self.workers)
 
     def stop(self) -> None:
         """SIGTERM every worker; a calm one must have stopped cleanly, without a traceback."""

@@ -2,12 +2,14 @@
 schedule firings, for the fault tests of ``tests/cli/test_time_faults.py``.
 
 `arm` (called by the fault tests' app module when a worker process imports it) wraps
-the methods below so that the process SIGKILLs itself on the ``FLOWLEDGER_KILL_AT``-th
-call of one of them, just before the call or just after it returned (every call is two
-*points*: ``before`` and ``after``). The test draws that number from its seeded random
-generator per worker it starts, so the kill lands at a random point among the writes
-that matter here, and a failing seed replays the same choices. Before dying the process
-appends ``<pid> <point>`` to ``FLOWLEDGER_KILL_LOG``, so the test can say where it died.
+the method named by ``FLOWLEDGER_KILL_POINT`` (one of `POINTS`, as ``Class.method``) so
+that the process SIGKILLs itself at its ``FLOWLEDGER_KILL_AT``-th *point*: each call is
+two, just before it and just after it returned. The test draws both from its seeded
+random generator per worker it starts, so the kill lands at a random one of the writes
+that matter here (one method per worker: otherwise the re-indexing of parked runs that
+every new owner does first would take most kills), and a failing seed replays the same
+choices. Before dying the process appends ``<pid> <point>`` to ``FLOWLEDGER_KILL_LOG``,
+so the test can say where it died.
 
 Only a process whose environment names ``FLOWLEDGER_KILL_AT`` is armed: the test
 process, which imports the same app module to start runs, never is.
@@ -27,6 +29,7 @@ from flowledger.workflows.records.requests import RunRequests
 from flowledger.workflows.records.timers import TimerIndex
 from flowledger.workflows.schedules.store import ScheduleStore
 
+KILL_POINT = "FLOWLEDGER_KILL_POINT"
 KILL_AT = "FLOWLEDGER_KILL_AT"
 KILL_LOG = "FLOWLEDGER_KILL_LOG"
 
@@ -73,13 +76,21 @@ def _wrap(
     return wrapped
 
 
+def names() -> list[str]:
+    return [f"{cls.__name__}.{method}" for cls, method in POINTS]
+
+
 def arm() -> None:
     """Arm this process if its environment asks for it (idempotent)."""
     at = os.environ.get(KILL_AT)
     if not at or getattr(arm, "armed", False):
         return
     arm.armed = True  # type: ignore[attr-defined]
+    chosen = os.environ[KILL_POINT]
     countdown = _Countdown(int(at), os.environ.get(KILL_LOG))
     for cls, method in POINTS:
         name = f"{cls.__name__}.{method}"
-        setattr(cls, method, _wrap(countdown, name, getattr(cls, method)))
+        if name == chosen:
+            setattr(cls, method, _wrap(countdown, name, getattr(cls, method)))
+            return
+    raise ValueError(f"{KILL_POINT}={chosen!r} is none of the kill points")

@@ -12,8 +12,8 @@ SIGKILL itself at a random write around a wake, a deadline or a firing
   mark at least) and only ever at one step - a run again after its owner died before the
   checkpoint was durable has the same step; a second wake would have another;
 * every deadline resolved exactly once, and every racing resume got a definite answer
-  that matches the outcome: approved iff the resume was accepted, every mark of a run
-  carrying the same answer (a loser never ran);
+  that matches the outcome: approved iff the resume was accepted; the other answer ran
+  only in an owner that was SIGKILLed before its step was durable;
 * every schedule slot from the first to the cursor fired exactly one run that ran at one
   step, none was skipped (``catch_up: all``).
 
@@ -234,6 +234,11 @@ def _check_schedule(db: str, tmp: Path, fleet: Fleet, added: dict[str, Any]) -> 
     )
     _wait(lambda: _pause(db, tmp, added["schedule_id"]), "the schedule paused", fleet)
     _wait(lambda: _settled(db), "the schedule's record and its runs agree, all finished", fleet)
+    # a run listed late (after the look above) may still be pending: with no pass under way
+    # any more, one fresh worker finishes what is left (a paused schedule fires nothing)
+    fleet.stop()
+    fleet.spawn(armed=False)
+    _wait(lambda: fleet.up() and _settled(db), "the last scheduled runs finished", fleet)
     fleet.stop()
     schedule = asyncio.run(_schedule(db))
     scheduled = [r for r in asyncio.run(_runs(db)) if r.scheduled_by is not None]
@@ -320,8 +325,9 @@ def test_random_sigkills_around_wakes_deadlines_and_firings(db: str, tmp_path: P
     for run in askers:
         approved = run.id in won
         assert run.status_summary == f"approved={approved}", (fleet.summary(), run.id)
-        values = {value for _, _, value in marks[run.graph_run_id]}
-        assert values == {str(approved)}, (fleet.summary(), run.id, values)
+        # the loser never ran - but for an owner SIGKILLed before its step was durable
+        losers = {pid for _, pid, value in marks[run.graph_run_id] if value != str(approved)}
+        assert losers <= fleet.killed, (fleet.summary(), run.id, marks[run.graph_run_id])
     for run in nappers + askers:  # one resume each in the history: the wake, or the answer
         assert asyncio.run(_resumes(db, run.id)) == 1, (fleet.summary(), run.id)
     print(
@@ -342,7 +348,7 @@ def test_three_workers_fire_a_one_second_schedule_for_30_s_under_kills(tmp_path:
         added = _add_schedule(db, tmp_path)
         # owners live longer here than in the test above: a schedule firing every second
         # must keep up with its slots between the kills
-        fleet = Fleet(db, tmp_path, seed, size=3, plan=Plan(self_kill_within=40))
+        fleet = Fleet(db, tmp_path, seed, size=3, plan=Plan(self_kill_within=20))
         try:
             fleet.start()
             _chaos(fleet, 30, kills=8)
