@@ -23,7 +23,15 @@ from .checkpoint import (
     VertexStatus,
 )
 from .codec import StateCodec
-from .context import InterruptSignal, RunInfo, continuation, interrupt, run_info
+from .context import (
+    InterruptSignal,
+    RunInfo,
+    TimedOut,
+    continuation,
+    interrupt,
+    run_info,
+    timed_out,
+)
 from .engine import Granularity
 from .errors import (
     AmbiguousRoutingError,
@@ -123,6 +131,7 @@ __all__ = [
     "StepPhase",
     "StoreError",
     "StoredError",
+    "TimedOut",
     "TimerError",
     "UndeclaredTargetError",
     "UnknownVertexError",
@@ -137,4 +146,5 @@ __all__ = [
     "run_info",
     "sleep",
     "sleep_until",
+    "timed_out",
 ]

@@ -407,6 +407,7 @@ class Coordinator:
         def on_attempt(attempt: int) -> None:
             scope.payload_used = False
             scope.timer_used = False
+            scope.timed_out = False
             record.attempt = attempt
 
         token = current_scope.set(scope)
