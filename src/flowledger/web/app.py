@@ -7,6 +7,10 @@ or 404 like any unknown route):
 ``GET  /``                            redirect to ``/runs``
 ``GET  /runs``                        the runs table (``status``, ``definition``, ``q``
                                       - the start of a run ID - and ``after``, a cursor)
+``GET  /runs/bulk``                   confirm a bulk action (``action``: cancel or retry;
+                                      ``run``: run IDs); ``POST`` does it, then redirects
+                                      to ``/runs/bulk/done``, its report (`bulk`)
+``GET  /runs/{id}/time``              a run's durations, attempts and timeline (`time_view`)
 ``GET  /runs/{id}``                   one run (``after``: a timeline cursor; a deployed
                                       run's trace slice: ``trace_start``, ``trace_limit``)
 ``GET  /definitions``                 the definitions
@@ -86,6 +90,7 @@ from ..tools.errors import PREFIX
 from ..workflows.errors import ConflictError, NotFoundError, UnknownDefinitionError
 from ..workflows.records.run import RunStatus, is_id
 from ..workflows.schedules import Schedules
+from . import bulk
 from .counts import open_counts
 from .drafts import draft_detail, draft_rows
 from .forms import FormError, form_fields, parse_form
@@ -97,6 +102,8 @@ from .sessions import Served, SessionPool, SessionUnavailableError
 from .sources import source_detail, source_rows
 from .states import STATES, Latest, vertex_states
 from .streams import RowEvents, RunEvents, event_stream
+from .time_view import time_view
+from .timing import duration_of, duration_text, run_seconds
 from .views import (
     PAUSE_FILTERS,
     RUNS_PAGE,
@@ -286,7 +293,10 @@ class Dashboard:
         self._env.filters["short_time"] = _short_time
         self._env.filters["words"] = _words
         self._env.filters["pretty_json"] = pretty_json
-        self._env.globals.update(read_only=read_only, uses_tokens=gate.uses_tokens)
+        self._env.filters["duration"] = duration_text
+        self._env.globals.update(
+            read_only=read_only, uses_tokens=gate.uses_tokens, duration_of=duration_of
+        )
 
     # -- the application ---------------------------------------------------------------------
 
@@ -307,10 +317,20 @@ class Dashboard:
         return self._refused(Request(scope), _Refusal(refusal.status, refusal.message))
 
     def _routes(self) -> Starlette:
-        routes: list[BaseRoute] = [
+        routes: list[BaseRoute] = (
+            []
+            if self.read_only
+            else [  # before /runs/{run_id}
+                Route("/runs/bulk", self._bulk_page, methods=["GET"]),
+                Route("/runs/bulk", self._bulk, methods=["POST"]),
+                Route("/runs/bulk/done", self._bulk_done, methods=["GET"]),
+            ]
+        )
+        routes += [
             Route("/", self._home),
             Route("/runs", self._runs),
             Route("/runs/{run_id}", self._run),
+            Route("/runs/{run_id}/time", self._time),
             Route("/definitions", self._definitions),
             Route("/definitions/{name}/{version}", self._definition),
             Route("/artifacts/{name}/{version}", self._artifact),
@@ -497,7 +517,14 @@ class Dashboard:
 
     async def _row(self, tools: WorkflowTools, run: dict[str, Any]) -> dict[str, Any]:
         done = await progress(tools, run)
-        return {**run, "progress": done, "pause_kind": await pause_kind(tools, run)}
+        seconds, finished = run_seconds(run, datetime.now(UTC))
+        return {
+            **run,
+            "progress": done,
+            "pause_kind": await pause_kind(tools, run),
+            "seconds": seconds,
+            "finished": finished,
+        }
 
     def _row_html(self, row: Mapping[str, Any]) -> str:
         return self._env.get_template("_row.html").render(row=row)
@@ -516,6 +543,16 @@ class Dashboard:
             return self._refused(request, self._tool_refusal(exc))
         except _Refusal as refusal:
             return self._refused(request, refusal)
+
+    async def _time(self, request: Request) -> Response:
+        try:
+            ctx = await self._context(request)
+            view = await time_view(ctx.served, self.graphs, self._run_id(request))
+        except ToolError as exc:
+            return self._refused(request, self._tool_refusal(exc))
+        except _Refusal as refusal:
+            return self._refused(request, refusal)
+        return self._page(request, "time.html", view, ctx=ctx)
 
     async def _run_view(
         self,
@@ -976,6 +1013,70 @@ class Dashboard:
         except _Refusal as refusal:
             return self._refused(request, refusal)
         return RedirectResponse(f"/runs/{run_id}", status_code=303)
+
+    async def _bulk_page(self, request: Request) -> Response:
+        """The confirmation of a bulk action on the runs ticked in the list (`bulk`)."""
+        try:
+            ctx = await self._context(request)
+            try:
+                action = bulk.action_of(request.query_params.get("action", ""))
+                run_ids = bulk.chosen_runs(request.query_params.getlist("run"))
+            except FormError as exc:
+                raise _Refusal(400, str(exc)) from None
+            planned = await bulk.plan(ctx.served.tools, action, run_ids)
+        except ToolError as exc:
+            return self._refused(request, self._tool_refusal(exc))
+        except _Refusal as refusal:
+            return self._refused(request, refusal)
+        context = {"action": action, "verb": bulk.ACTIONS[action], "planned": planned}
+        return self._page(request, "bulk.html", context, ctx=ctx)
+
+    async def _bulk(self, request: Request) -> Response:
+        """Do the confirmed bulk action on each run still as the confirmation showed it;
+        then the report (redirect after POST: a reload does not act again)."""
+        try:
+            ctx = await self._context(request, page=False)
+            await self._form(request)  # the CSRF check
+            form = await request.form()
+            try:
+                action = bulk.action_of(str(form.get("action", "")))
+                seen = [bulk.Seen.parse(str(value)) for value in form.getlist("seen")]
+                bulk.chosen_runs([item.run_id for item in seen])
+            except FormError as exc:
+                raise _Refusal(400, str(exc)) from None
+
+            async def retry(run_id: str) -> None:
+                await self._resume_call(ctx.served, run_id, {"run_id": run_id})
+
+            outcomes = await bulk.apply(
+                ctx.served.tools, action, seen, reason=str(form.get("reason", "")), resume=retry
+            )
+        except ToolError as exc:
+            return self._refused(request, self._tool_refusal(exc))
+        except _Refusal as refusal:
+            return self._refused(request, refusal)
+        query = urlencode(
+            [("action", action), *(("r", f"{run_id}:{outcome}") for run_id, outcome in outcomes)]
+        )
+        return RedirectResponse(f"/runs/bulk/done?{query}", status_code=303)
+
+    async def _bulk_done(self, request: Request) -> Response:
+        """A bulk action's report: each run's outcome and its status now (read again)."""
+        try:
+            ctx = await self._context(request)
+            outcomes = bulk.parse_outcomes(request.query_params.getlist("r"))
+            rows = []
+            for run_id, outcome in outcomes:
+                try:
+                    now: dict[str, Any] | None = await get_run(ctx.served.tools, run_id)
+                except ToolError:
+                    now = None
+                rows.append((run_id, bulk.OUTCOME_WORDS[outcome], outcome, now))
+        except _Refusal as refusal:
+            return self._refused(request, refusal)
+        action = request.query_params.get("action", "")
+        context = {"verb": bulk.ACTIONS.get(action, "Act on"), "rows": rows}
+        return self._page(request, "bulk_done.html", context, ctx=ctx)
 
     async def _fork_page(self, request: Request) -> Response:
         """ "Fork from here": what a fork after that timeline row's revision does (the
