@@ -85,7 +85,7 @@ from ..deploy.registry.errors import RegistryCorruptError, SourceNotRegisteredEr
 from ..deploy.runs.trace import MAX_TRACE_PAGE
 from ..httpsec import DEFAULT_MAX_BODY, Guard, Refusal, TooManyFailuresError
 from ..observability.endpoint import METRICS_PATH, metrics_response
-from ..tools import ToolError, WorkflowTools
+from ..tools import ToolError
 from ..tools.errors import PREFIX
 from ..workflows.errors import ConflictError, NotFoundError, UnknownDefinitionError
 from ..workflows.records.run import RunStatus, is_id
@@ -93,6 +93,7 @@ from ..workflows.schedules import Schedules
 from . import bulk
 from .counts import open_counts
 from .drafts import draft_detail, draft_rows
+from .fork_view import asks_again, own_progress
 from .forms import FormError, form_fields, parse_form
 from .graph import MARKS, render_svg
 from .live import OpenStreams, Wake
@@ -485,7 +486,7 @@ class Dashboard:
             page = await tools.call(
                 "workflow_run_list", {**chosen.arguments(), "limit": RUNS_PAGE, "after": after}
             )
-            rows = [await self._row(tools, run) for run in page["runs"]]
+            rows = [await self._row(ctx, run) for run in page["runs"]]
             rows = [row for row in rows if chosen.matches_pause(row)]
             counts = await open_counts(ctx.served)
         except ToolError as exc:
@@ -515,8 +516,9 @@ class Dashboard:
             ctx=ctx,
         )
 
-    async def _row(self, tools: WorkflowTools, run: dict[str, Any]) -> dict[str, Any]:
-        done = await progress(tools, run)
+    async def _row(self, ctx: _Ctx, run: dict[str, Any]) -> dict[str, Any]:
+        tools = ctx.served.tools
+        done = own_progress(await progress(tools, run), await self._inherited(ctx, run))
         seconds, finished = run_seconds(run, datetime.now(UTC))
         return {
             **run,
@@ -681,6 +683,7 @@ class Dashboard:
             if entry.get("total_vertices"):
                 done = (int(entry.get("completed_vertices", 0)), int(entry["total_vertices"]))
                 break
+        done = own_progress(done, inherited)
         pause_key = str(run["run_status"])
         if isinstance(pending, Mapping):
             pause_key += f":{pending.get('kind')}:{pending.get('checkpoint_revision')}"
@@ -697,6 +700,7 @@ class Dashboard:
             "error": error,
             "last": last,
             "done": done,
+            "inherited_count": len(inherited),
             "terminal": run["run_status"] in _TERMINAL,
             "csrf": ctx.csrf,
             "csrf_field": CSRF_FIELD,
@@ -1123,6 +1127,7 @@ class Dashboard:
         return {
             "run": run,
             "plan": plan,
+            "asks": await asks_again(ctx.served, run, plan["again"]),
             "labels": labels,
             "error": error,
             "values": values or {},
@@ -1149,7 +1154,8 @@ class Dashboard:
             if patch_text:
                 arguments["patch"] = _patch(patch_text)
             plan = await fork.call("workflow_run_fork", {**arguments, "preview": True})
-            if plan["again"] and fields.get("confirm") != "yes":
+            run = await get_run(ctx.served.tools, run_id)
+            if await asks_again(ctx.served, run, plan["again"]) and fields.get("confirm") != "yes":
                 raise FormError(
                     "confirm",
                     "steps that already ran run again in this fork; tick "
@@ -1258,10 +1264,9 @@ class Dashboard:
         chosen = RunFilter(
             query.get("status", ""), query.get("definition", ""), query.get("q", "").strip()
         )
-        tools = ctx.served.tools
 
         async def row_html(run: dict[str, Any]) -> str | None:
-            row = await self._row(tools, run)
+            row = await self._row(ctx, run)
             return self._row_html(row) if chosen.matches_pause(row) else None
 
         events = RowEvents(ctx.served, chosen, since, row_html=row_html)

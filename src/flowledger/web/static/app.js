@@ -133,7 +133,7 @@ function bindForms(scope) {
 }
 
 // Times: the server writes UTC (what a page without script shows); here each <time>
-// reads in the browser's zone with how long ago, the UTC text on hover.
+// reads in the browser's zone (named) with how long ago, the UTC text on hover.
 const RELATIVE = new Intl.RelativeTimeFormat(undefined, { numeric: "auto" });
 const UNITS = [["day", 86400], ["hour", 3600], ["minute", 60], ["second", 1]];
 
@@ -154,7 +154,7 @@ function localTime(element) {
     element.dataset.utc = element.textContent;
     element.title = element.textContent;
   }
-  const local = when.toLocaleString(undefined, { dateStyle: "medium", timeStyle: "medium" });
+  const local = when.toLocaleString(undefined, { dateStyle: "medium", timeStyle: "long" });
   element.textContent = `${local} (${ago(when)})`;
   element.dataset.local = "1";
 }
