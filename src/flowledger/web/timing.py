@@ -36,7 +36,7 @@ __all__ = [
 ]
 
 #: Checkpoints read for a run's timeline (its last ones).
-WINDOW: Final = 500
+WINDOW: Final = 200
 _TERMINAL: Final = frozenset({"completed", "failed", "cancelled"})
 
 
