@@ -147,6 +147,11 @@ def test_a_fork_asks_only_about_steps_that_call_a_tool_not_read_only(
             origin = str(started["run_id"])
             wait_for(client, origin, "completed")
             assert _calls(calls) == ["look", "write", "look"]
+            # the time page draws the deployed run's tool calls beside its vertices
+            timeline = client.get(f"/runs/{origin}/time").text
+            tools = re.findall(r'<rect class="bar bar-tool"[^>]*data-vertex="(\w+)"', timeline)
+            assert sorted(tools) == ["first_look", "look_again", "write_it"], tools  # by lane
+            assert ">files/write<" in timeline and ">files/look<" in timeline
 
             # after "Write the file": only "Look again" (read-only) and the end run again
             after_write = _revision_of(client, origin, "Write the file")
