@@ -27,6 +27,7 @@ from ..workflows.records.pending import readable_cause
 from ..workflows.records.run import Run, RunStatus
 from ..workflows.runtime.session import WorkflowSession
 from .diff import Change, diff
+from .timing import duration_text
 
 __all__ = [
     "FOLD_CHARS",
@@ -132,13 +133,7 @@ def took(started: object, ended: object) -> str:
         seconds = (end - start).total_seconds()
     except (TypeError, ValueError):
         return ""
-    if seconds < 0:
-        return ""
-    if seconds < 1:
-        return f"{seconds * 1000:.0f} ms"
-    if seconds < 120:
-        return f"{seconds:.1f} s"
-    return f"{seconds / 60:.1f} min"
+    return duration_text(seconds) if seconds >= 0 else ""
 
 
 def _change(change: Change) -> ShownChange:

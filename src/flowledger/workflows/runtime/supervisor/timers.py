@@ -211,6 +211,8 @@ def _json_text(value: Any) -> str | None:
         return json.dumps(value, ensure_ascii=False, allow_nan=False)
     except (TypeError, ValueError):
         return None
+
+
 async def _answer_accepted(sup: Supervisor, run: Run) -> bool:
     """Whether a front door's resume request for this very pause was accepted by an owner
     (one that died before carrying it out: this one holds the run's lock). The owner
