@@ -59,7 +59,10 @@ def install() -> None:
         return
     _out = open(path, "a", buffering=1)  # noqa: SIM115 - kept for the process's life
 
-    from flowledger.storage import wakeups
+    try:
+        from flowledger.storage import wakeups
+    except ImportError:  # code from before wake-ups (the default --before): nothing to split
+        return
     from flowledger.workflows.runtime import frontdoor, worker
     from flowledger.workflows.runtime.supervisor import seeding
 

@@ -40,7 +40,6 @@ from rich.text import Text
 from ..jsontext import decode_json
 from ..observability.logs import LogFormat
 from ..observability.logs import configure as configure_logs
-from ..workflows.records.answers import answering
 
 # The engine, the tools and the session are imported where a command first needs them:
 # every `flowledger` process imports this module, most need only part of the library
@@ -442,6 +441,9 @@ def run_command(
     ``log_format="json"``: log records are JSON lines (`flowledger.observability.logs`)."""
     _configure_logging(quiet_logs)
     configure_logs(log_format)
+    # here, not at the top: importing the workflows layer would slow every command's start
+    from ..workflows.records.answers import answering
+
     try:
         with answering("cli"):  # a resume made here says so (a server's own surface overrides)
             asyncio.run(work())
