@@ -3,7 +3,8 @@
 Build a `Graph`, `compile` it over a `CheckpointStore`, and drive runs with
 the `Runner`. Inside a task, `interrupt` pauses the vertex for a person or a
 model (optionally with a deadline), `sleep` / `sleep_until` park it on a durable
-timer, and `run_info` gives the idempotency key for side effects. Field reducers
+timer, `now` reads the runner's clock, and `run_info` gives the idempotency key for
+side effects. Field reducers
 (`append`, or any ``(current, update) -> new`` callable in ``Annotated``) say
 how parallel updates of one state field combine.
 """
@@ -23,7 +24,7 @@ from .checkpoint import (
     VertexStatus,
 )
 from .codec import StateCodec
-from .context import InterruptSignal, RunInfo, continuation, interrupt, run_info
+from .context import InterruptSignal, RunInfo, continuation, interrupt, now, run_info
 from .engine import Granularity
 from .errors import (
     AmbiguousRoutingError,
@@ -134,6 +135,7 @@ __all__ = [
     "checkpoint_digest",
     "continuation",
     "interrupt",
+    "now",
     "run_info",
     "sleep",
     "sleep_until",
