@@ -326,7 +326,9 @@ class DeployService:
             )
             # registered concurrently: the same revision compiles the same way
             with contextlib.suppress(DuplicateDefinitionError):
-                self.session.catalog.register(compiled.with_checkpoints(self.session.checkpoints))
+                self.session.catalog.register(
+                    compiled.with_checkpoints(self.session.checkpoints, clock=self.session.clock)
+                )
         definition = self.session.catalog.resolve(*key)
         assert isinstance(definition, DeployedDefinition)
         return definition
