@@ -1,6 +1,7 @@
-"""A deployed run's trace is timed by its session's clock, like its checkpoints: an artifact
-compiled without a clock, run in a session built with a ManualClock set years before the
-machine's time, traces its nodes at the manual clock's instants."""
+"""A deployed run's records are timed by its session's clock, like its checkpoints: an
+artifact compiled without a clock (directly, or by a `DeployService`), run in a session
+built with a ManualClock set years before the machine's time, is stamped, pinned and
+traced at the manual clock's instants."""
 
 from __future__ import annotations
 
@@ -11,12 +12,18 @@ from pathlib import Path
 import pytest
 
 from flowledger.clock import ManualClock
-from flowledger.deploy import ArtifactDefinition, compile_artifact, validate_artifact
+from flowledger.deploy import (
+    ArtifactDefinition,
+    DeployService,
+    compile_artifact,
+    validate_artifact,
+)
 from flowledger.storage import open_store
 from flowledger.tools import WorkflowTools
 from flowledger.workflows import Catalog
 from flowledger.workflows.runtime.session import WorkflowSession
 
+from .conftest import minimal
 from .test_wait import Env, asking
 
 T0 = datetime(2020, 3, 1, 9, 30, tzinfo=UTC)
@@ -53,5 +60,35 @@ async def test_trace_times_follow_the_session_clock(url: str) -> None:
             assert [t.node for t in entries] == ["ask", "ask", "done"]
             assert {t.started_at for t in entries[1:]} == {t.ended_at for t in entries[1:]}
             assert {t.started_at for t in entries[1:]} == {later}
+        finally:
+            await built.supervisor.shutdown()
+
+
+async def test_a_deployed_run_is_pinned_stamped_and_traced_on_the_session_clock(url: str) -> None:
+    clock = ManualClock(T0)
+    async with open_store(url) as store:
+        built = WorkflowSession.build(store, str(uuid.uuid4()), Catalog(), clock=clock)
+        deploy = DeployService(built, check_timeout=30)
+        await deploy.serve_deployments()
+        await built.supervisor.activate()
+        try:
+            await deploy.artifact_save(minimal(name="stamped"))
+            await deploy.deployment_save(
+                {
+                    "format": "flowledger.deployment/v1",
+                    "name": "stamped",
+                    "artifact": {"name": "stamped", "version": "1"},
+                    "sources": {},
+                }
+            )
+            started = await deploy.run_deployment("stamped", {}, wait_seconds=30)
+            run = await built.registry.get(built.session_id, str(started["run_id"]))
+            assert run.status.terminal and (run.created_at, run.updated_at) == (T0, T0)
+            pin = await deploy.pins.read(run.graph_run_id)
+            assert pin.document["pinned_at"] == "2020-03-01T09:30:00.000000Z"
+            definition = built.catalog.resolve(run.definition_name, run.definition_version)
+            assert isinstance(definition, ArtifactDefinition)
+            (entry,) = (await definition.trace.read(run.graph_run_id)).entries
+            assert (entry.node, entry.started_at, entry.ended_at) == ("done", T0, T0)
         finally:
             await built.supervisor.shutdown()

@@ -113,8 +113,8 @@ class _PendingPin:
 _PENDING: ContextVar[_PendingPin | None] = ContextVar("flowledger_deploy_pending_pin", default=None)
 
 
-def _now() -> str:
-    moment = datetime.now(UTC)
+def _stamp(moment: datetime) -> str:
+    moment = moment.astimezone(UTC)
     return f"{moment:%Y-%m-%dT%H:%M:%S}.{moment.microsecond:06d}Z"
 
 
@@ -154,6 +154,7 @@ class DeployService:
             start_timeout=start_timeout,
             pending=session.pending,
             prepare_run=self._bind_pin,
+            now=session.clock.now,
         )
 
     @property
@@ -532,7 +533,7 @@ class DeployService:
             "format": PIN_FORMAT,
             "run_id": record.id,
             "graph_run_id": record.graph_run_id,
-            "pinned_at": _now(),
+            "pinned_at": _stamp(self.session.clock.now()),  # a record of the run
             "deployment": {
                 "name": revision.name,
                 "revision": revision.revision,

@@ -286,6 +286,7 @@ class Worker:
         self._record_revision = 0
         self._record_sessions: tuple[str, ...] | None = None
         self._record_due = 0.0
+        # The worker record (liveness, read by other processes) is on the machine's clock.
         self._started_at = time.time()
         self._closed = False
         self.ticks = 0
@@ -466,7 +467,7 @@ class Worker:
         if owned.schedules is None:
             from ..schedules.loop import ScheduleLoop
 
-            owned.schedules = ScheduleLoop(owned.session, clock=owned.session.clock)
+            owned.schedules = ScheduleLoop(owned.session)
             owned.schedules.start()
         else:
             owned.schedules.poke()
