@@ -7,6 +7,7 @@ on real time but `Env.until`'s hang deadline."""
 
 from __future__ import annotations
 
+import asyncio
 import uuid
 from collections.abc import AsyncIterator
 from datetime import UTC, datetime, timedelta
@@ -20,10 +21,12 @@ from flowledger.storage import open_store
 from flowledger.tools import ForkTools
 from flowledger.tools.bundle import WorkflowTools
 from flowledger.workflows.authoring.definition import TypedDefinition
+from flowledger.workflows.records.run import RunStatus
+from flowledger.workflows.runtime.frontdoor import FrontDoor
 from flowledger.workflows.runtime.session import WorkflowSession
 
 from ._app import catalog
-from .conftest import Env
+from .conftest import HANG, Env
 
 T0 = datetime(2020, 3, 1, 9, 30, tzinfo=UTC)
 
@@ -101,6 +104,23 @@ async def test_a_cancel_intent_and_a_fork_are_stamped_by_the_session_clock(env: 
     await env.call("workflow_run_cancel", run_id=run_id)
     await env.until(lambda: env.status_is(run_id, "cancelled"))
     assert at((await env.get(run_id))["updated_at"]) == T0 + timedelta(seconds=20)
+
+
+async def test_a_front_door_stamps_its_cancel_intent_by_its_session_clock(env: Env) -> None:
+    run_id = await env.start("asker", {"seconds": 3600})
+    env.clock.advance(10)
+    # another front end of the same session (as a CLI command is), on the same clock
+    front = WorkflowSession.build(env.store, env.session.session_id, catalog(), clock=env.clock)
+    door = FrontDoor.for_session(front, request_timeout=HANG, outcome_timeout=HANG)
+    cancelling = asyncio.create_task(door.cancel(run_id))
+
+    async def answered() -> bool:
+        await env.session.supervisor.poll()  # the owner reads the request (as a worker does)
+        return cancelling.done()
+
+    await env.until(answered)
+    assert (await cancelling).status is RunStatus.CANCELLED
+    assert at((await env.get(run_id))["updated_at"]) == T0 + timedelta(seconds=10)
 
 
 async def test_a_retention_age_is_measured_on_the_session_clock(env: Env) -> None:
