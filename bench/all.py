@@ -1,4 +1,5 @@
-"""Everything issue #18 measures, in one command: ``bash bench/run.sh all [--quick] [--out FILE]``.
+"""Everything issues #18 and #33 measure, in one command: ``bash bench/run.sh all [--quick]``
+``[--out FILE]``.
 
 In order, each part a subprocess of this interpreter (bench/run.sh runs it in bench/.venv):
 
@@ -8,14 +9,24 @@ In order, each part a subprocess of this interpreter (bench/run.sh runs it in be
 3. ``workers``  - bench/workers.py with 1, 2 and 3 worker processes (PostgreSQL);
 4. ``wakeups``  - bench/wakeups.py: start latency and idle storage calls, the last polling
    code against this checkout, alternated (PostgreSQL);
-5. ``scale``    - bench/scale.py (workload h), on SQLite and, when reachable, PostgreSQL.
+   ``--breakdown``: where the ms of one start go, phase by phase;
+5. ``scale``    - bench/scale.py (workload h), on SQLite and, when reachable, PostgreSQL;
+6. ``prune``    - bench/prune.py: a retention pass's KV keys/s, the code before batching
+   (92a9e59) against this checkout, alternated (SQLite, and PostgreSQL when reachable);
+7. ``resume``   - bench/deploy_runs.py: a deployed run's start and revalidation, and a
+   stdio and an HTTP ``resume_run`` to completion with where its time goes;
+8. ``step-cpu`` - bench/step_cpu.py: CPU per durable step of a) at ``synchronous=OFF``.
+
+Parts 6 to 8 run with the project's interpreter (``FLOWLEDGER_PYTHON``, default
+``.venv/bin/python``): they need its test helpers and MCP servers.
 
 The PostgreSQL server (``--postgres-url``) is checked once: when it cannot be reached, one
 line says so and the PostgreSQL parts are skipped (h) then runs on SQLite only).
 
 With ``--out FILE`` every part writes its own generated block of FILE, between markers
 named ``results`` (the SQLite comparison), ``results-postgres``, ``results-workers``,
-``results-wakeups`` and ``results-scale`` (see compare.write_out: a block is replaced in
+``results-wakeups``, ``results-scale``, ``results-prune``, ``results-resume`` and
+``results-step-cpu`` (see compare.write_out: a block is replaced in
 place, or appended under a heading of its own when FILE does not have it yet), and the
 plots go next to FILE. A part that is skipped or fails leaves its block as it was.
 ``--quick`` runs every part at its smallest size (seconds to a few minutes in all);
@@ -39,7 +50,8 @@ sys.path.insert(0, str(HERE))
 
 import compare  # noqa: E402
 
-PARTS = ("sqlite", "postgres", "workers", "wakeups", "scale")
+PARTS = ("sqlite", "postgres", "workers", "wakeups", "scale", "prune", "resume", "step-cpu")
+PRUNE_BEFORE = "92a9e59"  # the last prune without batches (issue #33 item 4's baseline)
 # workers.py at its smallest: enough runs that every worker count gets work in each phase
 QUICK_WORKERS = (
     "--runs", "24", "--sessions", "3", "--concurrency", "12", "--repeat", "1",
@@ -92,6 +104,7 @@ def parts(args: argparse.Namespace, postgres: bool) -> list[Part]:
         workers = [py, str(HERE / "workers.py"), "--db", args.postgres_url, "--workers", "1"]
         workers += ["2", "3", *(QUICK_WORKERS if args.quick else ())]
         wakeups = [py, str(HERE / "wakeups.py"), "--db", args.postgres_url]
+        wakeups += ["--breakdown", "5" if args.quick else "20"]
         wakeups += ["--rounds", "1", "--idle", "5", "--latency-runs", "10"] if args.quick else []
         chosen += [
             Part("postgres", pg_compare),
@@ -102,6 +115,18 @@ def parts(args: argparse.Namespace, postgres: bool) -> list[Part]:
     scale += ["--cache", args.scale_cache] if args.scale_cache else []
     scale += ["--postgres", args.postgres_url] if postgres else []
     chosen.append(Part("scale", scale, "results-scale", "h) scale (generated)"))
+    own = os.environ.get("FLOWLEDGER_PYTHON") or str(HERE.parent / ".venv" / "bin" / "python")
+    prune = [own, str(HERE / "prune.py"), "--before", PRUNE_BEFORE]
+    prune += ["--backends", "sqlite,postgres" if postgres else "sqlite"]
+    prune += ["--runs", "50", "--repeat", "1"] if args.quick else ["--runs", "150", "--repeat", "5"]
+    resume = [own, str(HERE / "deploy_runs.py"), *(["--quick"] if args.quick else [])]
+    step_cpu = [own, str(HERE / "step_cpu.py"), "--settled"]
+    step_cpu += ["--n", "300", "--reps", "1"] if args.quick else ["--n", "2000"]
+    chosen += [
+        Part("prune", prune, "results-prune", "Retention: prune in batches (generated)"),
+        Part("resume", resume, "results-resume", "Deploy layer: runs and resumes (generated)"),
+        Part("step-cpu", step_cpu, "results-step-cpu", "CPU per durable step (generated)"),
+    ]
     return [part for part in chosen if part.name not in (args.skip or ())]
 
 
@@ -146,6 +171,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     command = "bash bench/run.sh all " + " ".join(argv if argv is not None else sys.argv[1:])
     command = command.strip()
 
+    # bench/prune.py finds the server the way the tests do (tests/_postgres.py)
+    os.environ.setdefault("FLOWLEDGER_TEST_POSTGRES_URL", args.postgres_url)
     reason = compare.postgres_unreachable(args.postgres_url)
     if reason is not None:
         line = (

@@ -185,11 +185,14 @@ def measure(db: Path, run_id: str, requests: int) -> dict[str, list[float]]:
                 "runs page, definition + status": "/runs?definition=loop&status=completed",
                 "runs page, run ID search": f"/runs?q={run_id[:6]}",
                 "run page (history first page)": f"/runs/{run_id}",
+                "time page (durations, Gantt)": f"/runs/{run_id}/time",
                 "run page, history last page": client.portal.call(  # type: ignore[union-attr]
                     last_page,
                     client.portal.call(pool.get, None),
                     run_id,  # type: ignore[union-attr]
                 ),
+                "data page (latest revision)": f"/runs/{run_id}/data",
+                "data page, revision 1": f"/runs/{run_id}/data?revision=1",
             }
             for name, path in pages.items():
                 for _ in range(2):

@@ -19,7 +19,13 @@ For each, ``--runs`` times (``--quick``: 3), through `DeployService` on an owned
 2. ``inspect_run`` with and without ``revalidate``: their difference is the cost of the
    revalidation of the pinned environment (connect, list tools, compare fingerprints);
 3. ``resume_run`` of the paused run (revalidation, then the tool call, to completion),
-   and how many source checks (connections opened to list tools) the resume made.
+   and how many source checks (connections opened to list tools) the resume made; and
+   where its time goes, from spans around the source session's methods (`SpanLog`):
+   before the server is started (the run read, payload check, lock), the server's start
+   and MCP ``initialize`` (one span: the request waits in the pipe until the server has
+   started), ``tools/list`` (and how many), from the list to the call (fingerprints
+   compared, the segment started, the tool intent recorded), ``tools/call``, and after
+   the call: the server's stop, and the rest (the result recorded, the run completed).
 
 Then a deployment binding both sources at once: revalidation (``inspect_run`` and the
 resume path) counts the source connections it opens and whether they overlap in time,
@@ -151,6 +157,72 @@ class ProbeLog:
         return spans
 
 
+class SpanLog:
+    """Spans around `SourceSession`'s ``open``, ``list_tools``, ``call_tool`` and
+    ``close`` (MCP sources: stdio and HTTP alike)."""
+
+    METHODS = ("open", "list_tools", "call_tool", "close")
+
+    def __init__(self) -> None:
+        self.spans: list[tuple[str, float, float]] = []
+
+    def install(self) -> None:
+        from flowledger.deploy.sources.session import SourceSession
+
+        for name in self.METHODS:
+            self._wrap(SourceSession, name)
+
+    def _wrap(self, owner: Any, name: str) -> None:
+        original = getattr(owner, name)
+
+        async def spanned(*args: Any, **kwargs: Any) -> Any:
+            started = time.perf_counter()
+            try:
+                return await original(*args, **kwargs)
+            finally:
+                self.spans.append((name, started, time.perf_counter()))
+
+        setattr(owner, name, spanned)
+
+    def take(self) -> list[tuple[str, float, float]]:
+        spans, self.spans = self.spans, []
+        return spans
+
+
+RESUME_PARTS = (
+    "resume: before the server start",
+    "resume: server start + initialize",
+    "resume: tools/list",
+    "resume: tools/list (count)",
+    "resume: list to call",
+    "resume: tools/call",
+    "resume: server stop",
+    "resume: after the call, besides the stop",
+)
+
+
+def resume_parts(began: float, ended: float, spans: list[tuple[str, float, float]]) -> list[float]:
+    """A resume's time by `RESUME_PARTS` (seconds; the count as is), from its spans."""
+    opened = [s for s in spans if s[0] == "open"]
+    lists = [s for s in spans if s[0] == "list_tools"]
+    calls = [s for s in spans if s[0] == "call_tool"]
+    if not (opened and calls):
+        return []
+    first_open, call = opened[0], calls[-1]
+    listed_end = max((e for _, _, e in lists), default=first_open[2])
+    stop = sum(e - b for name, b, e in spans if name == "close" and b >= call[2])
+    return [
+        first_open[1] - began,
+        sum(e - b for _, b, e in opened),
+        sum(e - b for _, b, e in lists),
+        float(len(lists)),
+        call[1] - listed_end,
+        call[2] - call[1],
+        stop,
+        ended - call[2] - stop,
+    ]
+
+
 def overlapping(spans: list[tuple[str, float, float]]) -> bool:
     return len(spans) > 1 and max(s for _, s, _ in spans) < min(e for _, _, e in spans)
 
@@ -176,7 +248,7 @@ async def first_checkpoint(service: DeployService, name: str) -> tuple[float, fl
 
 
 async def measure(
-    service: DeployService, name: str, runs: int, log: ProbeLog
+    service: DeployService, name: str, runs: int, log: ProbeLog, spans: SpanLog
 ) -> dict[str, list[float]]:
     found: dict[str, list[float]] = {
         "run_deployment call": [],
@@ -186,6 +258,7 @@ async def measure(
         "revalidation (difference)": [],
         "resume_run to completion": [],
         "source checks in resume_run (count)": [],
+        **{part: [] for part in RESUME_PARTS},
     }
     for _ in range(runs):
         called, checkpoint, run_id = await first_checkpoint(service, name)
@@ -195,8 +268,16 @@ async def measure(
         checked, described = await timed(service.inspect_run(run_id))
         assert described["resume_readiness"]["status"] == "ready", described
         log.take()
-        resumed, result = await timed(service.resume_run(run_id, {"go": True}))
+        spans.take()
+        began = time.perf_counter()
+        result = await service.resume_run(run_id, {"go": True})
+        ended = time.perf_counter()
+        resumed = ended - began
         assert result["status"] == "completed", result
+        for part, value in zip(
+            RESUME_PARTS, resume_parts(began, ended, spans.take()), strict=False
+        ):
+            found[part].append(value)
         found["source checks in resume_run (count)"].append(len(log.take()))
         found["run_deployment call"].append(called)
         found["to first checkpoint"].append(checkpoint)
@@ -237,6 +318,8 @@ async def main() -> None:
     runs = 3 if args.quick else args.runs
     log = ProbeLog()
     log.install()
+    spans = SpanLog()
+    spans.install()
     with tempfile.TemporaryDirectory(dir=args.db_dir) as folder:
         work = Path(folder)
         with everything_http_server(work / "everything.log") as (everything_url, _process):
@@ -261,7 +344,7 @@ async def main() -> None:
                 ):
                     await first_checkpoint(service, name)  # warm up: imports, the servers' caches
                     log.take()
-                    samples[label] = await measure(service, name, runs, log)
+                    samples[label] = await measure(service, name, runs, log, spans)
                     report(label, samples[label])
                     log.take()
 

@@ -28,8 +28,14 @@ both: SQLite ``db + db-wal`` after a ``wal_checkpoint(TRUNCATE)``, PostgreSQL th
 ``pg_total_relation_size`` over the tables outside the catalogs; the clock is stopped
 while a size is taken.
 
-``python bench/langgraph_saver.py [--quick] [--reps N] [--out docs/benchmarks.md]``
-(``bash bench/run.sh langgraph ...`` runs it with the project's interpreter).
+``--baseline-src DIR`` adds a third system, "baseline": FlowledgerSaver imported from
+another checkout's ``src`` (say, ``main``'s before a change), alternated with the others in
+the same run, so old and new code are measured side by side. ``--workloads loop`` runs the
+loop alone.
+
+``python bench/langgraph_saver.py [--quick] [--reps N] [--workloads loop chat]
+[--baseline-src DIR] [--out docs/benchmarks.md]`` (``bash bench/run.sh langgraph ...``
+runs it with the project's interpreter).
 """
 
 from __future__ import annotations
@@ -139,7 +145,7 @@ def chat_graph(saver: Any) -> Any:
 
 def open_saver(system: str, backend: str, db: str) -> tuple[Any, Callable[[], None], list[Any]]:
     """The saver, how to close it, and the durability settings read back on its connection."""
-    if system == "flowledger":
+    if system in ("flowledger", "baseline"):
         from flowledger.integrations.langgraph import FlowledgerSaver
 
         url = db if backend == "postgres" else f"sqlite:///{db}?synchronous=FULL"
@@ -269,6 +275,8 @@ class Databases:
 def spawn(job: dict[str, Any]) -> dict[str, Any]:
     argv = [sys.executable, os.path.abspath(__file__), "--worker", json.dumps(job)]
     env = {**os.environ, "PYTHONUNBUFFERED": "1", "LANGSMITH_TRACING": "false"}
+    if job["system"] == "baseline":
+        env["PYTHONPATH"] = os.pathsep.join(filter(None, (job["src"], env.get("PYTHONPATH"))))
     proc = subprocess.run(argv, capture_output=True, text=True, timeout=3600, env=env)
     lines = [line for line in proc.stdout.splitlines() if line.startswith("{")]
     if proc.returncode != 0 or not lines:
@@ -301,10 +309,11 @@ def measure(
     loop_n = QUICK_LOOP_N if args.quick else LOOP_N
     turns = QUICK_CHAT_TURNS if args.quick else CHAT_TURNS
     mark = 5 if args.quick else MARK
+    systems = SYSTEMS + (("baseline",) if args.baseline_src else ())
     for rep in range(args.reps):
-        for index, workload in enumerate(("loop", "chat")):
-            shift = (rep + index) % len(SYSTEMS)
-            for system in SYSTEMS[shift:] + SYSTEMS[:shift]:
+        for index, workload in enumerate(args.workloads):
+            shift = (rep + index) % len(systems)
+            for system in systems[shift:] + systems[:shift]:
                 db = databases.fresh(system)
                 try:
                     n = loop_n if workload == "loop" else turns
@@ -315,6 +324,7 @@ def measure(
                         "db": db,
                         "n": n,
                         "mark": mark,
+                        "src": args.baseline_src,
                     }
                     out = spawn(job)
                 finally:
@@ -359,9 +369,11 @@ def table(backend: str, samples: Samples, quick: bool) -> list[str]:
     peer = PEER[backend]
     loop_n = QUICK_LOOP_N if quick else LOOP_N
     turns = QUICK_CHAT_TURNS if quick else CHAT_TURNS
+    baseline = any(k[0] == backend and k[1] == "baseline" for k in samples)
+    extra = " baseline | baseline / " + peer + " |" if baseline else ""
     lines = [
-        f"| workload | metric | FlowledgerSaver | {peer} | FlowledgerSaver / {peer} |",
-        "|---|---|--:|--:|--:|",
+        f"| workload | metric | FlowledgerSaver | {peer} | FlowledgerSaver / {peer} |{extra}",
+        "|---|---|--:|--:|--:|" + ("--:|--:|" if baseline else ""),
     ]
     titles = {"loop": f"a) 1-vertex loop, N={loop_n}", "chat": f"b) growing chat, T={turns} turns"}
     for workload, metric, unit, fmt in ROWS:
@@ -369,10 +381,14 @@ def table(backend: str, samples: Samples, quick: bool) -> list[str]:
         theirs = samples.get((backend, "langgraph", workload, metric), [])
         if not mine and not theirs:
             continue
-        lines.append(
+        row = (
             f"| {titles[workload]} | {unit} | {_cell(mine, fmt)} | {_cell(theirs, fmt)} "
             f"| {_ratio(mine, theirs)} |"
         )
+        if baseline:
+            old = samples.get((backend, "baseline", workload, metric), [])
+            row += f" {_cell(old, fmt)} | {_ratio(old, theirs)} |"
+        lines.append(row)
     marks = sorted(
         {int(k[3].split("@")[1]) for k in samples if k[0] == backend and k[3].startswith("grow@")}
     )
@@ -392,6 +408,16 @@ def table(backend: str, samples: Samples, quick: bool) -> list[str]:
                 f"| {at - step + 1}-{at} | {_cell(mine, '.0f')} | {_cell(theirs, '.0f')} |"
             )
     return lines
+
+
+def _commit(src: str) -> str:
+    try:
+        out = subprocess.run(
+            ["git", "-C", src, "log", "-1", "--format=%h %s"], capture_output=True, text=True
+        )
+    except OSError:
+        return "commit unknown"
+    return out.stdout.strip() or "commit unknown"
 
 
 def report(
@@ -429,6 +455,10 @@ def report(
         "Medians (min-max); ratios are FlowledgerSaver's median over the LangGraph saver's "
         "(below 1: FlowledgerSaver is faster or smaller).",
     ]
+    if args.baseline_src:
+        lines.append(
+            f"Baseline: FlowledgerSaver from `{args.baseline_src}` ({_commit(args.baseline_src)})."
+        )
     for backend in args.backends:
         lines += ["", f"**{'SQLite' if backend == 'sqlite' else 'PostgreSQL'}**", ""]
         if backend in skipped:
@@ -454,6 +484,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         default=os.environ.get(
             "FLOWLEDGER_BENCH_POSTGRES_URL", "postgresql://postgres@127.0.0.1:5432/test"
         ),
+    )
+    parser.add_argument(
+        "--workloads", nargs="+", choices=("loop", "chat"), default=["loop", "chat"]
+    )
+    parser.add_argument(
+        "--baseline-src",
+        help="also measure FlowledgerSaver imported from this src folder (old code)",
     )
     parser.add_argument("--dir", help="where the SQLite databases go (default a temporary folder)")
     parser.add_argument(

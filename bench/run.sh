@@ -15,10 +15,12 @@
 #
 #   bash bench/run.sh dashboard --quick
 #
-# "all" runs bench/all.py in bench/.venv: everything of issue #18 in one command - the
-# SQLite comparison, the PostgreSQL comparison (a, b, f, g), bench/workers.py with 1, 2
-# and 3 workers and bench/scale.py; the PostgreSQL parts are skipped, with one line
-# saying so, when the server is unreachable. With --out each part writes its own block:
+# "all" runs bench/all.py in bench/.venv: everything of issues #18 and #33 in one command -
+# the SQLite comparison, the PostgreSQL comparison (a, b, f, g), bench/workers.py with 1, 2
+# and 3 workers, bench/wakeups.py (with its start breakdown), bench/scale.py, and with the
+# project's interpreter bench/prune.py, bench/deploy_runs.py (resume breakdown) and
+# bench/step_cpu.py; the PostgreSQL parts are skipped, with one line saying so, when the
+# server is unreachable. With --out each part writes its own block:
 #
 #   bash bench/run.sh all [--quick] [--out docs/benchmarks.md] [--postgres-url URL]
 #

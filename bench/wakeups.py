@@ -15,9 +15,16 @@ the round):
    the 5 s fallback after), and wait until each has announced itself;
 3. latency: ``--latency-runs`` starts at ``--latency-rate`` per second in one session
    through the front door (`workflow_run_start`: the pending run written, a worker
-   picked it up and made revision 0 durable), p50 and p99.
+   picked it up and made revision 0 durable), p50 and p99;
+4. with ``--breakdown N``: N more starts one at a time (each after the previous one
+   returned, 0.2 s apart), every process timestamping the way (`_startprobe`), and the
+   time of each start split into phases: the front door's writes, its wake-up of the
+   workers, the ``NOTIFY`` reaching the owning worker, its tick up to the run record
+   ``running``, the first durable checkpoint, the owner's answer reaching the front door
+   and the front door's confirming reads.
 
     python bench/wakeups.py --rounds 3   # --before defaults to the last polling commit
+    python bench/wakeups.py --rounds 2 --idle 5 --latency-runs 10 --breakdown 20
 """
 
 from __future__ import annotations
@@ -25,6 +32,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import dataclasses
+import functools
 import json
 import os
 import statistics
@@ -54,9 +62,11 @@ def _admin(url: str, statement: str) -> None:
 
 
 def _spawn_worker(url: str) -> subprocess.Popen[bytes]:
-    """A ``flowledger worker`` with its default ``--poll`` (that of the code under test)."""
+    """A ``flowledger worker`` with its default ``--poll`` (that of the code under test),
+    timestamping its way when ``FLOWLEDGER_START_PROBE`` names a file (`_startprobe`)."""
+    probed = "import _startprobe; _startprobe.install(); from flowledger.cli import main; main()"
     return subprocess.Popen(
-        [sys.executable, "-m", "flowledger", "worker", "--db", url, "--app", "workers:catalog"],
+        [sys.executable, "-c", probed, "worker", "--db", url, "--app", "workers:catalog"],
         cwd=HERE,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
@@ -159,6 +169,7 @@ async def _round(args: argparse.Namespace, url: str) -> dict[str, float]:
                 latencies.append(time.perf_counter() - began)
 
             await asyncio.gather(*(start_at(n) for n in range(args.latency_runs)))
+            windows = await _one_at_a_time(args, tools)
     finally:
         for proc in procs:
             proc.terminate()
@@ -167,17 +178,107 @@ async def _round(args: argparse.Namespace, url: str) -> dict[str, float]:
     return {
         "idle_per_worker_minute": per_minute,
         "latencies": latencies,  # type: ignore[dict-item]
+        "phases": _phases(windows),  # type: ignore[dict-item]
     }
+
+
+async def _one_at_a_time(args: argparse.Namespace, tools: Any) -> list[tuple[float, float]]:
+    """``--breakdown`` starts, one at a time: each one's (call, return) monotonic times."""
+    windows: list[tuple[float, float]] = []
+    for _ in range(args.breakdown):
+        await asyncio.sleep(0.2)
+        began = time.monotonic()
+        await tools.call(
+            "workflow_run_start",
+            {"definition_name": "chain", "definition_version": "v1", "input": {}},
+        )
+        windows.append((began, time.monotonic()))
+    return windows
+
+
+PHASES = (
+    ("front door writes (input, index, run record)", "call", "door_start"),
+    ("front door: its check and the NOTIFY", "door_start", "door_woke"),
+    ("NOTIFY heard by the owning worker", "door_woke", "woken"),
+    ("worker tick to the record `running`", "woken", "running"),
+    ("first durable checkpoint (revision 0)", "running", "seeded"),
+    ("owner's answer heard by the front door", "seeded", "answered"),
+    ("front door's confirming reads", "answered", "returned"),
+    ("total", "call", "returned"),
+)
+
+
+def _first(
+    events: list[dict[str, Any]],
+    event: str,
+    after: float,
+    pid: int | None = None,
+    channel: str = "",
+) -> Any:
+    """The first ``event`` at or after ``after`` (of process ``pid``; heard on a channel
+    starting with ``channel``), or None."""
+    for e in events:
+        if e["event"] != event or e["t"] < after or (pid is not None and e["pid"] != pid):
+            continue
+        if not channel or any(c.startswith(channel) for c in e.get("channels", ())):
+            return e
+    return None
+
+
+def _phases(windows: list[tuple[float, float]]) -> list[dict[str, float]]:
+    """Each start's phase durations (ms), from the events `_startprobe` wrote."""
+    path = os.environ.get("FLOWLEDGER_START_PROBE")
+    if not path or not windows:
+        return []
+    events = sorted(
+        (json.loads(line) for line in Path(path).read_text().splitlines()), key=lambda e: e["t"]
+    )
+    me = os.getpid()
+    found = []
+    for began, returned in windows:
+        inside = [e for e in events if began <= e["t"] <= returned]
+        first = functools.partial(_first, inside)
+        door_start = first("door_start", began, me)
+        door_woke = door_start and first("door_woke", door_start["t"], me)
+        seeded = first("seeded", began)
+        if not (door_woke and seeded):
+            continue
+        owner = seeded["pid"]
+        woken = first("woken", door_start["t"], owner, "work")
+        running = first("running", began, owner)
+        answered = first("woken", seeded["t"], me, "replies.") or first(
+            "woken", seeded["t"], me, "started."
+        )
+        if not (woken and running and answered):
+            continue
+        t = {
+            "call": began,
+            "door_start": door_start["t"],
+            "door_woke": door_woke["t"],
+            "woken": woken["t"],
+            "running": running["t"],
+            "seeded": seeded["t"],
+            "answered": answered["t"],
+            "returned": returned,
+        }
+        found.append({name: 1000 * (t[end] - t[start]) for name, start, end in PHASES})
+    return found
 
 
 def once(args: argparse.Namespace) -> None:
     prefix = os.environ.get("FLOWLEDGER_BENCH_DATABASE_PREFIX") or "bench_wakeups"
     database = f"{prefix}_{uuid.uuid4().hex[:10]}"
     _admin(args.db, f'CREATE DATABASE "{database}"')
-    try:
-        result = asyncio.run(_round(args, _database_url(args.db, database)))
-    finally:
-        _admin(args.db, f'DROP DATABASE IF EXISTS "{database}" WITH (FORCE)')
+    with tempfile.TemporaryDirectory() as probe:
+        if args.breakdown:
+            os.environ["FLOWLEDGER_START_PROBE"] = f"{probe}/events.jsonl"
+            import _startprobe
+
+            _startprobe.install()
+        try:
+            result = asyncio.run(_round(args, _database_url(args.db, database)))
+        finally:
+            _admin(args.db, f'DROP DATABASE IF EXISTS "{database}" WITH (FORCE)')
     print(json.dumps(result))
 
 
@@ -200,6 +301,7 @@ def compare(args: argparse.Namespace) -> None:
                 command += ["--workers", str(args.workers), "--idle", str(args.idle)]
                 command += ["--latency-runs", str(args.latency_runs)]
                 command += ["--latency-rate", str(args.latency_rate)]
+                command += ["--breakdown", str(args.breakdown)]
                 out = subprocess.run(
                     command,
                     cwd=ROOT,
@@ -223,7 +325,8 @@ def compare(args: argparse.Namespace) -> None:
     print(
         f"{args.workers} workers, {args.latency_runs} starts at {args.latency_rate:g}/s in one "
         f"session per round, {args.rounds} alternated rounds; before = {args.before} "
-        f"(default poll 0.5 s), after = this checkout (wake-ups, fallback poll 5 s). Start "
+        f"{'(default poll 0.5 s)' if args.before == LAST_POLLING else ''}, after = this "
+        f"checkout (wake-ups, fallback poll 5 s). Start "
         f"p50/p99 per round, then median (min-max) over rounds; idle storage calls per "
         f"worker per minute over {args.idle:g} s without work.\n"
     )
@@ -234,6 +337,24 @@ def compare(args: argparse.Namespace) -> None:
         p99 = [1000 * _quantile(r["latencies"], 0.99) for r in rounds]  # type: ignore[arg-type]
         idle = [float(r["idle_per_worker_minute"]) for r in rounds]  # type: ignore[arg-type]
         print(f"| {label} | {summary(p50, 1)} | {summary(p99, 1)} | {summary(idle, 1)} |")
+    if args.breakdown:
+        _print_breakdown(args, found)
+
+
+def _print_breakdown(args: argparse.Namespace, found: dict[str, list[dict[str, Any]]]) -> None:
+    starts = {label: [p for r in rounds for p in r["phases"]] for label, rounds in found.items()}
+    print(
+        f"\nOne start at a time ({args.breakdown} per round and side, the session already "
+        f"owned but for the first): where the ms of a start go, median (min-max) over "
+        f"{', '.join(f'{len(v)} {k}' for k, v in starts.items())} starts.\n"
+    )
+    print("| phase (ms) | " + " | ".join(starts) + " |")
+    print("| --- |" + " ---: |" * len(starts))
+    for name, _, _ in PHASES:
+        cells = [
+            summary([p[name] for p in phases], 1) if phases else "-" for phases in starts.values()
+        ]
+        print(f"| {name} | " + " | ".join(cells) + " |")
 
 
 def main() -> None:
@@ -249,6 +370,9 @@ def main() -> None:
     parser.add_argument("--idle", type=float, default=30.0, help="seconds of the idle count")
     parser.add_argument("--latency-runs", type=int, default=40)
     parser.add_argument("--latency-rate", type=float, default=5.0)
+    parser.add_argument(
+        "--breakdown", type=int, default=0, help="starts one at a time, timed phase by phase"
+    )
     parser.add_argument("--once", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.once:

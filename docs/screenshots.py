@@ -5,7 +5,8 @@
 Starts ``flowledger web`` on a temporary SQLite database, runs the built-in
 ``document_review`` demo through the dashboard in Debian's chromium (Playwright's
 ``executable_path``; no browser download) and writes ``docs/dashboard-runs.png``,
-``docs/dashboard-running.png`` and ``docs/dashboard-paused.png``.
+``docs/dashboard-running.png``, ``docs/dashboard-paused.png`` and
+``docs/dashboard-time.png`` (the finished run's time page).
 """
 
 from __future__ import annotations
@@ -63,6 +64,7 @@ def main() -> None:
                 page.select_option("#f-approved", "true")
                 page.click("#resume-form button[type=submit]")
                 page.wait_for_selector("#header .status-completed")
+                finished = page.url
                 start(page, url, *DOCUMENTS[2])
                 page.wait_for_selector(".vertex[data-state=running]:not([data-vertex=intake])")
                 page.screenshot(path=DOCS / "dashboard-running.png")
@@ -72,6 +74,9 @@ def main() -> None:
                 page.set_viewport_size({"width": 1280, "height": 360})
                 page.goto(url + "runs")
                 page.screenshot(path=DOCS / "dashboard-runs.png")
+                page.set_viewport_size({"width": 1280, "height": 640})
+                page.goto(finished + "/time")
+                page.screenshot(path=DOCS / "dashboard-time.png", full_page=True)
                 browser.close()
         finally:
             process.send_signal(signal.SIGINT)

@@ -16,7 +16,7 @@ import os
 import sys
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from typing import Final
+from typing import Final, Literal
 
 from .storage import open_store
 from .workflows import Catalog
@@ -25,6 +25,7 @@ from .workflows.runtime.session import WorkflowSession, default_session_id
 
 __all__ = [
     "DEFAULT_DATABASE",
+    "OWNER_FALLBACK_POLL",
     "OWNER_POLL_INTERVAL",
     "AppLoadError",
     "database_url",
@@ -34,7 +35,11 @@ __all__ = [
 
 DEFAULT_DATABASE: Final = "sqlite:///flowledger.db"
 _MAX_REASON: Final = 400
-OWNER_POLL_INTERVAL: Final = 1.0  # seconds between an owner's looks for front-door requests
+# Seconds between an owner's looks for front-door requests when nothing wakes it: where a
+# front door in another process cannot wake it (SQLite), and where every one can
+# (PostgreSQL `NOTIFY`: the slow fallback poll, as a worker's; see `WorkWaiter`).
+OWNER_POLL_INTERVAL: Final = 1.0
+OWNER_FALLBACK_POLL: Final = 5.0
 
 
 class AppLoadError(ValueError):
@@ -100,19 +105,24 @@ async def open_session(
     *,
     activate: bool = True,
     lease_ttl: float | None = None,
-    poll_interval: float | None = OWNER_POLL_INTERVAL,
+    poll_interval: float | Literal["auto"] | None = "auto",
     read_only: bool = False,
 ) -> AsyncIterator[WorkflowSession]:
     """Open the store and the session; with ``activate``, own it (adopting its unfinished
-    runs, and acting on front doors' requests every ``poll_interval`` seconds) until the
-    block ends, then shut the supervisor down. With ``read_only`` (never together with
-    ``activate``) the database must exist and nothing is written to it."""
+    runs, and acting on front doors' requests when woken and every ``poll_interval``
+    seconds; ``"auto"``: `OWNER_FALLBACK_POLL` if the store's wake-ups reach across
+    processes, else `OWNER_POLL_INTERVAL`) until the block ends, then shut the
+    supervisor down. With ``read_only`` (never together with ``activate``) the database
+    must exist and nothing is written to it."""
     if session_id is not None and not is_id(session_id):
         raise ValueError(f"--session must be a UUID, not {session_id!r}")
     if read_only and activate:
         raise ValueError("a read-only session cannot be owned")
     async with open_store(url, read_only=read_only) as store:
         sid = session_id or await default_session_id(store)
+        if poll_interval == "auto":
+            woken = store.wakeups.across_processes
+            poll_interval = OWNER_FALLBACK_POLL if woken else OWNER_POLL_INTERVAL
         session = WorkflowSession.build(
             store, sid, catalog, lease_ttl=lease_ttl, poll_interval=poll_interval
         )

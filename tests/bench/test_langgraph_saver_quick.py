@@ -55,3 +55,40 @@ def test_quick_both_savers_on_both_backends(tmp_path: Path) -> None:
         "<!-- results-langgraph:begin -->" in written
         and "<!-- results-langgraph:end -->" in written
     )
+
+
+def test_a_baseline_checkout_is_measured_in_the_same_run(tmp_path: Path) -> None:
+    """--baseline-src: a third system, FlowledgerSaver imported from another src folder (here
+    this checkout's own), alternated with the others; --workloads loop runs the loop alone."""
+    src = BENCH.parents[1] / "src"
+    proc = subprocess.run(
+        [
+            sys.executable,
+            str(BENCH),
+            "--quick",
+            "--quiet",
+            "--backends",
+            "sqlite",
+            "--workloads",
+            "loop",
+            "--baseline-src",
+            str(src),
+            "--dir",
+            str(tmp_path),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert f"Baseline: FlowledgerSaver from `{src}`" in proc.stdout
+    assert "| baseline | baseline / SqliteSaver |" in proc.stdout
+    rows = [line for line in proc.stdout.splitlines() if line.startswith(f"| {ROWS[0]} ")]
+    assert len(rows) == 3, proc.stdout  # µs, CPU and bytes per step; no chat rows
+    assert not any(line.startswith(f"| {ROWS[1]} ") for line in proc.stdout.splitlines())
+    for row in rows:
+        cells = [cell.strip() for cell in row.strip("| ").split("|")]
+        assert len(cells) == 7, row
+        for number in cells[2:]:
+            float(number.split(" ")[0])
+    assert "sqlite/baseline: synchronous=FULL journal_mode=wal" in proc.stdout

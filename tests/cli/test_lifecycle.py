@@ -131,8 +131,12 @@ def test_the_cancel_reason_is_shown_by_runs_show(cli: Cli) -> None:
     assert shown.exit_code == 0, shown.output
     assert re.search(r"cancel reason +wrong quarter", shown.stdout), shown.stdout
     assert cli.json("runs", "show", run_id)["cancel_reason"] == "wrong quarter"
-    # the reason is the owner's: the public history does not carry it
-    assert "wrong quarter" not in cli("history", run_id, "--json").stdout
+    # issue #31: history answers with the reason beside its entries; the activities
+    # themselves never copy it (they are the same for every reader, models included)
+    page = cli.json("history", run_id)
+    assert page["cancel_reason"] == "wrong quarter"
+    assert "wrong quarter" not in json.dumps(page["entries"])
+    assert re.search(r"cancel reason: wrong quarter", cli("history", run_id).stdout)
     marked = cli.start_review()
     assert cli("cancel", marked, "--reason", "[bold]not markup[/bold]").exit_code == 0
     assert "[bold]not markup[/bold]" in cli("runs", "show", marked).stdout

@@ -95,3 +95,20 @@ def test_an_unknown_trace_exporter_is_refused_by_name(tmp_path: Path) -> None:
     assert report["code"] == 2, done.stdout + done.stderr
     assert "FLOWLEDGER_TRACES='jaeger': expected 'otlp' or 'none'" in done.stderr
     assert not db.exists()
+
+
+def test_asking_for_otlp_metrics_without_the_extra_names_it_and_writes_nothing(
+    tmp_path: Path,
+) -> None:
+    db = tmp_path / "never.db"
+    done, report = flowledger(
+        ["opentelemetry.sdk", "opentelemetry.exporter"],
+        *("runs", "list", "--db", f"sqlite:///{db}"),
+        cwd=tmp_path,
+        env={"FLOWLEDGER_METRICS": "otlp"},
+    )
+    assert report["code"] == 2, done.stdout + done.stderr
+    assert "FLOWLEDGER_METRICS=otlp needs the otel extra" in done.stderr
+    assert "pip install 'flowledger[otel]'" in done.stderr
+    assert "Traceback" not in done.stderr
+    assert not db.exists()

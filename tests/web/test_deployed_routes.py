@@ -266,3 +266,29 @@ def test_a_deployed_run_reads_in_words_not_raw_values(db: Path) -> None:
         shown = re.findall(r">([^<]+)<", finished)  # the text, not attribute values
         assert not [text for text in shown if "not_applicable" in text or "not needed" in text]
         assert "not applicable: only a paused run resumes" in finished
+
+
+def test_the_trace_has_time_result_and_labels_and_the_data_page_the_output(db: Path) -> None:
+    with served(db) as (client, pool):
+        run_id = paused_deployed_run(client, pool)
+        token = csrf(client, f"/runs/{run_id}")
+        resumed = client.post(f"/runs/{run_id}/resume", data={"csrf": token, "approved": "true"})
+        assert resumed.status_code == 303, resumed.text
+        wait_for(client, run_id, "completed")
+        trace = client.get(f"/runs/{run_id}").text.split('id="trace"', 1)[1]
+        head = trace.split("</thead>", 1)[0]
+        for column in ("<th>Started</th>", "<th>Took</th>", "<th>Result</th>", "<th>Error</th>"):
+            assert column in head
+        rows = trace.split("<tbody>", 1)[1].split("</tbody>", 1)[0].split("</tr>")
+        clock = next(row for row in rows if "clock.get_current_time" in row)
+        # the graph's label, with the node id beside it
+        assert 'class="trace-node">Read the clock <span class="mono muted">clock</span>' in clock
+        assert re.search(r'class="trace-time"><time datetime="[^"]+">[^<]+ UTC</time>', clock)
+        assert re.search(r'class="trace-took">\d+(\.\d)? (ms|s|min)<', clock)
+        assert "Etc/UTC" in clock  # the tool's result
+        assert 'class="trace-error"></td>' in clock
+        data = client.get(f"/runs/{run_id}/data").text
+        assert 'id="outcome">answered<' in data
+        output = data.split('id="output"', 1)[1]
+        assert "&#34;approved&#34;: true" in output or '"approved": true' in output
+        assert "this dashboard" in data  # who answered the pause

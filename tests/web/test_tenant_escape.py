@@ -2,7 +2,8 @@
 with a command line of its own (CLI) is never started from a dashboard form. Starting a
 deployment revision that binds an inline command is refused (nothing starts, nothing is
 written); revalidating a run pinned to an inline command is answered blocked without
-starting it. A registered source still works (tests/web/test_deployed_routes.py)."""
+starting it, and so are the time, fork and bulk pages of that run. A registered source
+still works (tests/web/test_deployed_routes.py)."""
 
 from __future__ import annotations
 
@@ -75,6 +76,13 @@ def test_no_dashboard_form_starts_an_inline_command(tmp_path: Path) -> None:
             assert blocked.status_code == 200, blocked.text
             assert 'id="readiness-status">blocked<' in blocked.text
             assert "only the operator may use" in blocked.text
+            # the pages that read a deployed run's trace and pin (its time page, a
+            # fork's confirmation, a bulk confirmation) start nothing either
+            run_id = paused["run_id"]
+            assert client.get(f"/runs/{run_id}/time").status_code == 200
+            assert client.get(f"/runs/{run_id}/fork?revision=0").status_code == 200
+            bulk = client.get("/runs/bulk", params={"action": "retry", "run": run_id})
+            assert bulk.status_code == 200
         finally:
             client.portal.call(pool.close)  # type: ignore[union-attr]
     assert not marker.exists()

@@ -282,6 +282,41 @@ def tally_definition() -> TypedDefinition[Tally]:
     return TypedDefinition(metadata, runner)
 
 
+class Shout(BaseModel):
+    text: str
+    shouted: str = ""
+
+
+_shouted: set[str] = set()
+
+
+async def shout(state: Shout) -> dict[str, Any]:
+    """Fails the first time for each text, quoting it (the traceback holds it)."""
+    if state.text not in _shouted:
+        _shouted.add(state.text)
+        raise ValueError(f"cannot shout {state.text}")
+    return {"shouted": state.text.upper()}
+
+
+def shout_definition() -> TypedDefinition[Shout]:
+    graph: flow.Graph[Shout] = flow.Graph("shout", state=Shout)
+    graph.add_vertex("shout", shout)
+    runner = graph.compile(entry="shout", finish="shout", version="1")
+    metadata = Metadata(
+        "shout",
+        "v1",
+        description="Shout the text (fails once per text, quoting it).",
+        input_schema={
+            "type": "object",
+            "additionalProperties": False,
+            "required": ["text"],
+            "properties": {"text": {"type": "string", "minLength": 1, "maxLength": 200}},
+        },
+        vertices=[VertexMetadata("Shout it", "shout")],
+    )
+    return TypedDefinition(metadata, runner)
+
+
 def catalog() -> Catalog:
     result = Catalog()
     result.register(review_definition())
@@ -291,4 +326,5 @@ def catalog() -> Catalog:
     result.register(looper_definition())
     result.register(gates_definition())
     result.register(tally_definition())
+    result.register(shout_definition())
     return result

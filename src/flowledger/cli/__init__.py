@@ -194,16 +194,27 @@ def runs_list(
             show_default=False,
         ),
     ] = None,
+    status: Annotated[
+        str | None,
+        typer.Option(
+            "--status",
+            metavar="STATUS",
+            help="Only runs of this status, or 'queued' (pending, waiting for a slot).",
+        ),
+    ] = None,
     db: DbOption = None,
     app_ref: AppOption = None,
     session: SessionOption = None,
     json_output: JsonOption = False,
 ) -> None:
-    """List runs (one page, in run id order; the table shows it newest first)."""
+    """List runs (one page, in run id order; the table shows it newest first). Queued
+    runs show their place: the scope they wait in and their position."""
     options = Options(db, app_ref, session)
 
     async def work() -> None:
         arguments: dict[str, Any] = {}
+        if status is not None:
+            arguments["status"] = status
         if after is not None:
             arguments["after"] = after
         if limit is not None:
@@ -363,8 +374,12 @@ def history(
         async with open_host(options, owner=False) as host:
             result = await host.call("workflow_run_history", arguments)
             loops = False
+            run_record = await host.call("workflow_run_get", {"run_id": run})
+            # Activities never copy a cancel's reason (docs/workflows.md): the page
+            # carries it beside its entries, from the run's cancelled checkpoint.
+            if run_record.get("cancel_reason"):
+                result = {**result, "cancel_reason": run_record["cancel_reason"]}
             if not json_output:
-                run_record = await host.call("workflow_run_get", {"run_id": run})
                 loops = bool(
                     definition_loops(
                         host.session.catalog,
@@ -891,11 +906,12 @@ async def _finish(
 
 def main() -> None:
     """The ``flowledger`` console script. ``FLOWLEDGER_TRACES=otlp`` exports traces of
-    what the command runs (docs/observability.md)."""
-    from ..observability import tracing
+    what the command runs, ``FLOWLEDGER_METRICS=otlp`` its metrics (docs/observability.md)."""
+    from ..observability import otel_metrics, tracing
 
     try:
         tracing.enable_from_environment()
+        otel_metrics.mirror_from_environment()
     except (ValueError, RuntimeError) as exc:
         sys.stderr.write(f"error: {exc}\n")
         raise SystemExit(2) from None

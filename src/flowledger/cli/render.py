@@ -159,10 +159,7 @@ def render_runs(console: Console, result: Mapping[str, Any], flags: Sequence[str
         table.add_column("summary", overflow="ellipsis", no_wrap=True, ratio=1)
     table.add_column("updated", no_wrap=True)
     for run, definition in zip(ordered, definitions, strict=True):
-        cells: list[Any] = [
-            str(run.get("run_id", "")),
-            status_text(str(run.get("run_status", ""))),
-        ]
+        cells: list[Any] = [str(run.get("run_id", "")), listed_status(run)]
         if show_definition:
             cells.append(definition)
         if show_summary:
@@ -174,6 +171,16 @@ def render_runs(console: Console, result: Mapping[str, Any], flags: Sequence[str
     if following:
         command = shlex.join(["flowledger", "runs", "list", "--after", str(following), *flags])
         console.print(Text.assemble(("more runs: ", "dim"), command), soft_wrap=True)
+
+
+def listed_status(run: Mapping[str, Any]) -> Text:
+    """A run's status in a list; a queued run's with its place (``queued 2 in
+    definition/x``: second in line for a slot of that scope)."""
+    text = status_text(str(run.get("run_status", "")))
+    queued = run.get("queued")
+    if isinstance(queued, Mapping):
+        text.append(f" queued {queued.get('position', '')} in {queued.get('scope', '')}")
+    return text
 
 
 def render_run(console: Console, run: Mapping[str, Any], pause: Pause | None) -> None:
@@ -276,6 +283,8 @@ def render_history(
         console.print("No activity recorded (yet) for this run.", style="dim")
     else:
         console.print(history_table(entries, loops=loops))
+    if result.get("cancel_reason"):  # the words its canceller gave, as text, not markup
+        console.print(Text.assemble(("cancel reason: ", "dim"), str(result["cancel_reason"])))
     if "next_revision" in result or "next_event_id" in result:
         command = ["flowledger", "history", str(result.get("run_id", ""))]
         if "next_revision" in result:

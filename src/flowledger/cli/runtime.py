@@ -40,6 +40,7 @@ from rich.text import Text
 from ..jsontext import decode_json
 from ..observability.logs import LogFormat
 from ..observability.logs import configure as configure_logs
+from ..workflows.records.answers import answering
 
 # The engine, the tools and the session are imported where a command first needs them:
 # every `flowledger` process imports this module, most need only part of the library
@@ -443,7 +444,8 @@ def run_command(
     _configure_logging(quiet_logs)
     configure_logs(log_format)
     try:
-        asyncio.run(work())
+        with answering("cli"):  # a resume made here says so (a server's own surface overrides)
+            asyncio.run(work())
     except (typer.Exit, click.exceptions.Exit, click.ClickException, click.Abort):
         raise
     except KeyboardInterrupt:

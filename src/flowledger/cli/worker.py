@@ -26,6 +26,7 @@ from ..workflows.records.run import RunStatus
 from ..workflows.records.unfinished import UnfinishedIndex
 from ..workflows.runtime.session import WorkflowSession
 from ..workflows.runtime.worker import Worker, WorkerSettings, reindex
+from .census import waiting_census
 from .runtime import CliError, Options
 from .sources_file import reconcile_sources
 
@@ -93,15 +94,22 @@ async def run_worker(
     if sources is not None:
         await reconcile_sources(options.url, sources)
     async with open_store(options.url) as store, contextlib.AsyncExitStack() as serving:
-        if metrics_port is not None:
-            from .metrics_listener import metrics_listener  # the HTTP stack, only if asked
-
+        if metrics.enabled():  # --metrics-port, or FLOWLEDGER_METRICS=otlp
             metrics.add_census(
                 "flowledger_runs_unfinished",
                 "Runs not finished yet, in every session, by status.",
                 ("status",),
                 _unfinished_census(store),
             )
+            metrics.add_census(
+                "flowledger_runs_waiting",
+                "Runs waiting, in every session: paused by kind, or queued for admission.",
+                ("reason",),
+                waiting_census(store),
+            )
+        if metrics_port is not None:
+            from .metrics_listener import metrics_listener  # the HTTP stack, only if asked
+
             url = await serving.enter_async_context(metrics_listener(metrics_host, metrics_port))
             log.info("metrics: serving %s", url, extra={"event": "metrics_serving"})
         if rebuild_index:

@@ -24,7 +24,16 @@ from .checkpoint import (
     VertexStatus,
 )
 from .codec import StateCodec
-from .context import InterruptSignal, RunInfo, continuation, interrupt, now, run_info
+from .context import (
+    InterruptSignal,
+    RunInfo,
+    TimedOut,
+    continuation,
+    interrupt,
+    now,
+    run_info,
+    timed_out,
+)
 from .engine import Granularity
 from .errors import (
     AmbiguousRoutingError,
@@ -124,6 +133,7 @@ __all__ = [
     "StepPhase",
     "StoreError",
     "StoredError",
+    "TimedOut",
     "TimerError",
     "UndeclaredTargetError",
     "UnknownVertexError",
@@ -139,4 +149,5 @@ __all__ = [
     "run_info",
     "sleep",
     "sleep_until",
+    "timed_out",
 ]

@@ -158,7 +158,10 @@ class RouteRecord:
 @dataclass(frozen=True, slots=True)
 class InterruptRecord:
     """A paused vertex. ``info`` and ``continuation`` are JSON data. An errored pause keeps
-    its failure as ``cause`` (one line) and ``error_type`` (the exception's class name).
+    its failure as ``cause`` (one line), ``error_type`` (the exception's class name) and
+    ``traceback`` (the last frames, bounded; stored only when set, so checkpoints written
+    before it existed read back unchanged). Like the state, it is the owner's data: it
+    may quote values the task held, so no activity or tool result copies it.
 
     ``wake_at`` is when a timer pause (`InterruptKind.TIMER`) is due, or the deadline of an
     awaiting pause declared with a timeout; such a pause then carries ``on_timeout``, the
@@ -173,6 +176,7 @@ class InterruptRecord:
     error_type: str = ""
     wake_at: datetime | None = None
     on_timeout: Any = None
+    traceback: str = ""  # an errored pause's, bounded (`flow.errors.bounded_traceback`)
 
 
 @dataclass(frozen=True, slots=True)
@@ -339,6 +343,8 @@ def _interrupt_to_document(record: InterruptRecord) -> dict[str, Any]:
         doc["wake_at"] = _time(record.wake_at)
     if record.on_timeout is not None:
         doc["on_timeout"] = record.on_timeout
+    if record.traceback:
+        doc["traceback"] = record.traceback
     return doc
 
 
@@ -481,6 +487,7 @@ def _interrupt_from_document(doc: Any, path: str) -> InterruptRecord:
         error_type=f.typed("error_type", str, optional=True, default=""),
         wake_at=f.time("wake_at", optional=True),
         on_timeout=f.raw("on_timeout", None, optional=True),
+        traceback=f.typed("traceback", str, optional=True, default=""),
     )
     f.done()
     if record.kind is InterruptKind.TIMER and record.wake_at is None:

@@ -23,7 +23,9 @@ An interrupt may carry a deadline: ``interrupt(info, timeout=3600, on_timeout={.
 records ``now + timeout`` (from the engine's clock) with the pause; whoever owns the run
 (the workflow supervisor) resumes it with ``on_timeout`` as the payload once the deadline
 passes, unless a resume came first. The deadline is kept across re-executions: a vertex
-that pauses again at the same interrupt keeps its first deadline. `sleep` and
+that pauses again at the same interrupt keeps its first deadline. The owner hands that
+payload over wrapped in `TimedOut`, so `interrupt` returns it like any other and
+`timed_out` tells the vertex which of the two it got (to route on it). `sleep` and
 `sleep_until` (module `timers`) park the vertex the same way, with no payload at all.
 """
 
@@ -39,7 +41,15 @@ from ..clock import Clock, system_clock
 from .checkpoint import InterruptKind, InterruptRecord
 from .errors import TimerError
 
-__all__ = ["InterruptSignal", "RunInfo", "continuation", "interrupt", "run_info"]
+__all__ = [
+    "InterruptSignal",
+    "RunInfo",
+    "TimedOut",
+    "continuation",
+    "interrupt",
+    "run_info",
+    "timed_out",
+]
 
 
 @dataclass(frozen=True, slots=True)
@@ -86,6 +96,15 @@ class InterruptSignal(BaseException):
         self.timer = timer  # `sleep`: a timer pause, not an awaiting one
 
 
+@dataclass(frozen=True, slots=True)
+class TimedOut:
+    """A resume payload sent because the pause's deadline passed, not by whoever answers
+    it: pass ``TimedOut(on_timeout)`` to `Runner.resume`. `interrupt` returns
+    ``payload``; `timed_out` is then True in that execution."""
+
+    payload: Any
+
+
 _ABSENT: Final[Any] = object()
 
 
@@ -99,6 +118,7 @@ class VertexScope:
         "payload",
         "payload_used",
         "resumed",
+        "timed_out",
         "timer_used",
     )
 
@@ -118,6 +138,7 @@ class VertexScope:
         self.clock = clock
         self.resumed = resumed  # the stored pause this execution resumes, if any
         self.timer_used = False  # a `sleep` of this execution returned
+        self.timed_out = False  # `interrupt` returned a deadline's payload
 
 
 current_scope: ContextVar[VertexScope] = ContextVar("flowledger_vertex_scope")
@@ -154,6 +175,9 @@ def interrupt(
     scope = _scope("interrupt")
     if scope.payload is not None and not scope.payload_used:
         scope.payload_used = True
+        if isinstance(scope.payload, TimedOut):
+            scope.timed_out = True
+            return scope.payload.payload
         return scope.payload
     stateful = continuation is not _ABSENT
     wake_at = None
@@ -181,6 +205,13 @@ def interrupt(
         wake_at=wake_at,
         on_timeout=on_timeout,
     )
+
+
+def timed_out() -> bool:
+    """Whether this execution's `interrupt` returned its ``on_timeout`` payload because
+    the deadline passed (False when a person or a model answered, or nothing returned).
+    A vertex routes on it by writing it to a state field that a route reads."""
+    return _scope("timed_out").timed_out
 
 
 def check_seconds(value: object, field: str) -> float:

@@ -8,9 +8,11 @@ they are results.
 
 from __future__ import annotations
 
-from typing import Any
+import traceback
+from typing import Any, Final
 
 __all__ = [
+    "MAX_TRACEBACK_CHARS",
     "AmbiguousRoutingError",
     "BuildError",
     "CheckpointDecodeError",
@@ -41,6 +43,7 @@ __all__ = [
     "UnknownVertexError",
     "UnreachableVertexError",
     "VertexError",
+    "bounded_traceback",
 ]
 
 
@@ -299,6 +302,20 @@ class StoreError(FlowError):
         self.cause = cause
         super().__init__(f"store operation {op} failed: {describe(cause)}")
         self.__cause__ = cause
+
+
+MAX_TRACEBACK_CHARS: Final = 8192
+
+
+def bounded_traceback(error: BaseException) -> str:
+    """What a task raised, formatted as Python prints it (a `VertexError`'s cause, with
+    its chain), cut to its last `MAX_TRACEBACK_CHARS` characters: the innermost frames
+    and the message are at the end."""
+    shown = error.cause if isinstance(error, VertexError) else error
+    text = "".join(traceback.format_exception(shown))
+    if len(text) <= MAX_TRACEBACK_CHARS:
+        return text
+    return "...\n" + text[-MAX_TRACEBACK_CHARS:]
 
 
 def describe(error: BaseException) -> str:

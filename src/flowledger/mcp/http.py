@@ -67,6 +67,7 @@ from ..observability import metrics
 from ..observability.endpoint import METRICS_PATH, metrics_response
 from ..observability.logs import serving
 from ..workflows import Catalog
+from ..workflows.records.answers import answering
 from ..workflows.records.run import is_id
 from ._session import load_app, open_served_session
 from .errors import McpStartupError
@@ -268,7 +269,8 @@ class HttpMcpServer:
             )
             await response(scope, receive, send)
             return
-        await manager.handle_request(scope, receive, send)
+        with answering("mcp-http"):  # the SDK runs the session's calls from this task
+            await manager.handle_request(scope, receive, send)
 
     def asgi_app(self) -> ASGIApp:
         """``/mcp`` behind the HTTP security layer (`flowledger.httpsec.Guard`)."""

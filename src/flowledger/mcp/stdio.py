@@ -27,7 +27,7 @@ import os
 import signal
 import sys
 import threading
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from typing import Any, Final, cast
 
 import anyio
@@ -35,6 +35,7 @@ import mcp_types as types
 from mcp.server.stdio import stdio_server
 from mcp.shared.message import SessionMessage
 
+from ..workflows.records.answers import answering
 from ._session import load_app, open_served_session, redact_url
 from .leaving import leave_session
 from .screen import ScreenedLines
@@ -181,6 +182,16 @@ def _continue_flags(db_url: str, app: str | None, session: str | None) -> list[s
     return flags
 
 
+@contextlib.asynccontextmanager
+async def _stdio_streams(lines: anyio.AsyncFile[str]) -> AsyncIterator[Any]:
+    """`stdio_server`'s streams, its reader task started with the transport said
+    (`answering`): the SDK handles each message in the context of the task that read it,
+    so a resume it carries is recorded as one that came over stdio."""
+    with answering("mcp-stdio"):
+        async with stdio_server(stdin=lines) as streams:
+            yield streams
+
+
 async def serve_stdio(
     db_url: str,
     *,
@@ -224,7 +235,7 @@ async def serve_stdio(
                     reader = ScreenedLines(_LineReader(fd, at_eof=drain))
                     lines = cast("anyio.AsyncFile[str]", cast(Any, reader))
                     try:
-                        async with stdio_server(stdin=lines) as (read_stream, write_stream):
+                        async with _stdio_streams(lines) as (read_stream, write_stream):
 
                             async def answer(error: types.JSONRPCError) -> None:
                                 with contextlib.suppress(

@@ -19,10 +19,11 @@ so a scrape costs what its censuses cost, not a read of every run.
 
 from __future__ import annotations
 
+import asyncio
 import threading
 from collections.abc import Awaitable, Callable, Mapping
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Final
+from dataclasses import dataclass, fields
+from typing import TYPE_CHECKING, Any, Final, Protocol
 
 if TYPE_CHECKING:  # the optional extra is imported by `enable` only
     from prometheus_client import CollectorRegistry
@@ -32,7 +33,10 @@ __all__ = [
     "EXTRA",
     "Census",
     "MetricsUnavailableError",
+    "Mirror",
     "add_census",
+    "census_of",
+    "collectors",
     "commit_finished",
     "enable",
     "enable_if_available",
@@ -42,12 +46,14 @@ __all__ = [
     "lease_acquired",
     "lease_lost",
     "registry",
+    "remove_census",
     "retention_deleted",
     "revalidated",
     "run_adopted",
     "run_executing",
     "run_finished",
     "run_started",
+    "set_mirror",
     "step_finished",
     "tool_called",
 ]
@@ -62,6 +68,17 @@ _BUCKETS: Final = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2
 
 #: A census: an async function returning ``{label values: count}`` for one gauge.
 Census = Callable[[], Awaitable[Mapping[tuple[str, ...], float]]]
+
+
+class Mirror(Protocol):
+    """Another exporter of this registry (`flowledger.observability.otel_metrics`): told of
+    each histogram observation, and of each census (with the loop it was registered on)."""
+
+    def observed(self, histogram: Any, labels: tuple[str, ...], value: float) -> None: ...
+
+    def census_added(
+        self, gauge: Any, census: Census, loop: asyncio.AbstractEventLoop | None
+    ) -> None: ...
 
 
 class MetricsUnavailableError(RuntimeError):
@@ -91,10 +108,11 @@ class _Instruments:
     revalidations: Any
     retention_deleted: Any
     census_gauges: dict[str, Any]
-    censuses: list[tuple[str, Census]]
+    censuses: list[tuple[str, Census, asyncio.AbstractEventLoop | None]]
 
 
 _live: _Instruments | None = None
+_mirror: Mirror | None = None
 _enabling = threading.Lock()
 
 
@@ -202,8 +220,56 @@ def add_census(name: str, doc: str, labels: tuple[str, ...], census: Census) -> 
         from prometheus_client import Gauge
 
         live.census_gauges[name] = Gauge(name, doc, labels, registry=live.registry)
-    live.censuses[:] = [(n, c) for n, c in live.censuses if n != name]
-    live.censuses.append((name, census))
+    try:
+        loop: asyncio.AbstractEventLoop | None = asyncio.get_running_loop()
+    except RuntimeError:
+        loop = None
+    live.censuses[:] = [entry for entry in live.censuses if entry[0] != name]
+    live.censuses.append((name, census, loop))
+    if _mirror is not None:
+        _mirror.census_added(live.census_gauges[name], census, loop)
+
+
+def remove_census(name: str) -> None:
+    """Stop taking census ``name`` (what it reads is closing); its gauge shows nothing
+    until the name is registered again."""
+    live = _live
+    if live is None:
+        return
+    live.censuses[:] = [entry for entry in live.censuses if entry[0] != name]
+    gauge = live.census_gauges.get(name)
+    if gauge is not None:
+        gauge.clear()
+
+
+def census_of(name: str) -> tuple[Census, asyncio.AbstractEventLoop | None] | None:
+    """The census registered as ``name`` and the event loop it was registered on."""
+    live = _live
+    found = [] if live is None else [(c, loop) for n, c, loop in live.censuses if n == name]
+    return found[0] if found else None
+
+
+def collectors() -> list[Any]:
+    """The registry's metrics (``prometheus_client`` objects), census gauges left out
+    (`Mirror.census_added` names them); metrics must be on."""
+    live = _live
+    if live is None:
+        raise RuntimeError("collectors needs metrics enabled first")
+    skipped = ("registry", "census_gauges", "censuses")
+    return [getattr(live, f.name) for f in fields(live) if f.name not in skipped]
+
+
+def set_mirror(mirror: Mirror | None) -> None:
+    """Tell ``mirror`` of every histogram observation and census from now on (and of the
+    censuses registered already); None stops it. Metrics must be on."""
+    global _mirror
+    live = _live
+    if live is None:
+        raise RuntimeError("set_mirror needs metrics enabled first")
+    _mirror = mirror
+    if mirror is not None:
+        for name, census, loop in list(live.censuses):
+            mirror.census_added(live.census_gauges[name], census, loop)
 
 
 async def exposition() -> bytes:
@@ -213,7 +279,7 @@ async def exposition() -> bytes:
         raise RuntimeError("metrics are off: call flowledger.observability.metrics.enable()")
     from prometheus_client import generate_latest
 
-    for name, census in list(live.censuses):
+    for name, census, _ in list(live.censuses):
         gauge = live.census_gauges[name]
         counts = await census()
         gauge.clear()  # a label set absent now (no paused runs left) is not stale
@@ -249,11 +315,15 @@ def run_executing(delta: int) -> None:
 def step_finished(seconds: float) -> None:
     if _live is not None:
         _live.steps.observe(seconds)
+        if _mirror is not None:
+            _mirror.observed(_live.steps, (), seconds)
 
 
 def commit_finished(seconds: float) -> None:
     if _live is not None:
         _live.commits.observe(seconds)
+        if _mirror is not None:
+            _mirror.observed(_live.commits, (), seconds)
 
 
 def lease_acquired() -> None:
@@ -275,6 +345,8 @@ def tool_called(source: str, tool: str, outcome: str, seconds: float) -> None:
     if _live is not None:
         _live.tool_calls.labels(source, tool, outcome).inc()
         _live.tool_seconds.labels(source, tool).observe(seconds)
+        if _mirror is not None:
+            _mirror.observed(_live.tool_seconds, (source, tool), seconds)
 
 
 def revalidated(result: str) -> None:

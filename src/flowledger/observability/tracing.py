@@ -32,17 +32,30 @@ __all__ = [
     "ENABLED",
     "TRACEPARENT",
     "Attributes",
+    "Parent",
     "commit_spans",
     "disable",
     "enable",
     "enable_from_environment",
     "in_segment",
+    "parent_of",
     "run_root",
     "segment",
     "span",
 ]
 
 Attributes = Mapping[str, str | int | bool]
+
+
+class Parent:
+    """An OpenTelemetry context naming a parent span (`parent_of`); opaque to callers,
+    so that nothing outside this module imports :mod:`opentelemetry`."""
+
+    __slots__ = ("context",)
+
+    def __init__(self, context: Any) -> None:
+        self.context = context
+
 
 ENABLED: bool = False
 """Whether spans are recorded; instrumented hot paths check only this."""
@@ -123,13 +136,26 @@ def in_segment() -> bool:
     return _segment.get()
 
 
-def span(name: str, attributes: Attributes) -> contextlib.AbstractContextManager[Span]:
-    """A span named ``name``, current for the ``with`` block, child of the current one.
+def span(
+    name: str, attributes: Attributes, *, parent: Parent | None = None, current: bool = True
+) -> contextlib.AbstractContextManager[Span]:
+    """A span named ``name``, a child of ``parent`` (from `parent_of`) or else of the
+    current span; ``current`` makes it the current span for the ``with`` block.
+
+    A span whose children all name it as their ``parent`` need not be current: that
+    saves a context attach and detach, and the SDK's look-ups of the current context,
+    per span (the engine's step span; see docs/benchmarks.md#traces).
 
     Only call it when `ENABLED`. An exception leaving the block marks the span as an
     error with ``error.type`` (the class name; its message is never recorded) and
     ``flowledger.outcome`` ``failed``; a cancellation only sets the outcome ``stopped``."""
-    return _Started(name, attributes, None)
+    return _Started(name, attributes, parent, None, current)
+
+
+def parent_of(parent: Span) -> Parent:
+    """The context that makes spans started with ``parent=`` children of ``parent``
+    (the current context otherwise: baggage and the rest carry over)."""
+    return Parent(_otel[1].set_span_in_context(parent))
 
 
 @contextlib.contextmanager
@@ -140,7 +166,7 @@ def segment(kind: str, attributes: Attributes, traceparent: str | None) -> Itera
     vertices inside it are its descendants. Only call it when `ENABLED`."""
     parent = links = None
     if traceparent:
-        parent = _context_of(traceparent)
+        parent = Parent(_context_of(traceparent))
         # what asked for this segment (an MCP request, a CLI command's span) is linked
         invoker = _otel[1].get_current_span().get_span_context()
         if invoker.is_valid:
@@ -177,16 +203,24 @@ def _context_of(traceparent: str) -> Any:
 
 
 class _Started:
-    """One span, current while entered: `span`'s work, kept lean (a class, not generator
-    context managers) because the engine opens two per super-step."""
+    """One span, current while entered unless told otherwise: `span`'s work, kept lean
+    (a class, not generator context managers) because the engine opens two per super-step."""
 
-    __slots__ = ("_attributes", "_links", "_name", "_parent", "_span", "_token")
+    __slots__ = ("_attributes", "_current", "_links", "_name", "_parent", "_span", "_token")
 
-    def __init__(self, name: str, attributes: Attributes, parent: Any, links: Any = None) -> None:
+    def __init__(
+        self,
+        name: str,
+        attributes: Attributes,
+        parent: Parent | None,
+        links: Any = None,
+        current: bool = True,
+    ) -> None:
         self._name = name
         self._attributes = attributes
-        self._parent = parent
+        self._parent = None if parent is None else parent.context
         self._links = links
+        self._current = current
         self._token: Any = None
 
     def __enter__(self) -> Span:
@@ -205,7 +239,8 @@ class _Started:
             record_exception=False,  # an exception's message may quote state or arguments
             set_status_on_exception=False,
         )
-        self._token = context.attach(trace.set_span_in_context(self._span))
+        if self._current:
+            self._token = context.attach(trace.set_span_in_context(self._span))
         return self._span
 
     def __exit__(self, kind: type[BaseException] | None, error: object, tb: object) -> None:

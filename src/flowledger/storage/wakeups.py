@@ -172,6 +172,9 @@ class Wakeups(ABC):
     `waking` wake on commit (each backend's KV does it)."""
 
     delivery: str = ""  # who is woken, in words (for logs and status)
+    # Whether a write in another process wakes this store's listeners (PostgreSQL); if
+    # not (SQLite), a waiter's fallback poll is how it learns of other processes' work.
+    across_processes: bool = False
 
     @abstractmethod
     async def notify(self, *channels: str) -> None:

@@ -50,11 +50,11 @@ from flowledger.workflows.runtime.session import WorkflowSession
 
 from .arguments import ArgumentField, canonical_uuid, decode_arguments, new_uuid, parse_id
 from .errors import PrepareRunIntegrityError, ToolError, quote, translate
+from .queued import QUEUED, queued_list_result
 from .results import (
     cancel_result,
     definitions_result,
     history_result,
-    list_result,
     run_result,
 )
 
@@ -270,7 +270,7 @@ _TOOLS: Final = (
     _Tool(
         "workflow_run_list",
         "List runs by run ID, limit per page (1..100, default 50); a page's next as "
-        "after reads on. order newest: newest first, by status and definition; "
+        "after reads on. order newest: newest first, by status (or queued) and definition; "
         "run_id_prefix: IDs starting with it. Filtered pages may be short.",
         {
             "type": "object",
@@ -817,15 +817,16 @@ class WorkflowTools:
         prefix = arguments.get("run_id_prefix", "")
         if order not in ("run_id", "newest"):
             raise ToolError("list runs: order must be run_id or newest")
-        if status and status not in {str(s) for s in RunStatus}:
-            raise ToolError(
-                "list runs: status must be one of " + ", ".join(str(s) for s in RunStatus)
-            )
+        statuses = [str(s) for s in RunStatus] + [QUEUED]
+        if status and status not in statuses:
+            raise ToolError("list runs: status must be one of " + ", ".join(statuses))
+        kv = getattr(self._registry, "kv", None)
+        kv = kv if isinstance(kv, storage.KV) else None
         if order == "newest" or status or definition or prefix:
             try:
                 page = await self._registry.list_newest(
                     self._session_id,
-                    status=status,
+                    status=str(RunStatus.PENDING) if status == QUEUED else status,
                     definition=definition,
                     run_id_prefix=prefix.strip().lower(),
                     cursor=after,
@@ -837,7 +838,7 @@ class WorkflowTools:
                 ) from exc
             except Exception as exc:
                 raise translate(exc, action="list runs") from exc
-            return list_result(page)
+            return await queued_list_result(kv, page, only_queued=status == QUEUED)
         if after and canonical_uuid(after) != after:
             raise ToolError(
                 "list runs: after must be empty or a run ID (the next of a previous page)"
@@ -846,7 +847,7 @@ class WorkflowTools:
             page = await self._registry.list(self._session_id, after=after, limit=limit)
         except Exception as exc:
             raise translate(exc, action="list runs") from exc
-        return list_result(page)
+        return await queued_list_result(kv, page)
 
     # -- workflow_run_resume (§7.6) --------------------------------------------------------
 

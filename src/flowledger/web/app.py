@@ -7,8 +7,15 @@ or 404 like any unknown route):
 ``GET  /``                            redirect to ``/runs``
 ``GET  /runs``                        the runs table (``status``, ``definition``, ``q``
                                       - the start of a run ID - and ``after``, a cursor)
+``GET  /runs/bulk``                   confirm a bulk action (``action``: cancel or retry;
+                                      ``run``: run IDs); ``POST`` does it, then redirects
+                                      to ``/runs/bulk/done``, its report (`bulk`)
+``GET  /runs/{id}/time``              a run's durations, attempts and timeline (`time_view`)
 ``GET  /runs/{id}``                   one run (``after``: a timeline cursor; a deployed
                                       run's trace slice: ``trace_start``, ``trace_limit``)
+``GET  /runs/{id}/data``              the run's data at ``revision`` (default: its latest):
+                                      state diffed against the previous revision, input,
+                                      output, errors, answers (`run_data`)
 ``GET  /definitions``                 the definitions
 ``GET  /definitions/{name}/{ver}``    one definition, its graph and its start form
 ``POST /definitions/{name}/{ver}/start``  start a run from the form (a deployment
@@ -80,22 +87,29 @@ from ..deploy.registry.errors import RegistryCorruptError, SourceNotRegisteredEr
 from ..deploy.runs.trace import MAX_TRACE_PAGE
 from ..httpsec import DEFAULT_MAX_BODY, Guard, Refusal, TooManyFailuresError
 from ..observability.endpoint import METRICS_PATH, metrics_response
-from ..tools import ToolError, WorkflowTools
+from ..tools import ToolError
 from ..tools.errors import PREFIX
 from ..workflows.errors import ConflictError, NotFoundError, UnknownDefinitionError
+from ..workflows.records.answers import answering
 from ..workflows.records.run import RunStatus, is_id
 from ..workflows.schedules import Schedules
+from . import bulk
 from .counts import open_counts
 from .drafts import draft_detail, draft_rows
+from .fork_view import asks_again, own_progress
 from .forms import FormError, form_fields, parse_form
 from .graph import MARKS, render_svg
 from .live import OpenStreams, Wake
 from .mux import MAX_PARTS, Part, Refused, Streams
+from .queues import queue_rows, rate_rows
+from .run_data import NoCheckpointError, revision_data, shown_answers, took
 from .security import CSRF_COOKIE, CSRF_FIELD, LOGIN_COOKIE, Gate, new_secret
 from .sessions import Served, SessionPool, SessionUnavailableError
 from .sources import source_detail, source_rows
 from .states import STATES, Latest, vertex_states
 from .streams import RowEvents, RunEvents, event_stream
+from .time_view import time_view
+from .timing import duration_of, duration_text, run_seconds
 from .views import (
     PAUSE_FILTERS,
     RUNS_PAGE,
@@ -285,7 +299,11 @@ class Dashboard:
         self._env.filters["short_time"] = _short_time
         self._env.filters["words"] = _words
         self._env.filters["pretty_json"] = pretty_json
-        self._env.globals.update(read_only=read_only, uses_tokens=gate.uses_tokens)
+        self._env.filters["took"] = took
+        self._env.filters["duration"] = duration_text
+        self._env.globals.update(
+            read_only=read_only, uses_tokens=gate.uses_tokens, duration_of=duration_of
+        )
 
     # -- the application ---------------------------------------------------------------------
 
@@ -306,10 +324,21 @@ class Dashboard:
         return self._refused(Request(scope), _Refusal(refusal.status, refusal.message))
 
     def _routes(self) -> Starlette:
-        routes: list[BaseRoute] = [
+        routes: list[BaseRoute] = (
+            []
+            if self.read_only
+            else [  # before /runs/{run_id}
+                Route("/runs/bulk", self._bulk_page, methods=["GET"]),
+                Route("/runs/bulk", self._bulk, methods=["POST"]),
+                Route("/runs/bulk/done", self._bulk_done, methods=["GET"]),
+            ]
+        )
+        routes += [
             Route("/", self._home),
             Route("/runs", self._runs),
             Route("/runs/{run_id}", self._run),
+            Route("/runs/{run_id}/data", self._run_data),
+            Route("/runs/{run_id}/time", self._time),
             Route("/definitions", self._definitions),
             Route("/definitions/{name}/{version}", self._definition),
             Route("/artifacts/{name}/{version}", self._artifact),
@@ -464,7 +493,7 @@ class Dashboard:
             page = await tools.call(
                 "workflow_run_list", {**chosen.arguments(), "limit": RUNS_PAGE, "after": after}
             )
-            rows = [await self._row(tools, run) for run in page["runs"]]
+            rows = [await self._row(ctx, run) for run in page["runs"]]
             rows = [row for row in rows if chosen.matches_pause(row)]
             counts = await open_counts(ctx.served)
         except ToolError as exc:
@@ -494,9 +523,17 @@ class Dashboard:
             ctx=ctx,
         )
 
-    async def _row(self, tools: WorkflowTools, run: dict[str, Any]) -> dict[str, Any]:
-        done = await progress(tools, run)
-        return {**run, "progress": done, "pause_kind": await pause_kind(tools, run)}
+    async def _row(self, ctx: _Ctx, run: dict[str, Any]) -> dict[str, Any]:
+        tools = ctx.served.tools
+        done = own_progress(await progress(tools, run), await self._inherited(ctx, run))
+        seconds, finished = run_seconds(run, ctx.served.session.clock.now())
+        return {
+            **run,
+            "progress": done,
+            "pause_kind": await pause_kind(tools, run),
+            "seconds": seconds,
+            "finished": finished,
+        }
 
     def _row_html(self, row: Mapping[str, Any]) -> str:
         return self._env.get_template("_row.html").render(row=row)
@@ -515,6 +552,41 @@ class Dashboard:
             return self._refused(request, self._tool_refusal(exc))
         except _Refusal as refusal:
             return self._refused(request, refusal)
+
+    async def _run_data(self, request: Request) -> Response:
+        """The run's data at a revision, for its session only (`run_data`)."""
+        try:
+            ctx = await self._context(request)
+            run_id = self._run_id(request)
+            text = request.query_params.get("revision", "")
+            revision = self._revision(text) if text else None
+            run = await get_run(ctx.served.tools, run_id)
+            name, version = str(run["definition_name"]), str(run["definition_version"])
+            picture = self.graphs.picture(ctx.served.session.catalog, name, version)
+            data = await revision_data(
+                ctx.served.session,
+                run_id,
+                revision,
+                labels=dict(picture.shape.vertices) if picture is not None else {},
+                deployed=self._deployed(ctx, name, version),
+            )
+        except NoCheckpointError as exc:
+            return self._refused(request, _Refusal(404, str(exc)))
+        except ToolError as exc:
+            return self._refused(request, self._tool_refusal(exc))
+        except _Refusal as refusal:
+            return self._refused(request, refusal)
+        return self._page(request, "run_data.html", {"data": data}, ctx=ctx)
+
+    async def _time(self, request: Request) -> Response:
+        try:
+            ctx = await self._context(request)
+            view = await time_view(ctx.served, self.graphs, self._run_id(request))
+        except ToolError as exc:
+            return self._refused(request, self._tool_refusal(exc))
+        except _Refusal as refusal:
+            return self._refused(request, refusal)
+        return self._page(request, "time.html", view, ctx=ctx)
 
     async def _run_view(
         self,
@@ -542,7 +614,10 @@ class Dashboard:
             later = "?" + urlencode({"after": Cursor.after(page["entries"][-1]).text()})
         end = Cursor.after(entries[-1]).text() if entries else ""
         latest = await latest_vertices(ctx.served.session, run_id)
+        answers, recorded = await shown_answers(ctx.served.session, run_id)
         return {
+            "answers": answers,
+            "answers_recorded": recorded,
             **self._run_parts(
                 ctx,
                 run,
@@ -591,7 +666,11 @@ class Dashboard:
             earlier = base + urlencode({"trace_start": max(0, start - limit), "trace_limit": limit})
         if start + limit < total:
             later = base + urlencode({"trace_start": start + limit, "trace_limit": limit})
+        picture = self.graphs.picture(
+            ctx.served.session.catalog, str(run["definition_name"]), str(run["definition_version"])
+        )
         return {
+            "labels": dict(picture.shape.vertices) if picture is not None else {},
             "inspected": inspected,
             "readiness": inspected["resume_readiness"],
             "pin": None if pin is None else pin.to_json(),
@@ -643,6 +722,7 @@ class Dashboard:
             if entry.get("total_vertices"):
                 done = (int(entry.get("completed_vertices", 0)), int(entry["total_vertices"]))
                 break
+        done = own_progress(done, inherited)
         pause_key = str(run["run_status"])
         if isinstance(pending, Mapping):
             pause_key += f":{pending.get('kind')}:{pending.get('checkpoint_revision')}"
@@ -659,6 +739,7 @@ class Dashboard:
             "error": error,
             "last": last,
             "done": done,
+            "inherited_count": len(inherited),
             "terminal": run["run_status"] in _TERMINAL,
             "csrf": ctx.csrf,
             "csrf_field": CSRF_FIELD,
@@ -798,7 +879,8 @@ class Dashboard:
             return self._refused(request, refusal)
         schedules = Schedules(ctx.served.session)
         rows = [await schedules.describe(item) for item in await schedules.list()]
-        return self._page(request, "schedules.html", {"schedules": rows}, ctx=ctx)
+        limits = {"queues": await queue_rows(ctx.served), "rates": await rate_rows(ctx.served)}
+        return self._page(request, "schedules.html", {"schedules": rows, **limits}, ctx=ctx)
 
     async def _sources(self, request: Request) -> Response:
         try:
@@ -937,7 +1019,8 @@ class Dashboard:
             served.session_id,
             lambda record: record.run_id == run_id,
         )
-        call = asyncio.create_task(served.tools.call("workflow_run_resume", arguments))
+        with answering("web"):  # the task keeps it: the answer says the dashboard sent it
+            call = asyncio.create_task(served.tools.call("workflow_run_resume", arguments))
         self._background.add(call)
         call.add_done_callback(self._finished)
         try:
@@ -975,6 +1058,70 @@ class Dashboard:
         except _Refusal as refusal:
             return self._refused(request, refusal)
         return RedirectResponse(f"/runs/{run_id}", status_code=303)
+
+    async def _bulk_page(self, request: Request) -> Response:
+        """The confirmation of a bulk action on the runs ticked in the list (`bulk`)."""
+        try:
+            ctx = await self._context(request)
+            try:
+                action = bulk.action_of(request.query_params.get("action", ""))
+                run_ids = bulk.chosen_runs(request.query_params.getlist("run"))
+            except FormError as exc:
+                raise _Refusal(400, str(exc)) from None
+            planned = await bulk.plan(ctx.served.tools, action, run_ids)
+        except ToolError as exc:
+            return self._refused(request, self._tool_refusal(exc))
+        except _Refusal as refusal:
+            return self._refused(request, refusal)
+        context = {"action": action, "verb": bulk.ACTIONS[action], "planned": planned}
+        return self._page(request, "bulk.html", context, ctx=ctx)
+
+    async def _bulk(self, request: Request) -> Response:
+        """Do the confirmed bulk action on each run still as the confirmation showed it;
+        then the report (redirect after POST: a reload does not act again)."""
+        try:
+            ctx = await self._context(request, page=False)
+            await self._form(request)  # the CSRF check
+            form = await request.form()
+            try:
+                action = bulk.action_of(str(form.get("action", "")))
+                seen = [bulk.Seen.parse(str(value)) for value in form.getlist("seen")]
+                bulk.chosen_runs([item.run_id for item in seen])
+            except FormError as exc:
+                raise _Refusal(400, str(exc)) from None
+
+            async def retry(run_id: str) -> None:
+                await self._resume_call(ctx.served, run_id, {"run_id": run_id})
+
+            outcomes = await bulk.apply(
+                ctx.served.tools, action, seen, reason=str(form.get("reason", "")), resume=retry
+            )
+        except ToolError as exc:
+            return self._refused(request, self._tool_refusal(exc))
+        except _Refusal as refusal:
+            return self._refused(request, refusal)
+        query = urlencode(
+            [("action", action), *(("r", f"{run_id}:{outcome}") for run_id, outcome in outcomes)]
+        )
+        return RedirectResponse(f"/runs/bulk/done?{query}", status_code=303)
+
+    async def _bulk_done(self, request: Request) -> Response:
+        """A bulk action's report: each run's outcome and its status now (read again)."""
+        try:
+            ctx = await self._context(request)
+            outcomes = bulk.parse_outcomes(request.query_params.getlist("r"))
+            rows = []
+            for run_id, outcome in outcomes:
+                try:
+                    now: dict[str, Any] | None = await get_run(ctx.served.tools, run_id)
+                except ToolError:
+                    now = None
+                rows.append((run_id, bulk.OUTCOME_WORDS[outcome], outcome, now))
+        except _Refusal as refusal:
+            return self._refused(request, refusal)
+        action = request.query_params.get("action", "")
+        context = {"verb": bulk.ACTIONS.get(action, "Act on"), "rows": rows}
+        return self._page(request, "bulk_done.html", context, ctx=ctx)
 
     async def _fork_page(self, request: Request) -> Response:
         """ "Fork from here": what a fork after that timeline row's revision does (the
@@ -1021,6 +1168,7 @@ class Dashboard:
         return {
             "run": run,
             "plan": plan,
+            "asks": await asks_again(ctx.served, run, plan["again"]),
             "labels": labels,
             "error": error,
             "values": values or {},
@@ -1047,7 +1195,8 @@ class Dashboard:
             if patch_text:
                 arguments["patch"] = _patch(patch_text)
             plan = await fork.call("workflow_run_fork", {**arguments, "preview": True})
-            if plan["again"] and fields.get("confirm") != "yes":
+            run = await get_run(ctx.served.tools, run_id)
+            if await asks_again(ctx.served, run, plan["again"]) and fields.get("confirm") != "yes":
                 raise FormError(
                     "confirm",
                     "steps that already ran run again in this fork; tick "
@@ -1156,10 +1305,9 @@ class Dashboard:
         chosen = RunFilter(
             query.get("status", ""), query.get("definition", ""), query.get("q", "").strip()
         )
-        tools = ctx.served.tools
 
         async def row_html(run: dict[str, Any]) -> str | None:
-            row = await self._row(tools, run)
+            row = await self._row(ctx, run)
             return self._row_html(row) if chosen.matches_pause(row) else None
 
         events = RowEvents(ctx.served, chosen, since, row_html=row_html)

@@ -1,5 +1,6 @@
 """What the pages show, read through the session's tool bundle only: nothing a tool
-result excludes (inputs, state, session internals) can reach a page.
+result excludes (inputs, state, session internals) can reach these pages. The one page
+that shows a run's state, input and payloads to its own session is `run_data`'s.
 
 The runs page reads one page of runs (``workflow_run_list`` newest first, filtered by
 the storage index), whatever the session holds. The live runs table reads the runs whole

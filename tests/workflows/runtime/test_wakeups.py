@@ -17,6 +17,7 @@ from typing import Any
 
 import pytest
 
+from flowledger.host import open_session
 from flowledger.storage import Store, open_store
 from flowledger.storage.postgres.wakeups import PostgresListener
 from flowledger.workflows.records.run import RunStatus
@@ -232,28 +233,98 @@ async def test_a_worker_behind_pgbouncer_in_transaction_mode(tmp_path: Path, dir
         drop_schema(schema)
 
 
+def patient_door(store: Store, catalog: Any, sid: str) -> FrontDoor:
+    """A front door whose own polling is 60 s apart: what it waits for within the 30 s
+    hang deadline was announced by the owner's ``replies.<session>`` wake-up."""
+    session = WorkflowSession.build(store, sid, catalog)
+    return FrontDoor(
+        sid,
+        catalog=session.catalog,
+        registry=session.registry,
+        checkpoints=session.checkpoints,
+        journal=session.journal,
+        requests=session.requests,
+        start_timeout=HANG,
+        request_timeout=HANG,
+        outcome_timeout=HANG,
+        poll=60,
+        max_poll=60,
+        wakeups=store.wakeups,
+    )
+
+
 async def test_a_front_door_waiting_for_a_seed_is_woken_by_the_owner(store_url: str) -> None:
-    """The front door's own polling is 60 s apart here: its start returns because the
-    owner's ``started.<session>`` wake-up woke it once the seed was durable."""
     gates = Gates()
     catalog = app(gates)
     sid = str(uuid.uuid4())
     async with open_store(store_url) as store, running(Worker(store, catalog, SLOW)):
-        session = WorkflowSession.build(store, sid, catalog)
-        front = FrontDoor(
-            sid,
-            catalog=session.catalog,
-            registry=session.registry,
-            checkpoints=session.checkpoints,
-            journal=session.journal,
-            requests=session.requests,
-            start_timeout=HANG,
-            poll=60,
-            max_poll=60,
-            wakeups=store.wakeups,
-        )
+        front = patient_door(store, catalog, sid)
         for _ in range(2):  # the first opens the front door's listener, the second reuses it
             run = await create_run(store, catalog, sid)
             ticket = await front.start(run.id)
             await asyncio.wait_for(ticket.wait(), HANG)
             assert await status(store, run) is not RunStatus.PENDING
+
+
+async def test_a_front_door_waiting_for_a_resume_or_cancel_is_woken_by_the_owner(
+    store_url: str,
+) -> None:
+    """Resume (carried out, then refused) and cancel: each returns after one wake-up of
+    the owner's, not after the door's 60 s poll."""
+    gates = Gates()
+    catalog = app(gates)
+    sid = str(uuid.uuid4())
+    async with open_store(store_url) as store, running(Worker(store, catalog, SLOW)):
+        front = patient_door(store, catalog, sid)
+        asker = await create_run(store, catalog, sid, "asker", 1)
+        doomed = await create_run(store, catalog, sid, "asker", 1)
+        for run in (asker, doomed):
+            await asyncio.wait_for((await front.start(run.id)).wait(), HANG)
+
+        async def paused() -> bool:
+            states = [await status(store, r) for r in (asker, doomed)]
+            return states == [RunStatus.INTERRUPTED] * 2
+
+        await eventually(paused)
+        resumed = await asyncio.wait_for(front.resume(asker.id, b'{"increment":2}'), HANG)
+        assert resumed.status is RunStatus.COMPLETED
+        cancelled = await asyncio.wait_for(front.cancel(doomed.id), HANG)
+        assert cancelled.status is RunStatus.CANCELLED
+
+
+async def test_an_idle_owner_polls_only_as_a_fallback_where_front_doors_wake_it(
+    store_url: str,
+) -> None:
+    """`open_session`'s owner: where a front door in any process wakes it (PostgreSQL),
+    it looks for requests every `OWNER_FALLBACK_POLL` (5 s) unless woken, so an idle
+    second and a half passes without a look (the old 1 s poll made one); where only this
+    process can wake it (SQLite, memory) it keeps the 1 s poll. A front door's start,
+    resume and cancel are still carried out (woken)."""
+    gates = Gates()
+    catalog = app(gates)
+    sid = str(uuid.uuid4())
+    async with open_store(store_url) as probe:
+        across = probe.wakeups.across_processes
+    assert across is store_url.startswith("postgres")
+    async with open_session(store_url, catalog, sid) as session:
+        owner = session.supervisor
+        polls = [0]
+        poll = owner.poll
+
+        async def counted(*args: Any, **kwargs: Any) -> None:
+            polls[0] += 1
+            await poll(*args, **kwargs)
+
+        owner.poll = counted  # type: ignore[method-assign]
+        await asyncio.sleep(1.5)
+        assert (polls[0] == 0) is across
+        front = patient_door(session.store, catalog, sid)
+        run = await create_run(session.store, catalog, sid, "asker", 1)
+        await asyncio.wait_for((await front.start(run.id)).wait(), HANG)
+
+        async def paused() -> bool:
+            return await status(session.store, run) is RunStatus.INTERRUPTED
+
+        await eventually(paused)
+        resumed = await asyncio.wait_for(front.resume(run.id, b'{"increment":2}'), HANG)
+        assert resumed.status is RunStatus.COMPLETED

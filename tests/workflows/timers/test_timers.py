@@ -289,3 +289,46 @@ async def _idle(env: Env) -> bool:
 
 async def _parked_is_for(owner: WorkflowSession, env: Env, count: int) -> bool:
     return owner.supervisor.idle and await _parked(env) == count
+
+
+async def test_an_accepted_resume_request_wins_over_a_deadline_that_passes_after_it(
+    env: Env,
+) -> None:
+    """An owner accepted a front door's resume request and died before carrying it out;
+    then the deadline passed. The request was accepted first, so it wins: the deadline
+    does nothing, the next look at the requests carries it out, and the resumer's answer
+    (its request done) is true. (Found by tests/cli/test_time_faults.py: the deadline
+    used to win, and the request was then taken as done.)"""
+    run_id = await env.start("asker", {"seconds": 30})
+    sup = env.session.supervisor
+    assert sup.requests is not None
+    sid = env.session.session_id
+    run = await env.session.registry.get(sid, run_id)
+    request = await sup.requests.request_resume(
+        sid, run_id, b'{"approved": true}', run.checkpoint_revision
+    )
+    await sup.requests.accept_resume(request)  # by an owner that died right after
+    loop = sup.timer_loop
+    assert loop is not None
+    before = loop.head_reads
+    env.clock.advance(30)
+    await env.until(lambda: _read_twice_and_idle(env, before))
+    await sup.poll()
+    await env.until(lambda: env.status_is(run_id, "completed"))
+    assert (await env.get(run_id))["status_summary"] == "approved=True"
+    await env.until(lambda: _no_request(env, run_id))  # deleted once the segment ended
+    env.clock.advance(RETRY_DELAY)  # the deadline's entry is stale now: it only goes
+    await env.until(lambda: _loop_waits_empty(env))
+    assert (await env.get(run_id))["status_summary"] == "approved=True"
+
+
+async def _no_request(env: Env, run_id: str) -> bool:
+    requests = env.session.supervisor.requests
+    assert requests is not None
+    return await requests.resume_request(env.session.session_id, run_id) is None
+
+
+async def _read_twice_and_idle(env: Env, before: int) -> bool:
+    """The timer loop looked at the due entry and settled it (or put it off)."""
+    loop = env.session.supervisor.timer_loop
+    return loop is not None and loop.head_reads >= before + 2 and env.session.supervisor.idle

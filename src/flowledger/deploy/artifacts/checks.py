@@ -257,7 +257,15 @@ class Checker:
                 self._end_output(base, node.output, template)
 
     def _deadline(self, base: tuple[str | int, ...], node: InterruptNode) -> None:
-        """``timeout`` and ``on_timeout`` come together; the payload matches the schema."""
+        """``timeout`` and ``on_timeout`` come together; the payload matches the schema;
+        ``timeout_next`` needs a timeout (that it names a node is a graph check)."""
+        if node.timeout is None and node.timeout_next is not None:
+            self.issue(
+                place_of(*base, "timeout_next"),
+                "interrupt_timeout",
+                "timeout_next needs a timeout (seconds until the deadline)",
+                "add timeout: 3600 and on_timeout, or remove timeout_next",
+            )
         if node.timeout is None and node.on_timeout is None:
             return
         if node.timeout is None:

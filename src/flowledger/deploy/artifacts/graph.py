@@ -7,7 +7,16 @@ the node sets of each parallel node's branches (`ValidatedArtifact.branches`).
 from __future__ import annotations
 
 from .errors import ArtifactIssue, choices, place_of
-from .model import Artifact, EndNode, ForeachNode, Node, ParallelNode, SwitchNode, ToolNode
+from .model import (
+    Artifact,
+    EndNode,
+    ForeachNode,
+    InterruptNode,
+    Node,
+    ParallelNode,
+    SwitchNode,
+    ToolNode,
+)
 
 __all__ = ["check_graph", "targets"]
 
@@ -25,6 +34,8 @@ def targets(node_id: str, node: Node) -> list[tuple[str, tuple[str | int, ...]]]
         return []
     if isinstance(node, ToolNode) and node.on_error is not None:
         return [(node.next, (*base, "next")), (node.on_error.next, (*base, "on_error", "next"))]
+    if isinstance(node, InterruptNode) and node.timeout_next is not None:
+        return [(node.next, (*base, "next")), (node.timeout_next, (*base, "timeout_next"))]
     return [(node.next, (*base, "next"))]
 
 

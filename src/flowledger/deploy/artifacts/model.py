@@ -217,7 +217,8 @@ class InterruptNode(_Node):
     """Pause the run; whoever resumes sees ``request`` and sends a payload matching
     ``resume_schema``, read as ``resume`` by ``assign``. With ``timeout`` (seconds) the
     pause has a deadline: once it passes, the run's owner resumes it with ``on_timeout``
-    (a payload matching ``resume_schema``), unless a resume came first."""
+    (a payload matching ``resume_schema``), unless a resume came first; the run then
+    continues at ``timeout_next`` when given (after ``assign``), else at ``next``."""
 
     kind: Literal["interrupt"]
     request: ObjectTemplate = Field(default_factory=dict)
@@ -230,6 +231,10 @@ class InterruptNode(_Node):
     on_timeout: Annotated[
         dict[str, JsonValue] | None,
         Field(description="The resume payload the deadline sends (matches resume_schema)."),
+    ] = None
+    timeout_next: Annotated[
+        NodeId | None,
+        Field(description="Where the run continues when the deadline passed (default: next)."),
     ] = None
     next: NodeId
 

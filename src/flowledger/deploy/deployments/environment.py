@@ -28,8 +28,10 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from ...clock import Clock
 from ..registry.access import SessionSources
 from ..registry.errors import RegistryError, SourceDisabledError, SourceNotRegisteredError
+from ..registry.rates import GatedSource, RateLimits
 from ..registry.spec import CredentialMissingError
 from ..registry.store import Probe, RegisteredSource
 from ..sources.spec import Source
@@ -76,8 +78,10 @@ def _raising(exc: Exception) -> Callable[[], Source]:
 class SourceEnvironment:
     """The sources of ``sessions.session_id`` under ``sessions.access``."""
 
-    def __init__(self, sessions: SessionSources) -> None:
+    def __init__(self, sessions: SessionSources, *, clock: Clock | None = None) -> None:
         self.sessions = sessions
+        # calls to registered sources pass these; their windows are read on ``clock``
+        self.rates = RateLimits(sessions.registry, clock)
         # the recent checks of runs' pinned sources through this door (readers reuse them)
         self.revalidations = Revalidations()
 
@@ -234,7 +238,8 @@ class SourceEnvironment:
                 continue
             try:
                 registered = await self.sessions.enabled(name, int(identity["revision"]))
-                resolved[dependency] = self.sessions.source(registered, dependency)
+                source = self.sessions.source(registered, dependency)
+                resolved[dependency] = GatedSource(source, name, self.rates)
             except (RegistryError, CredentialMissingError) as exc:
                 resolved[dependency] = _raising(exc)
         return resolved

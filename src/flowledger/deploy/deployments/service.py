@@ -140,7 +140,7 @@ class DeployService:
         self.pins = PinStore(session.store.ledger)
         self.registry = SourceRegistry.over(session.store)
         self.sources = SessionSources(self.registry, session.session_id, access)
-        self.environment = SourceEnvironment(self.sources)
+        self.environment = SourceEnvironment(self.sources, clock=session.clock)
         self.lifecycle = Lifecycle(
             session.session_id, self.artifacts, self.deployments, session.registry
         )

@@ -148,6 +148,11 @@ class SourceRegistry:
     def over(cls, store: storage.Store) -> SourceRegistry:
         return cls(store.kv)
 
+    @property
+    def kv(self) -> storage.KV:
+        """The store the records live in (call rate limits keep theirs there too)."""
+        return self._kv
+
     # -- keys ---------------------------------------------------------------------------
 
     @staticmethod

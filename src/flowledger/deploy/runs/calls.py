@@ -165,6 +165,7 @@ class ToolCall:
         # records; a repeatable one only records a failed attempt, and only when the node
         # retries (what the attempt count is read from): nothing on the way to a success.
         guarded = not repeatable
+        await runtime.before_call(run, self.dependency)  # a rate limit waits before the intent
         if guarded:
             await runtime.intents.record(run, akey, "started", node=name, tool=self.tool)
         try:
@@ -224,6 +225,7 @@ class ToolCall:
         if intent is not None and intent.state == "done" and intent.result is not None:
             result = stored_result(intent.result)
         elif tool.repeatable:
+            await runtime.before_call(run, self.dependency)
             result = await self._call(session, arguments)
             if result.is_error:
                 raise self.error_result(result)
@@ -235,6 +237,7 @@ class ToolCall:
                     "when the run stopped, and the tool is not read-only or idempotent: "
                     "it is not called again",
                 )
+            await runtime.before_call(run, self.dependency)  # before the intent, as above
             await runtime.intents.record(run, key, "started", node=name, tool=self.tool)
             result = await self._call(session, arguments)
             data = result.to_json()

@@ -368,12 +368,15 @@ class _Compiler:
             task = traced(self._tool(scope, node_id, node))
             if node.on_error is None:
                 self._exit(scope, vertex, node_id, node.next, task)
-            else:
-                self._tool_routes(scope, vertex, node_id, node, task)
+            else:  # the body chose next or on_error.next
+                self._chosen_exit(scope, vertex, node_id, [node.next, node.on_error.next], task)
         elif isinstance(node, InterruptNode):
             self.resume_schemas[vertex] = node.resume_schema
             task = traced(self._interrupt(scope, node_id, node))
-            self._exit(scope, vertex, node_id, node.next, task)
+            if node.timeout_next is None:
+                self._exit(scope, vertex, node_id, node.next, task)
+            else:
+                self._chosen_exit(scope, vertex, node_id, [node.next, node.timeout_next], task)
         elif isinstance(node, WaitNode):
             self._exit(scope, vertex, node_id, node.next, traced(self._wait(scope, node_id, node)))
         elif isinstance(node, SwitchNode):
@@ -463,14 +466,26 @@ class _Compiler:
         return body
 
     def _interrupt(self, scope: _Scope, node_id: str, node: InterruptNode) -> Any:
+        """Pause; on resume assign from ``resume``. With ``timeout_next`` the body also
+        chooses the exit (``$route/<vertex>``): ``timeout_next`` when the payload is the
+        deadline's (`flow.timed_out`), else ``next``. The choice is part of the vertex's
+        update, so it is durable with the step and a restart never chooses again."""
         request = scope.validated.templates[f"nodes.{node_id}.request"]
+        route_key = f"$route/{scope.vertex(node_id)}"
 
         async def body(state: dict[str, Any], note: _Note) -> Update:
             view = scope.view(state)
             answer = flow.interrupt(
                 await _evaluated(request, view), timeout=node.timeout, on_timeout=node.on_timeout
             )
-            return await self._assign(scope, node_id, list(node.assign), {**view, "resume": answer})
+            update = await self._assign(
+                scope, node_id, list(node.assign), {**view, "resume": answer}
+            )
+            if node.timeout_next is not None:
+                target = node.timeout_next if flow.timed_out() else node.next
+                note.result = preview({"next": target})
+                update[route_key] = target
+            return update
 
         return body
 
@@ -662,16 +677,13 @@ class _Compiler:
 
         return body
 
-    def _tool_routes(
-        self, scope: _Scope, vertex: str, node_id: str, node: ToolNode, task: Task
+    def _chosen_exit(
+        self, scope: _Scope, vertex: str, node_id: str, exits: Sequence[str], task: Task
     ) -> None:
-        """A tool node with ``on_error``: a route to ``next`` or to ``on_error.next``, as
-        the body chose (``$route/<vertex>``), through a parallel's join gate where the
-        target is a join."""
-        assert node.on_error is not None
+        """Add ``vertex`` running ``task``, which chooses one of the nodes ``exits``
+        (``$route/<vertex>``), entering a parallel's join through its gate."""
         route_key = f"$route/{vertex}"
-        choices = list(dict.fromkeys([node.next, node.on_error.next]))
-        gates = {target: self._gate(scope, node_id, target) for target in choices}
+        gates = {target: self._gate(scope, node_id, target) for target in dict.fromkeys(exits)}
 
         async def marked(state: dict[str, Any]) -> Update:
             update = await task(state)

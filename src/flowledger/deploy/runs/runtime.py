@@ -91,6 +91,14 @@ class Runtime:
             if held is None:
                 await pool.close()
 
+    async def before_call(self, graph_run_id: str, dependency: str) -> None:
+        """Wait until a call of the run to ``dependency`` may go: a registered source
+        with a call rate limit reserves a place first (`registry.rates`)."""
+        chosen = self.run_sources.get(graph_run_id, {}).get(dependency)
+        gate = getattr(chosen, "before_call", None)
+        if gate is not None:
+            await gate()
+
     def pool(self, graph_run_id: str) -> SourcePool:
         pool = self.pools.get(graph_run_id)
         if pool is None:  # `segment` opens one for every run it executes, and closes it

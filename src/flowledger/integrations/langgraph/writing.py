@@ -68,7 +68,12 @@ _Item = tuple[Callable[[ThreadLog, Place], Built], "asyncio.Future[tuple[ThreadL
 @dataclass
 class _Batch:
     items: list[_Item]
-    ready: asyncio.Event
+    ready: asyncio.Future[None]  # done once a record that does not wait joins, or at GATHER
+
+
+def _settle(ready: asyncio.Future[None]) -> None:
+    if not ready.done():
+        ready.set_result(None)
 
 
 def config_ids(config: object, *, need_checkpoint: bool = False) -> tuple[str, str, str | None]:
@@ -311,21 +316,24 @@ class Writer:
         instead of two. A checkpoint never waits: it joins a gathering batch (and ends
         its wait) or is appended at once."""
         key = (thread_id, checkpoint_ns)
-        future: asyncio.Future[tuple[ThreadLog, Any]] = asyncio.get_running_loop().create_future()
+        loop = asyncio.get_running_loop()
+        future: asyncio.Future[tuple[ThreadLog, Any]] = loop.create_future()
         waiting = self._gathering.get(key)
         if waiting is not None:
             waiting.items.append((build_for, future))
             if not gather:
-                waiting.ready.set()
+                _settle(waiting.ready)
             return await future
-        batch = _Batch([(build_for, future)], asyncio.Event())
+        batch = _Batch([(build_for, future)], loop.create_future())
         if gather:
+            # A bare future and a timer, not ``wait_for`` on an event: the wait is on every
+            # step's path, and this way it costs no task and no extra turn of the loop.
             self._gathering[key] = batch
+            timer = loop.call_later(GATHER, _settle, batch.ready)
             try:
-                await asyncio.wait_for(batch.ready.wait(), GATHER)
-            except TimeoutError:
-                pass
+                await batch.ready
             finally:
+                timer.cancel()
                 del self._gathering[key]
         # The batch runs in a task of its own: a caller that is cancelled does not take
         # the others' records with it.

@@ -214,6 +214,10 @@ class Queries:
         return cls(**rendered)
 
 
+# The append's arrays go in binary (``%b``): psycopg then sends each bytea element as its
+# bytes, where the text form would hex-encode and quote every payload in Python (about
+# two thirds of the cost of sending an append's parameters). Same values, same statement.
+#
 # The parameters of an append statement, after the claim's: the fence's (lease name and
 # epoch) come first when fenced; then the first sequence number minus one, the payloads,
 # their checksums, the attachments' digests and data.
@@ -223,18 +227,18 @@ _APPEND_FENCE: Final = (
     b"ok AS (SELECT 1 FROM fence WHERE epoch = %s AND live), "
 )
 _APPEND_HELD: Final = (
-    b"locked AS (SELECT digest FROM {s}.attachments WHERE digest = ANY(%s::bytea[]) "
+    b"locked AS (SELECT digest FROM {s}.attachments WHERE digest = ANY(%b::bytea[]) "
     b"ORDER BY digest FOR KEY SHARE), "
-    b"held AS (SELECT count(*) AS n FROM locked WHERE digest = ANY(%s::bytea[])), "
+    b"held AS (SELECT count(*) AS n FROM locked WHERE digest = ANY(%b::bytea[])), "
 )
 _APPEND_REST: Final = (
     b"records AS (INSERT INTO {s}.ledger_records (log_id, seq, content, bound_crc) "
     b"SELECT log.id, %s + r.ord, r.payload, r.crc FROM log, "
-    b"unnest(%s::bytea[], %s::integer[]) WITH ORDINALITY AS r(payload, crc, ord)), "
+    b"unnest(%b::bytea[], %b::integer[]) WITH ORDINALITY AS r(payload, crc, ord)), "
     b"refs AS (INSERT INTO {s}.attachment_refs (log_id, digest) SELECT log.id, d "
-    b"FROM log, unnest(%s::bytea[]) AS d ORDER BY d ON CONFLICT DO NOTHING), "
+    b"FROM log, unnest(%b::bytea[]) AS d ORDER BY d ON CONFLICT DO NOTHING), "
     b"attached AS (INSERT INTO {s}.attachments (digest, content) "
-    b"SELECT a.digest, a.data FROM unnest(%s::bytea[], %s::bytea[]) AS a(digest, data) "
+    b"SELECT a.digest, a.data FROM unnest(%b::bytea[], %b::bytea[]) AS a(digest, data) "
     b"WHERE EXISTS (SELECT 1 FROM log) ORDER BY a.digest ON CONFLICT (digest) DO NOTHING) "
 )
 

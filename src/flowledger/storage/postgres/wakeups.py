@@ -49,6 +49,8 @@ _Conn = psycopg.AsyncConnection[tuple[object, ...]]
 
 
 class PostgresWakeups(Wakeups):
+    across_processes = True  # NOTIFY reaches every LISTEN (with none, no waiter is live)
+
     def __init__(self, db: Database) -> None:
         self._db = db
         settings = db.settings

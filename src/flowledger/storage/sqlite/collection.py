@@ -36,9 +36,13 @@ __all__ = [
     "vacuum",
 ]
 
-# Logs per drop transaction and attachments per sweep transaction: each holds the write
-# lock, so other writers wait at most one batch.
-DROP_BATCH: Final = 16
+# What one drop transaction deletes at most - up to `DROP_BATCH` logs, and no further log
+# once `DROP_RECORDS` records went - and attachments per sweep transaction: each holds the
+# write lock, so other writers wait at most one batch. Bounded by records, not logs only:
+# a prune drops hundreds of small logs (each transaction is an fsync), a long run's log
+# alone may be many thousand records.
+DROP_BATCH: Final = 256
+DROP_RECORDS: Final = 4096
 SWEEP_BATCH: Final = 500
 
 _REFS_COMPLETE: Final = "SELECT value FROM flowledger_meta WHERE key = 'refs_complete'"
@@ -76,20 +80,24 @@ def refs_complete(db: Database) -> bool:
     return row is not None and row[0] == "1"
 
 
-def drop(db: Database, names: list[str]) -> int:
-    """Drop ``names`` in one transaction; return how many existed."""
+def drop(db: Database, names: list[str]) -> tuple[int, int]:
+    """Drop the first of ``names`` in one transaction, as many as the bounds allow (at
+    least one; see `DROP_BATCH`); return how many existed and how many were taken."""
     conn = db.conn
     db.check_files()
     conn.execute("BEGIN IMMEDIATE")
-    dropped = 0
+    dropped = deleted = taken = 0
     try:
-        for name in names:
+        for name in names[:DROP_BATCH]:
+            if deleted >= DROP_RECORDS:
+                break
+            taken += 1
             log = ledger.log_id(db, name, fresh=True)
             if log is None:
                 continue
             base = log << ledger.SEQ_BITS
             records, refs, row = _LOG_DROP
-            conn.execute(records, (base, base | ledger.MAX_SEQ))
+            deleted += max(0, conn.execute(records, (base, base | ledger.MAX_SEQ)).rowcount)
             conn.execute(refs, (log,))
             conn.execute(row, (log,))
             dropped += 1
@@ -98,9 +106,9 @@ def drop(db: Database, names: list[str]) -> int:
         rollback(conn)
         raise
     finally:
-        for name in names:
+        for name in names[:DROP_BATCH]:  # a cache: forgetting more is harmless
             db.log_ids.pop(name, None)
-    return dropped
+    return dropped, taken
 
 
 def sweep_page(db: Database, after: bytes, limit: int, dry_run: bool) -> list[tuple[bytes, int]]:

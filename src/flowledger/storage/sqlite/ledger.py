@@ -242,10 +242,11 @@ class SQLiteLedger:
     async def drop(self, names: Iterable[str]) -> int:
         wanted = check_names(names)
         self._worker.check_open()
-        dropped = 0
-        for start in range(0, len(wanted), collection.DROP_BATCH):
-            batch = wanted[start : start + collection.DROP_BATCH]
-            dropped += await self._worker.call(collection.drop, self._db, batch)
+        dropped = done = 0
+        while done < len(wanted):  # one bounded transaction at a time (`collection.drop`)
+            existed, taken = await self._worker.call(collection.drop, self._db, wanted[done:])
+            dropped += existed
+            done += taken
         if dropped:
             await self._give_back()
         return dropped

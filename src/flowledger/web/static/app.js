@@ -132,7 +132,47 @@ function bindForms(scope) {
   }
 }
 
+// Times: the server writes UTC (what a page without script shows); here each <time>
+// reads in the browser's zone (named) with how long ago, the UTC text on hover.
+const RELATIVE = new Intl.RelativeTimeFormat(undefined, { numeric: "auto" });
+const UNITS = [["day", 86400], ["hour", 3600], ["minute", 60], ["second", 1]];
+
+function ago(when) {
+  const seconds = (when.getTime() - Date.now()) / 1000;
+  for (const [unit, size] of UNITS) {
+    if (Math.abs(seconds) >= size || unit === "second") {
+      return RELATIVE.format(Math.round(seconds / size), unit);
+    }
+  }
+  return "";
+}
+
+function localTime(element) {
+  const when = new Date(element.getAttribute("datetime"));
+  if (Number.isNaN(when.getTime())) return;
+  if (!element.dataset.utc) {
+    element.dataset.utc = element.textContent;
+    element.title = element.textContent;
+  }
+  const local = when.toLocaleString(undefined, { dateStyle: "medium", timeStyle: "long" });
+  element.textContent = `${local} (${ago(when)})`;
+  element.dataset.local = "1";
+}
+
+function localTimes(scope) {
+  if (scope.matches && scope.matches("time[datetime]")) localTime(scope);
+  for (const element of scope.querySelectorAll("time[datetime]")) localTime(element);
+}
+
 document.addEventListener("DOMContentLoaded", () => {
+  localTimes(document);
+  // rows and headers the live stream places read the same way; "ago" moves on
+  new MutationObserver((changes) => {
+    for (const change of changes) {
+      for (const node of change.addedNodes) if (node.nodeType === 1) localTimes(node);
+    }
+  }).observe(document.body, { childList: true, subtree: true });
+  setInterval(() => localTimes(document), 30000);
   // a page answered to a form's POST: the address bar shows the page's own address, so
   // a reload reads it again instead of posting the form again
   const address = document.body.dataset.address;

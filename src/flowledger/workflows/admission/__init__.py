@@ -17,6 +17,7 @@ from .limits import (
     is_deployed_version,
     validate_limit,
 )
+from .occupancy import Occupancy, occupancy
 from .position import QueuedAt, queued_at
 
 __all__ = [
@@ -25,10 +26,12 @@ __all__ = [
     "Admission",
     "InvalidLimitError",
     "Limits",
+    "Occupancy",
     "QueuedAt",
     "Scope",
     "deployment_scope_name",
     "is_deployed_version",
+    "occupancy",
     "queued_at",
     "validate_limit",
 ]

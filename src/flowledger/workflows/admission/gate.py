@@ -140,6 +140,23 @@ class Admission:
             return True
         return False
 
+    async def next_sessions(self, run: Run) -> set[str]:
+        """The sessions whose run is next in a queue of a scope limiting ``run`` (whom a
+        slot ``run`` frees concerns)."""
+        found: set[str] = set()
+        for scope in await self.scopes(run):
+            head = await self._head(scope.path)
+            waiting = None if head is None else await self._run_of(await self._value(head))
+            if waiting is not None:
+                found.add(waiting.session_id)
+        return found
+
+    async def _value(self, key: str) -> bytes:
+        try:
+            return (await self._kv.get(key)).value
+        except storage.KeyNotFoundError:
+            return b""
+
     async def _enqueue(self, key: str, run: Run) -> None:
         with contextlib.suppress(storage.ConflictError):  # queued already
             await self._kv.put(key, _holder(run), expected=0, **storage.fence_arg())

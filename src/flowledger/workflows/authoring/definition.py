@@ -111,10 +111,13 @@ class Definition(Protocol):
         """Check and decode an input document; `InvalidInputError` (field ``input``)."""
         ...
 
-    def validate_resume(self, raw: bytes | str, *, vertices: Sequence[str] = ()) -> ValidatedResume:
+    def validate_resume(
+        self, raw: bytes | str, *, vertices: Sequence[str] = (), deadline: bool = False
+    ) -> ValidatedResume:
         """Check and decode a resume payload for the paused ``vertices`` (their own resume
         schemas where they have one, else the definition's); `InvalidInputError` (field
-        ``resume``)."""
+        ``resume``). ``deadline``: the payload is the pause's ``on_timeout``, sent by its
+        owner because the deadline passed (the vertex sees `flow.timed_out`)."""
         ...
 
     def resume_schema_for(self, vertices: Sequence[str]) -> dict[str, Any] | None:
@@ -378,11 +381,14 @@ class TypedDefinition(Generic[S]):
         detail = exc.detail if isinstance(exc, flow.CodecError) else exc
         return DefinitionError(self._metadata.name, self._metadata.version, field, path, detail)
 
-    def validate_resume(self, raw: bytes | str, *, vertices: Sequence[str] = ()) -> ValidatedResume:
+    def validate_resume(
+        self, raw: bytes | str, *, vertices: Sequence[str] = (), deadline: bool = False
+    ) -> ValidatedResume:
         """Like `validate_input` for a resume payload (field ``resume``), against the
         resume schema of each paused vertex in ``vertices`` that has its own, else the
         definition's; without a registration or any schema: ``"resume is not
-        supported"``."""
+        supported"``. With ``deadline`` the payload reaches the vertex as
+        `flow.TimedOut` (the owner's resume of an expired deadline)."""
         registration = self._registration
         if registration is None:
             raise InvalidInputError("resume", RESUME_NOT_SUPPORTED)
@@ -401,7 +407,7 @@ class TypedDefinition(Generic[S]):
             raise
         except Exception as exc:
             raise self._broken("resume", exc) from exc
-        return ValidatedResume(registration, payload)
+        return ValidatedResume(registration, flow.TimedOut(payload) if deadline else payload)
 
     def resume_schema_for(self, vertices: Sequence[str]) -> dict[str, Any] | None:
         for vertex in vertices:

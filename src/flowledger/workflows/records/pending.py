@@ -30,6 +30,7 @@ bounded: ``info`` to `MAX_INFO_BYTES` of JSON text (beyond that a prefix of the 
 
 from __future__ import annotations
 
+import contextlib
 import json
 import re
 from collections.abc import Mapping, Sequence
@@ -39,7 +40,15 @@ from enum import StrEnum
 from typing import Any, Final
 
 from ... import flow
-from ...storage import KV, CorruptDataError, KeyNotFoundError, fence_arg, validate_name
+from ...storage import (
+    KV,
+    ConflictError,
+    CorruptDataError,
+    Entry,
+    KeyNotFoundError,
+    fence_arg,
+    validate_name,
+)
 from ..authoring.metadata import MAX_LABEL_BYTES, Metadata, bound_text
 from ..errors import CorruptRecordError
 from .run import format_time, is_id, parse_time
@@ -54,7 +63,9 @@ __all__ = [
     "PendingStore",
     "describe_pause",
     "pause_kind",
+    "paused_prefix",
     "pending_key",
+    "readable_cause",
     "requests",
 ]
 
@@ -193,6 +204,13 @@ def _bounded_info(info: Any) -> tuple[Any, bool]:
     return data[:MAX_INFO_BYTES].decode(errors="ignore"), True
 
 
+def readable_cause(text: str) -> str:
+    """A stored failure's one line as a reader wants it: without the engine's
+    bookkeeping (``flow: vertex V (run R, attempt N) failed: ``) or control characters."""
+    text = _VERTEX_ERROR_PREFIX.sub("", text, count=1)
+    return _CONTROL.sub(" ", text.removeprefix("flow: "))
+
+
 def _message(error: BaseException | None) -> tuple[str, str]:
     if error is None:
         return "", ""
@@ -273,6 +291,20 @@ def pending_key(session_id: str, run_id: str) -> str:
     return validate_name(f"sessions/{session_id}/workflows/pending/{run_id}")
 
 
+def paused_prefix(session_id: str) -> str:
+    """``sessions/<sid>/workflows/paused/``: one empty marker per run with a pending
+    record, ``<kind>/<rid>``, so runs can be counted by the kind of their latest pause
+    from keys alone (joined with the registry's interrupted status entries: a marker
+    outlives the pause, as the record does)."""
+    if not is_id(session_id):
+        raise ValueError("paused_prefix needs a session ID")
+    return f"sessions/{session_id}/workflows/paused/"
+
+
+def _paused_key(session_id: str, kind: PauseKind, run_id: str) -> str:
+    return validate_name(f"{paused_prefix(session_id)}{kind}/{run_id}")
+
+
 def _encode(pending: Pending) -> bytes:
     body = {
         "version": _VERSION,
@@ -326,6 +358,15 @@ def _decode(key: str, data: bytes) -> Pending:
         raise CorruptRecordError(key, str(exc)) from exc
 
 
+def _kind_of(data: bytes) -> PauseKind | None:
+    """The kind a stored record names (None if it names none that is known)."""
+    try:
+        doc = json.loads(data)
+        return PauseKind(doc["kind"]) if isinstance(doc, Mapping) else None
+    except (ValueError, KeyError, TypeError):
+        return None
+
+
 def _text(value: object) -> str:
     if not isinstance(value, str):
         raise ValueError("expected a string")
@@ -345,15 +386,22 @@ class PendingStore:
         data = _encode(pending)
         fence = fence_arg()  # the owner's lease, when it set one (`storage.fencing`)
         try:
-            current = await self._kv.get(key)
+            current: Entry | None = await self._kv.get(key)
         except KeyNotFoundError:
-            await self._kv.put(key, data, expected=0, **fence)
-            return
+            current = None
         except CorruptDataError:
             await self._kv.delete(key, **fence)
+            current = None
+        before = None if current is None else _kind_of(current.value)
+        if before is not None and before is not pending.kind:
+            await self._kv.delete(_paused_key(session_id, before, run_id), **fence)
+        with contextlib.suppress(ConflictError):  # marked already (the same kind again)
+            await self._kv.put(
+                _paused_key(session_id, pending.kind, run_id), b"", expected=0, **fence
+            )
+        if current is None:
             await self._kv.put(key, data, expected=0, **fence)
-            return
-        if current.value != data:
+        elif current.value != data:
             await self._kv.put(key, data, expected=current.revision, **fence)
 
     async def get(self, session_id: str, run_id: str) -> Pending | None:
@@ -368,3 +416,5 @@ class PendingStore:
 
     async def delete(self, session_id: str, run_id: str) -> None:
         await self._kv.delete(pending_key(session_id, run_id))
+        for kind in PauseKind:
+            await self._kv.delete(_paused_key(session_id, kind, run_id))

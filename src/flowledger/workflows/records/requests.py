@@ -11,7 +11,9 @@ acts on it. Both kinds live in the session's KV namespace:
   "checkpoint_revision":R,"requested_at":T,"state":S,"error":E}``; ``state`` is
   ``requested`` (waiting), ``accepted`` (the owner is executing it: from then on it
   may only be carried out, never refused or withdrawn) or ``failed`` (refused, with an
-  ``error`` code from `RESUME_ERRORS`, for the front door to report and delete). The
+  ``error`` code from `RESUME_ERRORS`, for the front door to report and delete);
+  ``transport`` says how the front door was reached (`answers.TRANSPORTS`; absent in
+  requests written before it existed: ``python``), for the owner's `answers`. The
   owner deletes the request once the resumed segment has ended. Only one request per
   run can wait: a second front door gets `ConflictError`. The revision binding makes
   a crash harmless: a request left behind after its resume took effect no longer
@@ -44,6 +46,7 @@ from typing import Any, Final, Literal
 from ...storage import KV, CorruptDataError, KeyNotFoundError, fence_arg, validate_name
 from ...storage import ConflictError as StorageConflictError
 from ..errors import ConflictError, CorruptRecordError
+from .answers import TRANSPORTS
 from .run import is_id
 from .wakeups import waking_session
 
@@ -111,6 +114,7 @@ class ResumeRequest:
     state: ResumeState = "requested"
     error: str = ""
     revision: int = 0  # the KV revision (compare-and-swap token), never stored
+    transport: str = "python"  # how the front door was reached (`answers.TRANSPORTS`)
 
 
 @dataclass(frozen=True)
@@ -136,16 +140,17 @@ def _load(key: str, data: bytes) -> dict[str, Any]:
 
 
 def _encode_resume(request: ResumeRequest) -> bytes:
-    return _dumps(
-        {
-            "version": REQUEST_VERSION,
-            "payload": request.payload.decode("utf-8"),
-            "checkpoint_revision": request.checkpoint_revision,
-            "requested_at": request.requested_at,
-            "state": request.state,
-            "error": request.error,
-        }
-    )
+    document = {
+        "version": REQUEST_VERSION,
+        "payload": request.payload.decode("utf-8"),
+        "checkpoint_revision": request.checkpoint_revision,
+        "requested_at": request.requested_at,
+        "state": request.state,
+        "error": request.error,
+    }
+    if request.transport != "python":
+        document["transport"] = request.transport
+    return _dumps(document)
 
 
 def _decode_resume(
@@ -157,8 +162,10 @@ def _decode_resume(
     state = document.get("state")
     error = document.get("error", "")
     at = document.get("requested_at", 0.0)
+    transport = document.get("transport", "python")
     if (
-        not isinstance(payload, str)
+        transport not in TRANSPORTS
+        or not isinstance(payload, str)
         or not isinstance(checkpoint, int)
         or isinstance(checkpoint, bool)
         or checkpoint < 0
@@ -176,6 +183,7 @@ def _decode_resume(
         state,
         error,
         revision,
+        transport,
     )
 
 
@@ -189,14 +197,26 @@ class RunRequests:
     # -- resume ----------------------------------------------------------------------------
 
     async def request_resume(
-        self, session_id: str, run_id: str, payload: bytes, checkpoint_revision: int
+        self,
+        session_id: str,
+        run_id: str,
+        payload: bytes,
+        checkpoint_revision: int,
+        *,
+        transport: str = "python",
     ) -> ResumeRequest:
-        """Queue a resume of the interrupt at ``checkpoint_revision``. A waiting or accepted
+        """Queue a resume of the interrupt at ``checkpoint_revision`` (``transport``: how
+        it came, `answers.TRANSPORTS`). A waiting or accepted
         request for the same interrupt is a `ConflictError`; a refused one, or one for an
         older interrupt, is replaced."""
         key = resume_request_key(session_id, run_id)
         request = ResumeRequest(
-            session_id, run_id, bytes(payload), checkpoint_revision, self._clock()
+            session_id,
+            run_id,
+            bytes(payload),
+            checkpoint_revision,
+            self._clock(),
+            transport=transport,
         )
         data = _encode_resume(request)
         if len(data) > MAX_REQUEST_BYTES:

@@ -42,6 +42,7 @@ from ...storage import (
     ConflictError,
     CorruptDataError,
     KeyNotFoundError,
+    KVPut,
     fence_arg,
     validate_name,
 )
@@ -83,12 +84,16 @@ class UnfinishedIndex:
         self.kv = kv
         self._clock = clock
 
+    def entry(self, session_id: str, run_id: str) -> KVPut:
+        """The write that creates the entry (for a caller's batch; see `add`)."""
+        value = json.dumps({"at": round(self._clock(), 3)}).encode()
+        return KVPut(unfinished_key(session_id, run_id), value, 0)
+
     async def add(self, session_id: str, run_id: str) -> None:
         """Create the entry (an existing one is kept: it is already right)."""
-        key = unfinished_key(session_id, run_id)
-        value = json.dumps({"at": round(self._clock(), 3)}).encode()
+        write = self.entry(session_id, run_id)
         with contextlib.suppress(ConflictError):
-            await self.kv.put(key, value, expected=0)
+            await self.kv.put(write.key, write.value, expected=0)
 
     async def remove(self, session_id: str, run_id: str) -> None:
         """Delete the entry (idempotent)."""

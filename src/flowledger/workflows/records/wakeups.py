@@ -5,8 +5,10 @@
   may be in a session nobody owns yet, which any of them may claim.
 * ``session.<session id>`` (`session_channel`) - woken by the same writes, for that
   session only. A standalone owner (`Supervisor` with a ``poll_interval``) listens to it.
-* ``started.<session id>`` (`started_channel`) - woken by an owner when a run of the
-  session made its seed (revision 0) durable: what a front door's start waits for.
+* ``replies.<session id>`` (`replies_channel`) - woken by an owner when it answered a
+  front door of the session: a run's seed (revision 0) is durable (what a start waits
+  for), a resume request was carried out or refused, a cancel request was carried out.
+  Front doors listen to it (one listener each) and re-read what they wait for.
 * `DUE` - for work that becomes due by time rather than by a write (timers, schedules):
   ``await wake_due(store)`` when something is due; workers and owners listen to it.
 
@@ -28,8 +30,8 @@ from .run import is_id
 __all__ = [
     "DUE",
     "WORK",
+    "replies_channel",
     "session_channel",
-    "started_channel",
     "wake_due",
     "wake_session",
     "waking_session",
@@ -46,10 +48,10 @@ def session_channel(session_id: str) -> str:
     return f"session.{session_id}"
 
 
-def started_channel(session_id: str) -> str:
+def replies_channel(session_id: str) -> str:
     if not is_id(session_id):
         raise ValueError(f"session ID must be a nonzero lowercase UUID, not {session_id!r}")
-    return f"started.{session_id}"
+    return f"replies.{session_id}"
 
 
 def work_channels(session_id: str) -> tuple[str, str]:

@@ -411,8 +411,9 @@ class _Pass:
         prefix = runs_prefix(self.session_id)
         workflows = self.base + "workflows/"
         order = workflows + "run-order/"
+        paused = workflows + "paused/"  # pause-kind markers: paused/<kind>/<run>
         forks = workflows + "forks/"
-        pending = workflows + "pending/"
+        pending = (workflows + "pending/", workflows + "answers/")
         pruning = workflows + "pruning/"
         requests = (workflows + "resume-requests/", workflows + "cancel-requests/")
         for key in await self.kv.keys(workflows):
@@ -430,11 +431,15 @@ class _Pass:
                     scan.forks.setdefault(origin, []).append(fork)
                     scan.side_keys.setdefault(fork, []).append(key)
             elif key.startswith(pending):
-                run_id = key[len(pending) :]
+                run_id = key.rpartition("/")[2]
                 if is_id(run_id):
                     scan.side_keys.setdefault(run_id, []).append(key)
             elif key.startswith(requests):
                 scan.requested.add(key.rpartition("/")[2])
+            elif key.startswith(paused):
+                run_id = key.rpartition("/")[2]
+                if is_id(run_id):
+                    scan.side_keys.setdefault(run_id, []).append(key)
             elif key.startswith(pruning):
                 scan.tombstones.append(key)
         for family in ("workflows/unfinished/", "workflows/bells/"):

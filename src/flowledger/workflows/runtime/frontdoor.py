@@ -24,9 +24,10 @@ that the session's owner - a ``flowledger worker`` - carries out:
   says whether this caller was the first to ask), rings the cancel doorbell (it carries
   the reason, and makes the owner act at once), and waits until the run is cancelled.
 
-Waiting polls with a growing delay (``poll`` up to ``max_poll`` seconds); a start's wait
-is also woken by the owner's wake-up when a seed of the session is durable
-(`started_channel`, one listener per front door, opened on its first start).
+Waiting polls with a growing delay (``poll`` up to ``max_poll`` seconds), and is also
+woken by the owner when it answered a front door of the session (`replies_channel`: a
+seed is durable, a resume or cancel request carried out or refused; one listener per
+front door, opened on its first wait): the door then re-reads what it waits for.
 """
 
 from __future__ import annotations
@@ -48,11 +49,12 @@ from ..errors import (
     InvalidInputError,
     ResumeBlockedError,
 )
+from ..records.answers import current_transport
 from ..records.intent import record_cancel_intent
 from ..records.registry import RunRegistry
 from ..records.requests import ResumeRequest, RunRequests
 from ..records.run import Run, RunStatus, owner_lease_name
-from ..records.wakeups import started_channel, wake_session
+from ..records.wakeups import replies_channel, wake_session
 from .catalog import Catalog
 from .resumption import assess, prepare_resume
 
@@ -133,7 +135,7 @@ class FrontDoor:
         self._poll = poll
         self._max_poll = max_poll
         self.wakeups = wakeups  # woken by `start` (requests wake on their own commit)
-        self._started: Listener | None = None
+        self._answers: Listener | None = None
         self.clock = clock  # the session's: stamps the cancellation intents it records
 
     @classmethod
@@ -186,22 +188,22 @@ class FrontDoor:
         except flow.CheckpointNotFoundError:
             return False
 
-    async def _started_listener(self) -> Listener | None:
-        """The listener for seeds of this session (`started_channel`), opened on first
-        use and kept (the store closes it); None without wake-ups."""
-        if self._started is None and self.wakeups is not None:
+    async def _answers_listener(self) -> Listener | None:
+        """The listener for the owner's replies in this session (`replies_channel`),
+        opened on first use and kept (the store closes it); None without wake-ups."""
+        if self._answers is None and self.wakeups is not None:
             try:
-                self._started = await self.wakeups.listen([started_channel(self._session_id)])
-            except Exception as exc:  # polling alone still finds the seed
-                log.warning("session %s: no wake-ups for starts: %s", self._session_id, exc)
+                self._answers = await self.wakeups.listen([replies_channel(self._session_id)])
+            except Exception as exc:  # polling alone still finds the answer
+                log.warning("session %s: no wake-ups for answers: %s", self._session_id, exc)
                 self.wakeups = None
-        return self._started
+        return self._answers
 
     async def _wait_seeded(self, run_id: str) -> None:
         loop = asyncio.get_running_loop()
         deadline = loop.time() + self.start_timeout
         backoff = self._backoff()
-        listener = await self._started_listener()
+        listener = await self._answers_listener()
         while True:
             seen = listener.wakes if listener is not None else 0
             run = await self.registry.get(self._session_id, run_id)
@@ -242,8 +244,9 @@ class FrontDoor:
             raise
         except Exception:
             pass  # an unreadable checkpoint is the owner's to act on (it fails the run)
+        listener = await self._answers_listener()  # before the request: no answer is missed
         mine = await self.requests.request_resume(
-            self._session_id, run_id, raw, run.checkpoint_revision
+            self._session_id, run_id, raw, run.checkpoint_revision, transport=current_transport()
         )
         loop = asyncio.get_running_loop()
         pickup_deadline = loop.time() + self.request_timeout
@@ -251,6 +254,7 @@ class FrontDoor:
         backoff = self._backoff()
         accepted = False
         while True:
+            seen = listener.wakes if listener is not None else 0
             current = await self.requests.resume_request(self._session_id, run_id)
             if current is None or not _same_request(current, mine):
                 # Carried out. A cancel may have cut the segment short and still be
@@ -262,7 +266,7 @@ class FrontDoor:
                     raise FrontDoorTimeoutError(
                         "resume", run_id, self.outcome_timeout, picked_up=True
                     )
-                await backoff.sleep()
+                await backoff.sleep(listener, seen)
                 continue
             if current.state == "failed":
                 if current.error == "blocked":
@@ -282,7 +286,7 @@ class FrontDoor:
                 raise FrontDoorTimeoutError("resume", run_id, self.request_timeout, picked_up=False)
             if accepted and now >= outcome_deadline:
                 raise FrontDoorTimeoutError("resume", run_id, self.outcome_timeout, picked_up=True)
-            await backoff.sleep()
+            await backoff.sleep(listener, seen)
 
     def _refusal(self, request: ResumeRequest) -> Exception:
         run_id = request.run_id
@@ -322,6 +326,8 @@ class FrontDoor:
         run, _ = await record_cancel_intent(
             self.registry, self._session_id, run_id, now=self.clock.now
         )
+        listener = await self._answers_listener()  # before the request: no answer is missed
+        seen = listener.wakes if listener is not None else 0
         await self.requests.request_cancel(self._session_id, run_id, reason)
         loop = asyncio.get_running_loop()
         deadline = loop.time() + self.request_timeout
@@ -341,7 +347,8 @@ class FrontDoor:
                 raise FrontDoorTimeoutError(
                     "cancel", run_id, self.request_timeout, picked_up=ringing is None
                 )
-            await backoff.sleep()
+            await backoff.sleep(listener, seen)
+            seen = listener.wakes if listener is not None else 0
             run = await self.registry.get(self._session_id, run_id)
 
     # -- history ---------------------------------------------------------------------------

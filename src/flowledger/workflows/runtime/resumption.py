@@ -138,9 +138,10 @@ async def prepare_wake(definition: Definition, run: Run, now: datetime) -> Valid
     """The token to resume ``run`` (interrupted) with because a timer or a deadline of
     its pause is due at ``now``: None for a timer pause (every timer of the step due),
     the validated ``on_timeout`` payload of the first expired deadline for a request
-    pause. `NotDue` when nothing is due (or the pause has no times), `ResumeBlockedError`
-    when the run cannot be continued now, `InvalidInputError` (field ``resume``) when the
-    declared payload does not match the resume schema. Reads only."""
+    pause (marked as the deadline's: the vertex sees `flow.timed_out`). `NotDue` when
+    nothing is due (or the pause has no times), `ResumeBlockedError` when the run cannot
+    be continued now, `InvalidInputError` (field ``resume``) when the declared payload
+    does not match the resume schema. Reads only."""
     readiness = await assess(definition, run)
     if readiness.blocked:
         raise ResumeBlockedError(run.id, readiness, readiness.explain())
@@ -163,5 +164,5 @@ async def prepare_wake(definition: Definition, run: Run, now: datetime) -> Valid
         if expired:
             first = min(expired, key=lambda i: (i.wake_at, i.vertex))
             payload = json.dumps(first.on_timeout, ensure_ascii=False, allow_nan=False)
-            return definition.validate_resume(payload, vertices=requests(interrupts))
+            return definition.validate_resume(payload, vertices=requests(interrupts), deadline=True)
     raise NotDue()

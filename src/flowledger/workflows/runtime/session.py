@@ -17,6 +17,7 @@ from ...clock import Clock, system_clock
 from ...storage import ConflictError as StorageConflictError
 from ...storage import KeyNotFoundError, Store
 from ..activities.journal import ActivityJournal
+from ..records.answers import AnswerStore
 from ..records.input_claims import InputClaims
 from ..records.inputs import InputStore
 from ..records.pending import PendingStore
@@ -68,6 +69,7 @@ class WorkflowSession:
     supervisor: Supervisor
     requests: RunRequests
     pending: PendingStore
+    answers: AnswerStore
     # set by a process that serves deployments (the deploy layer, above this one), so
     # schedules can start deployments' runs (`flowledger.workflows.schedules.deployments`)
     deployment_starter: DeploymentStarter | None = None
@@ -111,6 +113,7 @@ class WorkflowSession:
         inputs = InputStore(store.blobs, claims=InputClaims(store.kv, store.blobs, store.leases))
         requests = RunRequests(store.kv, clock=lambda: one_clock.now().timestamp())
         pending = PendingStore(store.kv)
+        answers = AnswerStore(store.kv)
         supervisor = Supervisor(
             session_id,
             catalog=bound,
@@ -128,6 +131,7 @@ class WorkflowSession:
             timers=TimerIndex(store.kv),
             clock=clock,
             wakeups=store.wakeups,
+            answers=answers,
         )
         return cls(
             store,
@@ -140,5 +144,6 @@ class WorkflowSession:
             supervisor,
             requests,
             pending,
+            answers,
             clock=one_clock,
         )

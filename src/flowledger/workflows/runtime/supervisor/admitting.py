@@ -1,24 +1,23 @@
 """The supervisor's side of admission (`workflows.admission`): ask the gate before a
-pending run moves to running; a run that must wait stays pending, queued, and is looked
-at again soon by `poll` (without the backoff of a failing run).
+pending run moves to running; a run that must wait stays pending, queued, and is asked
+again at the next pass of `poll` (without the backoff of a failing run).
 
-The wake-up is the poll: when a slot frees in another process nothing rings here yet;
-`QUEUE_RECHECK` bounds how long a queued run waits for the next look.
+A pass comes when the owner is woken or at its fallback poll. A run that ends wakes the
+owner of the run next in line (`queue_wake`), on PostgreSQL in any process, in-process
+on SQLite; so a queued run starts as its slot frees, and a lost wake-up costs one
+fallback poll.
 """
 
 from __future__ import annotations
 
-import time
-from typing import TYPE_CHECKING, Final
+from typing import TYPE_CHECKING
 
 from ...records.run import Run
 
 if TYPE_CHECKING:
     from .owner import Supervisor
 
-__all__ = ["QUEUE_RECHECK", "admitted"]
-
-QUEUE_RECHECK: Final = 0.5  # seconds until a queued run is looked at again
+__all__ = ["admitted"]
 
 
 async def admitted(sup: Supervisor, run: Run) -> bool:
@@ -27,7 +26,7 @@ async def admitted(sup: Supervisor, run: Run) -> bool:
     if admission is None or await admission.admit(run):
         return True
     watch = sup._watch.get(run.id)
-    if watch is not None:  # waiting is not failing: no backoff, look again soon
+    if watch is not None:  # waiting is not failing: no backoff, ask again next pass
         watch.attempts = 0
-        watch.next_check = time.monotonic() + QUEUE_RECHECK
+        watch.next_check = 0.0
     return False

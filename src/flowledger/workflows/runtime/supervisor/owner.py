@@ -36,6 +36,7 @@ from ...errors import (
     SupervisorActiveError,
     SupervisorClosedError,
 )
+from ...records.answers import AnswerStore
 from ...records.inputs import InputStore
 from ...records.intent import record_cancel_intent
 from ...records.pending import PendingStore
@@ -85,6 +86,7 @@ class Supervisor:
         timers: TimerIndex | None = None,
         clock: Clock | None = None,
         wakeups: Wakeups | None = None,
+        answers: AnswerStore | None = None,
     ) -> None:
         owner_lease_name(session_id)  # validates the session id
         if not 1 <= max_workers <= 64:
@@ -118,6 +120,7 @@ class Supervisor:
         self._shutdown_done = False
         self.requests = requests
         self.pending = pending
+        self.answers = answers  # who answered each pause (None: not recorded)
         # Confirms a miss before a write rests on it (`misses`); None trusts every miss.
         self.integrity = integrity
         self.wakeups = wakeups  # what wakes the request poll (None: it only polls)

@@ -35,7 +35,8 @@ from ...records.wakeups import DUE, session_channel
 from ..resumption import prepare_resume
 from ..waiting import WorkWaiter
 from .adoption import reconcile_worker, resolve
-from .resume import resume_locked
+from .replying import reply_to_front_doors
+from .resume import Answered, resume_locked
 from .workers import busy, controller_for, spawn
 
 if TYPE_CHECKING:
@@ -203,6 +204,13 @@ def handle(sup: Supervisor, key: str, work: Coroutine[Any, Any, None]) -> None:
 
 
 async def cancel_request(sup: Supervisor, run_id: str) -> None:
+    """Carry out a cancel request, then wake the session's front doors (one waits for
+    the outcome; a wake-up when nothing changed costs a waiting door one read)."""
+    await _cancel_request(sup, run_id)
+    await reply_to_front_doors(sup)
+
+
+async def _cancel_request(sup: Supervisor, run_id: str) -> None:
     assert sup.requests is not None
     request = await sup.requests.cancel_request(sup._session_id, run_id)
     if request is None:
@@ -222,6 +230,12 @@ async def cancel_request(sup: Supervisor, run_id: str) -> None:
 
 
 async def resume_request(sup: Supervisor, run_id: str) -> None:
+    """Carry out or refuse a resume request, then wake the session's front doors."""
+    await _resume_request(sup, run_id)
+    await reply_to_front_doors(sup)
+
+
+async def _resume_request(sup: Supervisor, run_id: str) -> None:
     requests = sup.requests
     assert requests is not None
     request = await requests.resume_request(sup._session_id, run_id)
@@ -279,7 +293,10 @@ async def resume_request(sup: Supervisor, run_id: str) -> None:
                     request = await requests.accept_resume(request)
                 except ConflictError:
                     return  # withdrawn or replaced meanwhile: look again next time
-            after = await resume_locked(sup, controller, definition, run, token)
+            answered = Answered(
+                "request" if payload else "retry", request.transport, request.payload or None
+            )
+            after = await resume_locked(sup, controller, definition, run, token, answered)
         if after is None:
             return  # ownership lost: the next owner carries the accepted request out
         await requests.delete_resume(sup._session_id, run_id)

@@ -8,13 +8,17 @@ valid payload, or an errored pause sent a payload is refused before anything is 
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from ....storage import FencedWriteError
 from ...activities.activity import RESUMING_SUMMARY
 from ...activities.live import LiveActivities
 from ...authoring.definition import Definition
 from ...errors import AdoptionError, ConflictError, NotFoundError
+from ...records.answers import Answer, AnswerKind, current_transport
 from ...records.run import Run, RunStatus
 from ..resumption import prepare_resume
 from .failures import definite
@@ -26,6 +30,42 @@ from .writes import OwnershipLost, transition
 
 if TYPE_CHECKING:
     from .owner import Supervisor
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True, slots=True)
+class Answered:
+    """Who or what answers the pause a resume continues (`records.answers`): recorded
+    by `resume_locked` once the resume takes effect."""
+
+    kind: AnswerKind
+    transport: str
+    payload: bytes | str | None = None  # the JSON text resumed with
+
+
+async def _record_answer(sup: Supervisor, run: Run, answered: Answered) -> None:
+    """Record the answer to ``run``'s pause. It is a record of what happened, so a
+    storage error is logged rather than failing the resume that already took effect; a
+    fenced write means ownership is lost, which the segment finds out for itself."""
+    if sup.answers is None:
+        return
+    answer = Answer.of(
+        run.checkpoint_revision,
+        answered.kind,
+        answered.transport,
+        sup.session_id,
+        sup._now(),
+        answered.payload,
+    )
+    try:
+        await sup.answers.add(sup.session_id, run.id, answer)
+    except FencedWriteError:
+        pass
+    except Exception as exc:
+        log.warning(
+            "session %s: the answer to run %s was not recorded: %s", sup.session_id, run.id, exc
+        )
 
 
 async def resume_run(sup: Supervisor, run_id: str, payload: bytes | str | None) -> Run | None:
@@ -54,7 +94,10 @@ async def resume_run(sup: Supervisor, run_id: str, payload: bytes | str | None) 
                     # Its checkpoint cannot be read: that fails the run, as a resume would.
                     await checkpoint_read_error(sup, definition, run, "resume", exc)
                     return await sup.registry.get(sup._session_id, run.id)
-                return await resume_locked(sup, controller, definition, run, token)
+                answered = Answered(
+                    "retry" if payload is None else "request", current_transport(), payload
+                )
+                return await resume_locked(sup, controller, definition, run, token, answered)
     except NotFoundError:
         forget_if_idle(sup, run_id)
         raise
@@ -66,11 +109,13 @@ async def resume_locked(
     definition: Definition,
     run: Run,
     token: Any | None,
+    answered: Answered,
     *,
     on_running: Callable[[], Awaitable[None]] | None = None,
 ) -> Run | None:
-    """Mark the run running, call ``on_running`` (what must follow that record durably,
-    such as deleting the timer entry of the pause it left), then run the segment."""
+    """Mark the run running, record who ``answered`` its pause, call ``on_running``
+    (what must follow that record durably, such as deleting the timer entry of the pause
+    it left), then run the segment."""
     sup._boundary.refuse_new_work()  # before the run is marked running: it stays paused
     try:
         running = await transition(
@@ -78,6 +123,7 @@ async def resume_locked(
         )
     except OwnershipLost:
         return None
+    await _record_answer(sup, run, answered)
     if on_running is not None:
         await on_running()
     live = LiveActivities(lambda current: reconcile_activities(sup, definition, current), running)

@@ -23,11 +23,11 @@ from ...errors import (
     NotFoundError,
 )
 from ...records.run import Run, RunStatus
-from ...records.wakeups import started_channel
 from .admitting import admitted
 from .misses import confirm_input_missing
 from .outcomes import apply_result, fail_definite
 from .publication import reconcile_activities
+from .replying import reply_to_front_doors
 from .traces import segment_span
 from .workers import Controller, execute
 from .writes import OwnershipLost, transition
@@ -129,15 +129,10 @@ async def start_with_seed(
 
 
 def announce_seed(sup: Supervisor) -> Callable[[Any], Awaitable[None]]:
-    """The ``on_run_start`` hook that wakes front doors waiting for a seed of the session
-    (`started_channel`); a failure only leaves them to their polling."""
+    """The ``on_run_start`` hook that wakes front doors waiting for a seed of the session."""
 
     async def hook(_record: Any) -> None:
-        if sup.wakeups is not None:
-            try:
-                await sup.wakeups.notify(started_channel(sup._session_id))
-            except Exception as exc:
-                log.debug("session %s: announcing a seed failed: %s", sup._session_id, exc)
+        await reply_to_front_doors(sup)
 
     return hook
 

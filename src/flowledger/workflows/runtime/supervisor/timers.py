@@ -12,27 +12,32 @@ run only if it still sits at the pause the entry was written for (interrupted, a
 entry's checkpoint revision): the move to running is a compare-and-swap on the run record,
 so a timer fires once, and a resume racing a deadline has one winner - the other sees a
 run that is no longer interrupted (`ConflictError` for a resume; a stale entry, deleted,
-for the deadline). The entry is deleted only after the run is recorded as running, so an
-owner killed in between leaves a stale entry, never a lost wake.
+for the deadline). A resume request that an owner accepted for the pause wins over its
+deadline even if that owner died before carrying it out (`_answer_accepted`): the
+deadline is put off until the request has been carried out or refused. The entry is
+deleted only after the run is recorded as running, so an owner killed in between leaves
+a stale entry, never a lost wake.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import logging
 from collections.abc import Coroutine
 from typing import TYPE_CHECKING, Any, Final
 
+from .... import flow
 from ...errors import InvalidInputError, NotFoundError, ResumeBlockedError
-from ...records.run import RunStatus
+from ...records.run import Run, RunStatus
 from ...records.timers import TimerEntry, TimerIndex
 from ..resumption import NotDue, prepare_wake
 from .adoption import resolve
 from .cancel import cancel_locked
 from .failures import definite
 from .outcomes import checkpoint_read_error
-from .resume import resume_locked
+from .resume import Answered, resume_locked
 from .workers import controller_for, spawn
 from .writes import OwnershipLost, transition
 
@@ -151,6 +156,8 @@ async def wake(sup: Supervisor, index: TimerIndex, entry: TimerEntry) -> bool:
         if run.cancel_requested:
             await cancel_locked(sup, definition, run, "cancel requested")
             return True
+        if entry.kind == "deadline" and await _answer_accepted(sup, run):
+            return False  # the resume was accepted first: it wins; look again later
         async with definition.resuming(run.graph_run_id):
             try:
                 token = await prepare_wake(definition, run, sup.clock.now())
@@ -178,10 +185,48 @@ async def wake(sup: Supervisor, index: TimerIndex, entry: TimerEntry) -> bool:
                     raise
                 await checkpoint_read_error(sup, definition, run, "wake", exc)
                 return True
+            answered = (
+                Answered("timer", "owner")
+                if token is None
+                else Answered("deadline", "owner", _json_text(token.value))
+            )
             await resume_locked(
-                sup, controller, definition, run, token, on_running=lambda: index.delete(entry.key)
+                sup,
+                controller,
+                definition,
+                run,
+                token,
+                answered,
+                on_running=lambda: index.delete(entry.key),
             )
     return True
+
+
+def _json_text(value: Any) -> str | None:
+    """A deadline's payload as JSON text for its answer (None if it is not plain JSON
+    data, e.g. a typed value: the answer then says only that the deadline answered)."""
+    if isinstance(value, flow.TimedOut):  # the deadline's mark; the payload is inside
+        value = value.payload
+    try:
+        return json.dumps(value, ensure_ascii=False, allow_nan=False)
+    except (TypeError, ValueError):
+        return None
+
+
+async def _answer_accepted(sup: Supervisor, run: Run) -> bool:
+    """Whether a front door's resume request for this very pause was accepted by an owner
+    (one that died before carrying it out: this one holds the run's lock). The owner
+    polling requests carries it out; the resumer was told it won, so the deadline must
+    not (the request would then be taken as done)."""
+    requests = sup.requests
+    if requests is None:
+        return False
+    request = await requests.resume_request(sup.session_id, run.id)
+    return (
+        request is not None
+        and request.state == "accepted"
+        and request.checkpoint_revision == run.checkpoint_revision
+    )
 
 
 async def _first(*waits: Coroutine[Any, Any, Any] | None) -> None:

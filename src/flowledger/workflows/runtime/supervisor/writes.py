@@ -18,6 +18,7 @@ from ....observability import metrics
 from ...authoring.metadata import bound_summary
 from ...errors import ConflictError
 from ...records.run import Run, RunStatus
+from .queue_wake import wake_next_in_line
 
 if TYPE_CHECKING:
     from .owner import Supervisor
@@ -89,7 +90,7 @@ async def swap(sup: Supervisor, run: Run, change: Callable[[Run], Run]) -> Run:
     if changed == run:  # nothing to record: a write would only move revision and time
         return run
     try:
-        return await sup.registry.compare_and_swap(run.revision, changed)
+        recorded = await sup.registry.compare_and_swap(run.revision, changed)
     except ConflictError:
         fresh = await sup.registry.get(sup._session_id, run.id)
         if not only_intent_added(run, fresh) or sup._ownership_lost():
@@ -97,4 +98,6 @@ async def swap(sup: Supervisor, run: Run, change: Callable[[Run], Run]) -> Run:
         changed = change(fresh)
         if changed == fresh:
             return fresh
-        return await sup.registry.compare_and_swap(fresh.revision, changed)
+        recorded = await sup.registry.compare_and_swap(fresh.revision, changed)
+    await wake_next_in_line(sup, run, recorded)
+    return recorded
