@@ -69,6 +69,7 @@ async def test_a_deployed_run_is_pinned_stamped_and_traced_on_the_session_clock(
     async with open_store(url) as store:
         built = WorkflowSession.build(store, str(uuid.uuid4()), Catalog(), clock=clock)
         deploy = DeployService(built, check_timeout=30)
+        assert deploy.environment.rates.clock is clock  # call rate windows: the same clock
         await deploy.serve_deployments()
         await built.supervisor.activate()
         try:
