@@ -20,6 +20,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from flowledger import flow
+from flowledger.clock import system_clock
 from flowledger.flow import RunStatus, StepPhase
 from flowledger.flow.checkpoint import to_document
 from flowledger.storage import open_store
@@ -431,9 +432,9 @@ def test_the_checkpoint_document_keeps_the_origin() -> None:
             RunStatus.RUNNING,
             0,
             0,
-            flow.checkpoint.now(),
-            flow.checkpoint.now(),
-            flow.checkpoint.now(),
+            system_clock.now(),
+            system_clock.now(),
+            system_clock.now(),
         ),
         phase=StepPhase.ROUTED,
         state={},

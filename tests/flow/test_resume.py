@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 
 from flowledger import flow
+from flowledger.clock import system_clock
 from flowledger.flow import (
     Checkpoint,
     HaltKind,
@@ -22,7 +23,7 @@ from flowledger.flow import (
     VertexRecord,
     VertexStatus,
 )
-from flowledger.flow.checkpoint import now, to_document
+from flowledger.flow.checkpoint import to_document
 from flowledger.flow.codec import dumps
 
 from .conftest import Calls, Cnt, FaultyStore, Recorder, chain, fan, inject, pauser, tag
@@ -329,7 +330,7 @@ def run_record(
     *,
     finish_reached: bool = False,
 ) -> RunRecord:
-    moment = now()
+    moment = system_clock.now()
     return RunRecord(
         graph_run_id=run_id,
         graph_id=runner.graph_id,
@@ -345,11 +346,15 @@ def run_record(
 
 
 def done(vertex: str, step: int) -> VertexRecord:
-    return VertexRecord(vertex, str(uuid.uuid4()), step, VertexStatus.DONE, 1, completed_at=now())
+    return VertexRecord(
+        vertex, str(uuid.uuid4()), step, VertexStatus.DONE, 1, completed_at=system_clock.now()
+    )
 
 
 def running(vertex: str, step: int) -> VertexRecord:
-    return VertexRecord(vertex, str(uuid.uuid4()), step, VertexStatus.RUNNING, created_at=now())
+    return VertexRecord(
+        vertex, str(uuid.uuid4()), step, VertexStatus.RUNNING, created_at=system_clock.now()
+    )
 
 
 def cnt(*vals: str) -> dict[str, Any]:
@@ -517,7 +522,13 @@ async def test_resume_hand_built_running_with_errored_pause(store: Any) -> None:
     _, runner = fan(store, calls)
     run_id = str(uuid.uuid4())
     failed = VertexRecord(
-        "b", str(uuid.uuid4()), 1, VertexStatus.FAILED, 1, failed_at=now(), error="boom"
+        "b",
+        str(uuid.uuid4()),
+        1,
+        VertexStatus.FAILED,
+        1,
+        failed_at=system_clock.now(),
+        error="boom",
     )
     history = [
         Checkpoint(run_record(runner, run_id, 0, 0), StepPhase.ROUTED, cnt(), frontier=["v"]),

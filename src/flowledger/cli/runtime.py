@@ -216,6 +216,7 @@ def make_fork_tools(session: WorkflowSession, *, owner: bool) -> ForkTools:
         catalog=session.catalog,
         registry=session.registry,
         supervisor=control,
+        clock=session.clock,
         start_timeout=start_timeout,
     )
 

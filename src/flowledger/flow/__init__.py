@@ -3,7 +3,8 @@
 Build a `Graph`, `compile` it over a `CheckpointStore`, and drive runs with
 the `Runner`. Inside a task, `interrupt` pauses the vertex for a person or a
 model (optionally with a deadline), `sleep` / `sleep_until` park it on a durable
-timer, and `run_info` gives the idempotency key for side effects. Field reducers
+timer, `now` reads the runner's clock, and `run_info` gives the idempotency key for
+side effects. Field reducers
 (`append`, or any ``(current, update) -> new`` callable in ``Annotated``) say
 how parallel updates of one state field combine.
 """
@@ -29,6 +30,7 @@ from .context import (
     TimedOut,
     continuation,
     interrupt,
+    now,
     run_info,
     timed_out,
 )
@@ -143,6 +145,7 @@ __all__ = [
     "checkpoint_digest",
     "continuation",
     "interrupt",
+    "now",
     "run_info",
     "sleep",
     "sleep_until",

@@ -47,7 +47,6 @@ __all__ = [
     "StepPhase",
     "VertexRecord",
     "VertexStatus",
-    "now",
 ]
 
 E = TypeVar("E", bound=IntEnum)
@@ -95,10 +94,6 @@ class HaltKind(_NamedEnum):
     UNDECLARED_TARGET = 1
     DEAD_END = 2
     MAX_STEPS = 3
-
-
-def now() -> datetime:
-    return datetime.now(UTC)
 
 
 @dataclass(slots=True)

@@ -243,5 +243,11 @@ def run_info() -> RunInfo:
     return _scope("run_info").info
 
 
+def now() -> datetime:
+    """The wall time (aware UTC) of the running task's clock: the runner's clock, the
+    one its checkpoints are stamped with, so a task that records a time agrees with them."""
+    return _scope("now").clock.now()
+
+
 def absent() -> Any:
     return _ABSENT

@@ -42,7 +42,6 @@ from .checkpoint import (
     StepPhase,
     VertexRecord,
     VertexStatus,
-    now,
 )
 from .codec import JsonObject, to_json_value
 from .context import InterruptSignal, RunInfo, VertexScope, absent, current_scope
@@ -141,7 +140,7 @@ class Coordinator:
         halt: HaltRecord | None = None,
     ) -> None:
         self.run.revision = self.next_revision + len(self._pending)
-        self.run.updated_at = now()
+        self.run.updated_at = self.options.clock.now()
         interrupts = (
             [self._interrupts[v] for v in sorted(self._interrupts)]
             if phase in (StepPhase.RUNNING, StepPhase.PAUSED)
@@ -354,7 +353,9 @@ class Coordinator:
         resumed: InterruptRecord | None = None,
     ) -> _Execution:
         vertex = self.graph.vertices[vertex_id]
-        record = VertexRecord(vertex_id, new_run_id(), step, VertexStatus.RUNNING, created_at=now())
+        record = VertexRecord(
+            vertex_id, new_run_id(), step, VertexStatus.RUNNING, created_at=self.options.clock.now()
+        )
         execution = _Execution(vertex, record, payload, continuation, resumed)
         try:
             copy = self.codec.load(base)
@@ -383,7 +384,7 @@ class Coordinator:
             raise
 
     async def _launch(self, execution: _Execution) -> None:
-        execution.record.started_at = now()
+        execution.record.started_at = self.options.clock.now()
         if self.options.hooks:
             await fire(self.options.hooks, "on_vertex_start", replace(execution.record))
 
@@ -490,7 +491,7 @@ class Coordinator:
                 execution.failure = exc
             else:
                 record.status = VertexStatus.DONE
-                record.completed_at = now()
+                record.completed_at = self.options.clock.now()
                 if record.vertex == self.graph.finish:
                     self.run.finish_reached = True
                 return
@@ -501,7 +502,7 @@ class Coordinator:
             default = to_json_value(signal.on_timeout, "interrupt.on_timeout")
             kind = InterruptKind.TIMER if signal.timer else InterruptKind.AWAITING
             record.status = VertexStatus.INTERRUPTED
-            record.interrupted_at = now()
+            record.interrupted_at = self.options.clock.now()
             self._pause(
                 execution,
                 InterruptRecord(
@@ -527,7 +528,7 @@ class Coordinator:
         failure = execution.failure
         assert failure is not None
         record.status = VertexStatus.FAILED
-        record.failed_at = now()
+        record.failed_at = self.options.clock.now()
         record.error = describe(failure)
         route = execution.vertex.on_error
         if route is not None:
@@ -604,7 +605,7 @@ class Coordinator:
         paused = [e for e in ordered if e.interrupt is not None]
         if paused:
             self.run.status = RunStatus.INTERRUPTED
-            self.run.interrupted_at = now()
+            self.run.interrupted_at = self.options.clock.now()
             self._emit(
                 StepPhase.PAUSED,
                 step_base=base,
@@ -658,7 +659,7 @@ class Coordinator:
             return await self._halt(HaltKind.DEAD_END, DeadEndError(step), [], records, step)
         if not frontier:
             self.run.status = RunStatus.COMPLETED
-            self.run.completed_at = now()
+            self.run.completed_at = self.options.clock.now()
         self._emit(
             StepPhase.ROUTED, step_base=base, vertices=records, frontier=frontier, routes=routes
         )
@@ -684,7 +685,7 @@ class Coordinator:
         step: int,
     ) -> Result[Any]:
         self.run.status = RunStatus.INTERRUPTED
-        self.run.interrupted_at = now()
+        self.run.interrupted_at = self.options.clock.now()
         self._emit(
             StepPhase.HALTED,
             step_base=self.state_doc,

@@ -25,7 +25,7 @@ from dataclasses import replace
 from typing import Any, Generic, TypeVar
 
 from ..clock import Clock, system_clock
-from .checkpoint import Checkpoint, ForkOrigin, RunRecord, RunStatus, StepPhase, now
+from .checkpoint import Checkpoint, ForkOrigin, RunRecord, RunStatus, StepPhase
 from .engine import Coordinator, Granularity, RunOptions
 from .errors import (
     CheckpointDecodeError,
@@ -118,7 +118,7 @@ class Runner(Generic[S]):
                 pass
             else:
                 raise GraphRunExistsError(run_id)
-        moment = now()
+        moment = self.clock.now()
         record = RunRecord(
             graph_run_id=run_id,
             graph_id=self.graph.graph_id,
@@ -171,7 +171,7 @@ class Runner(Generic[S]):
         cp = await self.store.latest(run_id)
         if cp.run.status.terminal:
             raise ResumeTerminalError(cp.run.status)
-        moment = now()
+        moment = self.clock.now()
         run = replace(
             cp.run,
             status=RunStatus.CANCELLED,
@@ -228,7 +228,7 @@ class Runner(Generic[S]):
             validate_run_id(run_id)
         if run_id == graph_run_id:
             raise GraphRunExistsError(run_id)
-        moment = now()
+        moment = self.clock.now()
         seed = Checkpoint(
             run=RunRecord(
                 graph_run_id=run_id,

@@ -152,6 +152,7 @@ async def open_served_session(
             catalog=session.catalog,
             registry=session.registry,
             supervisor=control,
+            clock=session.clock,
             start_timeout=start_timeout,
         )
         yield ServedSession(

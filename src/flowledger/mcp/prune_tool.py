@@ -96,6 +96,7 @@ class PruneTool:
                 self.session.session_id,
                 requested,
                 dry_run=dry_run,
+                now=self.session.clock.now(),
                 run_logs=(deployed_run_logs,),
             )
         except RetentionError as exc:

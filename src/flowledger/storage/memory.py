@@ -3,7 +3,9 @@
 Everything lives in dictionaries guarded by one lock, so each call is atomic
 even when several threads (each with its own event loop) share the store.
 KV revisions count 1, 2, 3, ... per key and restart at 1 after a delete.
-Leases use the monotonic clock and honour TTLs like the durable backends.
+Leases use the monotonic clock and honour TTLs like the durable backends (never
+`flowledger.clock`: a test driving a ManualClock must not expire leases under a live
+owner; the backends' lease clocks are the ones their holders share).
 The four primitives of one store share a `MemoryGate`: once the store is
 closed, every call raises `StoreClosedError`, as with the durable backends.
 They also share the lease backend, whose lock a fenced write holds from its

@@ -501,8 +501,8 @@ class WorkflowTools:
         **options: Any,
     ) -> WorkflowTools:
         """The bundle of ``session``, with everything the session keeps wired in (its
-        pending records, the owner status of its runs); ``supervisor`` defaults to the
-        session's own (pass a front door or a read-only control instead)."""
+        pending records, the owner status of its runs, its clock); ``supervisor`` defaults
+        to the session's own (pass a front door or a read-only control instead)."""
         return cls(
             session.session_id,
             catalog=session.catalog,
@@ -512,7 +512,7 @@ class WorkflowTools:
             start_timeout=start_timeout,
             pending=session.pending,
             owners=owner_reader(session.store.leases),
-            **options,
+            **{"now": session.clock.now, **options},
         )
 
     @property

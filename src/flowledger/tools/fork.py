@@ -27,9 +27,9 @@ import builtins
 import copy
 import uuid
 from collections.abc import Callable, Mapping
-from datetime import UTC, datetime
 from typing import Any, Final
 
+from flowledger.clock import Clock, system_clock
 from flowledger.workflows.records.registry import RunRegistry
 from flowledger.workflows.runtime.catalog import Catalog
 from flowledger.workflows.runtime.forks import fork_run, plan_fork
@@ -89,6 +89,7 @@ class ForkTools:
         supervisor: SupervisorPort,
         start_timeout: float = DEFAULT_START_TIMEOUT,
         new_id: Callable[[], str] = new_uuid,
+        clock: Clock = system_clock,
     ) -> None:
         if canonical_uuid(session_id) != session_id:
             raise ValueError("fork tools: session ID must be a nonzero lowercase UUID")
@@ -98,6 +99,7 @@ class ForkTools:
         self._supervisor = supervisor
         self._start_timeout = float(start_timeout)
         self._new_id = new_id
+        self._clock = clock  # the session's: the fork's run record is stamped from it
 
     def infos(self) -> builtins.list[ToolInfo]:
         return [
@@ -145,7 +147,7 @@ class ForkTools:
                 revision=arguments["revision"],
                 patch=arguments.get("patch"),
                 new_id=self._mint,
-                now=lambda: datetime.now(UTC),
+                now=self._clock.now,
                 definition_name=arguments.get("definition_name"),
                 definition_version=arguments.get("definition_version"),
                 after=arguments.get("after", False),

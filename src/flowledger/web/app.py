@@ -65,7 +65,6 @@ import json
 import logging
 from collections.abc import Mapping
 from dataclasses import dataclass
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Final
 from urllib.parse import parse_qsl, urlencode, urlsplit
@@ -490,7 +489,7 @@ class Dashboard:
             after = request.query_params.get("after", "")
             tools = ctx.served.tools
             # Taken before the read: whatever changes after it reaches the table live.
-            mark = datetime.now(UTC).isoformat()
+            mark = ctx.served.session.clock.now().isoformat()  # what updated_at is read by
             page = await tools.call(
                 "workflow_run_list", {**chosen.arguments(), "limit": RUNS_PAGE, "after": after}
             )
@@ -527,7 +526,7 @@ class Dashboard:
     async def _row(self, ctx: _Ctx, run: dict[str, Any]) -> dict[str, Any]:
         tools = ctx.served.tools
         done = own_progress(await progress(tools, run), await self._inherited(ctx, run))
-        seconds, finished = run_seconds(run, datetime.now(UTC))
+        seconds, finished = run_seconds(run, ctx.served.session.clock.now())
         return {
             **run,
             "progress": done,

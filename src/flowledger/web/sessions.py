@@ -118,6 +118,7 @@ class SessionPool:
                 catalog=session.catalog,
                 registry=session.registry,
                 supervisor=control,
+                clock=session.clock,
             )
         capabilities = CapabilityTools.over(
             session.store, session.session_id, access=deploy.sources.access, transport="web"

@@ -4,7 +4,6 @@ session's own tools and registry (`timing`), so another session's run is not fou
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
 from typing import Any, Final
 
 from ..deploy import NotADeployedRunError
@@ -44,7 +43,7 @@ async def time_view(served: Served, graphs: GraphCache, run_id: str) -> dict[str
     )
     labels = dict(picture.shape.vertices) if picture is not None else {}
     calls = await _calls(served, run)
-    time = await read_time(served.session, run, labels, datetime.now(UTC), calls=calls)
+    time = await read_time(served.session, run, labels, served.session.clock.now(), calls=calls)
     return {
         "run": run,
         "time": time,

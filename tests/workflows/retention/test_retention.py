@@ -13,6 +13,7 @@ from typing import Any
 
 import pytest
 
+from flowledger.clock import ManualClock
 from flowledger.host import open_session
 from flowledger.storage import KV, Entry, Fence, Store, open_store
 from flowledger.tools import WorkflowTools
@@ -394,7 +395,7 @@ async def test_a_worker_with_a_catalog_retention_prunes_by_its_clock(tmp_path: P
     application.retention = RetentionPolicy(timedelta(days=30), every=3600)
     later = datetime.now(UTC) + timedelta(days=31)
     async with open_store(url) as store:
-        worker = Worker(store, application, WorkerSettings(poll=0.05), clock=lambda: later)
+        worker = Worker(store, application, WorkerSettings(poll=0.05), clock=ManualClock(later))
         assert worker.retention is not None
         stop = asyncio.Event()
         task = asyncio.create_task(worker.run(stop))

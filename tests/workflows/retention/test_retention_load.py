@@ -193,11 +193,13 @@ async def test_a_start_waits_for_an_input_its_starter_stores_again(tmp_path: Pat
 
         keeping = asyncio.create_task(starter_keeps())
         now = datetime.now(UTC)
-        got = await InputStore(store.blobs, claims=claims).get_for_start(sid, ref, created_at=now)
+        got = await InputStore(store.blobs, claims=claims).get_for_start(
+            sid, ref, created_at=now, now=now
+        )
         assert got == data
         await keeping
         await store.blobs.delete(ref.key)
         with pytest.raises(NotFoundError):  # an old run's missing input is not waited for
             await InputStore(store.blobs, claims=claims).get_for_start(
-                sid, ref, created_at=now - timedelta(days=1)
+                sid, ref, created_at=now - timedelta(days=1), now=now
             )

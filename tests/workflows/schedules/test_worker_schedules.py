@@ -45,7 +45,7 @@ async def test_a_worker_owns_a_scheduled_session_while_a_schedule_is_active(url:
         schedule = await schedules.add(
             definition_name="counter", definition_version="v1", input={"count": 0}, every=10
         )
-        worker = Worker(store, app(Gates()), FAST, schedule_clock=clock)
+        worker = Worker(store, app(Gates()), FAST, clock=clock)
         stop = asyncio.Event()
         task = asyncio.create_task(worker.run(stop))
         try:

@@ -28,6 +28,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from ...clock import Clock
 from ..registry.access import SessionSources
 from ..registry.errors import RegistryError, SourceDisabledError, SourceNotRegisteredError
 from ..registry.rates import GatedSource, RateLimits
@@ -77,9 +78,10 @@ def _raising(exc: Exception) -> Callable[[], Source]:
 class SourceEnvironment:
     """The sources of ``sessions.session_id`` under ``sessions.access``."""
 
-    def __init__(self, sessions: SessionSources) -> None:
+    def __init__(self, sessions: SessionSources, *, clock: Clock | None = None) -> None:
         self.sessions = sessions
-        self.rates = RateLimits(sessions.registry)  # calls to registered sources pass these
+        # calls to registered sources pass these; their windows are read on ``clock``
+        self.rates = RateLimits(sessions.registry, clock)
         # the recent checks of runs' pinned sources through this door (readers reuse them)
         self.revalidations = Revalidations()
 

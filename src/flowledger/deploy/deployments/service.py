@@ -113,8 +113,8 @@ class _PendingPin:
 _PENDING: ContextVar[_PendingPin | None] = ContextVar("flowledger_deploy_pending_pin", default=None)
 
 
-def _now() -> str:
-    moment = datetime.now(UTC)
+def _stamp(moment: datetime) -> str:
+    moment = moment.astimezone(UTC)
     return f"{moment:%Y-%m-%dT%H:%M:%S}.{moment.microsecond:06d}Z"
 
 
@@ -140,7 +140,7 @@ class DeployService:
         self.pins = PinStore(session.store.ledger)
         self.registry = SourceRegistry.over(session.store)
         self.sources = SessionSources(self.registry, session.session_id, access)
-        self.environment = SourceEnvironment(self.sources)
+        self.environment = SourceEnvironment(self.sources, clock=session.clock)
         self.lifecycle = Lifecycle(
             session.session_id, self.artifacts, self.deployments, session.registry
         )
@@ -154,6 +154,7 @@ class DeployService:
             start_timeout=start_timeout,
             pending=session.pending,
             prepare_run=self._bind_pin,
+            now=session.clock.now,
         )
 
     @property
@@ -326,7 +327,9 @@ class DeployService:
             )
             # registered concurrently: the same revision compiles the same way
             with contextlib.suppress(DuplicateDefinitionError):
-                self.session.catalog.register(compiled.with_checkpoints(self.session.checkpoints))
+                self.session.catalog.register(
+                    compiled.with_checkpoints(self.session.checkpoints, clock=self.session.clock)
+                )
         definition = self.session.catalog.resolve(*key)
         assert isinstance(definition, DeployedDefinition)
         return definition
@@ -530,7 +533,7 @@ class DeployService:
             "format": PIN_FORMAT,
             "run_id": record.id,
             "graph_run_id": record.graph_run_id,
-            "pinned_at": _now(),
+            "pinned_at": _stamp(self.session.clock.now()),  # a record of the run
             "deployment": {
                 "name": revision.name,
                 "revision": revision.revision,

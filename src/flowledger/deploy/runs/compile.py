@@ -64,7 +64,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequenc
 from contextlib import asynccontextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any, Final
 
 from ... import flow, storage
@@ -216,7 +216,7 @@ class _Note:
 
 
 def _now() -> datetime:
-    return datetime.now(UTC)
+    return flow.now()  # the run's clock, as its checkpoints: trace times agree with them
 
 
 class _Compiler:
@@ -1092,9 +1092,11 @@ class ArtifactDefinition(TypedDefinition[dict[str, Any]]):
         """The traces of this definition's runs (in the database it is bound to)."""
         return self.runtime.trace
 
-    def with_checkpoints(self, checkpoints: flow.CheckpointStore) -> ArtifactDefinition:
+    def with_checkpoints(
+        self, checkpoints: flow.CheckpointStore, *, clock: Clock | None = None
+    ) -> ArtifactDefinition:
         """Bound to ``checkpoints``; the tool intents and traces go to the same ledger."""
-        rebound = super().with_checkpoints(checkpoints)
+        rebound = super().with_checkpoints(checkpoints, clock=clock)
         assert isinstance(rebound, ArtifactDefinition)
         ledger = getattr(checkpoints, "ledger", None)
         if isinstance(ledger, storage.Ledger):

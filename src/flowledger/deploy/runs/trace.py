@@ -64,10 +64,6 @@ def preview(value: Any) -> str:
     return bound_text(text, MAX_PREVIEW_BYTES)
 
 
-def _now() -> datetime:
-    return datetime.now(UTC)
-
-
 def _time(value: datetime) -> str:
     return f"{value.astimezone(UTC):%Y-%m-%dT%H:%M:%S}.{value.microsecond:06d}Z"
 

@@ -1,6 +1,9 @@
 """SQLite leases: the ``leases`` table and `SQLiteLeaseBackend`.
 
-Leases use the wall clock (`time.time`), so they work across processes on one machine;
+Leases use the wall clock (`time.time`), so they work across processes on one machine
+(not `flowledger.clock`: a lease is shared by every process on the database, so its
+clock must be the one they share, and a test's ManualClock in one process must never
+expire another's lease);
 an acquire bumps the epoch only when the name is free or its holder's TTL has passed,
 and a release clears the holder but keeps the epoch (and records when, in
 ``expires_at``). Every operation but the status is one ``BEGIN IMMEDIATE``

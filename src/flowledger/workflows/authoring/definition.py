@@ -23,6 +23,7 @@ from decimal import Decimal
 from typing import Any, Generic, Literal, Protocol, TypeVar, runtime_checkable
 
 from flowledger import flow
+from flowledger.clock import Clock
 
 from ..errors import DefinitionError, InvalidInputError, InvalidSchemaError
 from .metadata import Metadata, bound_summary
@@ -315,10 +316,15 @@ class TypedDefinition(Generic[S]):
     def on_error(self) -> ErrorPolicy:
         return self._on_error
 
-    def with_checkpoints(self, checkpoints: flow.CheckpointStore) -> TypedDefinition[S]:
-        """An unregistered copy whose runner keeps its checkpoints in ``checkpoints``."""
+    def with_checkpoints(
+        self, checkpoints: flow.CheckpointStore, *, clock: Clock | None = None
+    ) -> TypedDefinition[S]:
+        """An unregistered copy whose runner keeps its checkpoints in ``checkpoints`` and
+        runs on ``clock`` (default: the clock it has)."""
         rebound: TypedDefinition[S] = copy.copy(self)
-        rebound._runner = flow.Runner(self._runner.graph, checkpoints, clock=self._runner.clock)
+        rebound._runner = flow.Runner(
+            self._runner.graph, checkpoints, clock=clock or self._runner.clock
+        )
         rebound._registration = None
         return rebound
 

@@ -15,7 +15,7 @@ import math
 import re
 import time
 from collections.abc import Mapping
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from decimal import Decimal, InvalidOperation
 from typing import Any, Final
 
@@ -262,18 +262,19 @@ class InputStore:
         return InputReference(digest=digest, key=key, size=len(data))
 
     async def get_for_start(
-        self, session_id: str, ref: InputReference, *, created_at: datetime
+        self, session_id: str, ref: InputReference, *, created_at: datetime, now: datetime
     ) -> bytes:
         """`get`, for seeding a run: a missing blob of a run created less than
         `START_INPUT_WAIT` seconds ago is waited for (that long at most) where inputs are
         pruned (with claims): a prune may have deleted the shared blob just before this
-        run's starter stores it again (`keep`, see `input_claims`)."""
+        run's starter stores it again (`keep`, see `input_claims`). ``now`` is the session
+        clock's, the one ``created_at`` was stamped from."""
+        young = now - created_at < timedelta(seconds=START_INPUT_WAIT)
         deadline = time.monotonic() + START_INPUT_WAIT
         while True:
             try:
                 return await self.get(session_id, ref)
             except NotFoundError:
-                young = datetime.now(UTC) - created_at < timedelta(seconds=START_INPUT_WAIT)
                 if self._claims is None or not young or time.monotonic() >= deadline:
                     raise
             await asyncio.sleep(0.02)

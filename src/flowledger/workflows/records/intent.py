@@ -11,8 +11,9 @@ that flip. The change is exactly what an owner tolerates from a front door mid-s
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import replace
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Final
 
 from ..errors import ConflictError
@@ -26,10 +27,11 @@ CANCEL_INTENT_SUMMARY: Final = "workflow cancellation requested"
 
 
 async def record_cancel_intent(
-    registry: RunRegistry, session_id: str, run_id: str
+    registry: RunRegistry, session_id: str, run_id: str, *, now: Callable[[], datetime]
 ) -> tuple[Run, bool]:
     """Set the run's cancellation intent unless it is set or the run is terminal; return
-    the record and whether this call set it. `NotFoundError` for an unknown run;
+    the record and whether this call set it. ``now`` is the session's clock (the record's
+    ``updated_at``, never earlier than it was). `NotFoundError` for an unknown run;
     `ConflictError` if the record kept changing under every attempt."""
     run = await registry.get(session_id, run_id)
     for _ in range(CANCEL_INTENT_ATTEMPTS):
@@ -39,7 +41,7 @@ async def record_cancel_intent(
             run,
             cancel_requested=True,
             status_summary=CANCEL_INTENT_SUMMARY,
-            updated_at=max(datetime.now(UTC), run.updated_at),
+            updated_at=max(now(), run.updated_at),
         )
         try:
             return await registry.compare_and_swap(run.revision, intent), True

@@ -12,6 +12,7 @@ import builtins
 import threading
 
 from ... import flow
+from ...clock import Clock
 from ..authoring.definition import Definition, TypedDefinition
 from ..authoring.metadata import Metadata
 from ..errors import DuplicateDefinitionError, InvalidSchemaError, UnknownDefinitionError
@@ -72,8 +73,9 @@ class Catalog:
             items = sorted(self._definitions.items())
         return [definition.metadata() for _, definition in items]
 
-    def bound(self, checkpoints: flow.CheckpointStore) -> Catalog:
-        """A new catalog whose definitions keep their checkpoints in ``checkpoints``.
+    def bound(self, checkpoints: flow.CheckpointStore, *, clock: Clock | None = None) -> Catalog:
+        """A new catalog whose definitions keep their checkpoints in ``checkpoints`` (and,
+        with ``clock``, run on it instead of the clock they were compiled with).
 
         A host (the CLI, the MCP server, a worker) binds an application's catalog to the
         checkpoint store of the database it serves, so applications define workflows
@@ -84,7 +86,7 @@ class Catalog:
         bound = Catalog(retention=self.retention)
         for _, definition in items:
             if isinstance(definition, TypedDefinition):
-                definition = definition.with_checkpoints(checkpoints)
+                definition = definition.with_checkpoints(checkpoints, clock=clock)
             bound.register(definition)
         return bound
 

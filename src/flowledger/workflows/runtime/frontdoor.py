@@ -35,10 +35,10 @@ from __future__ import annotations
 import asyncio
 import logging
 from dataclasses import dataclass
-from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Final
 
 from ... import flow
+from ...clock import Clock, system_clock
 from ...storage import Listener, Wakeups
 from ..activities.history import HistoryPage
 from ..activities.journal import ActivityJournal
@@ -68,10 +68,6 @@ log = logging.getLogger(__name__)
 DEFAULT_START_TIMEOUT: Final = 20.0
 DEFAULT_REQUEST_TIMEOUT: Final = 20.0
 DEFAULT_OUTCOME_TIMEOUT: Final = 300.0
-
-
-def _utcnow() -> datetime:
-    return datetime.now(UTC)
 
 
 class _Backoff:
@@ -115,6 +111,7 @@ class FrontDoor:
         poll: float = 0.02,
         max_poll: float = 0.5,
         wakeups: Wakeups | None = None,
+        clock: Clock = system_clock,
     ) -> None:
         owner_lease_name(session_id)  # validates the session id
         for name, value in (
@@ -139,6 +136,7 @@ class FrontDoor:
         self._max_poll = max_poll
         self.wakeups = wakeups  # woken by `start` (requests wake on their own commit)
         self._answers: Listener | None = None
+        self.clock = clock  # the session's: stamps the cancellation intents it records
 
     @classmethod
     def for_session(
@@ -161,6 +159,7 @@ class FrontDoor:
             request_timeout=request_timeout,
             outcome_timeout=outcome_timeout,
             wakeups=session.store.wakeups,
+            clock=session.clock,
         )
 
     @property
@@ -309,7 +308,9 @@ class FrontDoor:
         """Record the run's durable cancellation intent; whether this call was the one that
         recorded it (False: it was already requested, or the run is terminal). `cancel`
         then carries it out."""
-        _, first = await record_cancel_intent(self.registry, self._session_id, run_id)
+        _, first = await record_cancel_intent(
+            self.registry, self._session_id, run_id, now=self.clock.now
+        )
         return first
 
     async def cancel(self, run_id: str, reason: str = "") -> Run:
@@ -322,7 +323,9 @@ class FrontDoor:
             raise ConflictError(self._session_id, run_id, "run is terminal", actual=run.revision)
         # The intent before the doorbell: the owner then finds it set rather than setting
         # it itself, so the caller that set it is known (`request_cancel`).
-        run, _ = await record_cancel_intent(self.registry, self._session_id, run_id)
+        run, _ = await record_cancel_intent(
+            self.registry, self._session_id, run_id, now=self.clock.now
+        )
         listener = await self._answers_listener()  # before the request: no answer is missed
         seen = listener.wakes if listener is not None else 0
         await self.requests.request_cancel(self._session_id, run_id, reason)

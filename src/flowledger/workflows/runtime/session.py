@@ -9,11 +9,11 @@ per database: the first caller creates it (compare-and-swap), everyone else read
 from __future__ import annotations
 
 import uuid
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Final
 
 from ... import flow
-from ...clock import Clock
+from ...clock import Clock, system_clock
 from ...storage import ConflictError as StorageConflictError
 from ...storage import KeyNotFoundError, Store
 from ..activities.journal import ActivityJournal
@@ -73,6 +73,8 @@ class WorkflowSession:
     # set by a process that serves deployments (the deploy layer, above this one), so
     # schedules can start deployments' runs (`flowledger.workflows.schedules.deployments`)
     deployment_starter: DeploymentStarter | None = None
+    # what every time the session records or decides by comes from (`build`)
+    clock: Clock = field(default=system_clock)
 
     @classmethod
     def build(
@@ -94,18 +96,22 @@ class WorkflowSession:
         ``poll_interval`` makes the owning supervisor look for front-door requests on
         its own every so many seconds (a worker drives `Supervisor.poll` itself);
         ``adopt_from_index`` makes activation adopt the indexed runs instead of listing
-        every run of the session. ``clock`` (default: the system clock) is what the
-        supervisor's timer loop waits on; a definition's graph counts its timers from the
-        clock it was compiled with (`flow.Graph.compile`), so a test gives both the same
-        `ManualClock`."""
+        every run of the session.
+
+        ``clock`` (default: the system clock) is the session's one clock: the supervisor's
+        timer loop waits on it, run records and checkpoints are stamped from it and the
+        deadlines, wake times and ages the session decides by are read from it. Given, it
+        also replaces the clock each definition's graph was compiled with
+        (`flow.Graph.compile`); not given, those keep their own."""
         checkpoints = flow.LedgerCheckpointStore(store.ledger)
-        bound = catalog.bound(checkpoints)
+        bound = catalog.bound(checkpoints, clock=clock)
+        one_clock = clock or system_clock
         journal = ActivityJournal(store.ledger)
         registry = RunRegistry(
             store.kv, index=UnfinishedIndex(store.kv), witness=journal.has_records
         )
         inputs = InputStore(store.blobs, claims=InputClaims(store.kv, store.blobs, store.leases))
-        requests = RunRequests(store.kv)
+        requests = RunRequests(store.kv, clock=lambda: one_clock.now().timestamp())
         pending = PendingStore(store.kv)
         answers = AnswerStore(store.kv)
         supervisor = Supervisor(
@@ -139,4 +145,5 @@ class WorkflowSession:
             requests,
             pending,
             answers,
+            clock=one_clock,
         )

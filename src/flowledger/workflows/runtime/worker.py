@@ -64,7 +64,6 @@ import time
 import uuid
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime
 from typing import TYPE_CHECKING, Any, Final
 
 from ...clock import Clock, system_clock
@@ -265,8 +264,7 @@ class Worker:
         worker_id: str | None = None,
         prepare_session: Callable[[WorkflowSession], Awaitable[object]] | None = None,
         run_logs: Sequence[RunLogs] = (),
-        clock: Callable[[], datetime] | None = None,
-        schedule_clock: Clock = system_clock,
+        clock: Clock | None = None,
     ) -> None:
         self.store = store
         self.catalog = catalog
@@ -274,7 +272,10 @@ class Worker:
         # definitions then): a layer above registers the session's own definitions.
         self.prepare_session = prepare_session
         self.settings = settings or WorkerSettings()
-        self.schedule_clock = schedule_clock
+        # The sessions' clock (`WorkflowSession.build`), also what retention ages and
+        # schedule slots are read from; None: the system clock, and each definition keeps
+        # the clock it was compiled with.
+        self.clock = clock
         self.worker_id = worker_id or str(uuid.uuid4())
         worker_key(self.worker_id)
         self.index = UnfinishedIndex(store.kv)
@@ -285,6 +286,7 @@ class Worker:
         self._record_revision = 0
         self._record_sessions: tuple[str, ...] | None = None
         self._record_due = 0.0
+        # The worker record (liveness, read by other processes) is on the machine's clock.
         self._started_at = time.time()
         self._closed = False
         self.ticks = 0
@@ -293,7 +295,9 @@ class Worker:
         self.retention = (
             None
             if policy is None
-            else RetentionSchedule(store, policy, run_logs=run_logs, clock=clock)
+            else RetentionSchedule(
+                store, policy, run_logs=run_logs, clock=(clock or system_clock).now
+            )
         )
 
     @property
@@ -463,7 +467,7 @@ class Worker:
         if owned.schedules is None:
             from ..schedules.loop import ScheduleLoop
 
-            owned.schedules = ScheduleLoop(owned.session, clock=self.schedule_clock)
+            owned.schedules = ScheduleLoop(owned.session)
             owned.schedules.start()
         else:
             owned.schedules.poke()
@@ -552,6 +556,7 @@ class Worker:
             lease_ttl=self.settings.lease_ttl,
             max_workers=self.settings.runs_per_session,
             adopt_from_index=True,
+            clock=self.clock,
         )
         try:
             if self.prepare_session is not None:

@@ -33,7 +33,7 @@ from dataclasses import replace
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Final
 
-from ...clock import Clock, system_clock
+from ...clock import Clock
 from ..errors import ConflictError, NotFoundError
 from ..runtime.supervisor.workers import owner_writes
 from .deployments import DeploymentsNotServedError
@@ -64,14 +64,14 @@ class ScheduleLoop:
         self,
         session: WorkflowSession,
         *,
-        clock: Clock = system_clock,
+        clock: Clock | None = None,
         rescan: float = DEFAULT_RESCAN,
     ) -> None:
         if not rescan > 0:
             raise ValueError(f"rescan must be > 0 seconds, not {rescan}")
         self.session = session
         self.store = ScheduleStore(session.store.kv)
-        self.clock = clock
+        self.clock = clock or session.clock  # the slots' and the firings' times
         self.rescan = rescan
         self._wake = asyncio.Event()
         self._task: asyncio.Task[None] | None = None

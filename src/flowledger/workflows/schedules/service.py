@@ -16,7 +16,7 @@ from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any, Final
 
-from ...clock import Clock, system_clock
+from ...clock import Clock
 from ..errors import InvalidInputError, UnknownDefinitionError
 from ..records.inputs import canonical_json
 from .deployments import DeploymentStarter
@@ -62,13 +62,13 @@ class Schedules:
         self,
         session: WorkflowSession,
         *,
-        clock: Clock = system_clock,
+        clock: Clock | None = None,
         loop: ScheduleLoop | None = None,
         deployments: DeploymentStarter | None = None,
     ) -> None:
         self.session = session
         self.store = ScheduleStore(session.store.kv)
-        self.clock = clock
+        self.clock = clock or session.clock  # the slots' and the firings' times
         self.loop = loop
         self._deployments = deployments
 

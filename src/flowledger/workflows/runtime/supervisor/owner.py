@@ -382,7 +382,9 @@ class Supervisor:
     async def request_cancel(self, run_id: str) -> bool:
         """Record the run's durable cancellation intent (as a front door does); whether this
         call was the one that recorded it. `cancel` then carries it out."""
-        _, first = await record_cancel_intent(self.registry, self._session_id, run_id)
+        _, first = await record_cancel_intent(
+            self.registry, self._session_id, run_id, now=self._now
+        )
         return first
 
     @owner_writes

@@ -243,7 +243,7 @@ async def _resume_request(sup: Supervisor, run_id: str) -> None:
         return
     if request.state == "failed":
         sup._refused.add(run_id)
-        if time.time() - request.requested_at > FAILED_REQUEST_TTL:
+        if sup.clock.now().timestamp() - request.requested_at > FAILED_REQUEST_TTL:
             await requests.delete_resume(sup._session_id, run_id)
         return
     sup._refused.discard(run_id)

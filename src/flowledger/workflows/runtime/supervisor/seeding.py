@@ -76,7 +76,9 @@ async def start_with_seed(
     ack: Callable[[], None] | None,
 ) -> Run | None:
     try:
-        raw = await sup.inputs.get_for_start(sup._session_id, run.input, created_at=run.created_at)
+        raw = await sup.inputs.get_for_start(
+            sup._session_id, run.input, created_at=run.created_at, now=sup.clock.now()
+        )
     except NotFoundError:
         await confirm_input_missing(sup, run)
         return await fail_definite(sup, definition, run, "workflow input unavailable")
