@@ -189,6 +189,7 @@ async def test_bad_limits_are_typed_errors_naming_the_field(
         with pytest.raises(InvalidRateError) as caught:
             await RateLimits(registry).set(source, calls, per)
         assert caught.value.field == field
+        assert caught.value.code == "invalid_rate_limit"
         assert str(caught.value).startswith(f"{field}:")
         assert await store.kv.keys("deploy/rates/") == []
 

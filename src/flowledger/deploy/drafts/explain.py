@@ -561,6 +561,12 @@ EXPLANATIONS: Final[dict[str, tuple[str, str, str]]] = {
         "Ask the operator to enable it.",
         "flowledger source enable clock",
     ),
+    "invalid_rate_limit": (
+        "A source's call rate limit cannot be set: the source is not registered, or the "
+        "number of calls or the interval is out of range.",
+        "Name a registered source, 1 to 10,000 calls and an interval up to a day.",
+        "flowledger limits set --source clock --calls 60 --per 1m",
+    ),
     "inline_source_refused": (
         "A tenant named a command line or URL; only the operator may use inline sources.",
         "Bind a registered source by name.",
