@@ -25,6 +25,7 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from . import metrics
+from .switches import otlp_requested
 
 if TYPE_CHECKING:
     from opentelemetry.metrics import CallbackOptions, MeterProvider, Observation
@@ -56,11 +57,8 @@ def mirror_from_environment(environ: Mapping[str, str] | None = None) -> bool:
     whether it is on. `ValueError` names an unknown value; `RuntimeError` says which extra
     is missing (``otel`` for the SDK and exporter, ``prometheus`` for the registry)."""
     env = os.environ if environ is None else environ
-    choice = env.get("FLOWLEDGER_METRICS", "").strip().lower()
-    if choice in ("", "none"):
+    if not otlp_requested(env, "FLOWLEDGER_METRICS"):
         return False
-    if choice != "otlp":
-        raise ValueError(f"FLOWLEDGER_METRICS={choice!r}: expected 'otlp' or 'none'")
     try:
         from opentelemetry.exporter.otlp.proto.http.metric_exporter import OTLPMetricExporter
         from opentelemetry.sdk.metrics import MeterProvider as SdkMeterProvider

@@ -25,6 +25,8 @@ from collections.abc import Iterator, Mapping
 from contextvars import ContextVar
 from typing import TYPE_CHECKING, Any, Final
 
+from .switches import otlp_requested
+
 if TYPE_CHECKING:
     from opentelemetry.trace import Span, Tracer, TracerProvider
 
@@ -100,11 +102,8 @@ def enable_from_environment(environ: Mapping[str, str] | None = None) -> bool:
     adds commit spans. Returns whether tracing is on. `ValueError` names an unknown
     value; `RuntimeError` says which extra is missing."""
     env = os.environ if environ is None else environ
-    choice = env.get("FLOWLEDGER_TRACES", "").strip().lower()
-    if choice in ("", "none"):
+    if not otlp_requested(env, "FLOWLEDGER_TRACES"):
         return False
-    if choice != "otlp":
-        raise ValueError(f"FLOWLEDGER_TRACES={choice!r}: expected 'otlp' or 'none'")
     try:
         from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
         from opentelemetry.sdk.trace import TracerProvider as SdkTracerProvider

@@ -38,6 +38,7 @@ from .kv import (
     KVPut,
     KVWrite,
     PagedKV,
+    overwrite,
 )
 from .lease import Lease, Leaser, LeaseStatus, LostReason
 from .ledger import Ledger, LedgerUsage, Record, SweepReport, digest_of
@@ -118,6 +119,7 @@ __all__ = [
     "fence_arg",
     "fencing",
     "open_store",
+    "overwrite",
     "validate_name",
     "waking",
 ]

@@ -33,7 +33,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Final, Protocol, runtime_checkable
 
-from .errors import InvalidValueError, ValueTooLargeError
+from .errors import ConflictError, InvalidValueError, KeyNotFoundError, ValueTooLargeError
 from .fence import Fence
 from .limits import MAX_KV_VALUE_BYTES, check_bytes, check_revision
 from .names import validate_name
@@ -49,6 +49,7 @@ __all__ = [
     "KVWrite",
     "PagedKV",
     "check_writes",
+    "overwrite",
 ]
 
 MAX_KV_WRITES: Final = 1000
@@ -150,3 +151,19 @@ def check_writes(writes: object) -> list[KVWrite]:
     if total > MAX_KV_BATCH_BYTES:
         raise ValueTooLargeError("writes (values)", total, MAX_KV_BATCH_BYTES)
     return list(writes)
+
+
+async def overwrite(kv: KV, key: str, value: bytes) -> None:
+    """Set ``key`` to ``value`` whatever it holds: a create, or a compare-and-swap against
+    the revision just read, tried again when another writer came between (the last writer
+    wins). For settings an operator writes, where no decision depends on the old value."""
+    while True:
+        try:
+            current = (await kv.get(key)).revision
+        except KeyNotFoundError:
+            current = 0
+        try:
+            await kv.put(key, value, expected=current)
+            return
+        except ConflictError:
+            continue

@@ -149,17 +149,8 @@ class RateLimits:
         except SourceNotRegisteredError:
             raise InvalidRateError("source", f"no registered source is named {name!r}") from None
         data = json.dumps(rate.to_json(), separators=(",", ":")).encode()
-        key = _LIMITS + name
-        while True:
-            try:
-                current = (await self._kv.get(key)).revision
-            except storage.KeyNotFoundError:
-                current = 0
-            try:
-                await self._kv.put(key, data, expected=current)
-                return rate
-            except storage.ConflictError:
-                continue  # another operator wrote meanwhile: last writer wins
+        await storage.overwrite(self._kv, _LIMITS + name, data)
+        return rate
 
     async def get(self, source: str) -> CallRate | None:
         """The limit of ``source``, or None when calls to it are not limited."""

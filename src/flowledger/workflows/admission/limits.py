@@ -99,18 +99,9 @@ class Limits:
     async def set(self, kind: ScopeKind, name: str, max_running: object) -> int:
         """Set the limit (validated before anything is written); returns it."""
         limit = validate_limit(max_running)
-        key = _key(kind, name)
         data = json.dumps({"max_running": limit}, separators=(",", ":")).encode()
-        while True:
-            try:
-                current = (await self._kv.get(key)).revision
-            except storage.KeyNotFoundError:
-                current = 0
-            try:
-                await self._kv.put(key, data, expected=current)
-                return limit
-            except storage.ConflictError:
-                continue  # another operator wrote meanwhile: last writer wins
+        await storage.overwrite(self._kv, _key(kind, name), data)
+        return limit
 
     async def clear(self, kind: ScopeKind, name: str) -> bool:
         """Remove the limit; True if there was one."""
