@@ -19,6 +19,7 @@ from flowledger.storage import (
     Store,
     ValueTooLargeError,
     open_store,
+    overwrite,
 )
 
 from ._procs import run_threads, shares_state
@@ -373,3 +374,18 @@ async def test_threaded_cas_increments_lose_no_update(store: Store, store_url: s
     entry = await store.kv.get(key)
     assert entry.value == str(total).encode()
     assert entry.revision == writes[-1][0]
+
+
+async def test_overwrite_creates_replaces_and_lets_the_last_of_racing_writers_win(
+    store: Store,
+) -> None:
+    """`overwrite` (operator settings): a create where the key is absent, a replace where
+    it is present, and writers racing on one key all return, one of their values kept."""
+    kv = store.kv
+    await overwrite(kv, "settings/limit", b"1")
+    assert (await kv.get("settings/limit")).value == b"1"
+    await overwrite(kv, "settings/limit", b"2")
+    assert (await kv.get("settings/limit")).value == b"2"
+    values = [str(n).encode() for n in range(3, 13)]
+    await asyncio.gather(*(overwrite(kv, "settings/limit", value) for value in values))
+    assert (await kv.get("settings/limit")).value in values
