@@ -89,12 +89,13 @@ from ..httpsec import DEFAULT_MAX_BODY, Guard, Refusal, TooManyFailuresError
 from ..observability.endpoint import METRICS_PATH, metrics_response
 from ..tools import ToolError
 from ..tools.errors import PREFIX
+from ..tools.queued import QUEUED
 from ..workflows.errors import ConflictError, NotFoundError, UnknownDefinitionError
 from ..workflows.records.answers import answering
 from ..workflows.records.run import RunStatus, is_id
 from ..workflows.schedules import Schedules
 from . import bulk
-from .counts import open_counts
+from .counts import QUEUED_LABEL, open_counts
 from .drafts import draft_detail, draft_rows
 from .fork_view import asks_again, own_progress
 from .forms import FormError, form_fields, parse_form
@@ -194,11 +195,13 @@ _PAUSE_WORDS: Final = {"interrupted:request": "awaiting input", "interrupted:err
 
 
 def _status_choices() -> list[tuple[str, str]]:
-    """The runs list's status filter: (value, label), each run status, and after
-    ``interrupted`` its two pause kinds (`views.PAUSE_FILTERS`)."""
+    """The runs list's status filter: (value, label), each run status, after ``pending``
+    its queued runs, and after ``interrupted`` its two pause kinds (`views.PAUSE_FILTERS`)."""
     out: list[tuple[str, str]] = []
     for status in RunStatus:
         out.append((str(status), str(status)))
+        if status is RunStatus.PENDING:
+            out.append((QUEUED, QUEUED_LABEL))
         if status is RunStatus.INTERRUPTED:
             out += [(value, f"interrupted: {_PAUSE_WORDS[value]}") for value in PAUSE_FILTERS]
     return out
