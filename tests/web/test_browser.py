@@ -6,15 +6,13 @@ from __future__ import annotations
 import json
 import os
 import re
-import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from .servers import REPO, chromium, cli, web_server
+from .servers import chromium, cli, web_server
 
 pytestmark = pytest.mark.slow
 
@@ -232,37 +230,14 @@ def test_json_fields_are_checked_in_the_page(server: str, page: Any) -> None:
     vertex(page, "done", "done")
 
 
-def _flowledger(db: Path, *args: str) -> dict[str, Any]:
-    done = subprocess.run(
-        [sys.executable, "-m", "flowledger", *args, "--db", f"sqlite:///{db}", "--json"],
-        cwd=REPO,
-        capture_output=True,
-        text=True,
-        timeout=180,  # only catches a hang
-        check=False,
-    )
-    assert done.returncode == 0, (done.stdout, done.stderr)
-    result: dict[str, Any] = json.loads(done.stdout)
-    return result
-
-
 def test_a_paused_deployed_run_shows_its_pin_and_revalidates(
     browser: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from .deployed import ARTIFACT, SECRET, SECRET_NAME, SECRET_VALUE, deployment, register
+    from .deployed import SECRET, SECRET_NAME, SECRET_VALUE, paused_deployed_run
 
     monkeypatch.setenv(SECRET_NAME, SECRET_VALUE)  # the CLI and the server both read it
     db = tmp_path / "deployed.db"
-    artifact = tmp_path / "artifact.yaml"
-    artifact.write_text(ARTIFACT)
-    document = tmp_path / "deployment.json"
-    document.write_text(json.dumps(deployment()))
-    register(db)
-    _flowledger(db, "artifact", "save", str(artifact))
-    _flowledger(db, "deploy", "set", str(document))
-    started = _flowledger(db, "deploy", "run", "clock_dep", "--input", "{}")
-    assert started["status"] == "interrupted", started
-    run_id = started["run_id"]
+    run_id = paused_deployed_run(db)
     with web_server(db) as url:
         context = browser.new_context(viewport={"width": 1280, "height": 900})
         context.set_default_timeout(DEADLINE_MS)

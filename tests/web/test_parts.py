@@ -3,7 +3,9 @@ history cursors."""
 
 from __future__ import annotations
 
+import importlib.util
 import re
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -175,6 +177,38 @@ def test_routes_are_drawn_and_loops_laid_out() -> None:
     svg = str(render_svg(layout(shape), {}, title="kinds"))
     assert 'class="route" data-source="work" data-target="done"' in svg
     assert '<path class="route" data-source="work" data-target="work"' in svg  # the loop
+
+
+def _research_definition() -> Any:
+    """The research agent example (examples/ is an app directory, not a package)."""
+    path = Path(__file__).parents[2] / "examples" / "research_agent.py"
+    spec = importlib.util.spec_from_file_location("research_agent_for_picture", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module.research_definition()
+
+
+def test_opposite_edges_are_two_arrows() -> None:
+    """draft -> critique and critique's route back to draft once lay on one line and read
+    as one double-headed arrow (issue #31)."""
+    shape = graph_shape(_research_definition())
+    assert shape is not None
+    svg = str(render_svg(layout(shape), {}, title="research"))
+
+    def line(source: str, target: str) -> list[tuple[float, float]]:
+        match = re.search(f'data-source="{source}" data-target="{target}" points="([^"]+)"', svg)
+        assert match, (source, target)
+        return [tuple(map(float, p.split(","))) for p in match.group(1).split()]  # type: ignore[misc]
+
+    there, back = line("draft", "critique"), line("critique", "draft")
+    assert set(there) != set(back)  # not the same segment drawn twice
+    # and apart along their whole length: the lines are parallel, a few px from each other
+    (x0, y0), (x1, y1) = there[0], there[-1]
+    length = ((x1 - x0) ** 2 + (y1 - y0) ** 2) ** 0.5
+    for x, y in back:
+        assert abs((x1 - x0) * (y - y0) - (y1 - y0) * (x - x0)) / length > 4
+    assert line("plan", "search_web")  # a lone edge keeps grandalf's line
 
 
 def test_vertex_states_from_history_status_and_pause() -> None:

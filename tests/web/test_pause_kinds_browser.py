@@ -105,6 +105,7 @@ def test_counts_by_status_link_to_their_filter(served: Served, browser: Any) -> 
         }
         assert counts == {
             "pending": "pending 0",
+            "queued": "pending: queued for a slot 0",
             "running": "running 0",
             "interrupted:request": "interrupted: awaiting input 2",
             "interrupted:error": "interrupted: error 1",

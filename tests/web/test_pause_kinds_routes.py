@@ -34,6 +34,7 @@ def test_filters_and_counts_tell_the_pause_kinds_apart(client: TestClient) -> No
     assert _shown(everything) == {errored, asked, done}
     assert _counts(everything) == {
         "pending": 0,
+        "queued": 0,
         "running": 0,
         "interrupted:request": 1,
         "interrupted:error": 1,

@@ -89,6 +89,19 @@ def test_queued_runs_show_their_place_and_the_panel_counts_them(
             "queued #2 in definition/document_review"
         )
 
+        # the runs filter has the CLI's and the tool's "queued", and a count that links to it
+        page.select_option("select[name=status]", "queued")
+        page.click(".filters button[type=submit]")
+        page.wait_for_url(re.compile(r"status=queued"))
+        listed = page.eval_on_selector_all(
+            "#runs tbody tr[data-run]", "rs => rs.map(r => r.dataset.run)"
+        )
+        assert sorted(listed) == sorted([second, third])
+        count = page.locator("#counts a[data-status='queued']")
+        assert count.get_attribute("aria-current") == "true"
+        assert count.locator("strong").inner_text() == "2"
+        assert page.inner_text("#counts a[data-status='pending'] strong") == "2"
+
         page.goto(served.url + "schedules")
         row = "#queues tr[data-scope='definition/document_review']"
         assert page.inner_text(f"{row} .queue-running") == "1"
@@ -96,5 +109,8 @@ def test_queued_runs_show_their_place_and_the_panel_counts_them(
         rate = "#queues tr[data-scope='source/paid']"
         assert "at most 5 calls per 60s" in page.inner_text(rate)
         assert page.inner_text(f"{rate} .rate-in-window") == "0 in window"
+        page.click(f"{row} .queue-queued a")  # the queued runs of that definition
+        page.wait_for_url(re.compile(r"status=queued&definition=document_review"))
+        assert page.locator("#runs tbody tr[data-run]").count() == 2
     finally:
         context.close()

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -98,3 +99,31 @@ def test_a_cli_resume_is_recorded_and_a_run_without_answers_says_not_recorded(db
     with dashboard(db) as client:
         page = client.get(f"/runs/{run}/data").text
         assert "Not recorded" in page and "answer-transport" not in page
+
+
+def test_every_error_of_the_run_is_listed_escaped_and_only_to_its_owner(db: Path) -> None:
+    text = "<script>window.owned = 1</script>"
+    with dashboard(db, tokens=TOKENS) as client:
+        token = csrf(client, "/login")
+        assert client.post("/login", data={"csrf": token, "token": ALICE}).status_code == 303
+        run = start(client, "shout", "v1", text=text)  # fails once, quoting the text
+        wait_for(client, run, "interrupted")
+        errored = client.get(f"/runs/{run}/data").text
+        [revision] = re.findall(r'<tr data-revision="(\d+)" data-vertex="shout"', errored)
+        retried = client.post(f"/runs/{run}/retry", data={"csrf": csrf(client, f"/runs/{run}")})
+        assert retried.status_code == 303, retried.text
+        wait_for(client, run, "completed")
+
+        # at the latest revision the error is gone from the state, not from the run's list
+        latest = client.get(f"/runs/{run}/data").text
+        assert 'id="errors"' not in latest  # none at this revision
+        listed = latest[latest.index('id="run-errors"') :]
+        listed = listed[: listed.index("</section>")]
+        assert f'href="/runs/{run}/data?revision={revision}"' in listed
+        assert '<td class="error-type">ValueError</td>' in listed
+        assert "cannot shout &lt;script&gt;window.owned = 1&lt;/script&gt;" in listed
+        assert text not in latest  # escaped everywhere on the page
+        assert listed.count("<tr data-revision=") == 1  # listed once, where it appeared
+
+        as_bob = client.get(f"/runs/{run}/data", headers={"authorization": f"Bearer {BOB}"})
+        assert as_bob.status_code == 404 and "cannot shout" not in as_bob.text

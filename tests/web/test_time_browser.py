@@ -8,12 +8,14 @@ chromium through Playwright against ``flowledger web`` on a real SQLite file:
 * every form a run's life goes through is used with the keyboard only (Tab to reach a
   field or button, typing, Space to tick, Enter to submit): the runs filter, a start
   form, a resume form, a retry, a cancel (its confirmation dialog accepted), a fork with
-  its confirmation box, and a bulk cancel with its confirmation page.
+  its confirmation box, and a bulk cancel with its confirmation page; the sign-in form
+  (a wrong token, then the right one) and a deployed run's Revalidate.
 """
 
 from __future__ import annotations
 
 import re
+import uuid
 from collections.abc import Iterator
 from datetime import datetime, timedelta
 from pathlib import Path
@@ -23,6 +25,7 @@ import pytest
 
 from flowledger.web.server import WebServer
 
+from .deployed import SECRET_NAME, SECRET_VALUE, paused_deployed_run
 from .inprocess import DEADLINE, Served, browser
 
 pytestmark = pytest.mark.slow
@@ -199,3 +202,48 @@ def test_every_run_form_works_from_the_keyboard(timed: Served, browser: Any) -> 
         assert paused != one != two
     finally:
         context.close()
+
+
+def test_signing_in_works_from_the_keyboard(browser: Any, tmp_path: Path) -> None:
+    token = "keys-only-token-0123456789"
+    with Served(tmp_path / "signin.db", tokens={token: str(uuid.uuid4())}) as signed:
+        context = _context(browser)
+        try:
+            page = context.new_page()
+            page.goto(signed.url + "runs")
+            assert page.url.endswith("/login")
+            _tab_to(page, "#token")
+            page.keyboard.type("not-the-token-0000000000")
+            page.keyboard.press("Enter")  # Enter in the field submits the form
+            page.wait_for_selector("#form-error")
+            assert "unknown token" in page.inner_text("#form-error")
+            _tab_to(page, "#token")
+            page.keyboard.press("Control+A")
+            page.keyboard.type(token)
+            _tab_to(page, "#login-form button[type=submit]")
+            page.keyboard.press("Enter")
+            page.wait_for_url(signed.url + "runs")
+            assert page.locator("#login-form").count() == 0  # signed in: the runs page
+            assert page.locator("select[name=status]").count() == 1
+        finally:
+            context.close()
+
+
+def test_revalidating_works_from_the_keyboard(
+    browser: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv(SECRET_NAME, SECRET_VALUE)  # the CLI and the server both read it
+    db = tmp_path / "deployed.db"
+    run_id = paused_deployed_run(db)
+    with Served(db) as deployed:
+        context = _context(browser)
+        try:
+            page = context.new_page()
+            page.goto(deployed.url + f"runs/{run_id}")
+            assert "sources were not contacted" in page.inner_text("#readiness")
+            _tab_to(page, "#revalidate-form button[type=submit]")
+            page.keyboard.press("Enter")
+            page.wait_for_selector("#readiness :text('revalidated against the pinned sources')")
+            assert page.inner_text("#readiness-status") == "ready"
+        finally:
+            context.close()

@@ -317,6 +317,70 @@ def shout_definition() -> TypedDefinition[Shout]:
     return TypedDefinition(metadata, runner)
 
 
+class Revise(BaseModel):
+    topic: str
+    drafts: int = 0
+    approved: bool = False
+
+
+async def write(state: Revise) -> dict[str, Any]:
+    return {"drafts": state.drafts + 1}
+
+
+async def review(state: Revise) -> dict[str, Any]:
+    return {}
+
+
+async def approve(state: Revise) -> dict[str, Any]:
+    answer = flow.interrupt({"question": f"Publish draft {state.drafts}?"})
+    return {"approved": bool(answer.get("approved"))}
+
+
+async def publish(state: Revise) -> dict[str, Any]:
+    return {}
+
+
+def revise_definition() -> TypedDefinition[Revise]:
+    """The research agent's loop in small: write, review, write again (the review's route
+    sends the first draft back), then an approval before publishing."""
+    graph: flow.Graph[Revise] = flow.Graph("revise", state=Revise)
+    for name, step in (("write", write), ("review", review), ("approve", approve)):
+        graph.add_vertex(name, step)
+    graph.add_vertex("publish", publish)
+    graph.add_edge("write", "review")
+    graph.add_route(
+        "review",
+        targets=["write", "approve"],
+        pick=lambda s: "approve" if s.drafts >= 2 else "write",
+    )
+    graph.add_edge("approve", "publish")
+    runner = graph.compile(entry="write", finish="publish", version="1")
+    metadata = Metadata(
+        "revise",
+        "v1",
+        description="Write, review and write again, then ask before publishing.",
+        input_schema={
+            "type": "object",
+            "additionalProperties": False,
+            "required": ["topic"],
+            "properties": {"topic": {"type": "string", "minLength": 1, "maxLength": 80}},
+        },
+        resume_schema={
+            "type": "object",
+            "additionalProperties": False,
+            "required": ["approved"],
+            "properties": {"approved": {"type": "boolean"}},
+        },
+        vertices=[
+            VertexMetadata("Write", "write"),
+            VertexMetadata("Review", "review"),
+            VertexMetadata("Approve", "approve"),
+            VertexMetadata("Publish", "publish"),
+        ],
+    )
+    return TypedDefinition(metadata, runner)
+
+
 def catalog() -> Catalog:
     result = Catalog()
     result.register(review_definition())
@@ -327,4 +391,5 @@ def catalog() -> Catalog:
     result.register(gates_definition())
     result.register(tally_definition())
     result.register(shout_definition())
+    result.register(revise_definition())
     return result

@@ -89,17 +89,19 @@ from ..httpsec import DEFAULT_MAX_BODY, Guard, Refusal, TooManyFailuresError
 from ..observability.endpoint import METRICS_PATH, metrics_response
 from ..tools import ToolError
 from ..tools.errors import PREFIX
+from ..tools.queued import QUEUED
 from ..workflows.errors import ConflictError, NotFoundError, UnknownDefinitionError
 from ..workflows.records.answers import answering
 from ..workflows.records.run import RunStatus, is_id
 from ..workflows.schedules import Schedules
 from . import bulk
-from .counts import open_counts
+from .counts import QUEUED_LABEL, open_counts
 from .drafts import draft_detail, draft_rows
 from .fork_view import asks_again, own_progress
 from .forms import FormError, form_fields, parse_form
 from .graph import MARKS, render_svg
 from .live import OpenStreams, Wake
+from .loop_progress import loops, vertices_done
 from .mux import MAX_PARTS, Part, Refused, Streams
 from .queues import queue_rows, rate_rows
 from .run_data import NoCheckpointError, revision_data, shown_answers, took
@@ -194,11 +196,13 @@ _PAUSE_WORDS: Final = {"interrupted:request": "awaiting input", "interrupted:err
 
 
 def _status_choices() -> list[tuple[str, str]]:
-    """The runs list's status filter: (value, label), each run status, and after
-    ``interrupted`` its two pause kinds (`views.PAUSE_FILTERS`)."""
+    """The runs list's status filter: (value, label), each run status, after ``pending``
+    its queued runs, and after ``interrupted`` its two pause kinds (`views.PAUSE_FILTERS`)."""
     out: list[tuple[str, str]] = []
     for status in RunStatus:
         out.append((str(status), str(status)))
+        if status is RunStatus.PENDING:
+            out.append((QUEUED, QUEUED_LABEL))
         if status is RunStatus.INTERRUPTED:
             out += [(value, f"interrupted: {_PAUSE_WORDS[value]}") for value in PAUSE_FILTERS]
     return out
@@ -527,9 +531,14 @@ class Dashboard:
         tools = ctx.served.tools
         done = own_progress(await progress(tools, run), await self._inherited(ctx, run))
         seconds, finished = run_seconds(run, ctx.served.session.clock.now())
+        picture = self.graphs.picture(
+            ctx.served.session.catalog, str(run["definition_name"]), str(run["definition_version"])
+        )
+        looping = picture is not None and loops(picture.shape)
         return {
             **run,
-            "progress": done,
+            "progress": None if looping else done,
+            "loops": looping,
             "pause_kind": await pause_kind(tools, run),
             "seconds": seconds,
             "finished": finished,
@@ -723,6 +732,9 @@ class Dashboard:
                 done = (int(entry.get("completed_vertices", 0)), int(entry["total_vertices"]))
                 break
         done = own_progress(done, inherited)
+        looping = picture is not None and loops(picture.shape)
+        if picture is not None and looping:
+            done = vertices_done(picture.shape, states, inherited)
         pause_key = str(run["run_status"])
         if isinstance(pending, Mapping):
             pause_key += f":{pending.get('kind')}:{pending.get('checkpoint_revision')}"
@@ -739,6 +751,7 @@ class Dashboard:
             "error": error,
             "last": last,
             "done": done,
+            "loops": looping,  # the timeline's completion counts are then not shown
             "inherited_count": len(inherited),
             "terminal": run["run_status"] in _TERMINAL,
             "csrf": ctx.csrf,
@@ -1264,13 +1277,17 @@ class Dashboard:
         cursor = parse_cursor(cursor_text)
         if cursor is None:
             raise _Refusal(400, "the stream's cursor must be <revision>:<event id>")
-        await get_run(ctx.served.tools, run_id)
+        run = await get_run(ctx.served.tools, run_id)
+        picture = self.graphs.picture(
+            ctx.served.session.catalog, str(run["definition_name"]), str(run["definition_version"])
+        )
+        looping = picture is not None and loops(picture.shape)
         events = RunEvents(
             ctx.served,
             run_id,
             cursor,
             entry_html=lambda entry: self._env.get_template("_entry.html").render(
-                entry=entry, run_id=run_id, csrf=ctx.csrf, csrf_field=CSRF_FIELD
+                entry=entry, run_id=run_id, csrf=ctx.csrf, csrf_field=CSRF_FIELD, loops=looping
             ),
             run_event=lambda run, entries: self._run_event(ctx, run, entries),
         )

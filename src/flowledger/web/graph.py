@@ -5,11 +5,14 @@ The layout is grandalf's layered (Sugiyama) layout: vertices in layers along the
 crossings reduced, back edges (loops through routes) drawn through dummy vertices. It is
 pure Python, so the dashboard needs no system package; Graphviz would draw somewhat
 nicer curves but brings a C library and a binding to install. Edges are straight
-polylines through grandalf's points, ending on the boundary of the target box.
+polylines through grandalf's points, ending on the boundary of the target box; two
+opposite edges between the same vertices (a draft and its critique) would lie on one line
+and read as one double-headed arrow, so each moves a little to its own right.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Final
@@ -30,6 +33,7 @@ _MIN_WIDTH: Final = 84.0
 _PADDING: Final = 24.0
 _MARGIN: Final = 16.0
 _LOOP: Final = 30.0  # how far a vertex's loop to itself reaches beyond its right side
+_APART: Final = 5.0  # how far each of two opposite edges moves to its right, off their shared line
 
 
 @dataclass(frozen=True)
@@ -209,6 +213,18 @@ def _end_on_box(
     return (end[0] - dx * t, end[1] - dy * t)
 
 
+def _to_the_right(points: list[tuple[float, float]], shift: float) -> list[tuple[float, float]]:
+    """``points`` moved ``shift`` px to the right of their overall direction of travel, so
+    the reverse edge, moved to its own right, runs beside it rather than on it."""
+    (x0, y0), (x1, y1) = points[0], points[-1]
+    length = math.hypot(x1 - x0, y1 - y0)
+    if not length:
+        return points
+    # right of travel in SVG's y-down coordinates: the direction turned a quarter clockwise
+    dx, dy = -(y1 - y0) / length * shift, (x1 - x0) / length * shift
+    return [(x + dx, y + dy) for x, y in points]
+
+
 def _fmt(value: float) -> str:
     return f"{value:.1f}".rstrip("0").rstrip(".")
 
@@ -228,6 +244,7 @@ def render_svg(picture: Picture, states: Mapping[str, str], *, title: str) -> Ma
     """The picture as inline SVG; ``states`` maps vertex ids to their state in a run
     (absent: ``not_reached``)."""
     boxes = {v.id: v for v in picture.vertices}
+    pairs = {(edge.source, edge.target) for edge in picture.edges}
     out: list[str] = [
         f'<svg class="graph" xmlns="http://www.w3.org/2000/svg" role="img" '
         f'viewBox="0 0 {_fmt(picture.width)} {_fmt(picture.height)}" '
@@ -243,6 +260,8 @@ def render_svg(picture: Picture, states: Mapping[str, str], *, title: str) -> Ma
         if len(edge.points) >= 2:
             points = list(edge.points)
         points[-1] = _end_on_box(points[-2], (target.x, target.y), target)
+        if (edge.target, edge.source) in pairs:
+            points = _to_the_right(points, _APART)
         path = " ".join(f"{_fmt(x)},{_fmt(y)}" for x, y in points)
         kind = "route" if edge.route else "edge"
         out.append(

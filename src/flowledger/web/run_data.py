@@ -1,6 +1,6 @@
 """A run's data for its session's owner: the state at a revision diffed against the
-previous one, the input and the output, the errors with their tracebacks, and who
-answered each pause.
+previous one, the input and the output, the errors with their tracebacks, every error
+pause of the run (`run_errors`), and who answered each pause.
 
 Unlike the other views (`views`, which read through the tool bundle, whose results
 never carry state), this one reads the session's own records: the run through the
@@ -27,6 +27,7 @@ from ..workflows.records.pending import readable_cause
 from ..workflows.records.run import Run, RunStatus
 from ..workflows.runtime.session import WorkflowSession
 from .diff import Change, diff
+from .run_errors import RunErrors, run_errors
 from .timing import duration_text
 
 __all__ = [
@@ -111,6 +112,7 @@ class RevisionData:
     outcome: str | None
     answers: list[ShownAnswer] = field(default_factory=list)
     answers_recorded: bool = False
+    all_errors: RunErrors | None = None  # every error pause of the run, at any revision
 
     @property
     def previous(self) -> int | None:
@@ -228,6 +230,7 @@ async def revision_data(
         outcome=outcome,
         answers=answers,
         answers_recorded=recorded,
+        all_errors=await run_errors(session.checkpoints, run.graph_run_id, labels),
     )
 
 

@@ -22,8 +22,10 @@ from ..deploy.deployments.service import DeployService
 from ..deploy.runs.compile import compile_saved
 from ..deploy.sources.spec import Source
 from ..tools import ToolError, WorkflowTools
+from ..tools.queued import QUEUED
 from ..workflows import Catalog
 from ..workflows.errors import UnknownDefinitionError
+from ..workflows.records.run import RunStatus
 from ..workflows.runtime.session import WorkflowSession
 from .graph import Picture, graph_shape, layout
 from .states import Latest
@@ -232,8 +234,9 @@ pause waits for an answer, an errored pause for a retry (`pause_kind`)."""
 
 @dataclass(frozen=True)
 class RunFilter:
-    """The runs list's filters. ``status`` is a run status or a `PAUSE_FILTERS` value
-    (interrupted runs of one pause kind)."""
+    """The runs list's filters. ``status`` is a run status, a `PAUSE_FILTERS` value
+    (interrupted runs of one pause kind) or ``queued`` (pending runs waiting for a slot of
+    a ``max_running`` limit, as ``workflow_run_list``'s filter of that name)."""
 
     status: str = ""
     definition: str = ""
@@ -241,7 +244,10 @@ class RunFilter:
 
     @property
     def run_status(self) -> str:
-        """The run status the list is filtered by (``interrupted`` for a pause kind)."""
+        """The run status the list is filtered by (``interrupted`` for a pause kind,
+        ``pending`` for queued runs)."""
+        if self.status == QUEUED:
+            return str(RunStatus.PENDING)
         return "interrupted" if self.status in PAUSE_FILTERS else self.status
 
     @property
@@ -259,8 +265,11 @@ class RunFilter:
         return not (self.search and not str(run["run_id"]).startswith(self.search.strip().lower()))
 
     def matches_pause(self, row: Mapping[str, Any]) -> bool:
-        """Whether a row (a run with its ``pause_kind``, `pause_kind`) has the pause kind
-        the list is filtered by."""
+        """Whether a row (a run with its ``pause_kind``, `pause_kind`, and its ``queued``
+        place if it waits for a slot) has the pause kind, or the place in a queue, the
+        list is filtered by."""
+        if self.status == QUEUED:
+            return bool(row.get("queued"))
         return not self.pause or row.get("pause_kind") == self.pause
 
     def arguments(self) -> dict[str, str]:
@@ -268,7 +277,7 @@ class RunFilter:
         search lists the IDs that start with it, in run-ID order)."""
         out = {"order": "newest"}
         if self.run_status:
-            out["status"] = self.run_status
+            out["status"] = QUEUED if self.status == QUEUED else self.run_status
         if self.definition:
             out["definition"] = self.definition
         if self.search:
