@@ -23,7 +23,7 @@ import contextlib
 import inspect
 import os
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from enum import Enum
 from typing import Any, Final
@@ -125,7 +125,7 @@ class Coordinator:
         self._interrupts: dict[str, InterruptRecord] = {}
         self._merge = StepMerge(graph.reducers, graph.codec.state_type)
         self._step_base: JsonObject = state_doc
-        self._step_parent: tracing.Parent | None = None  # the step span, while traced
+        self._step_parent: tracing.Recording | None = None  # the step span, while traced
 
     # -- durability ------------------------------------------------------------------------
 
@@ -209,24 +209,16 @@ class Coordinator:
         return tracing.segment(kind, self._graph_attributes(), None)
 
     def _step_span(self, step: int) -> contextlib.AbstractContextManager[Any]:
+        """The step's span (None inside while tracing is off). It is not the current
+        span: its vertex and commit spans name it as their parent (`_step_parent`), which
+        spares a context switch per step (the hooks see the segment's span)."""
         if not tracing.ENABLED:
             return _UNTRACED
-        return self._traced_step(step)
-
-    @contextlib.contextmanager
-    def _traced_step(self, step: int) -> Iterator[Any]:
-        # not the current span: its vertex and commit spans name it as their parent,
-        # which spares a context switch per step (the hooks see the segment's span)
         attributes: tracing.Attributes = {
             "flowledger.graph_run.id": self.run.graph_run_id,
             "flowledger.step": step,
         }
-        with tracing.span("flowledger.step", attributes, current=False) as span:
-            self._step_parent = tracing.parent_of(span)
-            try:
-                yield span
-            finally:
-                self._step_parent = None
+        return tracing.span("flowledger.step", attributes, tracing.current_segment(), current=False)
 
     def _graph_attributes(self) -> dict[str, str | int | bool]:
         return {
@@ -289,6 +281,7 @@ class Coordinator:
             base = self.state_doc
             self._interrupts = {}
             with self._step_span(step) as step_span:
+                self._step_parent = step_span
                 executions = [self._prepare(v, step, base) for v in sorted(frontier)]
                 began = time.perf_counter()
                 await self._execute(executions)
@@ -297,6 +290,7 @@ class Coordinator:
                 metrics.step_finished(time.perf_counter() - began)
                 if step_span is not None:
                     step_span.set_attribute("flowledger.outcome", _step_outcome(outcome))
+            self._step_parent = None
             if isinstance(outcome, Result):
                 return outcome
             step, frontier = step + 1, outcome
@@ -318,6 +312,7 @@ class Coordinator:
         ]
         step_frontier = sorted({*rerun, *(e.record.vertex for e in carry)})
         with self._step_span(step) as step_span:
+            self._step_parent = step_span
             began = time.perf_counter()
             await self._execute(executions)
             await self._classify_all(executions, carry, base)
@@ -325,6 +320,7 @@ class Coordinator:
             metrics.step_finished(time.perf_counter() - began)
             if step_span is not None:
                 step_span.set_attribute("flowledger.outcome", _step_outcome(outcome))
+        self._step_parent = None
         if isinstance(outcome, Result):
             return outcome
         return await self._loop(step + 1, outcome)

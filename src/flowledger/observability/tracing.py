@@ -13,34 +13,49 @@ segment - in this process or another - is a child of that context (`segment`).
 Spans carry identifiers, names, counts and outcomes only (`Attributes`); never state,
 inputs, payloads, tool arguments or results, nor exception messages (which may quote
 them): a failure is recorded as its class name (``error.type``).
+
+**Spans inside a segment are recorded directly.** The OpenTelemetry SDK spends about
+30 µs starting and ending one span (sampler, `BoundedAttributes`, its lock, a second copy
+into a ``ReadableSpan``), more than a tenth of a small durable step, and a step records two.
+So when the provider is the SDK's ``TracerProvider``, a span whose parent is a sampled span
+(the step, vertex, commit and tool call spans, whose parent is the segment or one of
+them) is built as the ``ReadableSpan`` the SDK would have built and handed to the
+provider's span processors when it ends. Its ids come from the provider's id generator,
+its trace flags and trace state are its parent's (the decision a parent-based sampler,
+the default, makes); the tracer's sampler is not asked again, processors' ``on_start`` is
+not called and the SDK's own span-count metrics do not count it. The run and segment
+spans, which start a trace or continue a stored one, go through the tracer as usual, and
+with any other provider every span does (docs/observability.md#how-spans-are-recorded).
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import inspect
 import os
 import re
+import time
 from collections.abc import Iterator, Mapping
 from contextvars import ContextVar
-from typing import TYPE_CHECKING, Any, Final
+from typing import TYPE_CHECKING, Any, Final, Protocol
 
 from .switches import otlp_requested
 
 if TYPE_CHECKING:
-    from opentelemetry.trace import Span, Tracer, TracerProvider
+    from opentelemetry.trace import Tracer, TracerProvider
 
 __all__ = [
     "ENABLED",
     "TRACEPARENT",
     "Attributes",
-    "Parent",
+    "Recording",
     "commit_spans",
+    "current_segment",
     "disable",
     "enable",
     "enable_from_environment",
     "in_segment",
-    "parent_of",
     "run_root",
     "segment",
     "span",
@@ -49,14 +64,15 @@ __all__ = [
 Attributes = Mapping[str, str | int | bool]
 
 
-class Parent:
-    """An OpenTelemetry context naming a parent span (`parent_of`); opaque to callers,
-    so that nothing outside this module imports :mod:`opentelemetry`."""
+class Recording(Protocol):
+    """What callers may do with a span they are given: add attributes (an SDK span and
+    a directly recorded one both do)."""
 
-    __slots__ = ("context",)
+    def set_attribute(self, key: str, value: str | int | bool) -> None: ...
 
-    def __init__(self, context: Any) -> None:
-        self.context = context
+    def set_attributes(self, attributes: Attributes) -> None: ...
+
+    def get_span_context(self) -> Any: ...
 
 
 ENABLED: bool = False
@@ -67,15 +83,16 @@ TRACEPARENT: Final = re.compile(r"00-[0-9a-f]{32}-[0-9a-f]{16}-[0-9a-f]{2}")
 
 _tracer: Tracer | None = None
 _otel: Any = None  # (opentelemetry.context, opentelemetry.trace), bound by `enable`
+_direct: _Direct | None = None  # set when the provider is the SDK's (module docstring)
 _commits = False
-_segment: ContextVar[bool] = ContextVar("flowledger_trace_segment", default=False)
+_segment: ContextVar[span | None] = ContextVar("flowledger_trace_segment", default=None)
 
 
 def enable(tracer_provider: TracerProvider | None = None, *, commits: bool = False) -> None:
     """Record spans through ``tracer_provider`` (default: OpenTelemetry's global provider,
     which an application or ``opentelemetry-instrument`` configures). ``commits`` adds a
     span per checkpoint commit (off by default: one per durable append)."""
-    global ENABLED, _tracer, _commits, _otel
+    global ENABLED, _tracer, _commits, _otel, _direct
     from opentelemetry import context, trace
 
     from .. import __version__
@@ -83,15 +100,17 @@ def enable(tracer_provider: TracerProvider | None = None, *, commits: bool = Fal
     _otel = (context, trace)
     provider = tracer_provider if tracer_provider is not None else trace.get_tracer_provider()
     _tracer = provider.get_tracer("flowledger", __version__)
+    _direct = _Direct.of(_tracer, __version__)
     _commits = commits
     ENABLED = True
 
 
 def disable() -> None:
     """Stop recording spans (the provider and its exporters are the caller's to shut down)."""
-    global ENABLED, _tracer, _commits
+    global ENABLED, _tracer, _commits, _direct
     ENABLED = False
     _tracer = None
+    _direct = None
     _commits = False
 
 
@@ -132,52 +151,37 @@ def commit_spans() -> bool:
 
 def in_segment() -> bool:
     """Whether the current context is inside a ``flowledger.segment`` span."""
+    return _segment.get() is not None
+
+
+def current_segment() -> Recording | None:
+    """The innermost ``flowledger.segment`` span of the current context (None outside
+    one): the parent the engine names for its step spans, which spares looking the
+    current span up in OpenTelemetry's context."""
     return _segment.get()
 
 
-def span(
-    name: str, attributes: Attributes, *, parent: Parent | None = None, current: bool = True
-) -> contextlib.AbstractContextManager[Span]:
-    """A span named ``name``, a child of ``parent`` (from `parent_of`) or else of the
-    current span; ``current`` makes it the current span for the ``with`` block.
-
-    A span whose children all name it as their ``parent`` need not be current: that
-    saves a context attach and detach, and the SDK's look-ups of the current context,
-    per span (the engine's step span; see docs/benchmarks.md#traces).
-
-    Only call it when `ENABLED`. An exception leaving the block marks the span as an
-    error with ``error.type`` (the class name; its message is never recorded) and
-    ``flowledger.outcome`` ``failed``; a cancellation only sets the outcome ``stopped``."""
-    return _Started(name, attributes, parent, None, current)
-
-
-def parent_of(parent: Span) -> Parent:
-    """The context that makes spans started with ``parent=`` children of ``parent``
-    (the current context otherwise: baggage and the rest carry over)."""
-    return Parent(_otel[1].set_span_in_context(parent))
-
-
 @contextlib.contextmanager
-def segment(kind: str, attributes: Attributes, traceparent: str | None) -> Iterator[Span]:
+def segment(kind: str, attributes: Attributes, traceparent: str | None) -> Iterator[Recording]:
     """A ``flowledger.segment`` span (``kind``: start, resume, adoption), a child of the
     run's stored ``traceparent`` when there is one (then linked to the current span, if
     any: what asked for the segment), else of the current span. Spans of steps and
     vertices inside it are its descendants. Only call it when `ENABLED`."""
     parent = links = None
     if traceparent:
-        parent = Parent(_context_of(traceparent))
+        parent = _otel[1].get_current_span(_context_of(traceparent))  # the stored span
         # what asked for this segment (an MCP request, a CLI command's span) is linked
         invoker = _otel[1].get_current_span().get_span_context()
         if invoker.is_valid:
             links = [_otel[1].Link(invoker)]
-    token = _segment.set(True)
-    try:
-        with _Started(
-            "flowledger.segment", {**attributes, "flowledger.segment.kind": kind}, parent, links
-        ) as current:
+    started = span("flowledger.segment", {**attributes, "flowledger.segment.kind": kind}, parent)
+    started._links = links
+    with started as current:
+        token = _segment.set(started)
+        try:
             yield current
-    finally:
-        _segment.reset(token)
+        finally:
+            _segment.reset(token)
 
 
 def run_root(attributes: Attributes) -> str | None:
@@ -188,7 +192,7 @@ def run_root(attributes: Attributes) -> str | None:
         return None
     from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
 
-    with _Started("flowledger.run", attributes, None):
+    with span("flowledger.run", attributes):
         carrier: dict[str, str] = {}
         TraceContextTextMapPropagator().inject(carrier)
     found = carrier.get("traceparent")
@@ -201,58 +205,233 @@ def _context_of(traceparent: str) -> Any:
     return TraceContextTextMapPropagator().extract({"traceparent": traceparent})
 
 
-class _Started:
-    """One span, current while entered unless told otherwise: `span`'s work, kept lean
-    (a class, not generator context managers) because the engine opens two per super-step."""
+class span:  # lower case: used like a function, ``with tracing.span(...) as recorded:``
+    """A span named ``name``, a child of ``parent`` (a span this module gave) or else of
+    the current span; ``current`` makes it the current span for the ``with`` block.
 
-    __slots__ = ("_attributes", "_current", "_links", "_name", "_parent", "_span", "_token")
+    A span whose children all name it as their ``parent`` need not be current: that
+    saves a context attach and detach per span (the engine's step span).
+
+    Only use it when `ENABLED`. An exception leaving the block marks the span as an
+    error with ``error.type`` (the class name; its message is never recorded) and
+    ``flowledger.outcome`` ``failed``; a cancellation only sets the outcome ``stopped``.
+
+    A class, not a generator context manager, because the engine opens two per
+    super-step. Recorded directly (module docstring), it is the span itself: it keeps
+    the attributes until the block ends, then hands the finished span to the
+    processors. Either way it remembers its trace id, flags and state once known, so
+    that its children need not read them through OpenTelemetry's properties."""
+
+    __slots__ = (
+        "_above",
+        "_attributes",
+        "_current",
+        "_flags",
+        "_links",
+        "_name",
+        "_parent",
+        "_sampled",
+        "_span",
+        "_start",
+        "_state",
+        "_status",
+        "_token",
+        "_trace_id",
+        "context",
+    )
 
     def __init__(
         self,
         name: str,
         attributes: Attributes,
-        parent: Parent | None,
-        links: Any = None,
+        parent: Recording | None = None,
+        *,
         current: bool = True,
     ) -> None:
         self._name = name
-        self._attributes = attributes
-        self._parent = None if parent is None else parent.context
-        self._links = links
+        self._attributes: Any = attributes
+        self._parent = parent
+        self._links: Any = None
         self._current = current
         self._token: Any = None
+        self._span: Any = self  # the SDK's span instead, unless recorded directly
+        self._sampled = False  # whether children may be recorded directly
+        self.context: Any = None
+        self._trace_id: Any = None  # with the flags and state: known once sampled
+        self._flags: Any = None
+        self._state: Any = None
 
-    def __enter__(self) -> Span:
-        tracer, otel = _tracer, _otel
+    def __enter__(self) -> Recording:
+        tracer, direct = _tracer, _direct
         if tracer is None:  # disabled meanwhile: a span that records nothing
             from opentelemetry.trace import INVALID_SPAN
 
-            self._span: Span = INVALID_SPAN
-            return self._span
-        context, trace = otel
-        self._span = tracer.start_span(
+            self._span = INVALID_SPAN
+            return INVALID_SPAN
+        context, trace = _otel
+        parent = self._parent
+        if direct is not None and self._links is None:
+            if type(parent) is span:
+                known = parent._sampled  # ours: its trace and decision are at hand
+                if known:
+                    trace_id, flags, state = parent._trace_id, parent._flags, parent._state
+                    above = parent.context
+            else:
+                above = (trace.get_current_span() if parent is None else parent).get_span_context()
+                known = above.is_valid and above.trace_flags.sampled
+                if known:
+                    trace_id, flags, state = above.trace_id, above.trace_flags, above.trace_state
+            if known:
+                # the parent's flags and trace state, as a parent-based sampler decides
+                self.context = direct.span_context(
+                    trace_id, direct.ids.generate_span_id(), False, flags, state
+                )
+                self._sampled = True
+                self._trace_id, self._flags, self._state = trace_id, flags, state
+                self._above = above
+                self._attributes = dict(self._attributes)
+                self._status = direct.unset
+                if self._current:
+                    self._token = context.attach(
+                        trace.set_span_in_context(trace.NonRecordingSpan(self.context))
+                    )
+                self._start = time.time_ns()
+                return self
+        if parent is not None and not isinstance(parent, trace.Span):  # one of ours
+            parent = trace.NonRecordingSpan(parent.get_span_context())
+        started = self._span = tracer.start_span(
             self._name,
-            context=self._parent,
+            context=None if parent is None else trace.set_span_in_context(parent),
             attributes=self._attributes,
             links=self._links,
             record_exception=False,  # an exception's message may quote state or arguments
             set_status_on_exception=False,
         )
+        found = self.context = started.get_span_context()
+        if found.is_valid and found.trace_flags.sampled:
+            self._sampled = True
+            self._trace_id, self._flags, self._state = (
+                found.trace_id,
+                found.trace_flags,
+                found.trace_state,
+            )
         if self._current:
-            self._token = context.attach(trace.set_span_in_context(self._span))
-        return self._span
+            self._token = context.attach(trace.set_span_in_context(started))
+        return started
 
     def __exit__(self, kind: type[BaseException] | None, error: object, tb: object) -> None:
         if self._token is not None:
             _otel[0].detach(self._token)
-        current = self._span
+        recorded = self._span
         if kind is not None and issubclass(kind, asyncio.CancelledError):
             # cut short (a cancel, a lost lease, a shutdown): not a failure of the work
-            current.set_attribute("flowledger.outcome", "stopped")
+            recorded.set_attribute("flowledger.outcome", "stopped")
         elif kind is not None:
             from opentelemetry.trace import StatusCode
 
-            current.set_attribute("flowledger.outcome", "failed")
-            current.set_attribute("error.type", kind.__qualname__)
-            current.set_status(StatusCode.ERROR)
-        current.end()
+            recorded.set_attribute("flowledger.outcome", "failed")
+            recorded.set_attribute("error.type", kind.__qualname__)
+            recorded.set_status(StatusCode.ERROR)
+        if recorded is not self:
+            recorded.end()
+            return
+        direct = _direct
+        if direct is None:  # disabled meanwhile
+            return
+        direct.processor.on_end(
+            direct.readable(  # positionally, in the order `_Direct.of` checked
+                self._name,
+                self.context,
+                self._above,
+                direct.resource,
+                self._attributes,
+                (),  # events
+                (),  # links
+                direct.internal,
+                None,  # instrumentation_info: deprecated for the scope below
+                self._status,
+                self._start,
+                time.time_ns(),
+                direct.scope,
+            )
+        )
+
+    # -- what callers do with a span recorded directly -------------------------------------
+
+    def set_attribute(self, key: str, value: str | int | bool) -> None:
+        self._attributes[key] = value
+
+    def set_attributes(self, attributes: Attributes) -> None:
+        self._attributes.update(attributes)
+
+    def set_status(self, code: Any) -> None:
+        from opentelemetry.trace import Status
+
+        self._status = Status(code)
+
+    def get_span_context(self) -> Any:
+        return self.context
+
+
+class _Direct:
+    """What recording a span directly needs from an SDK tracer: its span processor (the
+    provider's processors), resource and id generator, which the SDK's ``Tracer`` keeps
+    as public attributes."""
+
+    __slots__ = (
+        "ids",
+        "internal",
+        "processor",
+        "readable",
+        "resource",
+        "scope",
+        "span_context",
+        "unset",
+    )
+
+    def __init__(self, tracer: Any, version: str) -> None:
+        from opentelemetry.sdk.trace import ReadableSpan
+        from opentelemetry.sdk.util.instrumentation import InstrumentationScope
+        from opentelemetry.trace import SpanContext, SpanKind, Status
+
+        self.processor: Any = tracer.span_processor
+        self.resource: Any = tracer.resource
+        self.ids: Any = tracer.id_generator
+        self.readable = ReadableSpan
+        self.scope = InstrumentationScope("flowledger", version)
+        self.span_context = SpanContext
+        self.internal = SpanKind.INTERNAL
+        self.unset = Status()
+
+    @classmethod
+    def of(cls, tracer: Any, version: str) -> _Direct | None:
+        """The parts of ``tracer`` if it is the SDK's and its ``ReadableSpan`` takes the
+        parameters `span` passes, else None (spans then go through ``tracer``
+        itself: a proxy, a no-op, another implementation or an SDK that changed)."""
+        try:
+            from opentelemetry.sdk.trace import ReadableSpan
+            from opentelemetry.sdk.trace import Tracer as SdkTracer
+        except ImportError:  # the API alone is installed
+            return None
+        if type(tracer) is not SdkTracer:  # a subclass may record spans its own way
+            return None
+        if tuple(inspect.signature(ReadableSpan).parameters) != _READABLE_SPAN_PARAMETERS:
+            return None
+        return cls(tracer, version)
+
+
+_READABLE_SPAN_PARAMETERS: Final = (
+    "name",
+    "context",
+    "parent",
+    "resource",
+    "attributes",
+    "events",
+    "links",
+    "kind",
+    "instrumentation_info",
+    "status",
+    "start_time",
+    "end_time",
+    "instrumentation_scope",
+)
