@@ -42,7 +42,13 @@ def test_sqlite_parts_and_one_line_when_postgres_is_unreachable(tmp_path: Path) 
     assert f"PostgreSQL at {UNREACHABLE} unreachable" in stdout
     assert "skipped the PostgreSQL comparison (a, b, f, g)" in stdout
     assert written.startswith(KEPT)
-    for block in ("results", "results-scale"):
+    for block in (
+        "results",
+        "results-scale",
+        "results-prune",
+        "results-resume",
+        "results-step-cpu",
+    ):
         assert f"<!-- {block}:begin -->" in written and f"<!-- {block}:end -->" in written
     for block in ("results-postgres", "results-workers", "results-wakeups"):
         assert f"<!-- {block}:begin -->" not in written
@@ -63,19 +69,20 @@ def test_postgres_parts_write_their_own_blocks(tmp_path: Path) -> None:
     import psycopg
 
     prefix = f"bench_t{uuid.uuid4().hex[:8]}"
+    # resume and step-cpu never touch PostgreSQL: the test above runs them as they would
+    # run here (same arguments, SQLite files of their own)
+    skipped = ("sqlite", "scale", "resume", "step-cpu")
     stdout, written = _run(
         tmp_path,
         "--postgres-url",
         url,
-        "--skip",
-        "sqlite",
-        "--skip",
-        "scale",
+        *(x for part in skipped for x in ("--skip", part)),
         env={"FLOWLEDGER_BENCH_DATABASE_PREFIX": prefix},
     )
     assert "unreachable" not in stdout
     assert written.startswith(KEPT)
-    assert "<!-- results:begin -->" not in written  # the SQLite part was skipped
+    for block in ("results", "results-scale", "results-resume", "results-step-cpu"):
+        assert f"<!-- {block}:begin -->" not in written  # skipped
     postgres = written.partition("<!-- results-postgres:begin -->")[2].partition(
         "<!-- results-postgres:end -->"
     )[0]
@@ -91,6 +98,9 @@ def test_postgres_parts_write_their_own_blocks(tmp_path: Path) -> None:
     wakeups = written.partition("<!-- results-wakeups:begin -->")[2]
     assert "<!-- results-wakeups:end -->" in wakeups
     assert _rows(wakeups, "before") and _rows(wakeups, "after")
+    prune = written.partition("<!-- results-prune:begin -->")[2]
+    assert "<!-- results-prune:end -->" in prune
+    assert "postgres after" in prune.partition("<!-- results-prune:end -->")[0]
     with psycopg.connect(url, autocommit=True) as conn:
         left = conn.execute(
             "SELECT datname FROM pg_database WHERE datname LIKE %s", (f"{prefix}%",)

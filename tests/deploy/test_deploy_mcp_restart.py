@@ -10,6 +10,7 @@ import signal
 import socket
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -19,6 +20,8 @@ import httpx2
 
 from flowledger.deploy.registry.store import SourceRegistry
 from flowledger.storage import open_store
+from flowledger.workflows.records.run import owner_lease_name
+from flowledger.workflows.runtime.session import default_session_id
 
 from ..mcp.conftest import http_client, payload, wait_status
 from .runs.app import HERE as RUNS
@@ -82,6 +85,17 @@ async def _register(db: str, work: Path) -> None:
         )
 
 
+async def _wait_until_the_session_is_free(db: str) -> None:
+    """Until the default session's owner lease is no longer held (a crashed owner's runs
+    out after its TTL); fails after 300 s, a hang."""
+    async with open_store(db) as store:
+        name = owner_lease_name(await default_session_id(store))
+        deadline = time.monotonic() + 300
+        while (await store.leases.status(name)).held:
+            assert time.monotonic() < deadline, "the crashed server's lease never ran out"
+            await asyncio.sleep(0.1)
+
+
 def _deployment() -> dict[str, Any]:
     return {
         "format": "flowledger.deployment/v1",
@@ -122,25 +136,22 @@ async def test_a_restarted_server_adopts_the_deployed_run_a_crash_left_running(
             os.killpg(first.pid, signal.SIGKILL)
             await asyncio.to_thread(first.wait, 60)
     (work / "release").touch()
-    # The killed server's session lease has to expire first: until then a server
-    # started on the session refuses to start (it exits), so it is started again.
-    while True:
-        with _server(db, port) as second:
-            await asyncio.to_thread(
-                wait_for, lambda: _listening(url) or second.poll() is not None, "a server"
+    # The killed server's session lease has to expire first: until then a server started
+    # on the session refuses to start (it exits). Wait for that, then start it once.
+    await _wait_until_the_session_is_free(db)
+    with _server(db, port) as second:
+        await asyncio.to_thread(
+            wait_for, lambda: _listening(url) or second.poll() is not None, "a server"
+        )
+        assert second.poll() is None, "the second server exited"
+        async with http_client(url, None) as client:
+            # only workflow_* tools: the adoption must not wait for a deploy tool
+            done = await wait_status(client, run_id, "completed", within=300)
+            assert done["status_summary"] == "outcome done", done
+            inspected = payload(
+                await client.call_tool("inspect_run", {"run_id": run_id, "revalidate": False})
             )
-            if second.poll() is not None:
-                await asyncio.sleep(0.5)
-                continue
-            async with http_client(url, None) as client:
-                # only workflow_* tools: the adoption must not wait for a deploy tool
-                done = await wait_status(client, run_id, "completed", within=300)
-                assert done["status_summary"] == "outcome done", done
-                inspected = payload(
-                    await client.call_tool("inspect_run", {"run_id": run_id, "revalidate": False})
-                )
-                assert inspected["status"] == "completed"
-                assert inspected["output"] == {"answer": "0"}
-            assert second.poll() is None
-            break
+            assert inspected["status"] == "completed"
+            assert inspected["output"] == {"answer": "0"}
+        assert second.poll() is None
     assert len(list(work.glob("started-*"))) == 2  # the read-only call was made again

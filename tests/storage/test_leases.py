@@ -11,11 +11,14 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from flowledger.storage import (
+    FencedWriteError,
     InvalidNameError,
     Lease,
     LeaseHeldError,
     StorageError,
     Store,
+    fence_arg,
+    fencing,
     open_store,
 )
 
@@ -265,6 +268,39 @@ async def test_stalled_holder_is_taken_over_after_ttl(store: Store, store_url: s
             await thread.arun(holder_store.close())
     finally:
         thread.close()
+
+
+async def test_a_refused_write_marks_the_lease_lost_before_any_renewal(
+    store: Store, store_url: str
+) -> None:
+    """A holder whose grant ended unheard (its last renewal asked for 50 ms, as if it had
+    stalled) and was granted to another learns it from its first fenced write: `refused`
+    marks the lease lost as taken over at once, and a release afterwards stays a loss."""
+    lease = await store.leases.acquire("job", ttl=3600)  # its renewer sleeps for 20 min
+    calls: list[str] = []
+    lease.on_lost(calls.append)
+    backend = store.leases._backend
+    assert await backend.renew("job", lease.epoch, lease._holder, 0.05) == "renewed"
+    async with peer_store(store, store_url) as other:
+        deadline = time.monotonic() + 60  # hang-only
+        while True:
+            try:
+                taker = await other.leases.acquire("job", ttl=60)
+                break
+            except LeaseHeldError:
+                assert time.monotonic() < deadline, "the 50 ms grant never expired"
+                await asyncio.sleep(0.01)
+        assert not lease.lost  # nothing has told the holder yet
+        with fencing(lease.fence, on_refused=lease.refused), pytest.raises(FencedWriteError):
+            await store.kv.put("job/out", b"v", expected=0, **fence_arg())
+        assert lease.lost_reason == "taken over"
+        await lease.release()
+        assert calls == ["taken over"]
+        assert lease.lost_reason == "taken over"
+        assert not taker.lost  # the release freed nothing of the new grant
+        with pytest.raises(LeaseHeldError):
+            await store.leases.acquire("job", ttl=5)
+        await taker.release()
 
 
 async def test_close_marks_leases_lost(store_url: str) -> None:

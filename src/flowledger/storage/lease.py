@@ -41,7 +41,7 @@ from datetime import datetime
 from typing import Literal, Protocol
 
 from ..observability import metrics
-from .errors import StoreBrokenError, StoreClosedError
+from .errors import FencedWriteError, StoreBrokenError, StoreClosedError
 from .fence import Fence
 from .names import validate_name
 
@@ -162,6 +162,14 @@ class Lease:
             _call_quietly(callback, self._lost_reason)
         else:
             self._callbacks.append(callback)
+
+    def refused(self, error: FencedWriteError) -> None:
+        """A write carrying this grant's fence was refused: the grant has ended, though no
+        renewal may have said so yet (a stalled holder's first write can learn it before
+        its renewal does). Lost now - "taken over" if the name was granted again since,
+        else "expired" - so a `release` that follows is not mistaken for letting go."""
+        if (error.lease, error.epoch) == (self.name, self.epoch):
+            self._mark_lost("taken over" if error.current != self.epoch else "expired")
 
     async def release(self) -> None:
         """Give the lease up. Idempotent; safe after loss; never frees a later holder."""

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import time
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from datetime import UTC, datetime
@@ -37,6 +38,10 @@ from ..._postgres import postgres_url
 from ..conftest import Gates, counter_definition
 
 FAST = WorkerSettings(lease_ttl=0.5, poll=0.02, idle_release=0.05)
+# for tests where no lease may run out: a busy machine can stall a process past 0.5 s,
+# and a session lost and adopted again re-runs the step that was in flight
+STEADY = WorkerSettings(lease_ttl=60.0, poll=0.02, idle_release=0.05)
+HANG = 120.0  # seconds: catches a hang, never a timing bound
 
 
 def app(gates: Gates) -> Catalog:
@@ -80,12 +85,11 @@ async def status(store: Store, run: Run) -> RunStatus:
     return (await RunRegistry(store.kv).get(run.session_id, run.id)).status
 
 
-async def eventually(check: Callable[[], Awaitable[bool]], seconds: float = 10.0) -> None:
-    for _ in range(int(seconds / 0.02)):
-        if await check():
-            return
+async def eventually(check: Callable[[], Awaitable[bool]], seconds: float = HANG) -> None:
+    deadline = time.monotonic() + seconds
+    while not await check():
+        assert time.monotonic() < deadline, f"not within {seconds} s: {check.__name__}"
         await asyncio.sleep(0.02)
-    assert await check()
 
 
 @contextlib.asynccontextmanager
@@ -124,7 +128,7 @@ async def test_a_worker_runs_every_session_then_lets_them_go(store: Store) -> No
     catalog = app(gates)
     sessions = [str(uuid.uuid4()) for _ in range(3)]
     runs = [await create_run(store, catalog, sid) for sid in sessions for _ in range(2)]
-    worker = Worker(store, catalog, FAST)
+    worker = Worker(store, catalog, STEADY)  # each step runs once: no lease may run out
     async with running(worker):
 
         async def all_done() -> bool:

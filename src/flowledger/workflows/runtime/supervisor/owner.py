@@ -240,7 +240,7 @@ class Supervisor:
             after = page.next
 
     def _on_lease_lost(self, reason: str) -> None:
-        if self._state != "active":
+        if self._state != "active" or self._fenced_off:  # `_on_fenced` saw to it
             return
         log.warning("session %s: ownership lost (%s)", self._session_id, reason)
         self._cancel_everything()
@@ -265,6 +265,8 @@ class Supervisor:
         if self._state == "active":
             log.warning("session %s: ownership lost (%s)", self._session_id, error)
             self._cancel_everything()
+        if self._lease is not None:  # lost, not released (the metrics count it)
+            self._lease.refused(error)
 
     async def _before_vertex(self, _record: object) -> None:
         """Start a vertex only while ownership is proven: a stalled owner (whose last
