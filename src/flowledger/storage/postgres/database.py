@@ -101,7 +101,7 @@ from ..errors import (
     StoreClosedError,
 )
 from ..fence import Fence, refused
-from . import queries
+from . import arrays, queries
 from .queries import Conn, Queries
 from .schema import ensure_schema
 from .url import PostgresSettings
@@ -342,6 +342,7 @@ async def _configure(conn: Conn) -> None:
     # Client-side only: psycopg then starts transactions with
     # BEGIN ISOLATION LEVEL READ COMMITTED, whatever the server's default is.
     await conn.set_isolation_level(psycopg.IsolationLevel.READ_COMMITTED)
+    arrays.register(conn)
 
 
 def wake_name(schema: str, channel: str) -> str:

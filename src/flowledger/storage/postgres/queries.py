@@ -214,9 +214,10 @@ class Queries:
         return cls(**rendered)
 
 
-# The append's arrays go in binary (``%b``): psycopg then sends each bytea element as its
-# bytes, where the text form would hex-encode and quote every payload in Python (about
-# two thirds of the cost of sending an append's parameters). Same values, same statement.
+# The append's arrays go in binary (``%b``), as `arrays.ByteaArray` and
+# `arrays.IntegerArray`: each bytea element is sent as its bytes, where the text form
+# would hex-encode and quote every payload in Python, and packed in one pass, where
+# psycopg's generic list dumper would inspect every element first.
 #
 # The parameters of an append statement, after the claim's: the fence's (lease name and
 # epoch) come first when fenced; then the first sequence number minus one, the payloads,
