@@ -84,9 +84,8 @@ checked by their reader against their SHA-256.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import hashlib
-from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, Final, TypeVar
 
 import psycopg
@@ -181,14 +180,10 @@ class Database:
             )
         return pool
 
-    @contextlib.asynccontextmanager
-    async def connection(self) -> AsyncIterator[Conn]:
-        """A connection of the pool (tests and diagnostics)."""
-        try:
-            async with self._pool_for_call().connection() as conn:
-                yield conn
-        except PoolClosed:
-            raise StoreClosedError() from None
+    def connection(self) -> _Checkout:
+        """``async with db.connection() as conn``: a connection of the pool, returned to
+        it at the end (`StoreClosedError` once the store is closed)."""
+        return _Checkout(self._pool_for_call())
 
     # running calls
 
@@ -324,6 +319,35 @@ class Database:
                     continue  # nothing of ours is there: retry on a fresh connection
                 return None, attempt == 2
         raise AssertionError("unreachable")
+
+
+class _Checkout:
+    """A connection of ``pool`` for the body of an ``async with``.
+
+    ``getconn`` and ``putconn`` directly, not the pool's ``connection()``: that adds a
+    generator-based context manager and the connection's own ``async with`` (a commit or
+    rollback that is a no-op on our autocommit connections, as `putconn` rolls back any
+    transaction left open), which together cost more client CPU than the check-out
+    itself; every call of the store takes one.
+    """
+
+    __slots__ = ("_conn", "_pool")
+
+    def __init__(self, pool: AsyncConnectionPool[Conn]) -> None:
+        self._pool = pool
+        self._conn: Conn | None = None
+
+    async def __aenter__(self) -> Conn:
+        try:
+            self._conn = await self._pool.getconn()
+        except PoolClosed:
+            raise StoreClosedError() from None
+        return self._conn
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        conn, self._conn = self._conn, None
+        if conn is not None:
+            await self._pool.putconn(conn)
 
 
 def fenced_result(row: tuple[Any, ...], fence: Fence | None) -> Any:
