@@ -60,7 +60,8 @@ is broken it is retried once (another compare-and-swap or -append at the same
 revision, so at most one of the two lands; a conflict then is re-read the same way).
 
 Pooling. Each `Store` owns a ``psycopg_pool.AsyncConnectionPool`` of autocommit
-connections, and keeps no session state but prepared statements: no ``SET``, no
+connections, keeps the connection its last call gave back at hand for the next call
+(`checkout`), and keeps no session state but prepared statements: no ``SET``, no
 ``LISTEN``/``NOTIFY``, no advisory lock held across transactions. A statement run
 repeatedly on a connection is prepared there (psycopg's ``prepare_threshold``), which
 saves the server a parse and a plan per append; with ``?prepare=off`` nothing is, and
@@ -90,7 +91,7 @@ from typing import Any, Final, TypeVar
 
 import psycopg
 import psycopg.errors
-from psycopg_pool import AsyncConnectionPool, PoolClosed
+from psycopg_pool import AsyncConnectionPool
 
 from ..errors import (
     BlobConflictError,
@@ -101,6 +102,7 @@ from ..errors import (
 )
 from ..fence import Fence, refused
 from . import arrays, queries
+from .checkout import Checkout, Connections
 from .queries import Conn, Queries
 from .schema import ensure_schema
 from .url import PostgresSettings
@@ -123,6 +125,7 @@ class Database:
         self.settings = settings
         self.q = Queries.for_schema(settings.schema)
         self._pool: AsyncConnectionPool[Conn] | None = None
+        self._connections: Connections | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._closed = False
 
@@ -158,32 +161,31 @@ class Database:
             await pool.close()
             raise
         self._pool = pool
+        self._connections = Connections(pool)
 
     async def close(self) -> None:
         self._closed = True
-        pool, self._pool = self._pool, None
-        if pool is not None:
-            await pool.close()
+        connections, self._connections = self._connections, None
+        self._pool = None
+        if connections is not None:
+            await connections.close()
 
     def check_open(self) -> None:
         if self._closed:
             raise StoreClosedError()
 
-    def _pool_for_call(self) -> AsyncConnectionPool[Conn]:
-        pool = self._pool
-        if pool is None or self._closed:
+    def connection(self) -> Checkout:
+        """``async with db.connection() as conn``: a connection for one call, given back
+        at the end (see `checkout`); `StoreClosedError` once the store is closed."""
+        connections = self._connections
+        if connections is None or self._closed:
             raise StoreClosedError()
         if asyncio.get_running_loop() is not self._loop:
             raise RuntimeError(
                 "a postgres store is bound to the event loop that opened it; "
                 "open another store on this loop"
             )
-        return pool
-
-    def connection(self) -> _Checkout:
-        """``async with db.connection() as conn``: a connection of the pool, returned to
-        it at the end (`StoreClosedError` once the store is closed)."""
-        return _Checkout(self._pool_for_call())
+        return connections.checkout()
 
     # running calls
 
@@ -319,35 +321,6 @@ class Database:
                     continue  # nothing of ours is there: retry on a fresh connection
                 return None, attempt == 2
         raise AssertionError("unreachable")
-
-
-class _Checkout:
-    """A connection of ``pool`` for the body of an ``async with``.
-
-    ``getconn`` and ``putconn`` directly, not the pool's ``connection()``: that adds a
-    generator-based context manager and the connection's own ``async with`` (a commit or
-    rollback that is a no-op on our autocommit connections, as `putconn` rolls back any
-    transaction left open), which together cost more client CPU than the check-out
-    itself; every call of the store takes one.
-    """
-
-    __slots__ = ("_conn", "_pool")
-
-    def __init__(self, pool: AsyncConnectionPool[Conn]) -> None:
-        self._pool = pool
-        self._conn: Conn | None = None
-
-    async def __aenter__(self) -> Conn:
-        try:
-            self._conn = await self._pool.getconn()
-        except PoolClosed:
-            raise StoreClosedError() from None
-        return self._conn
-
-    async def __aexit__(self, *exc_info: object) -> None:
-        conn, self._conn = self._conn, None
-        if conn is not None:
-            await self._pool.putconn(conn)
 
 
 def fenced_result(row: tuple[Any, ...], fence: Fence | None) -> Any:
