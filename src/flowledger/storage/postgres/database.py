@@ -141,6 +141,7 @@ class Database:
             max_size=settings.pool_max,
             timeout=float(settings.connect_timeout),
             kwargs={"autocommit": True, "prepare_threshold": prepare_after},
+            connection_class=Conn,
             configure=_configure,
             open=False,
             name=f"flowledger:{settings.schema}",
@@ -150,7 +151,7 @@ class Database:
         # clear libpq error rather than a pool timeout.
         await pool.open(wait=False)
         try:
-            conn = await psycopg.AsyncConnection.connect(
+            conn = await Conn.connect(
                 settings.conninfo, autocommit=True, prepare_threshold=None
             )  # the schema check's statements run once
             try:
@@ -246,7 +247,7 @@ class Database:
         self, conn: Conn, query: bytes, params: Sequence[object], wake: Sequence[str]
     ) -> tuple[Any, ...] | None:
         async with conn.transaction():
-            row = await queries.one(conn, query, params)
+            row = await queries.write_one(conn, query, params)
             if row is not None and row[0] is not None:
                 await self.notify(conn, wake)
         return row
@@ -304,7 +305,7 @@ class Database:
                     if wake:
                         row = await self._statement_waking(conn, query, params, wake)
                     else:
-                        row = await queries.one(conn, query, params)
+                        row = await queries.write_one(conn, query, params)
                 return (None, None, None) if row is None else row, attempt == 2
             except psycopg.errors.SerializationFailure:
                 # Only under a stricter default isolation than READ COMMITTED (a
