@@ -5,8 +5,8 @@ docs/benchmarks.md, "LangGraph savers") is client CPU per statement, not stateme
 step (FlowledgerSaver sends one per step, PostgresSaver two pipelines). This measures,
 alternated, user CPU per ``SELECT 1`` (binary results, as the stores read):
 
-* ``store`` - the way every flowledger statement runs: a connection checked out of the
-  store's ``AsyncConnectionPool`` (``Database.connection``: ``getconn``/``putconn``), an
+* ``store`` - the way every flowledger statement runs: the connection the store keeps at
+  hand between calls (``Database.connection``, see ``storage/postgres/checkout.py``), an
   ``AsyncConnection.execute`` on the asyncio loop;
 * ``pool`` - the same through the pool's own ``connection()`` context manager (flowledger
   before);
@@ -149,7 +149,7 @@ def main() -> int:
     print(f"{os.cpu_count()} cores, load {load}; user CPU µs, median (min-max) of {args.reps}")
     print("| what | µs |\n|---|--:|")
     for name, label in (
-        ("store", "`SELECT 1`: the store's check-out (getconn/putconn), async connection"),
+        ("store", "`SELECT 1`: a store call (the connection at hand), async connection"),
         ("pool", "`SELECT 1`: the pool's connection() context manager, async connection"),
         ("async", "`SELECT 1`: one async connection held"),
         ("sync", "`SELECT 1`: a sync connection (PostgresSaver's way)"),
