@@ -5,14 +5,18 @@ docs/benchmarks.md, "LangGraph savers") is client CPU per statement, not stateme
 step (FlowledgerSaver sends one per step, PostgresSaver two pipelines). This measures,
 alternated, user CPU per ``SELECT 1`` (binary results, as the stores read):
 
-* ``pool`` - the way every flowledger statement runs: a connection of the store's
-  ``AsyncConnectionPool``, an ``AsyncConnection.execute`` on the asyncio loop;
+* ``store`` - the way every flowledger statement runs: the connection the store keeps at
+  hand between calls (``Database.connection``, see ``storage/postgres/checkout.py``), an
+  ``AsyncConnection.execute`` on the asyncio loop;
+* ``pool`` - the same through the pool's own ``connection()`` context manager (flowledger
+  before);
 * ``async`` - the same on one async connection held throughout (no pool);
 * ``sync`` - a psycopg ``Connection`` (what ``PostgresSaver`` uses);
 
 and the CPU of converting one loop step's ledger append parameters (psycopg's query
-conversion and dumping) with its arrays in text form (``%s``, flowledger before) and in
-binary form (``%b``, now).
+conversion and dumping) with its arrays as plain lists in text form (``%s``), as plain
+lists in binary form (``%b``, psycopg's generic list dumper) and as
+``arrays.ByteaArray``/``IntegerArray`` (binary, packed in one pass: flowledger now).
 
 ``python bench/postgres_client_cpu.py [--n 3000] [--reps 5] [--postgres-url URL]``
 """
@@ -43,7 +47,7 @@ async def statements(url: str, n: int, reps: int) -> dict[str, list[float]]:
 
     from flowledger.storage import open_store
 
-    out: dict[str, list[float]] = {"pool": [], "async": [], "sync": []}
+    out: dict[str, list[float]] = {"store": [], "pool": [], "async": [], "sync": []}
     async with open_store(url) as store:
         db = store.ledger._db  # type: ignore[attr-defined]
         sync = psycopg.connect(db.settings.conninfo, autocommit=True)
@@ -52,6 +56,12 @@ async def statements(url: str, n: int, reps: int) -> dict[str, list[float]]:
                 before = resource.getrusage(resource.RUSAGE_SELF).ru_utime
                 for _ in range(n):
                     async with db.connection() as conn:
+                        await (await conn.execute(SELECT, binary=True)).fetchone()
+                used = resource.getrusage(resource.RUSAGE_SELF).ru_utime - before
+                out["store"].append(used / n * 1e6)
+                before = resource.getrusage(resource.RUSAGE_SELF).ru_utime
+                for _ in range(n):
+                    async with db._pool.connection() as conn:
                         await (await conn.execute(SELECT, binary=True)).fetchone()
                 used = resource.getrusage(resource.RUSAGE_SELF).ru_utime - before
                 out["pool"].append(used / n * 1e6)
@@ -79,6 +89,7 @@ def conversions(url: str, n: int, reps: int) -> dict[str, list[float]]:
     from psycopg._queries import PostgresQuery
     from psycopg.adapt import Transformer
 
+    from flowledger.storage.postgres.arrays import ByteaArray, IntegerArray, register
     from flowledger.storage.postgres.queries import Queries
 
     binary = Queries.for_schema("flowledger").append_advance
@@ -93,14 +104,23 @@ def conversions(url: str, n: int, reps: int) -> dict[str, list[float]]:
         *(5, "langgraph/t", 3),
         *(len(refs), 3, payloads, [123456789, -42], referred, [digest], [blob]),
     )
-    out: dict[str, list[float]] = {"text": [], "binary": []}
+    typed = tuple(
+        (IntegerArray(p) if isinstance(p[0], int) else ByteaArray(p)) if isinstance(p, list) else p
+        for p in params
+    )
+    out: dict[str, list[float]] = {"text": [], "binary": [], "typed": []}
     with psycopg.connect(url) as conn:
+        register(conn)
         for _ in range(reps):
-            for name, query in (("text", text), ("binary", binary)):
+            for name, query, values in (
+                ("text", text, params),
+                ("binary", binary, params),
+                ("typed", binary, typed),
+            ):
 
-                def run(query: bytes = query) -> None:
+                def run(query: bytes = query, values: tuple[Any, ...] = values) -> None:
                     for _ in range(n):
-                        PostgresQuery(Transformer(conn)).convert(query, params)
+                        PostgresQuery(Transformer(conn)).convert(query, values)
 
                 out[name].append(user_us(run, n))
     return out
@@ -129,11 +149,13 @@ def main() -> int:
     print(f"{os.cpu_count()} cores, load {load}; user CPU µs, median (min-max) of {args.reps}")
     print("| what | µs |\n|---|--:|")
     for name, label in (
-        ("pool", "`SELECT 1`: the store's pool, async connection"),
+        ("store", "`SELECT 1`: a store call (the connection at hand), async connection"),
+        ("pool", "`SELECT 1`: the pool's connection() context manager, async connection"),
         ("async", "`SELECT 1`: one async connection held"),
         ("sync", "`SELECT 1`: a sync connection (PostgresSaver's way)"),
-        ("text", "a loop step's append parameters, arrays as text"),
-        ("binary", "a loop step's append parameters, arrays as binary"),
+        ("text", "a loop step's append parameters, arrays as text lists"),
+        ("binary", "a loop step's append parameters, arrays as binary lists"),
+        ("typed", "a loop step's append parameters, arrays as ByteaArray/IntegerArray"),
     ):
         print(f"| {label} | {cell(found[name])} |")
     return 0

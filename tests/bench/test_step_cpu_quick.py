@@ -27,3 +27,25 @@ def test_quick_run_prints_cpu_per_step(extra: list[str]) -> None:
         rf"a\) loop N=5 synchronous=OFF {where} directory: [0-9.]+ CPU us/step \([0-9.]+-[0-9.]+\)"
     )
     assert re.fullmatch(pattern, proc.stdout.strip()), proc.stdout
+
+
+def test_quick_run_on_postgres_prints_cpu_per_step_and_drops_its_schema() -> None:
+    psycopg = pytest.importorskip("psycopg")
+    from .._postgres import require_postgres
+
+    base = require_postgres()
+    proc = subprocess.Popen(
+        [sys.executable, str(SCRIPT), "--n", "5", "--reps", "2", "--postgres-url", base],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    out, err = proc.communicate(timeout=300)  # only catches a hang
+    assert proc.returncode == 0, err
+    pattern = r"a\) loop N=5 PostgreSQL: [0-9.]+ CPU us/step \([0-9.]+-[0-9.]+\)"
+    assert re.fullmatch(pattern, out.strip()), out
+    with psycopg.connect(base) as conn:
+        left = conn.execute(
+            "SELECT 1 FROM pg_namespace WHERE nspname = %s", (f"bench_step_cpu_{proc.pid}",)
+        ).fetchall()
+    assert left == []

@@ -523,10 +523,11 @@ class CommitFault:
             raise error
 
         monkeypatch.setattr(psycopg.AsyncTransaction, "__aexit__", exit_)
-        real_one = pg_queries.one
+        # One-statement writes run through `write_one` (the `WITH` statements).
+        real_one = pg_queries.write_one
 
         async def one(conn: Any, query: bytes, params: Any) -> Any:
-            if not self.plan or not query.startswith(b"WITH "):  # not a one-statement write
+            if not self.plan:
                 return await real_one(conn, query, params)
             if self.plan.pop(0) == "after":
                 await real_one(conn, query, params)
@@ -541,7 +542,7 @@ class CommitFault:
             self.injected.append(error)
             raise error
 
-        monkeypatch.setattr(pg_queries, "one", one)
+        monkeypatch.setattr(pg_queries, "write_one", one)
 
     def next(self, action: str, meanwhile: Callable[[], Awaitable[None]] | None = None) -> None:
         self.plan = [action]
@@ -896,6 +897,25 @@ async def test_big_blob_is_compared_without_sending_it_back(store: Store) -> Non
     assert await store.blobs.get("big") == big
 
 
+async def test_single_statement_writes_reuse_their_connection_s_cursor(pg_url: str) -> None:
+    """Appends and KV writes run on one cursor per connection (`queries.write_one`), so
+    psycopg keeps its adapters between them; a refused write leaves it usable."""
+    async with open_store(with_options(pg_url, pool_min=1, pool_max=1)) as store:
+        db = db_of(store)
+        await store.ledger.append("log", [b"1"], expected=0)
+        async with db.connection() as conn:
+            cursor = conn.write_cursor
+        assert cursor is not None
+        with pytest.raises(ConflictError):
+            await store.kv.put("k", b"v", expected=3)
+        await store.kv.put("k", b"v", expected=0)
+        await store.kv.delete("k")
+        assert await store.ledger.append("log", [b"2"], expected=1) == 2
+        async with db.connection() as conn:
+            assert conn.write_cursor is cursor
+        assert [r.payload for r in await store.ledger.read("log")] == [b"1", b"2"]
+
+
 async def test_an_append_naming_attachments_is_one_statement(
     store: Store, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -906,18 +926,19 @@ async def test_an_append_naming_attachments_is_one_statement(
     await store.ledger.append("log", [b"1"], expected=0, attachments={digest_of(stored): stored})
     statements: list[bytes] = []
     transactions: list[object] = []
-    real_execute = psycopg.AsyncConnection.execute
+    # Every statement goes through a cursor (a connection's execute makes one).
+    real_execute = psycopg.AsyncCursor.execute
     real_transaction = psycopg.AsyncConnection.transaction
 
-    def execute(conn: Any, query: Any, *args: Any, **kwargs: Any) -> Any:
+    def execute(cursor: Any, query: Any, *args: Any, **kwargs: Any) -> Any:
         statements.append(bytes(query) if isinstance(query, bytes | str) else b"?")
-        return real_execute(conn, query, *args, **kwargs)
+        return real_execute(cursor, query, *args, **kwargs)
 
     def transaction(conn: Any, *args: Any, **kwargs: Any) -> Any:
         transactions.append(conn)
         return real_transaction(conn, *args, **kwargs)
 
-    monkeypatch.setattr(psycopg.AsyncConnection, "execute", execute)
+    monkeypatch.setattr(psycopg.AsyncCursor, "execute", execute)
     monkeypatch.setattr(psycopg.AsyncConnection, "transaction", transaction)
     await store.ledger.append(
         "log",

@@ -1,10 +1,10 @@
 """The PostgreSQL backend: many processes on many machines sharing one database
 (docs/storage.md). Its semantics are the memory oracle's (the conformance suite compares
 them); each module documents its part: `url` (URLs and options), `database` (the pool,
-transactions, fences, lost acknowledgements, pooling, checksums), `queries` (the
-statements), `integrity` (confirming a miss, amcheck), `kv`, `blobs`, `ledger`,
-`collection` (references, sweep, drop, space), `leases` and `schema` (versions and
-migrations).
+transactions, fences, lost acknowledgements, pooling, checksums), `checkout` (a call's
+connection), `queries` (the statements), `arrays` (the append's array parameters),
+`integrity` (confirming a miss, amcheck), `kv`, `blobs`, `ledger`, `collection`
+(references, sweep, drop, space), `leases` and `schema` (versions and migrations).
 """
 
 from .blobs import PostgresBlobs

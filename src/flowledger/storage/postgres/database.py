@@ -60,7 +60,8 @@ is broken it is retried once (another compare-and-swap or -append at the same
 revision, so at most one of the two lands; a conflict then is re-read the same way).
 
 Pooling. Each `Store` owns a ``psycopg_pool.AsyncConnectionPool`` of autocommit
-connections, and keeps no session state but prepared statements: no ``SET``, no
+connections, keeps the connection its last call gave back at hand for the next call
+(`checkout`), and keeps no session state but prepared statements: no ``SET``, no
 ``LISTEN``/``NOTIFY``, no advisory lock held across transactions. A statement run
 repeatedly on a connection is prepared there (psycopg's ``prepare_threshold``), which
 saves the server a parse and a plan per append; with ``?prepare=off`` nothing is, and
@@ -84,14 +85,13 @@ checked by their reader against their SHA-256.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import hashlib
-from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, Final, TypeVar
 
 import psycopg
 import psycopg.errors
-from psycopg_pool import AsyncConnectionPool, PoolClosed
+from psycopg_pool import AsyncConnectionPool
 
 from ..errors import (
     BlobConflictError,
@@ -101,7 +101,8 @@ from ..errors import (
     StoreClosedError,
 )
 from ..fence import Fence, refused
-from . import queries
+from . import arrays, queries
+from .checkout import Checkout, Connections
 from .queries import Conn, Queries
 from .schema import ensure_schema
 from .url import PostgresSettings
@@ -124,6 +125,7 @@ class Database:
         self.settings = settings
         self.q = Queries.for_schema(settings.schema)
         self._pool: AsyncConnectionPool[Conn] | None = None
+        self._connections: Connections | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._closed = False
 
@@ -139,6 +141,7 @@ class Database:
             max_size=settings.pool_max,
             timeout=float(settings.connect_timeout),
             kwargs={"autocommit": True, "prepare_threshold": prepare_after},
+            connection_class=Conn,
             configure=_configure,
             open=False,
             name=f"flowledger:{settings.schema}",
@@ -148,7 +151,7 @@ class Database:
         # clear libpq error rather than a pool timeout.
         await pool.open(wait=False)
         try:
-            conn = await psycopg.AsyncConnection.connect(
+            conn = await Conn.connect(
                 settings.conninfo, autocommit=True, prepare_threshold=None
             )  # the schema check's statements run once
             try:
@@ -159,36 +162,31 @@ class Database:
             await pool.close()
             raise
         self._pool = pool
+        self._connections = Connections(pool)
 
     async def close(self) -> None:
         self._closed = True
-        pool, self._pool = self._pool, None
-        if pool is not None:
-            await pool.close()
+        connections, self._connections = self._connections, None
+        self._pool = None
+        if connections is not None:
+            await connections.close()
 
     def check_open(self) -> None:
         if self._closed:
             raise StoreClosedError()
 
-    def _pool_for_call(self) -> AsyncConnectionPool[Conn]:
-        pool = self._pool
-        if pool is None or self._closed:
+    def connection(self) -> Checkout:
+        """``async with db.connection() as conn``: a connection for one call, given back
+        at the end (see `checkout`); `StoreClosedError` once the store is closed."""
+        connections = self._connections
+        if connections is None or self._closed:
             raise StoreClosedError()
         if asyncio.get_running_loop() is not self._loop:
             raise RuntimeError(
                 "a postgres store is bound to the event loop that opened it; "
                 "open another store on this loop"
             )
-        return pool
-
-    @contextlib.asynccontextmanager
-    async def connection(self) -> AsyncIterator[Conn]:
-        """A connection of the pool (tests and diagnostics)."""
-        try:
-            async with self._pool_for_call().connection() as conn:
-                yield conn
-        except PoolClosed:
-            raise StoreClosedError() from None
+        return connections.checkout()
 
     # running calls
 
@@ -249,7 +247,7 @@ class Database:
         self, conn: Conn, query: bytes, params: Sequence[object], wake: Sequence[str]
     ) -> tuple[Any, ...] | None:
         async with conn.transaction():
-            row = await queries.one(conn, query, params)
+            row = await queries.write_one(conn, query, params)
             if row is not None and row[0] is not None:
                 await self.notify(conn, wake)
         return row
@@ -307,7 +305,7 @@ class Database:
                     if wake:
                         row = await self._statement_waking(conn, query, params, wake)
                     else:
-                        row = await queries.one(conn, query, params)
+                        row = await queries.write_one(conn, query, params)
                 return (None, None, None) if row is None else row, attempt == 2
             except psycopg.errors.SerializationFailure:
                 # Only under a stricter default isolation than READ COMMITTED (a
@@ -342,6 +340,7 @@ async def _configure(conn: Conn) -> None:
     # Client-side only: psycopg then starts transactions with
     # BEGIN ISOLATION LEVEL READ COMMITTED, whatever the server's default is.
     await conn.set_isolation_level(psycopg.IsolationLevel.READ_COMMITTED)
+    arrays.register(conn)
 
 
 def wake_name(schema: str, channel: str) -> str:

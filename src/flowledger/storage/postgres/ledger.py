@@ -32,6 +32,7 @@ from ..ledger import (
 )
 from ..names import validate_name
 from . import collection, queries
+from .arrays import ByteaArray, IntegerArray
 from .database import Database, prefix_bounds
 from .queries import Conn
 
@@ -65,9 +66,10 @@ async def _append(
         claim = (tip, name, expected)
     guard = (fence.lease, fence.epoch) if fence else ()
     refs = [bytes.fromhex(d) for d in needed]
-    referred = sorted(digests + refs)
-    held = (referred, refs)
-    params = (*guard, *held, *claim, len(refs), expected, payloads, crcs, referred, digests, datas)
+    referred = ByteaArray(sorted(digests + refs))
+    held = (referred, ByteaArray(refs))
+    arrays = (ByteaArray(payloads), IntegerArray(crcs), referred, ByteaArray(digests))
+    params = (*guard, *held, *claim, len(refs), expected, *arrays, ByteaArray(datas))
 
     async def resolve(lost: psycopg.OperationalError) -> int:
         async def reread(conn: Conn) -> tuple[list[bytes], int, int]:

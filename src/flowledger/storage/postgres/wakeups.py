@@ -37,6 +37,7 @@ from psycopg import sql
 from ..store import redact_url
 from ..wakeups import Listener, Wakeups, check_channels
 from .database import Database, wake_name
+from .queries import Conn
 
 __all__ = ["PostgresListener", "PostgresWakeups"]
 
@@ -83,7 +84,7 @@ class PostgresWakeups(Wakeups):
     async def notify(self, *channels: str) -> None:
         checked = check_channels(channels)
 
-        async def body(conn: _Conn) -> None:
+        async def body(conn: Conn) -> None:
             await self._db.notify(conn, checked)
 
         # Autocommit: delivered at once. A broken pooled connection is replaced once.
