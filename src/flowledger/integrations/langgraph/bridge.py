@@ -87,10 +87,9 @@ class LoopBridge:
         return cls(loop, thread)
 
     def on_home(self) -> bool:
-        try:
-            return asyncio.get_running_loop() is self.loop
-        except RuntimeError:
-            return False
+        # The running loop or None, without the exception `get_running_loop` raises in
+        # synchronous code: every synchronous call asks twice.
+        return asyncio._get_running_loop() is self.loop
 
     async def run(self, make: Callable[[], Awaitable[T]]) -> T:
         """Await ``make()`` on the home loop, from any loop."""
@@ -198,7 +197,7 @@ class LoopBridge:
             for waiting_make, waiting_done in waiting:
                 self._admit(waiting_make, waiting_done)
             try:
-                return self.loop.run_until_complete(_wrap(make))
+                return self.loop.run_until_complete(make())
             finally:
                 self._serve_guests()
 
@@ -289,11 +288,7 @@ class LoopBridge:
 
 
 def _loop_running_here() -> bool:
-    try:
-        asyncio.get_running_loop()
-    except RuntimeError:
-        return False
-    return True
+    return asyncio._get_running_loop() is not None
 
 
 async def _wrap(make: Callable[[], Awaitable[T]]) -> T:
