@@ -119,3 +119,32 @@ def test_damaged_data_is_a_typed_error() -> None:
     for raw in (b"{", b'{"__fl__": "nope"}', b'{"__fl__": "bytes", "v": "***"}', b"NaN"):
         with pytest.raises(CorruptCheckpointError):
             serde.loads(raw)
+
+
+@pytest.mark.parametrize(
+    "value",
+    [
+        {"source": "loop", "step": 3, "parents": {"": "1f0"}, "score": 0.5, "ok": True},
+        {"nested": [{"a": [1, 2, None]}, "x"], "empty": {}},
+        {"bad": (1, 2)},
+        {"bad": float("nan")},
+        {"deep": {"__fl__": "tuple"}},
+        {"deep": [{1: "not a string key"}]},
+        {"bytes": b"x"},
+    ],
+)
+def test_plain_copy_is_a_deep_copy_of_exactly_the_plain_values(value: dict[str, Any]) -> None:
+    from flowledger.integrations.langgraph.serde import is_plain, plain_copy
+
+    copied = plain_copy(value)
+    if not is_plain(value):
+        assert copied is None
+        return
+    assert copied == value
+    stack: list[tuple[Any, Any]] = [(copied, value)]
+    while stack:  # no container is shared with the original
+        mine, theirs = stack.pop()
+        assert mine is not theirs
+        pairs = (mine.values(), theirs.values()) if isinstance(mine, dict) else (mine, theirs)
+        items = zip(*pairs, strict=True)
+        stack.extend((a, b) for a, b in items if isinstance(a, dict | list))

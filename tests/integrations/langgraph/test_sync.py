@@ -113,6 +113,32 @@ async def test_writes_and_the_next_checkpoint_share_one_commit(tmp_path: Path) -
         assert latest is not None and latest.checkpoint["channel_values"] == {"items": [0, 1]}
 
 
+async def test_a_checkpoint_that_joined_cancelled_writes_is_still_saved() -> None:
+    """A task's writes wait for the step's checkpoint to share their append. When the
+    writes' caller is cancelled after the checkpoint joined them, the checkpoint (and the
+    append) must go on without it; it used to wait forever for a batch nobody started."""
+    async with open_store("memory://") as store:
+        saver = FlowledgerSaver(store)
+        first = await saver.aput(
+            CONFIG, checkpoint(1), {"source": "input", "step": -1}, {"items": 2}
+        )
+        writes = asyncio.create_task(saver.aput_writes(first, [("items", [5])], "task-1"))
+        await asyncio.sleep(0)  # the writes wait for company
+        put = asyncio.create_task(
+            saver.aput(first, checkpoint(2), {"source": "loop", "step": 0}, {"items": 3})
+        )
+        await asyncio.sleep(0)  # the checkpoint joins them and ends their wait
+        writes.cancel()
+        saved = await asyncio.wait_for(put, 30)  # a bound that only catches the hang
+        latest = await saver.aget_tuple(CONFIG)
+        assert latest is not None
+        assert (
+            latest.config["configurable"]["checkpoint_id"] == saved["configurable"]["checkpoint_id"]
+        )
+        with pytest.raises(asyncio.CancelledError):
+            await writes
+
+
 def test_a_synchronous_write_left_waiting_is_driven_by_the_next_call(tmp_path: Path) -> None:
     """graph.invoke saves a task's writes and the step's checkpoint from two executor
     threads: the writes wait for the checkpoint's thread, which commits both at once."""

@@ -31,7 +31,7 @@ import asyncio
 import concurrent.futures
 import threading
 from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Iterator
-from typing import Any, TypeVar
+from typing import Any, Generic, TypeVar
 
 from .errors import SaverUsageError
 
@@ -55,9 +55,7 @@ class LoopBridge:
         self._mutex = threading.Lock()  # guards the host role and the count of guests
         self._hosting = False
         self._guests = 0
-        self._waiting: list[
-            tuple[Callable[[], Awaitable[Any]], concurrent.futures.Future[Any]]
-        ] = []
+        self._waiting: list[tuple[Callable[[], Awaitable[Any]], _Outcome[Any]]] = []
         self._no_guests: asyncio.Event | None = None
 
     @classmethod
@@ -87,10 +85,9 @@ class LoopBridge:
         return cls(loop, thread)
 
     def on_home(self) -> bool:
-        try:
-            return asyncio.get_running_loop() is self.loop
-        except RuntimeError:
-            return False
+        # The running loop or None, without the exception `get_running_loop` raises in
+        # synchronous code: every synchronous call asks twice.
+        return asyncio._get_running_loop() is self.loop
 
     async def run(self, make: Callable[[], Awaitable[T]]) -> T:
         """Await ``make()`` on the home loop, from any loop."""
@@ -141,7 +138,7 @@ class LoopBridge:
         return self._drive(make)
 
     def _deferred(self, make: Callable[[], Awaitable[T]], wait: float) -> T:
-        done: concurrent.futures.Future[T] = concurrent.futures.Future()
+        done: _Outcome[T] = _Outcome()
         item = (make, done)
         with self._mutex:
             if self.loop.is_closed():
@@ -156,7 +153,7 @@ class LoopBridge:
             return done.result()
         try:
             return done.result(timeout=wait)
-        except concurrent.futures.TimeoutError:
+        except TimeoutError:
             pass
         with self._mutex:
             mine = item in self._waiting
@@ -182,7 +179,7 @@ class LoopBridge:
                 self._guests += len(waiting)
             else:
                 self._guests += 1
-                done: concurrent.futures.Future[T] = concurrent.futures.Future()
+                done: _Outcome[T] = _Outcome()
                 self.loop.call_soon_threadsafe(self._admit, make, done)
         if not host:
             return done.result()
@@ -198,21 +195,23 @@ class LoopBridge:
             for waiting_make, waiting_done in waiting:
                 self._admit(waiting_make, waiting_done)
             try:
-                return self.loop.run_until_complete(_wrap(make))
+                return self.loop.run_until_complete(make())
             finally:
                 self._serve_guests()
 
-    def _admit(self, make: Callable[[], Awaitable[T]], done: concurrent.futures.Future[T]) -> None:
+    def _admit(self, make: Callable[[], Awaitable[T]], done: _Outcome[T]) -> None:
         """On the loop: run a guest's coroutine, and tell its thread the outcome."""
         task = self.loop.create_task(_wrap(make))
 
         def finish(task: asyncio.Task[T]) -> None:
             if task.cancelled():
-                done.cancel()
-            elif task.exception() is not None:
-                done.set_exception(task.exception())
+                done.set_exception(concurrent.futures.CancelledError())
             else:
-                done.set_result(task.result())
+                error = task.exception()
+                if error is not None:
+                    done.set_exception(error)
+                else:
+                    done.set_result(task.result())
             with self._mutex:
                 self._guests -= 1
                 idle = self._guests == 0
@@ -288,12 +287,39 @@ class LoopBridge:
         self.loop.close()
 
 
+class _Outcome(Generic[T]):
+    """What a call run by another thread came to, and the wait for it: a bare lock held
+    until the outcome is set (cheaper than a `concurrent.futures.Future`, whose condition
+    variable is Python code, on every step's path). Set once."""
+
+    __slots__ = ("_error", "_ready", "_value")
+
+    def __init__(self) -> None:
+        self._ready = threading.Lock()
+        self._ready.acquire()
+        self._value: T | None = None
+        self._error: BaseException | None = None
+
+    def set_result(self, value: T) -> None:
+        self._value = value
+        self._ready.release()
+
+    def set_exception(self, error: BaseException) -> None:
+        self._error = error
+        self._ready.release()
+
+    def result(self, timeout: float | None = None) -> T:
+        """The outcome (raised if an exception); `TimeoutError` if not set in time."""
+        if not self._ready.acquire(timeout=-1 if timeout is None else timeout):
+            raise TimeoutError
+        self._ready.release()  # set for good: a later wait returns at once
+        if self._error is not None:
+            raise self._error
+        return self._value  # type: ignore[return-value]
+
+
 def _loop_running_here() -> bool:
-    try:
-        asyncio.get_running_loop()
-    except RuntimeError:
-        return False
-    return True
+    return asyncio._get_running_loop() is not None
 
 
 async def _wrap(make: Callable[[], Awaitable[T]]) -> T:

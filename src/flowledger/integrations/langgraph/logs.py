@@ -120,7 +120,11 @@ class CpState:
     chans: dict[str, Chan]
 
 
-_RECORDS_JSON: Final = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False)
+# Records are trees this saver builds (copied metadata, stored value forms): no cycles to
+# look for, so the encoder does not keep the set of containers it is inside.
+_RECORDS_JSON: Final = json.JSONEncoder(
+    separators=(",", ":"), ensure_ascii=False, check_circular=False
+)
 
 
 def dumps_record(doc: Any) -> bytes:

@@ -62,7 +62,15 @@ from .errors import (
     UnsupportedSerializationError,
 )
 
-__all__ = ["JSON_TYPE", "TAG", "JsonSerializer", "class_path", "is_pickle_type", "is_plain"]
+__all__ = [
+    "JSON_TYPE",
+    "TAG",
+    "JsonSerializer",
+    "class_path",
+    "is_pickle_type",
+    "is_plain",
+    "plain_copy",
+]
 
 JSON_TYPE: Final = "json"
 TAG: Final = "__fl__"
@@ -487,6 +495,43 @@ def is_plain(root: list[Any] | dict[str, Any]) -> bool:
         if len(stack) > _MAX_DEPTH * 64:
             return False  # let the slow path bound the depth
     return True
+
+
+class _NotPlain(Exception):
+    pass
+
+
+def plain_copy(root: dict[str, Any]) -> dict[str, Any] | None:
+    """A deep copy of ``root`` if it is JSON data as it stands (as `is_plain` says), else
+    None: the check and the copy in one walk (a checkpoint's metadata, every put)."""
+    try:
+        return _copy_dict(root)
+    except (_NotPlain, RecursionError):
+        return None
+
+
+def _copy_dict(node: dict[str, Any]) -> dict[str, Any]:
+    if TAG in node:
+        raise _NotPlain
+    out: dict[str, Any] = {}
+    for key, value in node.items():
+        if type(key) is not str:
+            raise _NotPlain
+        out[key] = _copy_value(value)
+    return out
+
+
+def _copy_value(value: Any) -> Any:
+    kind = type(value)
+    if kind is str or kind is int or kind is bool or value is None:
+        return value
+    if kind is dict:
+        return _copy_dict(value)
+    if kind is list:
+        return [_copy_value(item) for item in value]
+    if kind is float and math.isfinite(value):
+        return value
+    raise _NotPlain
 
 
 _SIMPLE: Final[dict[str, Callable[[Any], Any]]] = {

@@ -37,8 +37,7 @@ from .errors import (
 from .leases import ThreadLeases
 from .lists import build, reuse, whole
 from .logs import Chan, CpState, ListNode, LogStore, ThreadLog
-from .reading import copy_json
-from .serde import JsonSerializer, is_plain
+from .serde import JsonSerializer, plain_copy
 from .values import Encoded, Encoder, scalar_digests
 
 __all__ = ["GATHER", "Built", "Place", "Writer", "config_ids", "plain_metadata"]
@@ -67,13 +66,11 @@ _Item = tuple[Callable[[ThreadLog, Place], Built], "asyncio.Future[tuple[ThreadL
 
 @dataclass
 class _Batch:
+    """Records of one namespace gathering for one append; `Writer._launch` starts it
+    once a record that does not wait joins, or at `GATHER`."""
+
     items: list[_Item]
-    ready: asyncio.Future[None]  # done once a record that does not wait joins, or at GATHER
-
-
-def _settle(ready: asyncio.Future[None]) -> None:
-    if not ready.done():
-        ready.set_result(None)
+    timer: asyncio.TimerHandle | None = None
 
 
 def config_ids(config: object, *, need_checkpoint: bool = False) -> tuple[str, str, str | None]:
@@ -103,8 +100,8 @@ def plain_metadata(config: RunnableConfig, metadata: Mapping[str, Any]) -> dict[
     """The metadata LangGraph's savers store (config keys merged in), as plain JSON."""
     merged: dict[str, Any] = dict(get_checkpoint_metadata(config, metadata))  # type: ignore[arg-type]
     merged.pop("writes", None)
-    if is_plain(merged):
-        copied: dict[str, Any] = copy_json(merged)
+    copied = plain_copy(merged)
+    if copied is not None:
         return copied
     try:
         plain = json.loads(json.dumps(merged, allow_nan=False))
@@ -119,12 +116,12 @@ _VERSION_TYPES: Final = frozenset({str, int, float})
 
 
 def _check_versions(where: str, versions: object) -> dict[str, Any]:
-    if (
-        type(versions) is dict
-        and all(type(v) in _VERSION_TYPES for v in versions.values())
-        and all(type(k) is str for k in versions)
-    ):
-        return dict(versions)  # the usual case (a copy: the caller may change its own)
+    if type(versions) is dict:  # the usual case, checked in one pass (every put, per node)
+        for key, value in versions.items():
+            if type(key) is not str or type(value) not in _VERSION_TYPES:
+                break
+        else:
+            return dict(versions)  # a copy: the caller may change its own
     if not isinstance(versions, Mapping):
         raise InvalidConfigError(where, "not a mapping")
     for key, value in versions.items():
@@ -322,25 +319,30 @@ class Writer:
         if waiting is not None:
             waiting.items.append((build_for, future))
             if not gather:
-                _settle(waiting.ready)
+                self._launch(key, waiting)
             return await future
-        batch = _Batch([(build_for, future)], loop.create_future())
+        batch = _Batch([(build_for, future)])
         if gather:
-            # A bare future and a timer, not ``wait_for`` on an event: the wait is on every
-            # step's path, and this way it costs no task and no extra turn of the loop.
+            # A timer, not a wait in this caller: whoever ends the wait (the timer or the
+            # checkpoint that joins) starts the batch, so this caller is not woken just to
+            # start it, and a caller cancelled meanwhile does not strand the others.
             self._gathering[key] = batch
-            timer = loop.call_later(GATHER, _settle, batch.ready)
-            try:
-                await batch.ready
-            finally:
-                timer.cancel()
-                del self._gathering[key]
-        # The batch runs in a task of its own: a caller that is cancelled does not take
-        # the others' records with it.
-        runner = asyncio.ensure_future(self._run(thread_id, checkpoint_ns, batch.items))
+            batch.timer = loop.call_later(GATHER, self._launch, key, batch)
+        else:
+            self._launch(key, batch)
+        return await future
+
+    def _launch(self, key: tuple[str, str], batch: _Batch) -> None:
+        """Start appending ``batch`` in a task of its own: a caller that is cancelled does
+        not take the others' records with it."""
+        if batch.timer is not None:
+            batch.timer.cancel()
+            batch.timer = None
+        if self._gathering.get(key) is batch:
+            del self._gathering[key]
+        runner = asyncio.ensure_future(self._run(key[0], key[1], batch.items))
         self._running.add(runner)
         runner.add_done_callback(self._running.discard)
-        return await future
 
     async def _run(self, thread_id: str, checkpoint_ns: str, items: list[_Item]) -> None:
         try:
