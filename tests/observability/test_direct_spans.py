@@ -32,6 +32,20 @@ async def store(tmp_path: Path) -> AsyncIterator[flow.LedgerCheckpointStore]:
         yield flow.LedgerCheckpointStore(storage.ledger)
 
 
+@pytest.fixture
+def started(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The names of the spans started through the SDK's tracer (not recorded directly)."""
+    names: list[str] = []
+    start_span = Tracer.start_span
+
+    def counted(self: Tracer, name: str, *args: Any, **kwargs: Any) -> Any:
+        names.append(name)
+        return start_span(self, name, *args, **kwargs)
+
+    monkeypatch.setattr(Tracer, "start_span", counted)
+    return names
+
+
 def two_steps(store: flow.LedgerCheckpointStore, *, fail: bool = False) -> flow.Runner[Any]:
     built: flow.Graph[dict[str, Any]] = flow.Graph("direct")
 
@@ -82,16 +96,8 @@ EXPECTED = [
 
 
 async def test_every_processor_of_the_provider_receives_the_spans(
-    store: flow.LedgerCheckpointStore, monkeypatch: pytest.MonkeyPatch
+    store: flow.LedgerCheckpointStore, started: list[str]
 ) -> None:
-    started: list[str] = []
-    start_span = Tracer.start_span
-
-    def counted(self: Tracer, name: str, *args: Any, **kwargs: Any) -> Any:
-        started.append(name)
-        return start_span(self, name, *args, **kwargs)
-
-    monkeypatch.setattr(Tracer, "start_span", counted)
     provider = TracerProvider()
     first, second = exporting(provider), exporting(provider)
     with traced(provider):
@@ -226,18 +232,10 @@ async def test_a_provider_that_is_not_the_sdks_own_gets_every_span_through_its_t
 
 
 async def test_an_sdk_whose_finished_span_takes_other_parameters_gets_spans_through_its_tracer(
-    store: flow.LedgerCheckpointStore, monkeypatch: pytest.MonkeyPatch
+    store: flow.LedgerCheckpointStore, monkeypatch: pytest.MonkeyPatch, started: list[str]
 ) -> None:
     """A later SDK whose ReadableSpan changed its parameters is not built positionally."""
     monkeypatch.setattr(tracing, "_READABLE_SPAN_PARAMETERS", ("name", "context", "kind"))
-    started: list[str] = []
-    start_span = Tracer.start_span
-
-    def counted(self: Tracer, name: str, *args: Any, **kwargs: Any) -> Any:
-        started.append(name)
-        return start_span(self, name, *args, **kwargs)
-
-    monkeypatch.setattr(Tracer, "start_span", counted)
     provider = TracerProvider()
     exporter = exporting(provider)
     with traced(provider):
