@@ -653,3 +653,24 @@ def test_compile_refuses_anything_else_as_a_store(store: object) -> None:
     with pytest.raises(BuildError, match=r"store must be a flowledger\.storage\.Store") as info:
         _counting_graph().compile(entry="bump", finish="bump", store=store)  # type: ignore[arg-type]
     assert type(store).__name__ in str(info.value)
+
+
+def test_a_graph_loops_through_a_route_or_an_error_route_and_not_otherwise() -> None:
+    """`CompiledGraph.loops`: what progress displays ask before counting vertices."""
+    straight = graph_of("a", "b", "fin")
+    straight.add_edge("a", "b")
+    straight.add_edge("b", "fin")
+    assert not straight.compile(entry="a", finish="fin").graph.loops()
+
+    routed = graph_of("a", "b", "fin")
+    routed.add_edge("a", "b")
+    routed.add_route("b", targets=["a", "fin"], pick=lambda s: "fin")
+    assert routed.compile(entry="a", finish="fin").graph.loops()
+
+    handled: flow.Graph[Any] = flow.Graph("g")
+    handled.add_vertex("a", noop)
+    handled.add_vertex("h", noop, on_error=flow.ErrorRoute("a"))
+    handled.add_vertex("fin", noop)
+    handled.add_edge("a", "h")
+    handled.add_edge("h", "fin")
+    assert handled.compile(entry="a", finish="fin").graph.loops()

@@ -11,40 +11,9 @@ from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:  # the engine is imported by the functions that look into a graph
-    from .. import flow
     from ..workflows import Catalog
 
-__all__ = ["definition_loops", "entries_loop", "graph_loops"]
-
-
-def graph_loops(graph: flow.CompiledGraph) -> bool:
-    """Whether edges, routes and error routes can lead back to a vertex already visited."""
-    targets: dict[str, set[str]] = {name: set() for name in graph.vertices}
-    for source, ends in graph.edges.items():
-        targets[source].update(ends)
-    for source, route in graph.routes.items():
-        targets[source].update(route.targets)
-    for name, vertex in graph.vertices.items():
-        if vertex.on_error is not None:
-            targets[name].add(vertex.on_error.handler)
-    state: dict[str, int] = {}  # 1: on the current path, 2: done
-    for start in graph.vertices:
-        if start in state:
-            continue
-        stack = [(start, iter(sorted(targets[start])))]
-        state[start] = 1
-        while stack:
-            node, children = stack[-1]
-            child = next(children, None)
-            if child is None:
-                state[node] = 2
-                stack.pop()
-            elif state.get(child) == 1:
-                return True
-            elif child not in state:
-                state[child] = 1
-                stack.append((child, iter(sorted(targets[child]))))
-    return False
+__all__ = ["definition_loops", "entries_loop"]
 
 
 def definition_loops(catalog: Catalog, name: str, version: str) -> bool | None:
@@ -57,7 +26,7 @@ def definition_loops(catalog: Catalog, name: str, version: str) -> bool | None:
     except Exception:
         return None
     runner = getattr(definition, "runner", None)
-    return graph_loops(runner.graph) if isinstance(runner, flow.Runner) else None
+    return runner.graph.loops() if isinstance(runner, flow.Runner) else None
 
 
 def entries_loop(entries: Iterable[Mapping[str, Any]]) -> bool:

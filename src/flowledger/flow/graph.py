@@ -48,7 +48,7 @@ if TYPE_CHECKING:
     from .runner import Runner
     from .store import CheckpointStore
 
-__all__ = ["CompiledGraph", "Graph", "Route", "Vertex"]
+__all__ = ["CompiledGraph", "Graph", "Route", "Vertex", "has_loop"]
 
 S = TypeVar("S")
 F = TypeVar("F", bound=Callable[..., Any])
@@ -323,6 +323,42 @@ class CompiledGraph:
 
     def successors(self, vertex: str) -> tuple[str, ...]:
         return self.edges.get(vertex, ())
+
+    def loops(self) -> bool:
+        """Whether edges, routes and error routes can lead back to a vertex already
+        visited (progress displays count steps for such a graph, not vertices)."""
+        targets: dict[str, set[str]] = {name: set() for name in self.vertices}
+        for source, ends in self.edges.items():
+            targets[source].update(ends)
+        for source, route in self.routes.items():
+            targets[source].update(route.targets)
+        for name, vertex in self.vertices.items():
+            if vertex.on_error is not None:
+                targets[name].add(vertex.on_error.handler)
+        return has_loop(self.vertices, lambda vertex: sorted(targets[vertex]))
+
+
+def has_loop(vertices: Iterable[str], successors: Callable[[str], Iterable[str]]) -> bool:
+    """Whether following ``successors`` from any of ``vertices`` can come back to a vertex
+    on the path taken (a depth-first search, without recursion)."""
+    state: dict[str, int] = {}  # 1: on the current path, 2: done
+    for start in vertices:
+        if start in state:
+            continue
+        state[start] = 1
+        stack = [(start, iter(successors(start)))]
+        while stack:
+            node, children = stack[-1]
+            child = next(children, None)
+            if child is None:
+                state[node] = 2
+                stack.pop()
+            elif state.get(child) == 1:
+                return True
+            elif child not in state:
+                state[child] = 1
+                stack.append((child, iter(successors(child))))
+    return False
 
 
 def graph_fingerprint(

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Collection, Mapping
 
+from ..flow.graph import has_loop
 from .graph import GraphShape
 
 __all__ = ["loops", "vertices_done"]
@@ -19,24 +20,7 @@ __all__ = ["loops", "vertices_done"]
 
 def loops(shape: GraphShape) -> bool:
     """Whether the shape's edges and routes lead back to a vertex already passed."""
-    seen: dict[str, int] = {}  # 1: on the current path, 2: finished
-    for start, _label in shape.vertices:
-        if start in seen:
-            continue
-        seen[start] = 1
-        stack = [(start, iter(shape.successors(start)))]
-        while stack:
-            vertex, children = stack[-1]
-            child = next(children, None)
-            if child is None:
-                seen[vertex] = 2
-                stack.pop()
-            elif seen.get(child) == 1:
-                return True
-            elif child not in seen:
-                seen[child] = 1
-                stack.append((child, iter(shape.successors(child))))
-    return False
+    return has_loop((name for name, _label in shape.vertices), shape.successors)
 
 
 def vertices_done(
