@@ -6,8 +6,6 @@ run`` left a run paused, pinned to it."""
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -15,6 +13,7 @@ from typing import Any
 import pytest
 
 from .deployed import ARTIFACT
+from .deployed import flowledger_json as operator
 from .registered import (
     SECRET_VALUE,
     SECRET_VAR,
@@ -25,7 +24,7 @@ from .registered import (
     hostile,
     register,
 )
-from .servers import REPO, chromium, web_server
+from .servers import chromium, web_server
 
 pytestmark = pytest.mark.slow
 
@@ -41,21 +40,6 @@ def browser() -> Iterator[Any]:
         instance = playwright.chromium.launch(executable_path=path, args=["--no-sandbox"])
         yield instance
         instance.close()
-
-
-def operator(db: Path, *args: str) -> dict[str, Any]:
-    """``flowledger ARGS --db DB --json``: what the operator runs."""
-    done = subprocess.run(
-        [sys.executable, "-m", "flowledger", *args, "--db", f"sqlite:///{db}", "--json"],
-        cwd=REPO,
-        capture_output=True,
-        text=True,
-        timeout=180,  # only catches a hang
-        check=False,
-    )
-    assert done.returncode == 0, (done.stdout, done.stderr)
-    result: dict[str, Any] = json.loads(done.stdout)
-    return result
 
 
 def test_sources_lead_to_a_sources_tools_and_its_pinned_run(
