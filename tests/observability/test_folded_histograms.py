@@ -34,7 +34,12 @@ def _without_created(registry: CollectorRegistry) -> list[str]:
     return [line for line in text.splitlines() if "_created" not in line]
 
 
-def test_a_fold_shows_what_one_observe_per_value_shows() -> None:
+@pytest.mark.parametrize("counted", [True, False], ids=["counted", "observed"])
+def test_a_fold_shows_what_one_observe_per_value_shows(
+    counted: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    if not counted:  # a prometheus_client keeping its counts otherwise: observe each
+        monkeypatch.setattr(metrics, "_bounds_counted", lambda histogram: None)
     folded_registry, observed_registry = CollectorRegistry(), CollectorRegistry()
     folded = metrics._Folded(
         Histogram("x_seconds", "Some latency.", registry=None, buckets=BUCKETS),

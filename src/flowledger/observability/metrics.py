@@ -113,7 +113,11 @@ class _Folded:
     """A ``Histogram`` without labels whose observations are queued (`pending`) and
     folded into it when the registry collects this collector, or by whoever queues the
     `FOLD_AT`-th (module docstring). Registered in the registry in its place: the
-    registry's samples are the ``Histogram``'s, folded first."""
+    registry's samples are the ``Histogram``'s, folded first.
+
+    Folding counts into the ``Histogram``'s bucket and sum values (``_buckets``,
+    ``_sum``: what its ``observe`` increments); a ``prometheus_client`` that keeps them
+    otherwise gets one ``observe`` per queued value instead."""
 
     __slots__ = ("_lock", "_upper", "histogram", "pending")
 
@@ -121,7 +125,7 @@ class _Folded:
         self.histogram = histogram
         self.pending: deque[float] = deque()
         self._lock = threading.Lock()
-        self._upper = [float(bound) for bound in histogram._upper_bounds]
+        self._upper = _bounds_counted(histogram)
         registry.register(self)
 
     def fold(self) -> None:
@@ -135,15 +139,19 @@ class _Folded:
                 return
             popleft = pending.popleft
             values = [popleft() for _ in range(waiting)]
-            histogram = self.histogram
+            histogram, upper = self.histogram, self._upper
+            if upper is None:
+                for value in values:
+                    histogram.observe(value)
+                return
             # left to right, as repeated ``observe`` would (not ``sum``, which may
             # compensate rounding and so differ in the last digits)
             histogram._sum.set(reduce(add, values, histogram._sum.get()))
             values.sort()
             below = 0  # values counted in lower buckets
-            for bucket, upper in zip(histogram._buckets, self._upper, strict=True):
+            for bucket, bound in zip(histogram._buckets, upper, strict=True):
                 # ``observe`` counts a value in the first bucket whose bound is >= it
-                reached = bisect_right(values, upper)
+                reached = bisect_right(values, bound)
                 if reached > below:
                     bucket.inc(reached - below)
                     below = reached
@@ -154,6 +162,22 @@ class _Folded:
 
     def describe(self) -> Any:
         return self.histogram.describe()
+
+
+def _bounds_counted(histogram: Any) -> list[float] | None:
+    """The upper bounds of ``histogram``'s buckets if it keeps its counts as `_Folded`
+    folds into (a value per bucket and one for the sum, with ``inc``, ``get`` and
+    ``set``), else None."""
+    bounds = getattr(histogram, "_upper_bounds", None)
+    buckets = getattr(histogram, "_buckets", None)
+    total = getattr(histogram, "_sum", None)
+    if not isinstance(bounds, list) or not isinstance(buckets, list):
+        return None
+    if len(bounds) != len(buckets) or not all(hasattr(b, "inc") for b in buckets):
+        return None
+    if not all(hasattr(total, name) for name in ("get", "set")):
+        return None
+    return [float(bound) for bound in bounds]
 
 
 @dataclass(frozen=True)

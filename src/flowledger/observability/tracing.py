@@ -436,7 +436,10 @@ class _Direct:
         # the provider's own multi-processor: its tuple of processors is replaced when
         # one is added, so `known` tells whether `receivers` is still current
         self.multi: Any = (
-            self.processor if type(self.processor) is SynchronousMultiSpanProcessor else None
+            self.processor
+            if type(self.processor) is SynchronousMultiSpanProcessor
+            and isinstance(getattr(self.processor, "_span_processors", None), tuple)
+            else None
         )
         self.known: Any = None
         self.receivers: tuple[Callable[[Any], None], ...] = (self.processor.on_end,)
