@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 from opentelemetry import trace
 from opentelemetry.sdk.trace import ReadableSpan, Tracer, TracerProvider
-from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export import BatchSpanProcessor, SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.sdk.trace.sampling import ALWAYS_OFF, ParentBased, TraceIdRatioBased
 from opentelemetry.trace import StatusCode, TraceState
@@ -114,6 +114,26 @@ async def test_every_processor_of_the_provider_receives_the_spans(
         assert span.instrumentation_scope.name == "flowledger"
         assert span.start_time is not None and span.end_time is not None
         assert span.start_time <= span.end_time
+
+
+async def test_a_processor_added_while_tracing_receives_every_span_after(
+    store: flow.LedgerCheckpointStore,
+) -> None:
+    provider = TracerProvider()
+    first = exporting(provider)
+    batched = InMemorySpanExporter()
+    with traced(provider):
+        await two_steps(store).run({})
+        provider.add_span_processor(BatchSpanProcessor(batched))
+        await two_steps(store).run({})
+    # shut down: the batch processor exported what it held
+    assert tree(first.get_finished_spans()) == sorted(
+        EXPECTED * 2, key=lambda p: (p[0], p[1] or "")
+    )
+    assert tree(batched.get_finished_spans()) == EXPECTED
+    assert [s.context for s in batched.get_finished_spans()] == [
+        s.context for s in first.get_finished_spans()[len(EXPECTED) :]
+    ]
 
 
 async def test_children_carry_their_parents_trace_state_and_flags(

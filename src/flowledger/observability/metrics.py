@@ -15,14 +15,28 @@ The gauges of runs "now" are computed when the registry is scraped (`exposition`
 the *censuses* a host registers (`add_census`): each returns label values and counts,
 and may read the database (one prefix listing of keys, see `flowledger.cli.worker`),
 so a scrape costs what its censuses cost, not a read of every run.
+
+The step and commit latency histograms are *folded*: an observation is queued (a deque
+append, no lock), and the queue is folded into the library's ``Histogram`` whenever the
+registry is collected (a scrape, `exposition`, ``registry.get_sample_value``) and whenever
+`FOLD_AT` observations wait; so a scrape sees every observation made before it, the
+exposition is the ``Histogram``'s own, and a process nobody scrapes holds at most
+`FOLD_AT` numbers per histogram. Folding counts a batch into the ``Histogram``'s bucket
+and sum values once per bucket instead of one ``observe`` per step: ``observe`` takes a
+lock and calls five Python functions, which on a one-vertex step was most of what metrics
+cost (docs/benchmarks.md#traces).
 """
 
 from __future__ import annotations
 
 import asyncio
 import threading
+from bisect import bisect_right
+from collections import deque
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, fields
+from functools import reduce
+from operator import add
 from typing import TYPE_CHECKING, Any, Final, Protocol
 
 if TYPE_CHECKING:  # the optional extra is imported by `enable` only
@@ -31,6 +45,7 @@ if TYPE_CHECKING:  # the optional extra is imported by `enable` only
 __all__ = [
     "CONTENT_TYPE",
     "EXTRA",
+    "FOLD_AT",
     "Census",
     "MetricsUnavailableError",
     "Mirror",
@@ -66,6 +81,9 @@ CONTENT_TYPE: Final = "text/plain; version=0.0.4; charset=utf-8"
 #: Latency buckets (seconds) shared by steps, commits and tool calls: 1 ms to 1 min.
 _BUCKETS: Final = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60)
 
+#: How many observations of a folded histogram may wait before they are folded unasked.
+FOLD_AT: Final = 256
+
 #: A census: an async function returning ``{label values: count}`` for one gauge.
 Census = Callable[[], Awaitable[Mapping[tuple[str, ...], float]]]
 
@@ -91,6 +109,77 @@ class MetricsUnavailableError(RuntimeError):
         )
 
 
+class _Folded:
+    """A ``Histogram`` without labels whose observations are queued (`pending`) and
+    folded into it when the registry collects this collector, or by whoever queues the
+    `FOLD_AT`-th (module docstring). Registered in the registry in its place: the
+    registry's samples are the ``Histogram``'s, folded first.
+
+    Folding counts into the ``Histogram``'s bucket and sum values (``_buckets``,
+    ``_sum``: what its ``observe`` increments); a ``prometheus_client`` that keeps them
+    otherwise gets one ``observe`` per queued value instead."""
+
+    __slots__ = ("_lock", "_upper", "histogram", "pending")
+
+    def __init__(self, histogram: Any, registry: CollectorRegistry) -> None:
+        self.histogram = histogram
+        self.pending: deque[float] = deque()
+        self._lock = threading.Lock()
+        self._upper = _bounds_counted(histogram)
+        registry.register(self)
+
+    def fold(self) -> None:
+        """Count every queued observation into the ``Histogram``: one increment per
+        bucket that received some, and the sum added value by value (the floats
+        ``observe`` would have summed, in the same order)."""
+        with self._lock:
+            pending = self.pending
+            waiting = len(pending)  # appends that come meanwhile wait for the next fold
+            if not waiting:
+                return
+            popleft = pending.popleft
+            values = [popleft() for _ in range(waiting)]
+            histogram, upper = self.histogram, self._upper
+            if upper is None:
+                for value in values:
+                    histogram.observe(value)
+                return
+            # left to right, as repeated ``observe`` would (not ``sum``, which may
+            # compensate rounding and so differ in the last digits)
+            histogram._sum.set(reduce(add, values, histogram._sum.get()))
+            values.sort()
+            below = 0  # values counted in lower buckets
+            for bucket, bound in zip(histogram._buckets, upper, strict=True):
+                # ``observe`` counts a value in the first bucket whose bound is >= it
+                reached = bisect_right(values, bound)
+                if reached > below:
+                    bucket.inc(reached - below)
+                    below = reached
+
+    def collect(self) -> Any:
+        self.fold()
+        return self.histogram.collect()
+
+    def describe(self) -> Any:
+        return self.histogram.describe()
+
+
+def _bounds_counted(histogram: Any) -> list[float] | None:
+    """The upper bounds of ``histogram``'s buckets if it keeps its counts as `_Folded`
+    folds into (a value per bucket and one for the sum, with ``inc``, ``get`` and
+    ``set``), else None."""
+    bounds = getattr(histogram, "_upper_bounds", None)
+    buckets = getattr(histogram, "_buckets", None)
+    total = getattr(histogram, "_sum", None)
+    if not isinstance(bounds, list) or not isinstance(buckets, list):
+        return None
+    if len(bounds) != len(buckets) or not all(hasattr(b, "inc") for b in buckets):
+        return None
+    if not all(hasattr(total, name) for name in ("get", "set")):
+        return None
+    return [float(bound) for bound in bounds]
+
+
 @dataclass(frozen=True)
 class _Instruments:
     registry: CollectorRegistry
@@ -98,8 +187,8 @@ class _Instruments:
     runs_finished: Any
     runs_adopted: Any
     runs_executing: Any
-    steps: Any
-    commits: Any
+    steps: _Folded
+    commits: _Folded
     leases_acquired: Any
     leases_lost: Any
     fence_refusals: Any
@@ -129,6 +218,9 @@ def _build() -> _Instruments:
     def histogram(name: str, doc: str, labels: tuple[str, ...] = ()) -> Any:
         return Histogram(name, doc, labels, registry=registry, buckets=_BUCKETS)
 
+    def folded(name: str, doc: str) -> _Folded:
+        return _Folded(Histogram(name, doc, registry=None, buckets=_BUCKETS), registry)
+
     return _Instruments(
         registry=registry,
         runs_started=counter(
@@ -150,10 +242,8 @@ def _build() -> _Instruments:
             "Runs this process executes now.",
             registry=registry,
         ),
-        steps=histogram(
-            "flowledger_step_seconds", "Duration of one super-step, its commit included."
-        ),
-        commits=histogram(
+        steps=folded("flowledger_step_seconds", "Duration of one super-step, its commit included."),
+        commits=folded(
             "flowledger_commit_seconds", "Duration of one checkpoint commit (a ledger append)."
         ),
         leases_acquired=counter("flowledger_leases_acquired", "Leases this process acquired."),
@@ -256,7 +346,8 @@ def collectors() -> list[Any]:
     if live is None:
         raise RuntimeError("collectors needs metrics enabled first")
     skipped = ("registry", "census_gauges", "censuses")
-    return [getattr(live, f.name) for f in fields(live) if f.name not in skipped]
+    found = [getattr(live, f.name) for f in fields(live) if f.name not in skipped]
+    return [metric.histogram if type(metric) is _Folded else metric for metric in found]
 
 
 def set_mirror(mirror: Mirror | None) -> None:
@@ -313,17 +404,25 @@ def run_executing(delta: int) -> None:
 
 
 def step_finished(seconds: float) -> None:
-    if _live is not None:
-        _live.steps.observe(seconds)
+    live = _live
+    if live is not None:
+        steps = live.steps  # `_Folded`: queued, counted at the next fold
+        steps.pending.append(seconds)
+        if len(steps.pending) >= FOLD_AT:
+            steps.fold()
         if _mirror is not None:
-            _mirror.observed(_live.steps, (), seconds)
+            _mirror.observed(steps.histogram, (), seconds)
 
 
 def commit_finished(seconds: float) -> None:
-    if _live is not None:
-        _live.commits.observe(seconds)
+    live = _live
+    if live is not None:
+        commits = live.commits  # as `step_finished`
+        commits.pending.append(seconds)
+        if len(commits.pending) >= FOLD_AT:
+            commits.fold()
         if _mirror is not None:
-            _mirror.observed(_live.commits, (), seconds)
+            _mirror.observed(commits.histogram, (), seconds)
 
 
 def lease_acquired() -> None:

@@ -36,9 +36,9 @@ import inspect
 import os
 import re
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from contextvars import ContextVar
-from typing import TYPE_CHECKING, Any, Final, Protocol
+from typing import TYPE_CHECKING, Any, Final, Protocol, cast
 
 from .switches import otlp_requested
 
@@ -226,17 +226,14 @@ class span:  # lower case: used like a function, ``with tracing.span(...) as rec
         "_above",
         "_attributes",
         "_current",
-        "_flags",
         "_links",
         "_name",
         "_parent",
-        "_sampled",
         "_span",
         "_start",
-        "_state",
         "_status",
         "_token",
-        "_trace_id",
+        "_trace",
         "context",
     )
 
@@ -254,15 +251,41 @@ class span:  # lower case: used like a function, ``with tracing.span(...) as rec
         self._links: Any = None
         self._current = current
         self._token: Any = None
-        self._span: Any = self  # the SDK's span instead, unless recorded directly
-        self._sampled = False  # whether children may be recorded directly
         self.context: Any = None
-        self._trace_id: Any = None  # with the flags and state: known once sampled
-        self._flags: Any = None
-        self._state: Any = None
+        # (trace id, trace flags, trace state) once known to be sampled: children may
+        # then be recorded directly, with these
+        self._trace: tuple[int, Any, Any] | None = None
 
     def __enter__(self) -> Recording:
-        tracer, direct = _tracer, _direct
+        direct = _direct
+        if direct is not None and self._links is None:
+            parent = self._parent
+            if type(parent) is span:  # ours: its trace and decision are at hand
+                trace, above = parent._trace, parent.context
+            else:
+                trace, above = _sampled(parent)
+            if trace is not None:
+                # the parent's flags and trace state, as a parent-based sampler decides;
+                # 0 is the invalid span id: the generator itself draws again
+                span_id = direct.new_span_id() or direct.ids.generate_span_id()
+                self.context = direct.span_context(trace[0], span_id, False, trace[1], trace[2])
+                self._trace = trace
+                self._above = above
+                self._span: Any = self
+                self._attributes = dict(self._attributes)
+                self._status = direct.unset
+                if self._current:
+                    api = _otel[1]
+                    self._token = _otel[0].attach(
+                        api.set_span_in_context(api.NonRecordingSpan(self.context))
+                    )
+                self._start = time.time_ns()
+                return self
+        return self._through_tracer()
+
+    def _through_tracer(self) -> Recording:
+        """Start the span through the tracer (not recorded directly)."""
+        tracer = _tracer
         if tracer is None:  # disabled meanwhile: a span that records nothing
             from opentelemetry.trace import INVALID_SPAN
 
@@ -270,33 +293,6 @@ class span:  # lower case: used like a function, ``with tracing.span(...) as rec
             return INVALID_SPAN
         context, trace = _otel
         parent = self._parent
-        if direct is not None and self._links is None:
-            if type(parent) is span:
-                known = parent._sampled  # ours: its trace and decision are at hand
-                if known:
-                    trace_id, flags, state = parent._trace_id, parent._flags, parent._state
-                    above = parent.context
-            else:
-                above = (trace.get_current_span() if parent is None else parent).get_span_context()
-                known = above.is_valid and above.trace_flags.sampled
-                if known:
-                    trace_id, flags, state = above.trace_id, above.trace_flags, above.trace_state
-            if known:
-                # the parent's flags and trace state, as a parent-based sampler decides
-                self.context = direct.span_context(
-                    trace_id, direct.ids.generate_span_id(), False, flags, state
-                )
-                self._sampled = True
-                self._trace_id, self._flags, self._state = trace_id, flags, state
-                self._above = above
-                self._attributes = dict(self._attributes)
-                self._status = direct.unset
-                if self._current:
-                    self._token = context.attach(
-                        trace.set_span_in_context(trace.NonRecordingSpan(self.context))
-                    )
-                self._start = time.time_ns()
-                return self
         if parent is not None and not isinstance(parent, trace.Span):  # one of ours
             parent = trace.NonRecordingSpan(parent.get_span_context())
         started = self._span = tracer.start_span(
@@ -309,52 +305,43 @@ class span:  # lower case: used like a function, ``with tracing.span(...) as rec
         )
         found = self.context = started.get_span_context()
         if found.is_valid and found.trace_flags.sampled:
-            self._sampled = True
-            self._trace_id, self._flags, self._state = (
-                found.trace_id,
-                found.trace_flags,
-                found.trace_state,
-            )
+            self._trace = (found.trace_id, found.trace_flags, found.trace_state)
         if self._current:
             self._token = context.attach(trace.set_span_in_context(started))
         return started
 
     def __exit__(self, kind: type[BaseException] | None, error: object, tb: object) -> None:
-        if self._token is not None:
-            _otel[0].detach(self._token)
+        token = self._token
+        if token is not None:
+            _otel[0].detach(token)
         recorded = self._span
-        if kind is not None and issubclass(kind, asyncio.CancelledError):
-            # cut short (a cancel, a lost lease, a shutdown): not a failure of the work
-            recorded.set_attribute("flowledger.outcome", "stopped")
-        elif kind is not None:
-            from opentelemetry.trace import StatusCode
-
-            recorded.set_attribute("flowledger.outcome", "failed")
-            recorded.set_attribute("error.type", kind.__qualname__)
-            recorded.set_status(StatusCode.ERROR)
+        if kind is not None:
+            _mark_failed(recorded, kind)
         if recorded is not self:
             recorded.end()
             return
         direct = _direct
         if direct is None:  # disabled meanwhile
             return
-        direct.processor.on_end(
-            direct.readable(  # positionally, in the order `_Direct.of` checked
-                self._name,
-                self.context,
-                self._above,
-                direct.resource,
-                self._attributes,
-                (),  # events
-                (),  # links
-                direct.internal,
-                None,  # instrumentation_info: deprecated for the scope below
-                self._status,
-                self._start,
-                time.time_ns(),
-                direct.scope,
-            )
+        if direct.multi is not None and direct.multi._span_processors is not direct.known:
+            direct.learn()  # a processor was added to the provider since
+        finished = direct.readable(  # positionally, in the order `_Direct.of` checked
+            self._name,
+            self.context,
+            self._above,
+            direct.resource,
+            self._attributes,
+            (),  # events
+            (),  # links
+            direct.internal,
+            None,  # instrumentation_info: deprecated for the scope below
+            self._status,
+            self._start,
+            time.time_ns(),
+            direct.scope,
         )
+        for receive in direct.receivers:
+            receive(finished)
 
     # -- what callers do with a span recorded directly -------------------------------------
 
@@ -373,16 +360,51 @@ class span:  # lower case: used like a function, ``with tracing.span(...) as rec
         return self.context
 
 
+def _sampled(parent: Recording | None) -> tuple[tuple[int, Any, Any] | None, Any]:
+    """(trace id, flags, state) of ``parent`` (else of the current span) if it is a
+    valid sampled span, else None; and its span context."""
+    api = _otel[1]
+    above = (api.get_current_span() if parent is None else parent).get_span_context()
+    if above.is_valid and above.trace_flags.sampled:
+        return (above.trace_id, above.trace_flags, above.trace_state), above
+    return None, above
+
+
+def _mark_failed(recorded: Any, kind: type[BaseException]) -> None:
+    """What an exception leaving a span's block records on it (`span`)."""
+    if issubclass(kind, asyncio.CancelledError):
+        # cut short (a cancel, a lost lease, a shutdown): not a failure of the work
+        recorded.set_attribute("flowledger.outcome", "stopped")
+        return
+    from opentelemetry.trace import StatusCode
+
+    recorded.set_attribute("flowledger.outcome", "failed")
+    recorded.set_attribute("error.type", kind.__qualname__)
+    recorded.set_status(StatusCode.ERROR)
+
+
 class _Direct:
     """What recording a span directly needs from an SDK tracer: its span processor (the
     provider's processors), resource and id generator, which the SDK's ``Tracer`` keeps
-    as public attributes."""
+    as public attributes.
+
+    A finished span is handed to each of the provider's processors (`receivers`)
+    rather than to the provider's ``SynchronousMultiSpanProcessor``, and to a
+    ``BatchSpanProcessor`` through its batch's ``emit``: what the processor's ``on_end``
+    does with a sampled span after reading its context through three properties, and
+    every span recorded directly is sampled. That hand-over was a quarter of what a span
+    cost (docs/benchmarks.md#traces). Likewise span ids come from ``random.getrandbits``
+    when the id generator is the SDK's ``RandomIdGenerator``, which draws them there."""
 
     __slots__ = (
         "ids",
         "internal",
+        "known",
+        "multi",
+        "new_span_id",
         "processor",
         "readable",
+        "receivers",
         "resource",
         "scope",
         "span_context",
@@ -390,18 +412,45 @@ class _Direct:
     )
 
     def __init__(self, tracer: Any, version: str) -> None:
-        from opentelemetry.sdk.trace import ReadableSpan
+        import functools
+        import random
+
+        from opentelemetry.sdk.trace import ReadableSpan, SynchronousMultiSpanProcessor
+        from opentelemetry.sdk.trace.id_generator import RandomIdGenerator
         from opentelemetry.sdk.util.instrumentation import InstrumentationScope
         from opentelemetry.trace import SpanContext, SpanKind, Status
 
         self.processor: Any = tracer.span_processor
         self.resource: Any = tracer.resource
         self.ids: Any = tracer.id_generator
+        self.new_span_id: Callable[[], int] = (
+            functools.partial(random.getrandbits, 64)
+            if type(self.ids) is RandomIdGenerator
+            else self.ids.generate_span_id
+        )
         self.readable = ReadableSpan
         self.scope = InstrumentationScope("flowledger", version)
         self.span_context = SpanContext
         self.internal = SpanKind.INTERNAL
         self.unset = Status()
+        # the provider's own multi-processor: its tuple of processors is replaced when
+        # one is added, so `known` tells whether `receivers` is still current
+        self.multi: Any = (
+            self.processor
+            if type(self.processor) is SynchronousMultiSpanProcessor
+            and isinstance(getattr(self.processor, "_span_processors", None), tuple)
+            else None
+        )
+        self.known: Any = None
+        self.receivers: tuple[Callable[[Any], None], ...] = (self.processor.on_end,)
+        if self.multi is not None:
+            self.learn()
+
+    def learn(self) -> None:
+        """Read the provider's processors again (`receivers`)."""
+        processors = self.multi._span_processors
+        self.receivers = tuple(_receiver(p) for p in processors)
+        self.known = processors
 
     @classmethod
     def of(cls, tracer: Any, version: str) -> _Direct | None:
@@ -418,6 +467,18 @@ class _Direct:
         if tuple(inspect.signature(ReadableSpan).parameters) != _READABLE_SPAN_PARAMETERS:
             return None
         return cls(tracer, version)
+
+
+def _receiver(processor: Any) -> Callable[[Any], None]:
+    """What a sampled finished span is handed to: a ``BatchSpanProcessor``'s batch
+    (``emit``, what its ``on_end`` calls for a sampled span), any other's ``on_end``."""
+    from opentelemetry.sdk.trace.export import BatchSpanProcessor
+
+    if type(processor) is BatchSpanProcessor:
+        emit = getattr(getattr(processor, "_batch_processor", None), "emit", None)
+        if callable(emit):
+            return cast("Callable[[Any], None]", emit)
+    return cast("Callable[[Any], None]", processor.on_end)
 
 
 _READABLE_SPAN_PARAMETERS: Final = (
