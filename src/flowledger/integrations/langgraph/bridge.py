@@ -20,6 +20,9 @@ the home loop. A home loop is one of two kinds:
   loop; the single-writer leases, which must renew on time, live on a loop of their own
   (`start`).
 
+On a SQLite store the synchronous ``put`` and ``put_writes`` take the host role without
+running the loop at all when nothing else is under way (`try_host`, `lane`).
+
 A synchronous method called *on* the home loop (from a coroutine running on it) would wait
 for itself forever, so it raises `SaverUsageError` instead (as LangGraph's async savers
 do).
@@ -198,6 +201,35 @@ class LoopBridge:
                 return self.loop.run_until_complete(make())
             finally:
                 self._serve_guests()
+
+    def try_host(self) -> bool:
+        """Take the host role of a driven loop without running it, so this thread may
+        work on the saver's state synchronously (`lane`): True when this thread runs no
+        event loop, no thread drives the loop and no deferred call waits for a driver.
+        `end_host` must follow. While this thread is host no coroutine of the saver runs
+        (the loop runs only when its host drives it); calls arriving meanwhile become
+        guests, and `end_host` serves them. The host may drive the loop itself
+        (``self.loop.run_until_complete``) for work that needs it."""
+        if not self.driven or _loop_running_here():
+            return False
+        with self._mutex:
+            if self._hosting or self._waiting or self.loop.is_closed():
+                return False
+            self._hosting = True
+        self._turn.acquire()
+        if self.loop.is_closed():  # stopped while this thread waited for its turn
+            self._turn.release()
+            with self._mutex:
+                self._hosting = False
+            raise SaverUsageError("the saver is closed")
+        return True
+
+    def end_host(self) -> None:
+        """Give up the host role `try_host` took, once the guests that came are served."""
+        try:
+            self._serve_guests()
+        finally:
+            self._turn.release()
 
     def _admit(self, make: Callable[[], Awaitable[T]], done: _Outcome[T]) -> None:
         """On the loop: run a guest's coroutine, and tell its thread the outcome."""
