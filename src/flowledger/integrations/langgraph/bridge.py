@@ -38,7 +38,7 @@ from typing import Any, Generic, TypeVar
 
 from .errors import SaverUsageError
 
-__all__ = ["LoopBridge"]
+__all__ = ["LoopBridge", "Outcome"]
 
 T = TypeVar("T")
 
@@ -58,7 +58,7 @@ class LoopBridge:
         self._mutex = threading.Lock()  # guards the host role and the count of guests
         self._hosting = False
         self._guests = 0
-        self._waiting: list[tuple[Callable[[], Awaitable[Any]], _Outcome[Any]]] = []
+        self._waiting: list[tuple[Callable[[], Awaitable[Any]], Outcome[Any]]] = []
         self._no_guests: asyncio.Event | None = None
 
     @classmethod
@@ -141,7 +141,7 @@ class LoopBridge:
         return self._drive(make)
 
     def _deferred(self, make: Callable[[], Awaitable[T]], wait: float) -> T:
-        done: _Outcome[T] = _Outcome()
+        done: Outcome[T] = Outcome()
         item = (make, done)
         with self._mutex:
             if self.loop.is_closed():
@@ -182,7 +182,7 @@ class LoopBridge:
                 self._guests += len(waiting)
             else:
                 self._guests += 1
-                done: _Outcome[T] = _Outcome()
+                done: Outcome[T] = Outcome()
                 self.loop.call_soon_threadsafe(self._admit, make, done)
         if not host:
             return done.result()
@@ -231,7 +231,7 @@ class LoopBridge:
         finally:
             self._turn.release()
 
-    def _admit(self, make: Callable[[], Awaitable[T]], done: _Outcome[T]) -> None:
+    def _admit(self, make: Callable[[], Awaitable[T]], done: Outcome[T]) -> None:
         """On the loop: run a guest's coroutine, and tell its thread the outcome."""
         task = self.loop.create_task(_wrap(make))
 
@@ -319,7 +319,7 @@ class LoopBridge:
         self.loop.close()
 
 
-class _Outcome(Generic[T]):
+class Outcome(Generic[T]):
     """What a call run by another thread came to, and the wait for it: a bare lock held
     until the outcome is set (cheaper than a `concurrent.futures.Future`, whose condition
     variable is Python code, on every step's path). Set once."""

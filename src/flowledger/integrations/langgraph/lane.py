@@ -37,7 +37,7 @@ from typing import Any
 from langchain_core.runnables import RunnableConfig
 
 from ...storage import BlockingAppend, LedgerConflictError
-from .bridge import LoopBridge, _Outcome
+from .bridge import LoopBridge, Outcome
 from .errors import InvalidConfigError
 from .logs import LogStore, ThreadLog
 from .writing import GATHER, Built, Place, Writer, config_ids
@@ -63,7 +63,7 @@ class _Writes:
     writes: Sequence[tuple[str, Any]]
     task_id: str
     task_path: str
-    done: _Outcome[None] = field(default_factory=_Outcome)
+    done: Outcome[None] = field(default_factory=Outcome)
 
 
 class SyncLane:

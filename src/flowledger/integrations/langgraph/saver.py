@@ -10,7 +10,8 @@ Switching an application is one line::
         ...
 
 It implements the whole ``BaseCheckpointSaver`` contract, synchronous and asynchronous
-(`bridge`: all work runs on one event loop), including ``delete_thread``,
+(`bridge`: all work runs on one event loop; on SQLite, synchronous ``put`` and
+``put_writes`` append on the calling thread without it, `lane`), including ``delete_thread``,
 ``delete_for_runs``, ``copy_thread`` and ``prune``. What it stores (`records`, `lists`,
 `values`): one ledger log per thread and namespace, a checkpoint record of what changed,
 values through the serde (JSON only; never pickle) as content-addressed attachments, and
