@@ -22,6 +22,7 @@ from flowledger.storage import (
     FencedWriteError,
     LedgerConflictError,
     Store,
+    StoreClosedError,
     open_store,
 )
 from flowledger.storage.sqlite.database import Database
@@ -246,3 +247,58 @@ async def test_a_lone_writer_appends_without_waiting_in_line(tmp_path: Path) -> 
                 call.send(None)  # type: ignore[attr-defined]
             assert done.value.value == tip + 1
         assert await store.ledger.tip("solo") == 4
+
+
+async def test_blocking_appends_from_threads_share_the_store_with_grouped_ones(
+    tmp_path: Path,
+) -> None:
+    """`append_blocking` (synchronous callers, no event loop) takes the connection in
+    turn with the event loop's grouped appends and other threads' blocking ones: every
+    record lands once, in order, each caller sees its own tips."""
+    threads, rounds = 4, 20
+    async with open_store(sqlite_url(tmp_path)) as store:
+        ledger: Any = store.ledger
+
+        def blocking(me: int) -> list[int]:
+            return [
+                ledger.append_blocking(f"sync/{me}", [b"%d" % r], expected=r) for r in range(rounds)
+            ]
+
+        async def grouped() -> None:
+            for r in range(rounds):
+                await asyncio.gather(
+                    *(store.ledger.append(f"async/{i}", [b"%d" % r], expected=r) for i in range(5))
+                )
+
+        results, _ = await asyncio.gather(
+            asyncio.to_thread(run_threads, threads, blocking, 60.0), grouped()
+        )
+        assert results == [list(range(1, rounds + 1))] * threads
+        for name in [*(f"sync/{me}" for me in range(threads)), *(f"async/{i}" for i in range(5))]:
+            records = await store.ledger.read(name, limit=100)
+            assert [r.payload for r in records] == [b"%d" % r for r in range(rounds)]
+        with pytest.raises(LedgerConflictError):
+            ledger.append_blocking("sync/0", [b"stale"], expected=0)
+        assert await store.ledger.tip("sync/0") == rounds
+
+
+async def test_a_failed_blocking_append_writes_nothing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    async with open_store(sqlite_url(tmp_path)) as store:
+        ledger: Any = store.ledger
+        assert ledger.append_blocking("log", [b"a"], expected=0) == 1
+        commits = count_commits(monkeypatch, [sqlite3.OperationalError("disk I/O error")])
+        with pytest.raises(sqlite3.OperationalError, match="disk I/O error"):
+            await asyncio.to_thread(
+                ledger.append_blocking, "log", [b"b", b"c"], expected=1, attachments={}
+            )
+        assert commits == [1]
+        assert await store.ledger.tip("log") == 1
+        assert [r.payload for r in await store.ledger.read("log")] == [b"a"]
+        assert ledger.append_blocking("log", [b"b"], expected=1) == 2
+    async with open_store(sqlite_url(tmp_path)) as reopened:
+        assert [r.payload for r in await reopened.ledger.read("log")] == [b"a", b"b"]
+        closed: Any = reopened.ledger
+    with pytest.raises(StoreClosedError):
+        closed.append_blocking("log", [b"x"], expected=2)

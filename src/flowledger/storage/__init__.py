@@ -41,7 +41,7 @@ from .kv import (
     overwrite,
 )
 from .lease import Lease, Leaser, LeaseStatus, LostReason
-from .ledger import Ledger, LedgerUsage, Record, SweepReport, digest_of
+from .ledger import BlockingAppend, Ledger, LedgerUsage, Record, SweepReport, digest_of
 from .limits import (
     MAX_ATTACHMENT_BYTES,
     MAX_ATTACHMENTS_PER_APPEND,
@@ -74,6 +74,7 @@ __all__ = [
     "BlobConflictError",
     "BlobNotFoundError",
     "Blobs",
+    "BlockingAppend",
     "ConflictError",
     "CorruptDataError",
     "EngineCheck",

@@ -197,6 +197,27 @@ class Ledger(Protocol):
         ...
 
 
+@runtime_checkable
+class BlockingAppend(Protocol):
+    """A ledger that can also append from synchronous code (SQLite's: its transaction runs
+    on the caller's thread anyway), for callers that run no event loop and would
+    otherwise start one just to await `Ledger.append`."""
+
+    def append_blocking(
+        self,
+        name: str,
+        records: Sequence[bytes],
+        *,
+        expected: int,
+        attachments: Mapping[str, bytes] | None = None,
+        refs: Iterable[str] = (),
+        fence: Fence | None = None,
+    ) -> int:
+        """`Ledger.append`, with the same checks, transaction, errors and durability,
+        blocking the calling thread (which must run no event loop) until it is done."""
+        ...
+
+
 _HEX = frozenset("0123456789abcdef")
 
 

@@ -20,6 +20,9 @@ the home loop. A home loop is one of two kinds:
   loop; the single-writer leases, which must renew on time, live on a loop of their own
   (`start`).
 
+On a SQLite store the synchronous ``put`` and ``put_writes`` take the host role without
+running the loop at all when nothing else is under way (`try_host`, `lane`).
+
 A synchronous method called *on* the home loop (from a coroutine running on it) would wait
 for itself forever, so it raises `SaverUsageError` instead (as LangGraph's async savers
 do).
@@ -35,7 +38,7 @@ from typing import Any, Generic, TypeVar
 
 from .errors import SaverUsageError
 
-__all__ = ["LoopBridge"]
+__all__ = ["LoopBridge", "Outcome"]
 
 T = TypeVar("T")
 
@@ -55,7 +58,7 @@ class LoopBridge:
         self._mutex = threading.Lock()  # guards the host role and the count of guests
         self._hosting = False
         self._guests = 0
-        self._waiting: list[tuple[Callable[[], Awaitable[Any]], _Outcome[Any]]] = []
+        self._waiting: list[tuple[Callable[[], Awaitable[Any]], Outcome[Any]]] = []
         self._no_guests: asyncio.Event | None = None
 
     @classmethod
@@ -138,7 +141,7 @@ class LoopBridge:
         return self._drive(make)
 
     def _deferred(self, make: Callable[[], Awaitable[T]], wait: float) -> T:
-        done: _Outcome[T] = _Outcome()
+        done: Outcome[T] = Outcome()
         item = (make, done)
         with self._mutex:
             if self.loop.is_closed():
@@ -179,7 +182,7 @@ class LoopBridge:
                 self._guests += len(waiting)
             else:
                 self._guests += 1
-                done: _Outcome[T] = _Outcome()
+                done: Outcome[T] = Outcome()
                 self.loop.call_soon_threadsafe(self._admit, make, done)
         if not host:
             return done.result()
@@ -199,7 +202,36 @@ class LoopBridge:
             finally:
                 self._serve_guests()
 
-    def _admit(self, make: Callable[[], Awaitable[T]], done: _Outcome[T]) -> None:
+    def try_host(self) -> bool:
+        """Take the host role of a driven loop without running it, so this thread may
+        work on the saver's state synchronously (`lane`): True when this thread runs no
+        event loop, no thread drives the loop and no deferred call waits for a driver.
+        `end_host` must follow. While this thread is host no coroutine of the saver runs
+        (the loop runs only when its host drives it); calls arriving meanwhile become
+        guests, and `end_host` serves them. The host may drive the loop itself
+        (``self.loop.run_until_complete``) for work that needs it."""
+        if not self.driven or _loop_running_here():
+            return False
+        with self._mutex:
+            if self._hosting or self._waiting or self.loop.is_closed():
+                return False
+            self._hosting = True
+        self._turn.acquire()
+        if self.loop.is_closed():  # stopped while this thread waited for its turn
+            self._turn.release()
+            with self._mutex:
+                self._hosting = False
+            raise SaverUsageError("the saver is closed")
+        return True
+
+    def end_host(self) -> None:
+        """Give up the host role `try_host` took, once the guests that came are served."""
+        try:
+            self._serve_guests()
+        finally:
+            self._turn.release()
+
+    def _admit(self, make: Callable[[], Awaitable[T]], done: Outcome[T]) -> None:
         """On the loop: run a guest's coroutine, and tell its thread the outcome."""
         task = self.loop.create_task(_wrap(make))
 
@@ -287,7 +319,7 @@ class LoopBridge:
         self.loop.close()
 
 
-class _Outcome(Generic[T]):
+class Outcome(Generic[T]):
     """What a call run by another thread came to, and the wait for it: a bare lock held
     until the outcome is set (cheaper than a `concurrent.futures.Future`, whose condition
     variable is Python code, on every step's path). Set once."""

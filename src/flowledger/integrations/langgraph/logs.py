@@ -36,6 +36,7 @@ from ...storage import (
     MAX_READ_LIMIT,
     MAX_REFS_PER_APPEND,
     AttachmentNotFoundError,
+    BlockingAppend,
     ConflictError,
     CorruptDataError,
     Fence,
@@ -507,16 +508,54 @@ class LogStore:
                 )
                 break
             except AttachmentNotFoundError as gone:
-                data = encoded.blobs.get(gone.digest) or self.blob_cache.get(gone.digest)
-                if gone.digest not in refs or data is None:
-                    raise CorruptCheckpointError(
-                        log.where, f"attachment {gone.digest} is missing"
-                    ) from None
-                self.blob_cache.forget(gone.digest)
-                refs.remove(gone.digest)
-                sent[gone.digest] = data
+                self._resend(log, gone.digest, encoded, sent, refs)
         self._committed(log, docs, payloads, encoded.needed, sent)
         return True
+
+    def append_blocking(
+        self,
+        log: ThreadLog,
+        docs: Sequence[dict[str, Any]],
+        encoded: Encoded,
+        ledger: BlockingAppend,
+    ) -> bool:
+        """`append` (no fence) from a thread that runs no event loop, through ``ledger``
+        (this store's, when it can append without one): True once appended; False, with
+        nothing written, when carriers would have to go first (then `append` must). The
+        same errors as `append`."""
+        sent, refs = self._plan(log, encoded)
+        if len(sent) > MAX_ATTACHMENTS_PER_APPEND or len(refs) > MAX_REFS_PER_APPEND:
+            return False
+        docs = list(docs)
+        if log.tip == 0:
+            docs.insert(0, self.header(log))
+        payloads = [dumps_record(doc) for doc in docs]
+        while True:
+            try:
+                ledger.append_blocking(
+                    log.name, payloads, expected=log.tip, attachments=sent, refs=refs
+                )
+                break
+            except AttachmentNotFoundError as gone:
+                self._resend(log, gone.digest, encoded, sent, refs)
+        self._committed(log, docs, payloads, encoded.needed, sent)
+        return True
+
+    def _resend(
+        self,
+        log: ThreadLog,
+        digest: str,
+        encoded: Encoded,
+        sent: dict[str, bytes],
+        refs: list[str],
+    ) -> None:
+        """An attachment named by reference was swept meanwhile: send its bytes instead."""
+        data = encoded.blobs.get(digest) or self.blob_cache.get(digest)
+        if digest not in refs or data is None:
+            raise CorruptCheckpointError(log.where, f"attachment {digest} is missing") from None
+        self.blob_cache.forget(digest)
+        refs.remove(digest)
+        sent[digest] = data
 
     def _plan(self, log: ThreadLog, encoded: Encoded) -> tuple[dict[str, bytes], list[str]]:
         sent: dict[str, bytes] = {}

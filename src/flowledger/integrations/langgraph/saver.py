@@ -10,7 +10,8 @@ Switching an application is one line::
         ...
 
 It implements the whole ``BaseCheckpointSaver`` contract, synchronous and asynchronous
-(`bridge`: all work runs on one event loop), including ``delete_thread``,
+(`bridge`: all work runs on one event loop; on SQLite, synchronous ``put`` and
+``put_writes`` append on the calling thread without it, `lane`), including ``delete_thread``,
 ``delete_for_runs``, ``copy_thread`` and ``prune``. What it stores (`records`, `lists`,
 `values`): one ledger log per thread and namespace, a checkpoint record of what changed,
 values through the serde (JSON only; never pickle) as content-addressed attachments, and
@@ -27,7 +28,7 @@ from __future__ import annotations
 import asyncio
 import builtins
 import functools
-from collections.abc import AsyncIterator, Collection, Iterator, Sequence
+from collections.abc import AsyncIterator, Callable, Collection, Iterator, Sequence
 from datetime import datetime
 from types import TracebackType
 from typing import Any, Final, TypeVar
@@ -42,9 +43,10 @@ from langgraph.checkpoint.base import (
 )
 from langgraph.checkpoint.serde.base import SerializerProtocol
 
-from ...storage import Store, open_store
+from ...storage import BlockingAppend, Store, open_store
 from .bridge import LoopBridge
 from .errors import InvalidConfigError, SaverUsageError
+from .lane import SyncLane
 from .leases import AdminLease, ThreadLeases
 from .logs import LogStore, ThreadLog
 from .names import DEFAULT_PREFIX, check_prefix
@@ -112,6 +114,13 @@ class FlowledgerSaver(BaseCheckpointSaver[int]):
         self.reader = Reader(self.logs, self.serde, encoder)
         self.writer = Writer(self.logs, encoder, self.leases)
         self.rewriter = Rewriter(self.logs, self.reader, AdminLease(store, self.prefix))
+        # Synchronous puts on a driven loop skip the loop where the store can append
+        # without one (`lane`); leases renew on a loop, so a single writer keeps to it.
+        self.lane = (
+            SyncLane(bridge, self.logs, self.writer, store.ledger, self._put_writes)
+            if bridge.driven and self.leases is None and isinstance(store.ledger, BlockingAppend)
+            else None
+        )
         self._owns_store = False
         self._closed = False
 
@@ -262,17 +271,30 @@ class FlowledgerSaver(BaseCheckpointSaver[int]):
         metadata: CheckpointMetadata,
         new_versions: ChannelVersions,
     ) -> RunnableConfig:
-        return self.bridge.call(
-            functools.partial(self._put, config, checkpoint, metadata, new_versions), "put"
-        )
+        slow = functools.partial(self._put, config, checkpoint, metadata, new_versions)
+        if self.lane is not None and not self.bridge.on_home():
+            thread_id, checkpoint_ns, build, finish = self._prepare_put(
+                config, checkpoint, metadata, new_versions
+            )
+            done = self.lane.put((thread_id, checkpoint_ns), (build, finish, slow))
+            if done is not None:
+                return done
+        return self.bridge.call(slow, "put")
 
-    async def _put(
+    def _prepare_put(
         self,
         config: RunnableConfig,
         checkpoint: Checkpoint,
         metadata: CheckpointMetadata,
         new_versions: ChannelVersions,
-    ) -> RunnableConfig:
+    ) -> tuple[
+        str,
+        str,
+        Callable[[ThreadLog, Place], Any],
+        Callable[[ThreadLog, Any], RunnableConfig],
+    ]:
+        """A checkpoint, checked: its namespace, the build of its record, and what
+        follows its append (remember its stored form; the config naming it)."""
         thread_id, checkpoint_ns, parent_id = config_ids(config)
         parts = self.writer.checkpoint_parts(config, checkpoint, metadata)
         values = parts_values(checkpoint)
@@ -281,15 +303,30 @@ class FlowledgerSaver(BaseCheckpointSaver[int]):
         def build(log: ThreadLog, at: Place) -> Any:
             return self.writer.checkpoint_doc(log, at, parts, parent_id, values, versions)
 
-        log, state = await self.writer.commit(thread_id, checkpoint_ns, build)
-        log.cps.remember(parts["c"], state)
-        return {
-            "configurable": {
-                "thread_id": thread_id,
-                "checkpoint_ns": checkpoint_ns,
-                "checkpoint_id": parts["c"],
+        def finish(log: ThreadLog, state: Any) -> RunnableConfig:
+            log.cps.remember(parts["c"], state)
+            return {
+                "configurable": {
+                    "thread_id": thread_id,
+                    "checkpoint_ns": checkpoint_ns,
+                    "checkpoint_id": parts["c"],
+                }
             }
-        }
+
+        return thread_id, checkpoint_ns, build, finish
+
+    async def _put(
+        self,
+        config: RunnableConfig,
+        checkpoint: Checkpoint,
+        metadata: CheckpointMetadata,
+        new_versions: ChannelVersions,
+    ) -> RunnableConfig:
+        thread_id, checkpoint_ns, build, finish = self._prepare_put(
+            config, checkpoint, metadata, new_versions
+        )
+        log, state = await self.writer.commit(thread_id, checkpoint_ns, build)
+        return finish(log, state)
 
     async def aput_writes(
         self,
@@ -309,10 +346,16 @@ class FlowledgerSaver(BaseCheckpointSaver[int]):
         task_id: str,
         task_path: str = "",
     ) -> None:
+        if self.lane is not None and not self.bridge.on_home():
+            if self.lane.put_writes(config, writes, task_id, task_path):
+                return
+            defer = 0.0  # the lane waited already
+        else:
+            defer = GATHER
         self.bridge.call(
             functools.partial(self._put_writes, config, writes, task_id, task_path),
             "put_writes",
-            defer=GATHER,
+            defer=defer,
         )
 
     async def _put_writes(

@@ -283,6 +283,38 @@ class Writer:
         doc = {"w": checkpoint_id, "t": task_id, "tp": task_path, "ws": stored}
         return [doc], out, None
 
+    def build_batch(
+        self, log: ThreadLog, builds: Sequence[Callable[[ThreadLog, Place], Built]]
+    ) -> tuple[list[dict[str, Any]], Encoded, list[tuple[bool, Any]]]:
+        """Build the records of ``builds`` for one append at the log's tip, each after the
+        ones before it: the records, what they need stored, and per build (True, what to
+        remember) or (False, the exception its bad input raised: the others go on)."""
+        docs: list[dict[str, Any]] = []
+        out = Encoded()
+        outcomes: list[tuple[bool, Any]] = []
+        at = Place(self.logs.first_seq(log), log.latest)
+        for build_for in builds:
+            try:
+                mine, needs, keep = build_for(log, at)
+            except Exception as exc:
+                outcomes.append((False, exc))
+                continue
+            for doc in mine:
+                if "c" in doc and "top" not in doc:
+                    at = Place(at.seq, (doc["c"], at.seq))
+                at = Place(at.seq + 1, at.latest)
+            docs.extend(mine)
+            out.blobs.update(needs.blobs)
+            out.needed.update(needs.needed)
+            outcomes.append((True, keep))
+        return docs, out, outcomes
+
+    def idle(self, thread_id: str, checkpoint_ns: str) -> bool:
+        """No append of the namespace is under way or gathering in this saver."""
+        key = (thread_id, checkpoint_ns)
+        lock = self._locks.get(key)
+        return (lock is None or not lock.locked()) and key not in self._gathering
+
     # -- appending ---------------------------------------------------------------------------
 
     def lock(self, thread_id: str, checkpoint_ns: str) -> asyncio.Lock:
@@ -364,26 +396,14 @@ class Writer:
     ) -> None:
         log = await self.logs.log(thread_id, checkpoint_ns)
         for _ in range(_MAX_TRIES):
-            docs: list[dict[str, Any]] = []
-            out = Encoded()
+            live = [(build_for, future) for build_for, future in items if not future.done()]
+            docs, out, outcomes = self.build_batch(log, [build_for for build_for, _ in live])
             built: list[tuple[asyncio.Future[tuple[ThreadLog, Any]], Any]] = []
-            at = Place(self.logs.first_seq(log), log.latest)
-            for build_for, future in items:
-                if future.done():
-                    continue
-                try:
-                    mine, needs, keep = build_for(log, at)
-                except Exception as exc:  # this caller's bad input: the others go on
-                    future.set_exception(exc)
-                    continue
-                for doc in mine:
-                    if "c" in doc and "top" not in doc:
-                        at = Place(at.seq, (doc["c"], at.seq))
-                    at = Place(at.seq + 1, at.latest)
-                docs.extend(mine)
-                out.blobs.update(needs.blobs)
-                out.needed.update(needs.needed)
-                built.append((future, keep))
+            for (_, future), (ok, keep) in zip(live, outcomes, strict=True):
+                if ok:
+                    built.append((future, keep))
+                else:  # this caller's bad input: the others go on
+                    future.set_exception(keep)
             if not built:
                 return
             try:

@@ -219,6 +219,23 @@ class SQLiteLedger:
         check_fence(fence)
         return await self._worker.append(Append(name, payloads, expected, blobs, needed, fence))
 
+    def append_blocking(
+        self,
+        name: str,
+        records: Sequence[bytes],
+        *,
+        expected: int,
+        attachments: Mapping[str, bytes] | None = None,
+        refs: Iterable[str] = (),
+        fence: Fence | None = None,
+    ) -> int:
+        """`append` from synchronous code (`BlockingAppend`; `Worker.append_blocking`)."""
+        validate_name(name)
+        payloads, blobs = check_append(records, expected, attachments)
+        needed = check_refs(refs, blobs)
+        check_fence(fence)
+        return self._worker.append_blocking(Append(name, payloads, expected, blobs, needed, fence))
+
     async def read(self, name: str, *, after: int = 0, limit: int = 100) -> list[Record]:
         validate_name(name)
         check_read(after, limit)

@@ -6,7 +6,9 @@ fsync), but waiting for another process's lock never does - the wait is an
 asynchronous retry up to ``busy_timeout``; a group's COMMIT runs on a writer thread. A
 call cancelled while it waits has not started; a started call runs to completion.
 `Store.close` lets the calls in line finish, then closes the connection; later calls
-raise `StoreClosedError`.
+raise `StoreClosedError`. A thread that runs no event loop may append with
+`Worker.append_blocking` (`SQLiteLedger.append_blocking`): the same lone transaction,
+taking the connection in turn with the calls above by blocking on its lock.
 
 Ledger appends made concurrently on one store are *group-committed* (see `Worker`): one
 transaction, a savepoint per append (so each keeps its own checks and its own outcome,
@@ -207,6 +209,35 @@ class Worker:
             finally:
                 self._lock.release()
         return await self._wait_in_line(self._job(append=append))  # type: ignore[no-any-return]
+
+    def append_blocking(self, append: Append) -> int:
+        """A lone append from a thread that runs no event loop: its own transaction on
+        the calling thread, as `append` makes for a lone writer, once the connection is
+        free - a group's COMMIT in flight or another thread's call is waited for by
+        blocking on the connection's lock (the order `_drain` and `call` keep too), and
+        another process's write lock by sleeping, up to ``busy_timeout``. Returns the new
+        tip once the COMMIT is durable; on any error nothing of it is written."""
+        deadline: float | None = None
+        pause = _FIRST_PAUSE
+        while True:
+            with self._lock:
+                if self._closed:
+                    raise StoreClosedError()
+                try:
+                    tip = append_alone(self.db, append)
+                except sqlite3.OperationalError as exc:
+                    if not is_busy(exc):
+                        raise
+                else:
+                    self._last_log = append.name
+                    return tip
+            now = time.monotonic()
+            if deadline is None:
+                deadline = now + self.db.settings.busy_timeout_ms / 1000
+            if now >= deadline:
+                raise _locked()
+            time.sleep(pause)  # this thread runs no event loop: nothing else waits on it
+            pause = min(pause * 2, _MAX_PAUSE)
 
     def _job(self, **what: Any) -> _Job:
         loop = asyncio.get_running_loop()
