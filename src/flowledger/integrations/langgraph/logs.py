@@ -497,10 +497,7 @@ class LogStore:
         if len(sent) > MAX_ATTACHMENTS_PER_APPEND or len(refs) > MAX_REFS_PER_APPEND:
             await self._carry(log, sent, refs, fence)
             return False
-        docs = list(docs)
-        if log.tip == 0:
-            docs.insert(0, self.header(log))
-        payloads = [dumps_record(doc) for doc in docs]
+        docs, payloads = self._payloads(log, docs)
         while True:
             try:
                 await self.ledger.append(
@@ -526,10 +523,7 @@ class LogStore:
         sent, refs = self._plan(log, encoded)
         if len(sent) > MAX_ATTACHMENTS_PER_APPEND or len(refs) > MAX_REFS_PER_APPEND:
             return False
-        docs = list(docs)
-        if log.tip == 0:
-            docs.insert(0, self.header(log))
-        payloads = [dumps_record(doc) for doc in docs]
+        docs, payloads = self._payloads(log, docs)
         while True:
             try:
                 ledger.append_blocking(
@@ -540,6 +534,16 @@ class LogStore:
                 self._resend(log, gone.digest, encoded, sent, refs)
         self._committed(log, docs, payloads, encoded.needed, sent)
         return True
+
+    def _payloads(
+        self, log: ThreadLog, docs: Sequence[dict[str, Any]]
+    ) -> tuple[list[dict[str, Any]], list[bytes]]:
+        """The records an append of ``docs`` writes (the log's header first when the log
+        is new), and their bytes."""
+        written = list(docs)
+        if log.tip == 0:
+            written.insert(0, self.header(log))
+        return written, [dumps_record(doc) for doc in written]
 
     def _resend(
         self,

@@ -198,6 +198,23 @@ def _attachments(db: Database, digests: list[str]) -> dict[str, bytes]:
     return found
 
 
+def _checked(
+    name: str,
+    records: Sequence[bytes],
+    expected: int,
+    attachments: Mapping[str, bytes] | None,
+    refs: Iterable[str],
+    fence: Fence | None,
+) -> Append:
+    """An append's arguments checked (before the worker sees them), as the worker takes
+    them."""
+    validate_name(name)
+    payloads, blobs = check_append(records, expected, attachments)
+    needed = check_refs(refs, blobs)
+    check_fence(fence)
+    return Append(name, payloads, expected, blobs, needed, fence)
+
+
 class SQLiteLedger:
     def __init__(self, worker: Worker) -> None:
         self._worker = worker
@@ -213,11 +230,9 @@ class SQLiteLedger:
         refs: Iterable[str] = (),
         fence: Fence | None = None,
     ) -> int:
-        validate_name(name)
-        payloads, blobs = check_append(records, expected, attachments)
-        needed = check_refs(refs, blobs)
-        check_fence(fence)
-        return await self._worker.append(Append(name, payloads, expected, blobs, needed, fence))
+        return await self._worker.append(
+            _checked(name, records, expected, attachments, refs, fence)
+        )
 
     def append_blocking(
         self,
@@ -230,11 +245,9 @@ class SQLiteLedger:
         fence: Fence | None = None,
     ) -> int:
         """`append` from synchronous code (`BlockingAppend`; `Worker.append_blocking`)."""
-        validate_name(name)
-        payloads, blobs = check_append(records, expected, attachments)
-        needed = check_refs(refs, blobs)
-        check_fence(fence)
-        return self._worker.append_blocking(Append(name, payloads, expected, blobs, needed, fence))
+        return self._worker.append_blocking(
+            _checked(name, records, expected, attachments, refs, fence)
+        )
 
     async def read(self, name: str, *, after: int = 0, limit: int = 100) -> list[Record]:
         validate_name(name)
