@@ -404,25 +404,24 @@ def run_executing(delta: int) -> None:
 
 
 def step_finished(seconds: float) -> None:
-    live = _live
-    if live is not None:
-        steps = live.steps  # `_Folded`: queued, counted at the next fold
-        steps.pending.append(seconds)
-        if len(steps.pending) >= FOLD_AT:
-            steps.fold()
-        if _mirror is not None:
-            _mirror.observed(steps.histogram, (), seconds)
+    if _live is not None:
+        _observe_folded(_live.steps, seconds)
 
 
 def commit_finished(seconds: float) -> None:
-    live = _live
-    if live is not None:
-        commits = live.commits  # as `step_finished`
-        commits.pending.append(seconds)
-        if len(commits.pending) >= FOLD_AT:
-            commits.fold()
-        if _mirror is not None:
-            _mirror.observed(commits.histogram, (), seconds)
+    if _live is not None:
+        _observe_folded(_live.commits, seconds)
+
+
+def _observe_folded(folded: _Folded, seconds: float) -> None:
+    """Queue ``seconds`` for the next fold (folding now if `FOLD_AT` wait); the mirror
+    records it at once."""
+    pending = folded.pending
+    pending.append(seconds)
+    if len(pending) >= FOLD_AT:
+        folded.fold()
+    if _mirror is not None:
+        _mirror.observed(folded.histogram, (), seconds)
 
 
 def lease_acquired() -> None:
