@@ -13,20 +13,12 @@ from pathlib import Path
 from typing import Annotated, Any, TypedDict
 
 import pytest
-from langgraph.checkpoint.base import empty_checkpoint
 from langgraph.graph import END, START, StateGraph
 
 from flowledger.integrations.langgraph import FlowledgerSaver
 from flowledger.storage.sqlite.database import Database
 
-CONFIG = {"configurable": {"thread_id": "t", "checkpoint_ns": ""}}
-
-
-def checkpoint(n: int) -> dict[str, Any]:
-    cp: dict[str, Any] = dict(empty_checkpoint())
-    cp["channel_values"] = {"items": list(range(n))}
-    cp["channel_versions"] = {"items": n + 1}
-    return cp
+from ._checkpoints import CONFIG, checkpoint
 
 
 def spy(saver: FlowledgerSaver) -> dict[str, list[int]]:

@@ -8,19 +8,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from langgraph.checkpoint.base import empty_checkpoint
 
 from flowledger.integrations.langgraph import FlowledgerSaver, SaverUsageError
 from flowledger.storage import open_store
 
-CONFIG = {"configurable": {"thread_id": "t", "checkpoint_ns": ""}}
-
-
-def checkpoint(n: int) -> dict[str, Any]:
-    cp: dict[str, Any] = dict(empty_checkpoint())
-    cp["channel_values"] = {"items": list(range(n))}
-    cp["channel_versions"] = {"items": n + 1}
-    return cp
+from ._checkpoints import CONFIG, checkpoint
 
 
 def test_synchronous_calls_run_on_the_savers_own_loop(tmp_path: Path) -> None:
