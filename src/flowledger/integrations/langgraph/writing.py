@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final, NamedTuple
@@ -75,6 +76,18 @@ class _Batch:
 
 def config_ids(config: object, *, need_checkpoint: bool = False) -> tuple[str, str, str | None]:
     """(thread id, namespace, checkpoint id) of a config; `InvalidConfigError` otherwise."""
+    if type(config) is dict:  # LangGraph's own configs, checked without the ABCs (every call)
+        configurable = config.get("configurable")
+        if type(configurable) is dict:
+            thread_id = configurable.get("thread_id")
+            checkpoint_ns = configurable.get("checkpoint_ns") or ""
+            checkpoint_id = configurable.get("checkpoint_id") or None
+            if (
+                type(thread_id) is str
+                and type(checkpoint_ns) is str
+                and (type(checkpoint_id) is str or (checkpoint_id is None and not need_checkpoint))
+            ):
+                return thread_id, checkpoint_ns, checkpoint_id
     if not isinstance(config, Mapping):
         raise InvalidConfigError("config", f"a mapping, not {type(config).__name__}")
     configurable = config.get("configurable")
@@ -112,16 +125,27 @@ def plain_metadata(config: RunnableConfig, metadata: Mapping[str, Any]) -> dict[
     return plain
 
 
-_VERSION_TYPES: Final = frozenset({str, int, float})
+def _is_mapping(value: object) -> bool:
+    return type(value) is dict or isinstance(value, Mapping)  # a dict without the ABC
+
+
+_TEXT: Final = frozenset({str})
+_PLAIN_VERSIONS: Final = frozenset({int, str})
+
+
+def _plain_versions(versions: object) -> bool:
+    """The usual versions: a dict of text to integers or text (checked in C, every put)."""
+    return (
+        type(versions) is dict
+        and _TEXT.issuperset(map(type, versions))
+        and _PLAIN_VERSIONS.issuperset(map(type, versions.values()))
+    )
 
 
 def _check_versions(where: str, versions: object) -> dict[str, Any]:
-    if type(versions) is dict:  # the usual case, checked in one pass (every put, per node)
-        for key, value in versions.items():
-            if type(key) is not str or type(value) not in _VERSION_TYPES:
-                break
-        else:
-            return dict(versions)  # a copy: the caller may change its own
+    """A copy of channel versions (text, integers or finite floats by channel name)."""
+    if _plain_versions(versions):
+        return dict(versions)  # type: ignore[call-overload]  # a copy: the caller may change its own
     if not isinstance(versions, Mapping):
         raise InvalidConfigError(where, "not a mapping")
     for key, value in versions.items():
@@ -129,6 +153,7 @@ def _check_versions(where: str, versions: object) -> dict[str, Any]:
             not isinstance(key, str)
             or isinstance(value, bool)
             or not isinstance(value, str | int | float)
+            or (isinstance(value, float) and not math.isfinite(value))
         ):
             raise InvalidConfigError(f"{where}[{key!r}]", f"not a channel version: {value!r}")
     return dict(versions)
@@ -155,7 +180,7 @@ class Writer:
         self, config: RunnableConfig, checkpoint: Mapping[str, Any], metadata: Mapping[str, Any]
     ) -> dict[str, Any]:
         """Everything of a checkpoint but its values, checked, as record fields."""
-        if not isinstance(checkpoint, Mapping):
+        if not _is_mapping(checkpoint):
             raise InvalidConfigError("checkpoint", f"a mapping, not {type(checkpoint).__name__}")
         checkpoint_id = checkpoint.get("id")
         if not isinstance(checkpoint_id, str) or not checkpoint_id:
@@ -170,21 +195,27 @@ class Writer:
             "checkpoint['channel_versions']", checkpoint.get("channel_versions", {})
         )
         seen_in = checkpoint.get("versions_seen", {})
-        if not isinstance(seen_in, Mapping):
+        if not _is_mapping(seen_in):
             raise InvalidConfigError("checkpoint['versions_seen']", "not a mapping")
-        seen = {
-            str(node): _check_versions(f"checkpoint['versions_seen'][{node!r}]", node_seen)
-            for node, node_seen in seen_in.items()
-        }
+        if _TEXT.issuperset(map(type, seen_in)) and all(map(_plain_versions, seen_in.values())):
+            seen = {node: dict(node_seen) for node, node_seen in seen_in.items()}
+        else:
+            seen = {
+                str(node): _check_versions(f"checkpoint['versions_seen'][{node!r}]", node_seen)
+                for node, node_seen in seen_in.items()
+            }
         updated = checkpoint.get("updated_channels")
         if updated is not None and (
-            not isinstance(updated, list | tuple) or not all(isinstance(u, str) for u in updated)
+            not isinstance(updated, list | tuple)
+            or not (
+                _TEXT.issuperset(map(type, updated)) or all(isinstance(u, str) for u in updated)
+            )
         ):
             raise InvalidConfigError(
                 "checkpoint['updated_channels']", "not a list of channel names"
             )
         values = checkpoint.get("channel_values", {})
-        if not isinstance(values, Mapping):
+        if not _is_mapping(values):
             raise InvalidConfigError("checkpoint['channel_values']", "not a mapping")
         parts: dict[str, Any] = {
             "c": checkpoint_id,
@@ -196,8 +227,8 @@ class Writer:
         }
         if updated is not None:
             parts["u"] = list(updated)
-        extra = {k: checkpoint[k] for k in checkpoint if k not in _STANDARD}
-        if extra:
+        if checkpoint.keys() - _STANDARD:  # LangGraph's own keys only, usually (a set op in C)
+            extra = {k: checkpoint[k] for k in checkpoint if k not in _STANDARD}
             try:
                 parts["x"] = self.extras.encode(extra)
             except Exception as exc:
@@ -292,17 +323,17 @@ class Writer:
         docs: list[dict[str, Any]] = []
         out = Encoded()
         outcomes: list[tuple[bool, Any]] = []
-        at = Place(self.logs.first_seq(log), log.latest)
+        seq, latest = self.logs.first_seq(log), log.latest
         for build_for in builds:
             try:
-                mine, needs, keep = build_for(log, at)
+                mine, needs, keep = build_for(log, Place(seq, latest))
             except Exception as exc:
                 outcomes.append((False, exc))
                 continue
             for doc in mine:
                 if "c" in doc and "top" not in doc:
-                    at = Place(at.seq, (doc["c"], at.seq))
-                at = Place(at.seq + 1, at.latest)
+                    latest = (doc["c"], seq)
+                seq += 1
             docs.extend(mine)
             out.blobs.update(needs.blobs)
             out.needed.update(needs.needed)
