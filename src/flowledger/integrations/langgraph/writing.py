@@ -23,7 +23,7 @@ import json
 import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Final, NamedTuple
+from typing import Any, Final, NamedTuple, TypeGuard
 
 from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import WRITES_IDX_MAP, get_checkpoint_metadata
@@ -133,7 +133,7 @@ _TEXT: Final = frozenset({str})
 _PLAIN_VERSIONS: Final = frozenset({int, str})
 
 
-def _plain_versions(versions: object) -> bool:
+def _plain_versions(versions: object) -> TypeGuard[dict[str, Any]]:
     """The usual versions: a dict of text to integers or text (checked in C, every put)."""
     return (
         type(versions) is dict
@@ -145,7 +145,7 @@ def _plain_versions(versions: object) -> bool:
 def _check_versions(where: str, versions: object) -> dict[str, Any]:
     """A copy of channel versions (text, integers or finite floats by channel name)."""
     if _plain_versions(versions):
-        return dict(versions)  # type: ignore[call-overload]  # a copy: the caller may change its own
+        return dict(versions)  # a copy: the caller may change its own
     if not isinstance(versions, Mapping):
         raise InvalidConfigError(where, "not a mapping")
     for key, value in versions.items():
