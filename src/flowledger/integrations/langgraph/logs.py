@@ -615,13 +615,15 @@ class LogStore:
         needed: Iterable[str],
         sent: Mapping[str, bytes],
     ) -> None:
-        first = log.tip + 1
-        for offset, (doc, payload) in enumerate(zip(docs, payloads, strict=True)):
-            record = trusted_record(first + offset, len(payload), doc)
-            self.records.remember((log.name, record.seq), record)
-            if log.low > log.tip:  # nothing indexed yet: the index starts here
-                log.low = record.seq
+        seq = log.tip + 1
+        if log.low > log.tip:  # nothing indexed yet: the index starts here
+            log.low = seq
+        remember, name = self.records.remember, log.name
+        for doc, payload in zip(docs, payloads, strict=True):
+            record = trusted_record(seq, len(payload), doc)
+            remember((name, seq), record)
             log.advance(record)
+            seq += 1
         log.referenced.update(needed)
         for digest, data in sent.items():
             self.blob_cache.put(digest, data)

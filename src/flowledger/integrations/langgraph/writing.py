@@ -125,6 +125,10 @@ def plain_metadata(config: RunnableConfig, metadata: Mapping[str, Any]) -> dict[
     return plain
 
 
+_NONE: Final = object()  # no version: not even None
+_PAIR: Final = (tuple, list)  # built once: ``tuple | list`` makes a new union each time
+
+
 def _is_mapping(value: object) -> bool:
     return type(value) is dict or isinstance(value, Mapping)  # a dict without the ABC
 
@@ -248,26 +252,27 @@ class Writer:
     ) -> Built:
         seq = at.seq
         base = log.cps.get(parent_id) if parent_id else None
+        same_parent = base is not None
         if base is None and log.cps:
             base = next(reversed(log.cps.values()))  # any earlier list of the log will do
-        same_parent = parent_id is not None and log.cps.get(parent_id) is base
+        chans_before = base.chans if base is not None else {}
         versions = parts["cv"]
         out = Encoded()
         stored: dict[str, Any] = {}
         chans: dict[str, Chan] = {}
         where = f"{log.where} checkpoint {parts['c']} channel"
         for channel, value in values.items():
-            if channel not in versions:
+            version = versions.get(channel, _NONE)
+            if version is _NONE:
                 continue  # LangGraph's savers keep only channels that have a version
-            version = versions[channel]
-            before = base.chans.get(channel) if base is not None else None
+            before = chans_before.get(channel)
             entry: Any
             node: ListNode | None = None
             if (
                 same_parent
                 and before is not None
-                and channel not in new_versions
                 and before.version == version
+                and channel not in new_versions
             ):
                 if before.node is not None:
                     entry, node = reuse(before.node, seq, log, out)
@@ -302,7 +307,7 @@ class Writer:
         out = Encoded()
         stored = []
         for index, item in enumerate(writes):
-            if not isinstance(item, tuple | list) or len(item) != 2 or not isinstance(item[0], str):
+            if not isinstance(item, _PAIR) or len(item) != 2 or not isinstance(item[0], str):
                 raise InvalidConfigError(f"writes[{index}]", "not a (channel, value) pair")
             channel, value = item
             where = f"{log.where} write {index} ({channel!r}) of task {task_id}"
