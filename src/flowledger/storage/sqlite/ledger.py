@@ -95,7 +95,7 @@ def log_id(db: Database, name: str, *, fresh: bool = False) -> int | None:
         db.log_ids.pop(name, None)
     known = db.log_ids.get(name)
     if known is None:
-        row = db.conn.execute(_LOG_ID, (name,)).fetchone()
+        row = db.cursor.execute(_LOG_ID, (name,)).fetchone()
         if row is not None:
             known = db.log_ids[name] = int(row[0])
     return known
@@ -103,7 +103,7 @@ def log_id(db: Database, name: str, *, fresh: bool = False) -> int | None:
 
 def tip_of(db: Database, log: int) -> int:
     base = log << SEQ_BITS
-    row = db.conn.execute(_LEDGER_TIP, (base, base | MAX_SEQ)).fetchone()
+    row = db.cursor.execute(_LEDGER_TIP, (base, base | MAX_SEQ)).fetchone()
     return 0 if row is None or row[0] is None else int(row[0]) - base
 
 
@@ -134,7 +134,7 @@ def append_rows(db: Database, append: Append) -> tuple[int, int, list[tuple[int,
     the references. Returns the new tip, the log's id and the references inserted
     (neither cached yet: the transaction may still roll back). The one place of the
     per-append SQL, shared by a lone append and a member of a group."""
-    conn = db.conn
+    cursor = db.cursor
     name, payloads, expected = append.name, append.payloads, append.expected
     count = len(payloads)
     db.check_fence(append.fence)
@@ -146,15 +146,15 @@ def append_rows(db: Database, append: Append) -> tuple[int, int, list[tuple[int,
     for digest in append.needed:  # named but not sent: must be stored already
         key = bytes.fromhex(digest)
         if (log is None or (log, key) not in db.known_refs) and (
-            conn.execute(ATTACHMENT_EXISTS, (key,)).fetchone() is None
+            cursor.execute(ATTACHMENT_EXISTS, (key,)).fetchone() is None
         ):
             raise AttachmentNotFoundError(digest)
     if log is None:
-        log = int(conn.execute(_LOG_INSERT, (name,)).lastrowid or 0)
-    conn.execute(_INSERT[count], _record_params(name, log, actual, payloads))
+        log = int(cursor.execute(_LOG_INSERT, (name,)).lastrowid or 0)
+    cursor.execute(_INSERT[count], _record_params(name, log, actual, payloads))
     refs: list[tuple[int, bytes]] = []
     if append.blobs:
-        conn.executemany(
+        cursor.executemany(
             _ATTACHMENT_INSERT,
             [(bytes.fromhex(d), data) for d, data in append.blobs.items()],
         )
@@ -162,7 +162,7 @@ def append_rows(db: Database, append: Append) -> tuple[int, int, list[tuple[int,
         refs = [(log, bytes.fromhex(d)) for d in (*append.blobs, *append.needed)]
         refs = [ref for ref in refs if ref not in db.known_refs]
         if refs:
-            conn.executemany(REF_INSERT, refs)
+            cursor.executemany(REF_INSERT, refs)
     return actual + count, log, refs
 
 
