@@ -31,6 +31,7 @@ from flowledger.storage.checksum import (
     bound_checksum,
     checksum,
     kv_place,
+    record_checksums,
     record_place,
     verified,
 )
@@ -205,6 +206,14 @@ def test_the_bound_checksum_covers_place_and_bytes() -> None:
     # A NUL separates the parts: (log "a/1", seq 2) is not (log "a", seq 12).
     assert record_place("a/1", 2) != record_place("a", 12)
     assert kv_place("k", 12) != kv_place("k1", 2)
+
+
+def test_record_checksums_are_the_bound_checksums_of_their_places() -> None:
+    payloads = [b"", b"x", bytes(range(256)) * 3]
+    for log, after in (("a", 0), ("log/b-1", 9), ("z", (1 << 32) - 4)):
+        assert record_checksums(log, after, payloads) == [
+            bound_checksum(record_place(log, after + i), p) for i, p in enumerate(payloads, 1)
+        ]
 
 
 def test_corrupt_data_error_is_a_storage_error() -> None:

@@ -253,3 +253,48 @@ async def test_a_ref_of_a_log_dropped_elsewhere_is_checked_again(
     assert await store.ledger.append("a", [b"new"], expected=0, attachments=att(S)) == 1
     assert await store.ledger.append("a", [b"next"], expected=1, refs=[DS]) == 2
     assert await store.ledger.sweep() == SweepReport(0, 0)
+
+
+async def test_an_append_at_a_moved_tip_names_the_actual_tip(store: Store, store_url: str) -> None:
+    """An append at a tip another store moved on (behind or ahead of the actual one)
+    raises LedgerConflictError naming the actual tip and writes nothing; at the actual
+    tip every record of it is written."""
+    if not shares_state(store_url):
+        pytest.skip("memory stores do not share state")
+    assert await store.ledger.append("a", [b"1", b"2"], expected=0) == 2
+    async with open_store(store_url) as other:
+        assert await other.ledger.append("a", [b"3"], expected=2) == 3
+    for stale in (2, 1, 4, 9):
+        with pytest.raises(LedgerConflictError) as caught:
+            await store.ledger.append("a", [b"no", b"no"], expected=stale)
+        assert (caught.value.expected, caught.value.actual) == (stale, 3)
+    assert await store.ledger.append("a", [b"4", b"5", b"6"], expected=3) == 6
+    assert [r.payload for r in await store.ledger.read("a")] == [b"%d" % i for i in range(1, 7)]
+
+
+async def test_an_append_follows_a_log_dropped_and_recreated_elsewhere(
+    store: Store, store_url: str
+) -> None:
+    """A store that appended to a log, which another store then dropped and made afresh,
+    appends to the log that exists now (at its tip) or conflicts with that log's tip;
+    after a drop without a new log, with tip 0."""
+    if not shares_state(store_url):
+        pytest.skip("memory stores do not share state")
+    assert await store.ledger.append("a", [b"old1", b"old2"], expected=0) == 2
+    async with open_store(store_url) as other:
+        await other.ledger.drop(["a"])
+        assert await other.ledger.append("a", [b"new1", b"new2"], expected=0) == 2
+        assert await store.ledger.append("a", [b"new3"], expected=2) == 3
+        assert [r.payload for r in await other.ledger.read("a")] == [b"new1", b"new2", b"new3"]
+        await other.ledger.drop(["a"])
+        assert await other.ledger.append("a", [b"again"], expected=0) == 1
+        with pytest.raises(LedgerConflictError) as caught:
+            await store.ledger.append("a", [b"no"], expected=3)
+        assert caught.value.actual == 1
+        await other.ledger.drop(["a"])
+        with pytest.raises(LedgerConflictError) as caught:
+            await store.ledger.append("a", [b"no"], expected=1)
+        assert caught.value.actual == 0
+        assert await other.ledger.names() == []
+        assert await store.ledger.append("a", [b"first"], expected=0) == 1
+        assert [r.payload for r in await other.ledger.read("a")] == [b"first"]

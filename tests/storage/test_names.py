@@ -95,6 +95,39 @@ def test_non_string_names_are_rejected(name: object) -> None:
     assert caught.value.rule == "illegal byte"
 
 
+class _PosingName(str):
+    """An invalid name that hashes and compares like a valid one."""
+
+    def __hash__(self) -> int:
+        return hash("posed/as")
+
+    def __eq__(self, other: object) -> bool:
+        return True
+
+
+def test_a_name_validated_before_is_still_checked_by_type() -> None:
+    """Names that passed are remembered, but only a plain str is taken from memory: a str
+    subclass posing as a remembered name is checked by the grammar (and rejected)."""
+    assert validate_name("posed/as") == "posed/as"
+    assert validate_name("posed/as") == "posed/as"  # remembered
+    with pytest.raises(InvalidNameError) as caught:
+        validate_name(_PosingName("Not/Valid"))
+    assert caught.value.rule == "bad first byte"
+
+
+def test_remembered_names_are_bounded() -> None:
+    """Many distinct valid names do not grow the memory of validated names without bound,
+    and each is still accepted (and invalid ones still rejected) after it was emptied."""
+    from flowledger.storage import names
+
+    for i in range(names._SEEN_MAX * 2 + 10):
+        assert validate_name(f"many/{i}") == f"many/{i}"
+        assert len(names._SEEN) <= names._SEEN_MAX
+    assert validate_name("many/0") == "many/0"
+    with pytest.raises(InvalidNameError):
+        validate_name("Many/0")
+
+
 def test_length_limit_counts_utf8_bytes() -> None:
     """Non-ASCII names are measured in UTF-8 bytes: 512 bytes is 'illegal byte', 514 'too long'."""
     with pytest.raises(InvalidNameError) as caught:

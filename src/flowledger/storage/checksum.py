@@ -23,6 +23,7 @@ encoding and Postgres's ``integer``.
 from __future__ import annotations
 
 import zlib
+from collections.abc import Sequence
 
 from .errors import CorruptDataError
 
@@ -32,6 +33,7 @@ __all__ = [
     "checksum",
     "kv_place",
     "rebound",
+    "record_checksums",
     "record_place",
     "verified",
 ]
@@ -61,6 +63,17 @@ def record_place(log: str, seq: int) -> bytes:
 def bound_checksum(place: bytes, data: bytes) -> int:
     """CRC-32 of ``place``, a NUL, then ``data``, as a signed 32-bit integer."""
     return _signed(zlib.crc32(data, zlib.crc32(place + b"\0")))
+
+
+def record_checksums(log: str, after: int, payloads: Sequence[bytes]) -> list[int]:
+    """The bound checksums of ``payloads`` as records ``after + 1``, ``after + 2``, ... of
+    ``log``: each is ``bound_checksum(record_place(log, seq), payload)``, computed with the
+    log's part of the place hashed once (a CRC continues from the CRC of what precedes)."""
+    head = zlib.crc32(b"record\0%s\0" % log.encode())
+    return [
+        _signed(zlib.crc32(payload, zlib.crc32(b"%d\0" % seq, head)))
+        for seq, payload in enumerate(payloads, after + 1)
+    ]
 
 
 def rebound(place: bytes, data: bytes, stored: int) -> int:

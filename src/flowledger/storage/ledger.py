@@ -52,7 +52,7 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import NamedTuple, Protocol, runtime_checkable
+from typing import Final, NamedTuple, Protocol, runtime_checkable
 
 from .errors import InvalidValueError
 from .fence import Fence
@@ -227,18 +227,31 @@ def _check_digest(digest: object) -> str:
     return digest
 
 
+# Exact list and tuple: the arguments every caller passes, checked by type alone before
+# the slower checks (an ABC's isinstance, a call per record) that other values take.
+_PLAIN: Final = (list, tuple)
+
+
 def check_append(
     records: Sequence[bytes], expected: int, attachments: Mapping[str, bytes] | None
 ) -> tuple[list[bytes], dict[str, bytes]]:
     """Validate an append's arguments (shared by every backend); return normalised copies."""
-    check_revision("expected", expected)
-    if isinstance(records, bytes | bytearray | str) or not isinstance(records, Sequence):
+    if type(expected) is not int or expected < 0:
+        check_revision("expected", expected)
+    if type(records) not in _PLAIN and (
+        isinstance(records, bytes | bytearray | str) or not isinstance(records, Sequence)
+    ):
         raise InvalidValueError("records", "a sequence of bytes", records)
     if not records:
         raise ValueError("append needs at least one record")
     if len(records) > MAX_RECORDS_PER_APPEND:
         raise ValueError(f"at most {MAX_RECORDS_PER_APPEND} records per append, not {len(records)}")
-    payloads = [check_bytes("ledger record", r, MAX_RECORD_BYTES) for r in records]
+    payloads = [
+        r
+        if type(r) is bytes and len(r) <= MAX_RECORD_BYTES
+        else check_bytes("ledger record", r, MAX_RECORD_BYTES)
+        for r in records
+    ]
     blobs: dict[str, bytes] = {}
     if attachments:
         if len(attachments) > MAX_ATTACHMENTS_PER_APPEND:
@@ -257,8 +270,11 @@ def check_append(
 
 def check_refs(refs: Iterable[str], sent: Mapping[str, bytes]) -> list[str]:
     """Validate an append's ``refs``; return the distinct digests not in ``sent``, in order."""
-    if isinstance(refs, str | bytes | bytearray):
+    plain = type(refs) in _PLAIN
+    if not plain and isinstance(refs, str | bytes | bytearray):
         raise InvalidValueError("refs", "an iterable of digests", refs)
+    if plain and not refs:
+        return []
     wanted = list(dict.fromkeys(_check_digest(d) for d in refs))
     if len(wanted) > MAX_REFS_PER_APPEND:
         raise ValueError(f"at most {MAX_REFS_PER_APPEND} refs per append, not {len(wanted)}")

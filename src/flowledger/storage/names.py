@@ -22,6 +22,13 @@ _FIRST: Final = frozenset(b"abcdefghijklmnopqrstuvwxyz0123456789")
 _REST: Final = _FIRST | frozenset(b"_.-")
 _VALID: Final = re.compile(r"[a-z0-9][a-z0-9_.-]*(?:/[a-z0-9][a-z0-9_.-]*)*")
 
+# Names that passed the grammar, remembered so that a name used again (a log appended to
+# every step, a key read and written) costs a set lookup instead of a regex match. Only
+# exact ``str`` objects go in and are looked up: a subclass could compare equal to a valid
+# name without being one. Bounded: emptied when full (only speed depends on it).
+_SEEN: Final[set[str]] = set()
+_SEEN_MAX: Final = 4096
+
 
 class InvalidNameError(ValueError):
     """A storage name broke one of the grammar's rules; nothing was read or written."""
@@ -34,8 +41,15 @@ class InvalidNameError(ValueError):
 
 def validate_name(name: object) -> str:
     """Return ``name`` unchanged if it is a valid storage name, else raise `InvalidNameError`."""
+    if type(name) is str and name in _SEEN:
+        return name
     if isinstance(name, str) and len(name) <= MAX_NAME_BYTES and _VALID.fullmatch(name):
-        return name  # the common case, in one C call; the rest finds which rule failed
+        # The common case, in one C call; the rest finds which rule failed.
+        if type(name) is str:
+            if len(_SEEN) >= _SEEN_MAX:
+                _SEEN.clear()
+            _SEEN.add(name)
+        return name
     if not isinstance(name, str):
         raise InvalidNameError(name, "illegal byte")
     if not name:

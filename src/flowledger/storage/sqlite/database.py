@@ -76,6 +76,7 @@ class Database:
         self.read_only = read_only
         self.path = ""
         self._conn: sqlite3.Connection | None = None
+        self._cursor: sqlite3.Cursor | None = None
         # The ledger's caches (see `ledger`): log ids, and the references this store
         # committed (`KnownRefs`) or has in its open group.
         self.log_ids: dict[str, int] = {}
@@ -91,6 +92,18 @@ class Database:
         if self._conn is None:
             raise StoreClosedError()
         return self._conn
+
+    @property
+    def cursor(self) -> sqlite3.Cursor:
+        """A cursor of the connection, kept for the statements of the write paths run
+        often (an append's): ``conn.execute`` makes a new cursor per statement (and
+        registers it with the connection), a good part of a small statement's cost. The
+        store runs one call at a time, each statement's rows are fetched before the next
+        statement, so one cursor serves them all."""
+        cursor = self._cursor
+        if cursor is None:
+            cursor = self._cursor = self.conn.cursor()
+        return cursor
 
     # lifecycle
 
@@ -261,6 +274,7 @@ class Database:
 
     def close(self) -> None:
         conn, self._conn = self._conn, None
+        self._cursor = None
         if conn is not None:
             conn.close()
 
@@ -269,7 +283,7 @@ class Database:
         return fn(self.conn)
 
     def commit(self) -> None:
-        self.conn.execute("COMMIT")
+        self.cursor.execute("COMMIT")
 
     def check_fence(self, fence: Fence | None) -> None:
         """Inside a write transaction (which holds the database's write lock until it

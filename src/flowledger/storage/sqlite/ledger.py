@@ -16,10 +16,9 @@ References, drops, sweeps and space are in `collection`.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Final
+from typing import TYPE_CHECKING, Final, NamedTuple
 
-from ..checksum import bound_checksum, record_place, verified
+from ..checksum import record_checksums, record_place, verified
 from ..errors import AttachmentNotFoundError, LedgerConflictError, StorageError
 from ..fence import Fence, check_fence
 from ..ledger import (
@@ -32,6 +31,7 @@ from ..ledger import (
     check_read,
     check_refs,
 )
+from ..limits import MAX_RECORDS_PER_APPEND
 from ..names import validate_name
 from . import collection
 from .database import Database, prefix_bounds
@@ -59,7 +59,12 @@ MAX_SEQ: Final = (1 << SEQ_BITS) - 1
 _LOG_ID: Final = "SELECT id FROM ledger_logs WHERE name = ?"
 _LOG_INSERT: Final = "INSERT INTO ledger_logs (name) VALUES (?)"
 _LEDGER_TIP: Final = "SELECT max(key) FROM ledger_records WHERE key BETWEEN ? AND ?"
-_LEDGER_INSERT: Final = "INSERT INTO ledger_records (key, content, bound_crc) VALUES (?, ?, ?)"
+# The insert of an append's records in one statement, by how many (1..64; 0 unused): one
+# statement of n rows costs less than ``executemany`` running one of a row n times.
+_INSERT: Final = tuple(
+    "INSERT INTO ledger_records (key, content, bound_crc) VALUES " + ", ".join(["(?, ?, ?)"] * n)
+    for n in range(MAX_RECORDS_PER_APPEND + 1)
+)
 _LEDGER_READ: Final = (
     "SELECT key, content, bound_crc FROM ledger_records "
     "WHERE key BETWEEN ? AND ? ORDER BY key LIMIT ?"
@@ -71,9 +76,8 @@ ATTACHMENT_EXISTS: Final = "SELECT 1 FROM attachments WHERE digest = ?"
 REF_INSERT: Final = "INSERT OR IGNORE INTO attachment_refs (log_id, digest) VALUES (?, ?)"
 
 
-@dataclass(frozen=True, slots=True)
-class Append:
-    """The validated arguments of one ledger append."""
+class Append(NamedTuple):
+    """The validated arguments of one ledger append (a tuple: the cheapest to build)."""
 
     name: str
     payloads: list[bytes]
@@ -91,7 +95,7 @@ def log_id(db: Database, name: str, *, fresh: bool = False) -> int | None:
         db.log_ids.pop(name, None)
     known = db.log_ids.get(name)
     if known is None:
-        row = db.conn.execute(_LOG_ID, (name,)).fetchone()
+        row = db.cursor.execute(_LOG_ID, (name,)).fetchone()
         if row is not None:
             known = db.log_ids[name] = int(row[0])
     return known
@@ -99,8 +103,29 @@ def log_id(db: Database, name: str, *, fresh: bool = False) -> int | None:
 
 def tip_of(db: Database, log: int) -> int:
     base = log << SEQ_BITS
-    row = db.conn.execute(_LEDGER_TIP, (base, base | MAX_SEQ)).fetchone()
+    row = db.cursor.execute(_LEDGER_TIP, (base, base | MAX_SEQ)).fetchone()
     return 0 if row is None or row[0] is None else int(row[0]) - base
+
+
+def _log_and_tip(db: Database, name: str) -> tuple[int | None, int]:
+    """The id (None if there is no such log) and the tip of log ``name``."""
+    log = log_id(db, name)
+    tip = 0 if log is None else tip_of(db, log)
+    if tip == 0 and log is not None:  # dropped (and re-created?) elsewhere
+        log = log_id(db, name, fresh=True)
+        tip = 0 if log is None else tip_of(db, log)
+    return log, tip
+
+
+def _record_params(name: str, log: int, after: int, payloads: list[bytes]) -> list[object]:
+    """The parameters of `_INSERT`: key, content and checksum of each
+    record, as records ``after + 1``, ... of ``log``."""
+    key = (log << SEQ_BITS) + after
+    params: list[object] = []
+    for payload, crc in zip(payloads, record_checksums(name, after, payloads), strict=True):
+        key += 1
+        params += (key, payload, crc)
+    return params
 
 
 def append_rows(db: Database, append: Append) -> tuple[int, int, list[tuple[int, bytes]]]:
@@ -109,45 +134,36 @@ def append_rows(db: Database, append: Append) -> tuple[int, int, list[tuple[int,
     the references. Returns the new tip, the log's id and the references inserted
     (neither cached yet: the transaction may still roll back). The one place of the
     per-append SQL, shared by a lone append and a member of a group."""
-    conn = db.conn
+    cursor = db.cursor
     name, payloads, expected = append.name, append.payloads, append.expected
+    count = len(payloads)
     db.check_fence(append.fence)
-    log = log_id(db, name)
-    actual = 0 if log is None else tip_of(db, log)
-    if actual == 0 and log is not None:  # dropped (and re-created?) elsewhere
-        log = log_id(db, name, fresh=True)
-        actual = 0 if log is None else tip_of(db, log)
+    log, actual = _log_and_tip(db, name)
     if actual != expected:
         raise LedgerConflictError(name, expected, actual)
-    if actual + len(payloads) > MAX_SEQ:
+    if actual + count > MAX_SEQ:
         raise StorageError(f"ledger {name!r} is full ({MAX_SEQ} records)")
     for digest in append.needed:  # named but not sent: must be stored already
         key = bytes.fromhex(digest)
         if (log is None or (log, key) not in db.known_refs) and (
-            conn.execute(ATTACHMENT_EXISTS, (key,)).fetchone() is None
+            cursor.execute(ATTACHMENT_EXISTS, (key,)).fetchone() is None
         ):
             raise AttachmentNotFoundError(digest)
     if log is None:
-        log = int(conn.execute(_LOG_INSERT, (name,)).lastrowid or 0)
-    base = (log << SEQ_BITS) + actual
-    rows = [
-        (base + i, p, bound_checksum(record_place(name, actual + i), p))
-        for i, p in enumerate(payloads, 1)
-    ]
-    if len(rows) == 1:
-        conn.execute(_LEDGER_INSERT, rows[0])
-    else:
-        conn.executemany(_LEDGER_INSERT, rows)
+        log = int(cursor.execute(_LOG_INSERT, (name,)).lastrowid or 0)
+    cursor.execute(_INSERT[count], _record_params(name, log, actual, payloads))
+    refs: list[tuple[int, bytes]] = []
     if append.blobs:
-        conn.executemany(
+        cursor.executemany(
             _ATTACHMENT_INSERT,
             [(bytes.fromhex(d), data) for d, data in append.blobs.items()],
         )
-    refs = [(log, bytes.fromhex(d)) for d in (*append.blobs, *append.needed)]
-    refs = [ref for ref in refs if ref not in db.known_refs]
-    if refs:
-        conn.executemany(REF_INSERT, refs)
-    return actual + len(payloads), log, refs
+    if append.blobs or append.needed:
+        refs = [(log, bytes.fromhex(d)) for d in (*append.blobs, *append.needed)]
+        refs = [ref for ref in refs if ref not in db.known_refs]
+        if refs:
+            cursor.executemany(REF_INSERT, refs)
+    return actual + count, log, refs
 
 
 def _read(db: Database, name: str, after: int, limit: int) -> list[Record]:
@@ -173,12 +189,7 @@ def _read(db: Database, name: str, after: int, limit: int) -> list[Record]:
 
 
 def _tip(db: Database, name: str) -> int:
-    log = log_id(db, name)
-    tip = 0 if log is None else tip_of(db, log)
-    if tip == 0 and log is not None:  # dropped (and re-created?) elsewhere
-        log = log_id(db, name, fresh=True)
-        tip = 0 if log is None else tip_of(db, log)
-    return tip
+    return _log_and_tip(db, name)[1]
 
 
 def _names(db: Database, low: str, high: str) -> list[str]:

@@ -41,14 +41,13 @@ _T = TypeVar("_T")
 
 def append_alone(db: Database, append: Append) -> int:
     """One append as its own transaction (the path of a lone writer)."""
-    conn = db.conn
     db.check_files()
-    conn.execute("BEGIN IMMEDIATE")
+    db.cursor.execute("BEGIN IMMEDIATE")
     try:
         tip, log, refs = append_rows(db, append)
         db.commit()
     except BaseException:
-        rollback(conn)
+        rollback(db.conn)
         db.log_ids.pop(append.name, None)  # a rolled-back insert assigned no id
         raise
     db.log_ids[append.name] = log
@@ -62,24 +61,24 @@ def begin_group(db: Database, appends: Sequence[Append]) -> list[int | BaseExcep
     back to its savepoint and gets its exception; the others stay. The transaction
     is left open for `commit_group`. If the transaction itself is lost (SQLite rolls
     back the whole of it on some I/O errors), it raises and nothing is written."""
-    conn = db.conn
+    conn, cursor = db.conn, db.cursor
     db.check_files()
-    conn.execute("BEGIN IMMEDIATE")
+    cursor.execute("BEGIN IMMEDIATE")
     outcomes: list[int | BaseException] = []
     db.group_refs = []
     try:
         for append in appends:
-            conn.execute("SAVEPOINT member")
+            cursor.execute("SAVEPOINT member")
             try:
                 tip, _log, refs = append_rows(db, append)
             except Exception as exc:
                 if not conn.in_transaction:
                     raise  # the whole transaction is gone, not just this member
-                conn.execute("ROLLBACK TO member")
-                conn.execute("RELEASE member")
+                cursor.execute("ROLLBACK TO member")
+                cursor.execute("RELEASE member")
                 outcomes.append(exc)
             else:
-                conn.execute("RELEASE member")
+                cursor.execute("RELEASE member")
                 outcomes.append(tip)
                 db.group_refs.extend(refs)
     except BaseException:
