@@ -38,7 +38,7 @@ from .errors import (
     UnsupportedSerializationError,
 )
 from .records import is_digest
-from .serde import JSON_TYPE, is_pickle_type
+from .serde import JSON_TYPE, JsonSerializer, is_pickle_type
 
 __all__ = [
     "INLINE_BYTES",
@@ -55,6 +55,7 @@ _SLOTS: Final = 512  # (log, channel) lists whose elements are remembered (see `
 INLINE_TEXT: Final = 64  # JSON text this short stays in its record
 INLINE_BYTES: Final = 48  # so do raw bytes this short (as base64)
 _RAW_TYPES: Final = frozenset({"null", "bytes", "bytearray"})
+_SMALL_INT: Final = 10**18  # its decimal text is far below INLINE_TEXT
 
 
 def check_type(type_tag: object, where: str, *, writing: bool) -> str:
@@ -125,6 +126,22 @@ class Encoder:
         if len(data) <= INLINE_BYTES:
             return {"t": type_tag, "b": base64.b64encode(data).decode()}
         return {"t": type_tag, "d": out.attach(data)}
+
+    def small(self, value: Any) -> list[str] | None:
+        """The stored form of None, a boolean or an integer of up to 18 digits when the
+        serde is flowledger's own `JsonSerializer` - ``[json text]``, what `scalar` makes
+        of it, without a call to the serde - else None (then `scalar` is needed). A
+        step's counters and flags are most of what a graph writes."""
+        if type(self.serde) is not JsonSerializer:
+            return None
+        if value is None:
+            return ["null"]
+        kind = type(value)
+        if kind is bool:
+            return ["true" if value else "false"]
+        if kind is int and -_SMALL_INT < value < _SMALL_INT:
+            return [str(value)]
+        return None
 
     def elements(
         self,

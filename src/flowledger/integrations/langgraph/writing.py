@@ -210,7 +210,7 @@ class Writer:
             }
         updated = checkpoint.get("updated_channels")
         if updated is not None and (
-            not isinstance(updated, list | tuple)
+            not isinstance(updated, _PAIR)
             or not (
                 _TEXT.issuperset(map(type, updated)) or all(isinstance(u, str) for u in updated)
             )
@@ -278,14 +278,17 @@ class Writer:
                     entry, node = reuse(before.node, seq, log, out)
                 else:
                     entry = before.entry
-                    out.needed.update(scalar_digests([entry]))
+                    if type(entry) is not list:  # an inline scalar names no attachment
+                        out.needed.update(scalar_digests([entry]))
             elif type(value) is list:
                 elements = self.encoder.elements(
                     value, f"{where} {channel!r}", out, slot=(log.name, channel)
                 )
                 entry, node = build(elements, before.node if before else None, seq, log, out)
             else:
-                entry = self.encoder.scalar(value, f"{where} {channel!r}", out)
+                entry = self.encoder.small(value) or self.encoder.scalar(
+                    value, f"{where} {channel!r}", out
+                )
             stored[channel] = entry
             chans[channel] = Chan(version, None if node is not None else entry, node)
         doc = dict(parts)
@@ -310,11 +313,13 @@ class Writer:
             if not isinstance(item, _PAIR) or len(item) != 2 or not isinstance(item[0], str):
                 raise InvalidConfigError(f"writes[{index}]", "not a (channel, value) pair")
             channel, value = item
-            where = f"{log.where} write {index} ({channel!r}) of task {task_id}"
-            if type(value) is list:
-                entry, _ = whole(self.encoder.elements(value, where, out), 0, out)
-            else:
-                entry = self.encoder.scalar(value, where, out)
+            entry: Any = self.encoder.small(value)
+            if entry is None:
+                where = f"{log.where} write {index} ({channel!r}) of task {task_id}"
+                if type(value) is list:
+                    entry, _ = whole(self.encoder.elements(value, where, out), 0, out)
+                else:
+                    entry = self.encoder.scalar(value, where, out)
             stored.append([WRITES_IDX_MAP.get(channel, index), channel, entry])
         doc = {"w": checkpoint_id, "t": task_id, "tp": task_path, "ws": stored}
         return [doc], out, None
