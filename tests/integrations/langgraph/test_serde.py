@@ -148,3 +148,35 @@ def test_plain_copy_is_a_deep_copy_of_exactly_the_plain_values(value: dict[str, 
         pairs = (mine.values(), theirs.values()) if isinstance(mine, dict) else (mine, theirs)
         items = zip(*pairs, strict=True)
         stack.extend((a, b) for a, b in items if isinstance(a, dict | list))
+
+
+class Note(pydantic.BaseModel):
+    text: str
+
+
+def _load_error(serde: JsonSerializer, raw: bytes) -> str:
+    with pytest.raises(CorruptCheckpointError) as caught:
+        serde.loads(raw)
+    return str(caught.value)
+
+
+def test_a_model_class_met_before_is_rebuilt_as_the_first_time() -> None:
+    """Decoding remembers an allowed model class (`_decode_tagged`'s short path): what it
+    gives, the errors it raises and the class a path names stay as on the long path."""
+    serde = JsonSerializer(types=[Note])
+    data = serde.dumps(Note(text="a"))
+    damaged = [
+        data.replace(b'"text":"a"', b'"text":5'),  # fields the class refuses
+        data.replace(b'"cls":', b'"cls":["x"],"was":'),  # a class that is not a path
+        data.replace(b'"v":{', b'"v":[],"was":{'),  # fields that are not an object
+    ]
+    cold = [_load_error(JsonSerializer(types=[Note]), raw) for raw in damaged]
+    for _ in range(2):  # the first time finds the class, the second remembers it
+        assert serde.loads(data) == Note(text="a")
+        assert [_load_error(serde, raw) for raw in damaged] == cold
+    # a class allowed later under the same path (a module reloaded): that one from then on
+    reloaded = pydantic.create_model(
+        "Note", text=(str, ...), seen=(bool, True), __module__=Note.__module__
+    )
+    serde.allow([reloaded])
+    assert type(serde.loads(data)) is reloaded

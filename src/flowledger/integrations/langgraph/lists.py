@@ -81,11 +81,14 @@ def build(
         n = len(elements)
         if n == len(old) and tuple(elements) == old:
             return {"r": base.def_seq, "f": base.from_seq, "n": n}, base
-        keep = 0
-        for mine, theirs in zip(elements, old, strict=False):
-            if mine != theirs:
-                break
-            keep += 1
+        if n >= len(old) and tuple(elements[: len(old)]) == old:
+            keep = len(old)  # a list that grew: one comparison in C (of the same objects)
+        else:
+            keep = 0
+            for mine, theirs in zip(elements, old, strict=False):
+                if mine != theirs:
+                    break
+                keep += 1
         added = elements[keep:]
         if keep and len(added) <= keep:
             out.needed.update(scalar_digests(added))

@@ -50,7 +50,7 @@ import math
 import sys
 import uuid
 from collections.abc import Callable, Iterable
-from typing import Any, Final
+from typing import Any, Final, cast
 
 import pydantic
 
@@ -134,6 +134,7 @@ class JsonSerializer:
         self.strict = strict
         self._allowed: set[str] = set(_builtin_paths())
         self._classes: dict[str, type] = {}
+        self._models: dict[str, Callable[[Any], Any]] = {}  # see `_decode_tagged`
         self.allow(types)
 
     def allow(self, types: Iterable[type | tuple[str, ...] | str]) -> None:
@@ -150,12 +151,14 @@ class JsonSerializer:
             else:
                 raise TypeError(f"cannot allow {item!r}: give a class or a (module, name) pair")
             self._allowed.add(path)
+            self._models.pop(path, None)  # the class it names may be another now
 
     def copy(self) -> JsonSerializer:
         clone = JsonSerializer.__new__(JsonSerializer)
         clone.strict = self.strict
         clone._allowed = set(self._allowed)
         clone._classes = dict(self._classes)
+        clone._models = dict(self._models)
         return clone
 
     # -- the protocol --------------------------------------------------------------------
@@ -341,6 +344,13 @@ class JsonSerializer:
         tag = node[TAG]
         value = node.get("v")
         try:
+            if tag == "model" and type(value) is dict:
+                # A model of a class rebuilt before (LangChain's messages, every read):
+                # what `_rebuild` does, without finding and checking its class again.
+                path = node.get("cls")
+                validate = self._models.get(path) if type(path) is str else None
+                if validate is not None:
+                    return validate(value)
             decoder = _SIMPLE.get(tag) if isinstance(tag, str) else None
             if decoder is not None:
                 return decoder(value)
@@ -377,6 +387,9 @@ class JsonSerializer:
                 self._classes[path] = cls
         if not _kind_matches(cls, tag):
             raise _Undecodable(f"is not a {tag}", path)
+        if tag == "model" and self._classes.get(path) is cls:
+            # this path names this model class until `allow` names another: `_decode_tagged`
+            self._models[path] = cast(type[pydantic.BaseModel], cls).model_validate
         return cls
 
 

@@ -20,9 +20,11 @@ from __future__ import annotations
 
 import base64
 import binascii
+import operator
 from collections import OrderedDict
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
+from itertools import repeat
 from typing import Any, Final
 
 import pydantic
@@ -99,7 +101,7 @@ class Encoder:
 
     def __init__(self, serde: SerializerProtocol) -> None:
         self.serde = serde
-        self._slots: OrderedDict[tuple[str, str], dict[int, _Known]] = OrderedDict()
+        self._slots: OrderedDict[tuple[str, str], _Slot] = OrderedDict()
 
     def scalar(self, value: Any, where: str, out: Encoded) -> Any:
         try:
@@ -154,24 +156,30 @@ class Encoder:
         list this is, see the class documentation). The attachments they need are in
         ``out.blobs``; naming them (``out.needed``) is the list's stored form's business
         (`lists`): a delta names only the elements it adds."""
-        entries = []
         blobs = out.blobs
         known = self._slots.get(slot) if slot is not None else None
-        current: dict[int, _Known] = {}
-        for index, item in enumerate(values):
-            hit = known.get(id(item)) if known is not None else None
-            if hit is not None and hit[0] is item and (hit[1] is None or item.__dict__ == hit[1]):
-                entries.append(hit[2])
-                if hit[3] is not None:
-                    blobs[hit[3][0]] = hit[3][1]
-                current[id(item)] = hit
-                continue
-            entry = self.scalar(item, f"{where}[{index}]", out)
+        if known is not None and known.starts(values):
+            # A list that grew (each step of a conversation): what it kept is reused at
+            # once, and the slot's list grows with it.
+            current, start = known, len(known.items)
+            blobs.update(known.attached)
+        else:
+            current, start = _Slot(), 0
+        entries = list(current.entries)
+        for index in range(start, len(values)):
+            item = values[index]
+            at = known.find(item) if known is not None else None
+            if at is not None and known is not None:
+                entry, fields = known.entries[at], known.fields[at]
+                digest = _digest(entry)
+                if digest is not None:
+                    blobs[digest] = known.attached[digest]
+            else:
+                entry = self.scalar(item, f"{where}[{index}]", out)
+                fields = _fields(item) if slot is not None else _NOT_KEPT
             entries.append(entry)
             if slot is not None:
-                fresh = _known(item, entry, blobs)
-                if fresh is not None:
-                    current[id(item)] = fresh
+                current.add(item, fields, entry, blobs)
         if slot is not None:
             self._keep(slot, current)
         return entries
@@ -184,41 +192,115 @@ class Encoder:
         blobs: Mapping[str, bytes],
     ) -> None:
         """Remember the list a read returned as the slot's current list."""
-        current: dict[int, _Known] = {}
-        for item, entry in zip(items, entries, strict=True):
-            known = _known(item, entry, blobs)
-            if known is not None:
-                current[id(item)] = known
+        forms = list(entries)
+        known = self._slots.get(slot)
+        current = (known.read_again(items, forms) if known is not None else None) or _Slot()
+        start = len(current.items)
+        for item, entry in zip(items[start:], forms[start:], strict=True):
+            current.add(item, _fields(item), entry, blobs)
         self._keep(slot, current)
 
-    def _keep(self, slot: tuple[str, str], current: dict[int, _Known]) -> None:
+    def _keep(self, slot: tuple[str, str], current: _Slot) -> None:
         self._slots[slot] = current
         self._slots.move_to_end(slot)
         while len(self._slots) > _SLOTS:
             self._slots.popitem(last=False)
 
 
-_Known = tuple[Any, Any, Any, tuple[str, bytes] | None]
-"""An element remembered: the object, its fields' copy (None for a string), its stored
-form, and its attachment (digest, bytes) if it has one."""
+_NOT_KEPT: Final = object()
+"""The fields of an element that is not remembered (neither a string nor a model)."""
 
 
-def _known(item: Any, entry: Any, blobs: Mapping[str, bytes]) -> _Known | None:
+def _fields(item: Any) -> Any:
+    """What a remembered element is checked against: a string itself (immutable), a
+    model's ``model_dump()`` (an independent copy of its fields)."""
     if type(item) is str:
-        dump = None
-    elif isinstance(item, pydantic.BaseModel):
-        dump = item.model_dump()
-    else:
-        return None
-    digest = entry if type(entry) is str else None
-    if type(entry) is dict and "d" in entry:
-        digest = entry["d"]
-    if digest is None:
-        return (item, dump, entry, None)
-    data = blobs.get(digest)
-    if data is None:
-        return None  # without its bytes it could not be sent again
-    return (item, dump, entry, (digest, data))
+        return item
+    if isinstance(item, pydantic.BaseModel):
+        return item.model_dump()
+    return _NOT_KEPT
+
+
+def _digest(entry: Any) -> str | None:
+    """The attachment a scalar value form names, if any."""
+    if type(entry) is str:
+        return entry
+    if type(entry) is dict:
+        return entry.get("d")
+    return None
+
+
+class _Slot:
+    """The elements remembered of a slot's list, in its order: each one's object, its
+    fields (`_fields`), its stored form, and the attachments (digest -> bytes) those
+    name. ``complete``: every element of the list is remembered."""
+
+    __slots__ = ("_position", "attached", "complete", "entries", "fields", "items")
+
+    def __init__(self) -> None:
+        self.items: list[Any] = []
+        self.fields: list[Any] = []
+        self.entries: list[Any] = []
+        self.attached: dict[str, bytes] = {}
+        self.complete = True
+        self._position: dict[int, int] | None = None
+
+    def add(self, item: Any, fields: Any, entry: Any, blobs: Mapping[str, bytes]) -> None:
+        digest = _digest(entry)
+        data = blobs.get(digest) if digest is not None else None
+        if fields is _NOT_KEPT or (digest is not None and data is None):
+            self.complete = False  # (without its bytes an entry could not be sent again)
+            return
+        if digest is not None and data is not None:
+            self.attached[digest] = data
+        if self._position is not None:
+            self._position[id(item)] = len(self.items)
+        self.items.append(item)
+        self.fields.append(fields)
+        self.entries.append(entry)
+
+    def find(self, item: Any) -> int | None:
+        """Where ``item`` is remembered, if it is, its fields as they were then."""
+        if self._position is None:
+            self._position = dict(zip(map(id, self.items), range(len(self.items)), strict=True))
+        at = self._position.get(id(item))
+        if at is None or self.items[at] is not item:
+            return None
+        return at if type(item) is str or item.__dict__ == self.fields[at] else None
+
+    def starts(self, values: list[Any]) -> bool:
+        """Whether ``values`` begins with every element remembered, each as `find` would
+        find it, checked in a few calls to C rather than a Python step per element: the
+        same objects, their ``__dict__`` (a string has none: itself) equal to the fields
+        remembered."""
+        items = self.items
+        return (
+            self.complete
+            and len(values) >= len(items)
+            and all(map(operator.is_, values, items))
+            and list(map(getattr, items, repeat("__dict__"), items)) == self.fields
+        )
+
+    def read_again(self, items: list[Any], entries: list[Any]) -> _Slot | None:
+        """A read's list that begins with this one read again (the same stored forms, so
+        the same values), as remembered: the fields of each element it begins with, new
+        objects of the same classes whose fields equal those remembered, are those (a
+        copy independent of them, as `_fields` would take), without a ``model_dump()``
+        each. None if it does not begin so."""
+        n = len(self.items)
+        if not self.complete or len(items) < n or entries[:n] != self.entries:
+            return None
+        head = items[:n]
+        if list(map(type, head)) != list(map(type, self.items)):
+            return None
+        if list(map(getattr, head, repeat("__dict__"), head)) != self.fields:
+            return None
+        again = _Slot()
+        again.items = head
+        again.fields = list(self.fields)
+        again.entries = list(self.entries)
+        again.attached = dict(self.attached)
+        return again
 
 
 def scalar_digests(entries: Iterable[Any]) -> set[str]:
