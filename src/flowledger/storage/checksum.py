@@ -56,8 +56,12 @@ def blob_place(key: str) -> bytes:
     return b"blob\0%s" % key.encode()
 
 
+def _record_head(log: str) -> bytes:
+    return b"record\0%s\0" % log.encode()
+
+
 def record_place(log: str, seq: int) -> bytes:
-    return b"record\0%s\0%d" % (log.encode(), seq)
+    return _record_head(log) + b"%d" % seq
 
 
 def bound_checksum(place: bytes, data: bytes) -> int:
@@ -69,7 +73,7 @@ def record_checksums(log: str, after: int, payloads: Sequence[bytes]) -> list[in
     """The bound checksums of ``payloads`` as records ``after + 1``, ``after + 2``, ... of
     ``log``: each is ``bound_checksum(record_place(log, seq), payload)``, computed with the
     log's part of the place hashed once (a CRC continues from the CRC of what precedes)."""
-    head = zlib.crc32(b"record\0%s\0" % log.encode())
+    head = zlib.crc32(_record_head(log))
     return [
         _signed(zlib.crc32(payload, zlib.crc32(b"%d\0" % seq, head)))
         for seq, payload in enumerate(payloads, after + 1)

@@ -17,7 +17,7 @@ from typing import Final
 
 import psycopg
 
-from ..checksum import bound_checksum, record_place, verified
+from ..checksum import record_checksums, record_place, verified
 from ..errors import AttachmentNotFoundError, FencedWriteError, LedgerConflictError
 from ..fence import Fence, check_fence, refused
 from ..ledger import (
@@ -52,10 +52,7 @@ async def _append(
     fence: Fence | None,
 ) -> int:
     tip = expected + len(payloads)
-    crcs = [
-        bound_checksum(record_place(name, expected + i), payload)
-        for i, payload in enumerate(payloads, 1)
-    ]
+    crcs = record_checksums(name, expected, payloads)
     digests = [bytes.fromhex(d) for d in blobs]
     datas = list(blobs.values())
     if expected == 0:
