@@ -132,17 +132,15 @@ class Encoder:
     def small(self, value: Any) -> list[str] | None:
         """The stored form of None, a boolean or an integer of up to 18 digits when the
         serde is flowledger's own `JsonSerializer` - ``[json text]``, what `scalar` makes
-        of it, without a call to the serde - else None (then `scalar` is needed). A
-        step's counters and flags are most of what a graph writes."""
-        if type(self.serde) is not JsonSerializer:
+        of it, without the checks `scalar` makes of a serde's output (this serde's text
+        for these is short, plain JSON) - else None (then `scalar` is needed). A step's
+        counters and flags are most of what a graph writes."""
+        serde = self.serde
+        if type(serde) is not JsonSerializer:
             return None
-        if value is None:
-            return ["null"]
         kind = type(value)
-        if kind is bool:
-            return ["true" if value else "false"]
-        if kind is int and -_SMALL_INT < value < _SMALL_INT:
-            return [str(value)]
+        if value is None or kind is bool or (kind is int and -_SMALL_INT < value < _SMALL_INT):
+            return [serde.dumps(value).decode()]
         return None
 
     def elements(
