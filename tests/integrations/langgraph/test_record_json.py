@@ -14,8 +14,7 @@ import pytest
 from langgraph.checkpoint.base import empty_checkpoint
 
 from flowledger.integrations.langgraph import FlowledgerSaver, InvalidConfigError
-from flowledger.integrations.langgraph.logs import dumps_record
-from flowledger.integrations.langgraph.records import parse_record
+from flowledger.integrations.langgraph.records import dumps_record, parse_record
 
 
 def json_bytes(doc: Any) -> bytes:

@@ -30,8 +30,8 @@ from collections.abc import Mapping
 from typing import Any, Final
 
 from .errors import CorruptCheckpointError
-from .logs import ListNode, LogStore, ThreadLog, dumps_record
-from .records import CheckpointRecord, check_scalar
+from .logs import ListNode, LogStore, ThreadLog
+from .records import CheckpointRecord, check_scalar, dumps_record
 from .values import Encoded, scalar_digests
 
 __all__ = [

@@ -31,8 +31,6 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final, Generic, TypeVar
 
-import orjson
-
 from ...storage import (
     MAX_ATTACHMENTS_PER_APPEND,
     MAX_READ_LIMIT,
@@ -55,6 +53,7 @@ from .records import (
     Record,
     Seal,
     WritesRecord,
+    dumps_record,
     parse_record,
     trusted_record,
 )
@@ -67,7 +66,6 @@ __all__ = [
     "ListNode",
     "LogStore",
     "ThreadLog",
-    "dumps_record",
 ]
 
 K = TypeVar("K")
@@ -123,34 +121,6 @@ class CpState:
     """The stored form of one checkpoint, kept so a child can reuse and extend it."""
 
     chans: dict[str, Chan]
-
-
-# Records are trees this saver builds (copied metadata, stored value forms): no cycles to
-# look for, so the encoder does not keep the set of containers it is inside.
-_RECORDS_JSON: Final = json.JSONEncoder(
-    separators=(",", ":"), ensure_ascii=False, check_circular=False
-)
-
-
-def dumps_record(doc: Any) -> bytes:
-    """A record's JSON (compact, UTF-8).
-
-    orjson writes it about ten times faster than `json` (a step's records cost more in
-    `json` than the rest of building them). For what records and stored lists hold - text,
-    integers, booleans, null, lists and string-keyed objects - its bytes are those of
-    `json` with these settings, so digests of stored lists do not change; a float (in
-    metadata or a version) may be spelled differently (``1e-7`` for ``1e-07``) and reads
-    back equal. Records never hold a non-finite float (the checks refuse one), which orjson
-    would write as null. What orjson refuses (a lone surrogate, an integer beyond 64 bits,
-    absurd nesting) goes through `json`."""
-    try:
-        return orjson.dumps(doc)
-    except orjson.JSONEncodeError:
-        pass
-    try:
-        return _RECORDS_JSON.encode(doc).encode()
-    except UnicodeEncodeError:  # a lone surrogate in a name: escaped text still parses
-        return json.dumps(doc, separators=(",", ":")).encode()
 
 
 class ThreadLog:

@@ -29,7 +29,7 @@ from ...workflows.retention.storage import Swept
 from .errors import CorruptCheckpointError, InvalidConfigError, ThreadExistsError
 from .leases import AdminLease
 from .lists import build, whole_elements
-from .logs import PAGE, Chan, ListNode, LogStore, ThreadLog, dumps_record
+from .logs import PAGE, Chan, ListNode, LogStore, ThreadLog
 from .names import (
     decode_segment,
     log_name,
@@ -39,7 +39,15 @@ from .names import (
     threads_prefix,
 )
 from .reading import Reader
-from .records import CheckpointRecord, Header, Record, WritesRecord, entry_digests, is_list_entry
+from .records import (
+    CheckpointRecord,
+    Header,
+    Record,
+    WritesRecord,
+    dumps_record,
+    entry_digests,
+    is_list_entry,
+)
 from .values import Encoded, scalar_digests
 
 __all__ = ["Rewriter"]
